@@ -1,0 +1,45 @@
+# fleetdrill — build, test and benchmark targets. `make help` lists them.
+# CI (.ci/run) runs `make check`, which is `make lint test`.
+
+GO      ?= go
+PKGS    ?= ./...
+# Benchmarks: one package pattern, repeat count and time per benchmark.
+BENCH_PKGS  ?= ./...
+BENCH_COUNT ?= 6
+BENCH_TIME  ?= 1s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build the fleetdrill binary into bin/
+	$(GO) build -o bin/fleetdrill ./cmd/fleetdrill
+
+.PHONY: test
+test: ## Run every test with the race detector
+	$(GO) test -race -count=1 $(PKGS)
+
+.PHONY: bench
+bench: ## Run the benchmarks (BENCH_COUNT runs each; compare runs with benchstat)
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) $(BENCH_PKGS)
+
+.PHONY: lint
+lint: ## go vet, gofmt and staticcheck (pinned as a go.mod tool)
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) tool staticcheck $(PKGS)
+
+.PHONY: tidy
+tidy: ## Check that go.mod and go.sum are tidy
+	$(GO) mod tidy -diff
+
+.PHONY: check
+check: lint tidy test ## Everything CI runs
+
+.PHONY: clean
+clean: ## Remove build outputs
+	rm -rf bin
