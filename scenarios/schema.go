@@ -1,0 +1,244 @@
+package scenarios
+
+// The scenario schema, version 1. Field names are the YAML keys; units are in
+// the names or in the types (Duration, Size). Every field is documented with
+// an example in docs/scenarios.md, which a test keeps in step with this file.
+
+// SchemaVersion is the only schema version this build reads.
+const SchemaVersion = 1
+
+// Scenario is one fleet, workload, policy and set of expectations.
+type Scenario struct {
+	Schema      int    `yaml:"schema"`
+	Name        string `yaml:"name"`
+	Description string `yaml:"description,omitempty"`
+
+	Seed     uint64   `yaml:"seed"`
+	Duration Duration `yaml:"duration"`         // simulated time during which requests arrive
+	Warmup   Duration `yaml:"warmup,omitempty"` // requests arriving before this are run but not reported
+	// Drain is how long the run continues after Duration so that requests in
+	// flight can finish; what is still running then is reported as
+	// in_flight_at_end. Default 10m.
+	Drain Duration `yaml:"drain,omitempty"`
+
+	Regions      []Region      `yaml:"regions"`
+	Accelerators []Accelerator `yaml:"accelerators"`
+	Runtimes     []Runtime     `yaml:"runtimes"`
+	Models       []Model       `yaml:"models"`
+	Pools        []Pool        `yaml:"pools"`
+	Tenants      []Tenant      `yaml:"tenants"`
+	Classes      []Class       `yaml:"classes"`
+	Workload     []Stream      `yaml:"workload"`
+	Policy       Policy        `yaml:"policy"`
+	Expect       []string      `yaml:"expect,omitempty"`
+}
+
+// Region is a failure domain with a data-residency tag.
+type Region struct {
+	Name         string `yaml:"name"`
+	Jurisdiction string `yaml:"jurisdiction"` // e.g. "eu", "us"
+}
+
+// Accelerator is a GPU (or other accelerator) type.
+type Accelerator struct {
+	Name           string   `yaml:"name"`
+	MemoryGiB      float64  `yaml:"memory_gib"`
+	UsableFraction float64  `yaml:"usable_fraction"` // of memory, for weights + KV (vLLM's gpu_memory_utilization)
+	Precisions     []string `yaml:"precisions"`      // e.g. [bf16, fp16, fp8]
+	// BandwidthGBs is the memory bandwidth in GB/s, informative; profiles
+	// carry the measured step costs.
+	BandwidthGBs float64 `yaml:"bandwidth_gbs,omitempty"`
+}
+
+// Runtime is a serving engine build.
+type Runtime struct {
+	Name      string `yaml:"name"`       // e.g. vllm-0.6.3
+	Server    string `yaml:"server"`     // e.g. vllm, tgi, trtllm, sglang
+	Version   string `yaml:"version"`    // e.g. 0.6.3
+	CUDA      string `yaml:"cuda"`       // e.g. "12.4"; empty for non-CUDA runtimes
+	MinDriver string `yaml:"min_driver"` // e.g. "550.54"
+}
+
+// Model is a served model (one version).
+type Model struct {
+	Name          string   `yaml:"name"`
+	ParametersB   float64  `yaml:"parameters_b"` // billions of parameters
+	Layers        int      `yaml:"layers"`
+	KVHeads       int      `yaml:"kv_heads"`
+	HeadDim       int      `yaml:"head_dim"`
+	Precision     string   `yaml:"precision"` // weights and KV precision, e.g. bf16
+	ContextLength int      `yaml:"context_length"`
+	Runtimes      []string `yaml:"runtimes"`   // runtimes that can serve it
+	MinDriver     string   `yaml:"min_driver"` // e.g. "535.104"
+	Quality       float64  `yaml:"quality"`    // 0..1, higher is better
+	Fallbacks     []string `yaml:"fallbacks,omitempty"`
+}
+
+// Pool is a set of identical replicas in one region from one provider.
+type Pool struct {
+	Name           string   `yaml:"name"`
+	Region         string   `yaml:"region"`
+	Provider       string   `yaml:"provider"`
+	Accelerator    string   `yaml:"accelerator"`
+	GPUsPerReplica int      `yaml:"gpus_per_replica"` // tensor-parallel degree
+	Replicas       int      `yaml:"replicas"`
+	Runtime        string   `yaml:"runtime"`
+	Driver         string   `yaml:"driver"`
+	Models         []string `yaml:"models"`
+	// MaxBatch caps the sequences a replica runs at once (vLLM max_num_seqs)
+	// and so the requests the router dispatches to it.
+	MaxBatch        int      `yaml:"max_batch"`
+	PricePerGPUHour float64  `yaml:"price_per_gpu_hour"` // currency units per GPU-hour
+	ColdStart       Duration `yaml:"cold_start"`         // time to load a model onto a replica
+	Quota           Quota    `yaml:"quota,omitempty"`
+	// Profiles gives the measured performance for each served model, keyed
+	// by model name. A pairing without a profile is untested.
+	Profiles map[string]Profile `yaml:"profiles,omitempty"`
+	// Service, when set, replaces the batching model: each replica serves
+	// one request at a time with the given service-time distribution, which
+	// makes the pool an M/M/c (or M/D/c) queue.
+	Service *Service `yaml:"service,omitempty"`
+}
+
+// Quota is a provider's rate limit on a pool. Zero means unlimited.
+type Quota struct {
+	RequestsPerMinute float64 `yaml:"requests_per_minute,omitempty"`
+	TokensPerMinute   float64 `yaml:"tokens_per_minute,omitempty"`
+}
+
+// Profile is the measured performance of one model on one pool's replica:
+// the step-time model of iteration-level continuous batching,
+//
+//	step = step_base + per_seq·B + per_prefill_token·P + per_kv_token·K
+//
+// for B running sequences, P prefill tokens in the step and K KV tokens held
+// by the decoding sequences, never less than min_step. Costs are in
+// microseconds (floats: a KV token costs hundredths of a microsecond).
+type Profile struct {
+	// Ref names a built-in profile (e.g. "h100-sxm/llama-3.1-8b/tp1");
+	// fields set alongside it override the built-in values.
+	Ref               string  `yaml:"ref,omitempty"`
+	StepBaseUS        float64 `yaml:"step_base_us,omitempty"`
+	PerSeqUS          float64 `yaml:"per_seq_us,omitempty"`
+	PerPrefillTokenUS float64 `yaml:"per_prefill_token_us,omitempty"`
+	PerKVTokenUS      float64 `yaml:"per_kv_token_us,omitempty"`
+	MinStepUS         float64 `yaml:"min_step_us,omitempty"`
+	// MaxBatchedTokens is the prefill token budget per step (vLLM
+	// max_num_batched_tokens); prompts longer than it are chunked.
+	MaxBatchedTokens int `yaml:"max_batched_tokens,omitempty"`
+	// KVTokens overrides the KV capacity derived from memory (tokens per
+	// replica). Use the engine's reported num_gpu_blocks × block_size.
+	KVTokens int `yaml:"kv_tokens,omitempty"`
+}
+
+// Service is a request-level service-time distribution (see Pool.Service).
+type Service struct {
+	Distribution string   `yaml:"distribution"` // exponential | deterministic
+	Mean         Duration `yaml:"mean"`
+}
+
+// Tenant is a customer of the fleet. Its name is an identifier that never
+// reaches reports raw: reports use the name given here, which scenario
+// authors choose (anonymised trace readers map raw ids to such names).
+type Tenant struct {
+	Name         string  `yaml:"name"`
+	Jurisdiction string  `yaml:"jurisdiction,omitempty"` // requests must be served in regions with this tag; empty: anywhere
+	Weight       float64 `yaml:"weight,omitempty"`       // fair-share weight, default 1
+	// TokensPerMinute is the token-rate quota (input + output tokens);
+	// zero is unlimited. Enforced by a token bucket with a one-minute burst.
+	TokensPerMinute float64 `yaml:"tokens_per_minute,omitempty"`
+	MaxConcurrency  int     `yaml:"max_concurrency,omitempty"` // requests admitted and unfinished; zero is unlimited
+	// Cohort groups tenants that lend each other unused quota, reclaimed
+	// when the lender needs it (Kueue's cohorts).
+	Cohort string `yaml:"cohort,omitempty"`
+}
+
+// Class is a request class with its priority and SLOs.
+type Class struct {
+	Name     string `yaml:"name"`
+	Priority int    `yaml:"priority"` // higher is served first by the priority policy
+	SLO      SLO    `yaml:"slo"`
+	// Deadline is the end-to-end time after which a request is cancelled
+	// (timed out) wherever it is. Zero: no deadline.
+	Deadline Duration `yaml:"deadline,omitempty"`
+	// Deferrable classes (batch) are deferred rather than rejected when
+	// admission is refused, and retried later.
+	Deferrable bool `yaml:"deferrable,omitempty"`
+}
+
+// SLO are per-request latency objectives; a request meets the SLO when every
+// non-zero objective is met.
+type SLO struct {
+	TTFT Duration `yaml:"ttft,omitempty"`
+	TPOT Duration `yaml:"tpot,omitempty"`
+	E2E  Duration `yaml:"e2e,omitempty"`
+}
+
+// Stream is one synthetic request stream.
+type Stream struct {
+	Name         string       `yaml:"name"`
+	Tenant       string       `yaml:"tenant"`
+	Class        string       `yaml:"class"`
+	Model        string       `yaml:"model"`
+	Arrivals     Arrivals     `yaml:"arrivals"`
+	InputTokens  Distribution `yaml:"input_tokens"`
+	OutputTokens Distribution `yaml:"output_tokens"`
+	Diurnal      *Diurnal     `yaml:"diurnal,omitempty"`
+	Start        Duration     `yaml:"start,omitempty"` // stream starts at this offset
+	Stop         Duration     `yaml:"stop,omitempty"`  // and stops here; zero: at Duration
+}
+
+// Arrivals is an arrival process.
+type Arrivals struct {
+	Process string  `yaml:"process"` // poisson | gamma
+	Rate    float64 `yaml:"rate"`    // mean requests per second
+	CV      float64 `yaml:"cv,omitempty"`
+}
+
+// Diurnal modulates the rate: rate·(1 + amplitude·cos(2π(t − peak)/period)).
+type Diurnal struct {
+	Amplitude float64  `yaml:"amplitude"` // 0..1
+	Period    Duration `yaml:"period"`    // default 24h
+	Peak      Duration `yaml:"peak"`      // offset of the peak within the period
+}
+
+// Distribution is a named distribution of token counts.
+type Distribution struct {
+	Dist string  `yaml:"dist"` // constant | uniform | exponential | lognormal
+	Mean float64 `yaml:"mean,omitempty"`
+	CV   float64 `yaml:"cv,omitempty"` // lognormal: coefficient of variation
+	Min  int     `yaml:"min,omitempty"`
+	Max  int     `yaml:"max,omitempty"`
+}
+
+// Policy is the scheduling policy under test.
+type Policy struct {
+	Scheduler string    `yaml:"scheduler"`       // fifo | priority | wfq | edf
+	Aging     Duration  `yaml:"aging,omitempty"` // priority: one level gained per Aging waited
+	Admission Admission `yaml:"admission,omitempty"`
+	Routing   Routing   `yaml:"routing,omitempty"`
+}
+
+// Admission limits.
+type Admission struct {
+	// QueueLimit bounds the requests waiting per model; zero: 1000.
+	QueueLimit int `yaml:"queue_limit,omitempty"`
+	// DeadlineCheck rejects at arrival a request whose predicted wait
+	// already exceeds its class deadline.
+	DeadlineCheck bool `yaml:"deadline_check,omitempty"`
+	// RetryAfter is the hint given with a rejection; zero: derived from the
+	// predicted wait.
+	RetryAfter Duration `yaml:"retry_after,omitempty"`
+	// DeferFor is how long a deferred (batch) request waits before it is
+	// offered to admission again; zero: 1m.
+	DeferFor Duration `yaml:"defer_for,omitempty"`
+}
+
+// Routing chooses among the pools that can serve a request.
+type Routing struct {
+	Strategy      string `yaml:"strategy,omitempty"` // least-loaded (default) | cheapest | round-robin
+	AllowUntested bool   `yaml:"allow_untested,omitempty"`
+	// Fallback lets a request go to the next model of its model's fallback
+	// chain when no pool of its own model can take it.
+	Fallback bool `yaml:"fallback,omitempty"`
+}
