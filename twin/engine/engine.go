@@ -1,0 +1,405 @@
+// Package engine models one inference replica doing iteration-level
+// continuous batching, the way vLLM does it: every step runs the (chunked)
+// prefill of newly admitted sequences and one decode token for every running
+// one; its duration comes from the replica's measured profile; the KV cache
+// bounds what can run, and a decode that outgrows it preempts the most
+// recently admitted sequence (recompute).
+//
+// The model is a clock-agnostic state machine, like the scheduler core: the
+// caller tells it the time, asks when it next needs attention ([Replica.Next])
+// and calls [Replica.Advance] then. The twin drives it from the simulation
+// kernel; the emulated node of the live harness drives it from the wall clock.
+// It must not import sim, read a clock, start goroutines or do I/O.
+//
+// # Skipping ahead
+//
+// Between two changes of batch composition (an admission, a completion, a
+// preemption, a prefill chunk) every step decodes the same sequences, each
+// step one KV token per sequence longer than the last, so the step times form
+// an arithmetic series and the whole run of steps is one event: a replica
+// costs O(1) events per composition change, not one per token. An arrival in
+// the middle of such a run cuts it at the end of the step in progress, where
+// a real engine would admit the newcomer.
+package engine
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/twin/latency"
+)
+
+// Seq is one request on a replica. The caller owns it; the replica keeps a
+// pointer while it is queued or running.
+type Seq struct {
+	Tag    int // the caller's handle for the request
+	Prompt int // input tokens
+	Output int // tokens to generate, >= 1
+
+	// Progress, maintained by the replica.
+	Generated   int           // output tokens produced so far
+	FirstToken  time.Duration // when the first token was produced; valid when Generated > 0
+	Preemptions int           // times it was preempted and recomputed
+
+	prefilled int   // tokens of the current (re)computation already in the KV cache
+	kv        int64 // KV tokens this sequence holds (reserved at admission)
+	state     seqState
+	cancelled bool
+}
+
+type seqState uint8
+
+const (
+	seqIdle seqState = iota
+	seqWaiting
+	seqRunning
+	seqDone
+)
+
+// pending returns how many tokens must still be prefilled before the
+// sequence decodes: its prompt plus, after a preemption, what it had
+// generated (recompute).
+func (s *Seq) pending() int {
+	return s.Prompt + s.Generated - s.prefilled
+}
+
+// Sink receives what happens on a replica. Times are virtual (or wall) time
+// as the caller supplies it.
+type Sink interface {
+	FirstToken(s *Seq, at time.Duration)
+	Done(s *Seq, at time.Duration)
+	Preempted(s *Seq, at time.Duration)
+}
+
+// Config sizes a replica.
+type Config struct {
+	Profile  latency.Profile
+	MaxSeqs  int   // sequences running at once (vLLM max_num_seqs)
+	KVTokens int64 // KV cache capacity in tokens
+}
+
+// Replica is one serving replica.
+type Replica struct {
+	prof     latency.Profile
+	maxSeqs  int
+	kvCap    int64
+	waiting  []*Seq // FIFO; preempted sequences return to the front
+	wHead    int
+	running  []*Seq // in admission order; preemption takes from the end
+	kvUsed   int64  // reserved by running sequences
+	kvDecode int64  // held by running sequences that decode (the PerKVToken term)
+
+	// The current segment: steps that started at segStart. prefill is the
+	// prefill work of its (single) step, or nil for a pure decode run.
+	busy     bool
+	segStart time.Duration
+	segSteps int
+	segEnd   time.Duration
+	prefill  []chunk
+	decoders int // sequences decoding in every step of the segment
+
+	noSkip bool // tests: one step per segment, the slow obvious reference
+
+	// Counters, for reports.
+	Steps       uint64 // engine iterations executed
+	Preemptions uint64
+	BusyTime    time.Duration // time with a step in progress
+}
+
+// chunk is the prefill of part of one sequence within a step.
+type chunk struct {
+	s      *Seq
+	tokens int
+}
+
+// New returns an idle replica. It returns an error when the configuration
+// cannot run anything.
+func New(cfg Config) (*Replica, error) {
+	if cfg.MaxSeqs < 1 {
+		return nil, fmt.Errorf("engine: max sequences %d, want >= 1", cfg.MaxSeqs)
+	}
+	if cfg.KVTokens < 1 {
+		return nil, fmt.Errorf("engine: KV capacity %d tokens, want >= 1", cfg.KVTokens)
+	}
+	if cfg.Profile.MaxBatchedTokens < 1 {
+		return nil, fmt.Errorf("engine: max batched tokens %d, want >= 1", cfg.Profile.MaxBatchedTokens)
+	}
+	return &Replica{prof: cfg.Profile, maxSeqs: cfg.MaxSeqs, kvCap: cfg.KVTokens}, nil
+}
+
+// Fits reports whether a request could ever complete on this replica: its
+// prompt and output must fit the KV cache on their own.
+func (r *Replica) Fits(prompt, output int) bool {
+	return int64(prompt+output) <= r.kvCap
+}
+
+// Load returns the number of sequences on the replica, waiting or running.
+func (r *Replica) Load() int { return len(r.waiting) - r.wHead + len(r.running) }
+
+// Running returns the number of running sequences.
+func (r *Replica) Running() int { return len(r.running) }
+
+// KVUsed returns the KV tokens reserved.
+func (r *Replica) KVUsed() int64 { return r.kvUsed }
+
+// Next returns when the replica next needs Advance, and false when idle.
+func (r *Replica) Next() (time.Duration, bool) { return r.segEnd, r.busy }
+
+// Add queues a sequence at time now. If the replica is idle, a step starts
+// now; if it is in a run of decode steps, the run is cut at the end of the
+// step in progress so the sequence joins the next step. The caller must then
+// re-read Next.
+func (r *Replica) Add(now time.Duration, s *Seq) {
+	if s.Output < 1 {
+		s.Output = 1
+	}
+	s.state = seqWaiting
+	r.waiting = append(r.waiting, s)
+	if !r.busy {
+		r.plan(now, nil)
+		return
+	}
+	r.cut(now)
+}
+
+// Cancel removes a sequence (its deadline expired, or the client went away).
+// A waiting sequence leaves at once. A running one is marked and leaves at
+// the end of the step in progress, with its KV (an engine aborts between
+// iterations); the run of steps is cut there. It reports whether the
+// sequence was on the replica.
+func (r *Replica) Cancel(now time.Duration, s *Seq) bool {
+	switch s.state {
+	case seqWaiting:
+		for i := r.wHead; i < len(r.waiting); i++ {
+			if r.waiting[i] == s {
+				copy(r.waiting[i:], r.waiting[i+1:])
+				r.waiting[len(r.waiting)-1] = nil
+				r.waiting = r.waiting[:len(r.waiting)-1]
+				break
+			}
+		}
+		s.state = seqDone
+		return true
+	case seqRunning:
+		s.cancelled = true
+		r.cut(now)
+		return true
+	}
+	return false
+}
+
+// Advance completes the segment that ends at now (now must equal Next) and
+// starts the next one, reporting first tokens, completions and preemptions
+// to out.
+func (r *Replica) Advance(now time.Duration, out Sink) {
+	if !r.busy || now != r.segEnd {
+		return
+	}
+	r.BusyTime += r.segEnd - r.segStart
+	r.Steps += uint64(r.segSteps)
+	n := r.segSteps
+
+	// Prefill progress of the (single) step with prefill work.
+	for _, c := range r.prefill {
+		c.s.prefilled += c.tokens
+	}
+	// Every running sequence with nothing left to prefill produced one token
+	// per step: n in a decode run; in a step with prefill work (always a
+	// single step) one, which for a sequence whose prefill completed in it
+	// is its first token (or, after a recompute, its next).
+	w := 0
+	for _, s := range r.running {
+		if s.pending() == 0 {
+			produced := n
+			if s.Generated == 0 {
+				s.FirstToken = now
+				out.FirstToken(s, now)
+			}
+			s.Generated += produced
+			s.prefilled += produced
+			s.kv += int64(produced)
+			r.kvUsed += int64(produced)
+		}
+		if s.cancelled || s.Generated >= s.Output {
+			r.kvUsed -= s.kv
+			s.kv = 0
+			if s.cancelled {
+				s.state = seqDone
+			} else {
+				s.Generated = s.Output
+				s.state = seqDone
+				out.Done(s, now)
+			}
+			continue
+		}
+		r.running[w] = s
+		w++
+	}
+	clear(r.running[w:])
+	r.running = r.running[:w]
+	r.prefill = r.prefill[:0]
+	r.busy = false
+	r.plan(now, out)
+}
+
+// plan starts the next segment at now, or leaves the replica idle.
+func (r *Replica) plan(now time.Duration, out Sink) {
+	// Decode needs one more KV token per decoding sequence at the end of
+	// the step; preempt the most recently admitted until that fits.
+	for {
+		dec := 0
+		for _, s := range r.running {
+			if s.pending() == 0 {
+				dec++
+			}
+		}
+		if r.kvUsed+int64(dec) <= r.kvCap || len(r.running) <= 1 {
+			break
+		}
+		last := r.running[len(r.running)-1]
+		r.running = r.running[:len(r.running)-1]
+		r.kvUsed -= last.kv
+		last.kv = 0
+		last.prefilled = 0
+		last.Preemptions++
+		r.Preemptions++
+		last.state = seqWaiting
+		r.pushFront(last)
+		if out != nil {
+			out.Preempted(last, now)
+		}
+	}
+
+	decoders := 0
+	r.kvDecode = 0
+	for _, s := range r.running {
+		if s.pending() == 0 {
+			decoders++
+			r.kvDecode += s.kv
+		}
+	}
+	budget := r.prof.MaxBatchedTokens - decoders
+	r.prefill = r.prefill[:0]
+	prefillTokens := 0
+	// Continue the chunked prefills already running, in admission order.
+	for _, s := range r.running {
+		if budget <= 0 {
+			break
+		}
+		if p := s.pending(); p > 0 {
+			t := min(p, budget)
+			r.prefill = append(r.prefill, chunk{s, t})
+			prefillTokens += t
+			budget -= t
+		}
+	}
+	// Admit waiting sequences while there is room: a running slot, prefill
+	// budget, and KV for the whole (re)computation, reserved up front so an
+	// admitted prompt never thrashes.
+	for budget > 0 && len(r.running) < r.maxSeqs && r.wHead < len(r.waiting) {
+		s := r.waiting[r.wHead]
+		need := int64(s.Prompt + s.Generated)
+		if r.kvUsed+need+int64(decoders) > r.kvCap {
+			break
+		}
+		r.waiting[r.wHead] = nil
+		r.wHead++
+		s.state = seqRunning
+		s.kv = need
+		r.kvUsed += need
+		r.running = append(r.running, s)
+		t := min(s.pending(), budget)
+		r.prefill = append(r.prefill, chunk{s, t})
+		prefillTokens += t
+		budget -= t
+	}
+	if r.wHead == len(r.waiting) {
+		r.waiting = r.waiting[:0]
+		r.wHead = 0
+	}
+	if len(r.running) == 0 {
+		return
+	}
+
+	r.busy = true
+	r.segStart = now
+	r.decoders = decoders
+	if prefillTokens > 0 {
+		r.segSteps = 1
+		r.segEnd = now + latency.US(r.prof.Step(len(r.running), prefillTokens, r.kvDecode))
+		return
+	}
+	// A pure decode run: until the first sequence finishes, or the KV cache
+	// cannot take another step.
+	n := math.MaxInt
+	for _, s := range r.running {
+		n = min(n, s.Output-s.Generated)
+	}
+	if r.noSkip {
+		n = 1
+	}
+	if free := (r.kvCap - r.kvUsed) / int64(max(decoders, 1)); free < int64(n) {
+		n = int(max(free, 1))
+	}
+	r.segSteps = n
+	r.segEnd = now + latency.US(r.sum(n))
+}
+
+// sum returns the duration in µs of the first k steps of the current decode
+// run: step i takes max(MinStep, a + c·(K0 + i·B)).
+func (r *Replica) sum(k int) float64 {
+	if k <= 0 {
+		return 0
+	}
+	B := float64(r.decoders)
+	a := r.prof.StepBase + r.prof.PerSeq*B + r.prof.PerKVToken*float64(r.kvDecode)
+	c := r.prof.PerKVToken * B
+	m := r.prof.MinStep
+	// Steps below the floor come first (the series increases).
+	j := 0
+	if a < m {
+		if c <= 0 {
+			j = k
+		} else {
+			j = min(k, int(math.Ceil((m-a)/c)))
+		}
+	}
+	kf, jf := float64(k), float64(j)
+	// Σ_{i=j}^{k-1} (a + c·i) = (k−j)·a + c·(k(k−1) − j(j−1))/2
+	return jf*m + (kf-jf)*a + c*(kf*(kf-1)-jf*(jf-1))/2
+}
+
+// cut shortens a run of decode steps to end with the step in progress at
+// now.
+func (r *Replica) cut(now time.Duration) {
+	if !r.busy || r.segSteps <= 1 {
+		return
+	}
+	elapsed := float64(now-r.segStart) / 1e3 // µs
+	// The step in progress is the first k with sum(k+1) > elapsed.
+	lo, hi := 1, r.segSteps // sum(hi) >= elapsed always
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if r.sum(mid) > elapsed {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo < r.segSteps {
+		r.segSteps = lo
+		r.segEnd = r.segStart + latency.US(r.sum(lo))
+	}
+}
+
+func (r *Replica) pushFront(s *Seq) {
+	if r.wHead > 0 {
+		r.wHead--
+		r.waiting[r.wHead] = s
+		return
+	}
+	r.waiting = append(r.waiting, nil)
+	copy(r.waiting[1:], r.waiting)
+	r.waiting[0] = s
+}

@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/twin/latency"
+)
+
+// log records what a replica reports.
+type log struct {
+	first, done map[int]time.Duration
+	preempted   int
+	events      []string
+}
+
+func newLog() *log { return &log{first: map[int]time.Duration{}, done: map[int]time.Duration{}} }
+
+func (l *log) FirstToken(s *Seq, at time.Duration) {
+	l.first[s.Tag] = at
+	l.events = append(l.events, fmt.Sprintf("%v first %d", at, s.Tag))
+}
+func (l *log) Done(s *Seq, at time.Duration) {
+	l.done[s.Tag] = at
+	l.events = append(l.events, fmt.Sprintf("%v done %d", at, s.Tag))
+}
+func (l *log) Preempted(s *Seq, at time.Duration) {
+	l.preempted++
+	l.events = append(l.events, fmt.Sprintf("%v preempt %d", at, s.Tag))
+}
+
+// drive runs a replica through arrivals (time → seq) until idle, returning
+// the number of Advance calls (events).
+func drive(t *testing.T, r *Replica, arrivals []arrival, out Sink) int {
+	t.Helper()
+	events := 0
+	i := 0
+	for {
+		next, busy := r.Next()
+		if i < len(arrivals) && (!busy || arrivals[i].at <= next) {
+			r.Add(arrivals[i].at, arrivals[i].s)
+			i++
+			continue
+		}
+		if !busy {
+			return events
+		}
+		r.Advance(next, out)
+		events++
+		require.Less(t, events, 10_000_000, "runaway")
+	}
+}
+
+type arrival struct {
+	at time.Duration
+	s  *Seq
+}
+
+func flat(stepUS float64) latency.Profile {
+	return latency.Profile{StepBase: stepUS, MaxBatchedTokens: 8192}
+}
+
+func TestSingleRequestTimeline(t *testing.T) {
+	r, err := New(Config{Profile: flat(10_000), MaxSeqs: 8, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	s := &Seq{Tag: 1, Prompt: 100, Output: 5}
+	events := drive(t, r, []arrival{{0, s}}, l)
+	// One prefill step (10ms) yields the first token; four decode steps follow.
+	require.Equal(t, 10*time.Millisecond, l.first[1])
+	require.Equal(t, 50*time.Millisecond, l.done[1])
+	require.Equal(t, 2, events, "the four decode steps are one skipped-ahead segment")
+	require.Equal(t, uint64(5), r.Steps)
+	require.Equal(t, 50*time.Millisecond, r.BusyTime)
+	require.Zero(t, r.KVUsed(), "KV is freed at completion")
+}
+
+func TestStepTimeGrowsWithKV(t *testing.T) {
+	// step = 1000µs + 1µs per KV token held by decoders.
+	p := latency.Profile{StepBase: 1000, PerKVToken: 1, MaxBatchedTokens: 8192}
+	r, err := New(Config{Profile: p, MaxSeqs: 8, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	drive(t, r, []arrival{{0, &Seq{Tag: 1, Prompt: 100, Output: 3}}}, l)
+	// Prefill: no decoders, 1000µs. Decodes hold 101 then 102 tokens.
+	require.Equal(t, 1000*time.Microsecond, l.first[1])
+	require.Equal(t, (1000+1101+1102)*time.Microsecond, l.done[1])
+}
+
+func TestChunkedPrefill(t *testing.T) {
+	p := latency.Profile{StepBase: 1000, PerPrefillToken: 1, MaxBatchedTokens: 512}
+	r, err := New(Config{Profile: p, MaxSeqs: 8, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	drive(t, r, []arrival{{0, &Seq{Tag: 1, Prompt: 1200, Output: 1}}}, l)
+	// Chunks of 512, 512, 176 tokens.
+	require.Equal(t, (1512+1512+1176)*time.Microsecond, l.first[1])
+	require.Equal(t, l.first[1], l.done[1], "a one-token output is done at its first token")
+}
+
+func TestArrivalCutsDecodeRunAtStepBoundary(t *testing.T) {
+	r, err := New(Config{Profile: flat(10_000), MaxSeqs: 8, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	a := &Seq{Tag: 1, Prompt: 10, Output: 100}
+	b := &Seq{Tag: 2, Prompt: 10, Output: 2}
+	// b arrives at 35ms, during a's fourth step (30–40ms); it is admitted at
+	// 40ms, prefilled with a's decode in the 40–50ms step.
+	drive(t, r, []arrival{{0, a}, {35 * time.Millisecond, b}}, l)
+	require.Equal(t, 50*time.Millisecond, l.first[2])
+	require.Equal(t, 60*time.Millisecond, l.done[2])
+	require.Equal(t, time.Second, l.done[1], "a is not delayed by the flat profile")
+}
+
+func TestMaxSeqsQueues(t *testing.T) {
+	r, err := New(Config{Profile: flat(10_000), MaxSeqs: 1, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	drive(t, r, []arrival{{0, &Seq{Tag: 1, Prompt: 10, Output: 3}}, {0, &Seq{Tag: 2, Prompt: 10, Output: 3}}}, l)
+	require.Equal(t, 30*time.Millisecond, l.done[1])
+	require.Equal(t, 40*time.Millisecond, l.first[2])
+	require.Equal(t, 60*time.Millisecond, l.done[2])
+}
+
+func TestKVPressurePreemptsAndRecomputes(t *testing.T) {
+	// Two sequences of 60 + 40 tokens cannot both finish in 150 KV tokens:
+	// the later one is preempted, recomputed after the first completes, and
+	// still finishes. Preemptions are counted on the replica and the seq.
+	r, err := New(Config{Profile: flat(1000), MaxSeqs: 8, KVTokens: 150})
+	require.NoError(t, err)
+	l := newLog()
+	a := &Seq{Tag: 1, Prompt: 60, Output: 40}
+	b := &Seq{Tag: 2, Prompt: 60, Output: 40}
+	drive(t, r, []arrival{{0, a}, {0, b}}, l)
+	require.Len(t, l.done, 2)
+	require.Positive(t, r.Preemptions)
+	require.Equal(t, int(r.Preemptions), b.Preemptions+a.Preemptions)
+	require.Positive(t, b.Preemptions, "the most recently admitted is preempted")
+	require.Less(t, l.done[1], l.done[2])
+	require.Zero(t, r.KVUsed())
+	require.Equal(t, 40, b.Generated)
+}
+
+func TestCancelFreesSlotAndKV(t *testing.T) {
+	r, err := New(Config{Profile: flat(10_000), MaxSeqs: 1, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	a := &Seq{Tag: 1, Prompt: 10, Output: 1000}
+	b := &Seq{Tag: 2, Prompt: 10, Output: 2}
+	r.Add(0, a)
+	r.Add(0, b)
+	// Run a for a while, then cancel it at 55ms: it leaves at the end of the
+	// step in progress (60ms) and b starts.
+	next, _ := r.Next()
+	r.Advance(next, l) // prefill step ends at 10ms
+	require.True(t, r.Cancel(55*time.Millisecond, a))
+	next, _ = r.Next()
+	require.Equal(t, 60*time.Millisecond, next)
+	drive(t, r, nil, l)
+	require.NotContains(t, l.done, 1)
+	require.Equal(t, 70*time.Millisecond, l.first[2])
+	require.Zero(t, r.KVUsed())
+	require.False(t, r.Cancel(time.Second, a), "cancelling twice is a no-op")
+}
+
+func TestCancelWaiting(t *testing.T) {
+	r, err := New(Config{Profile: flat(10_000), MaxSeqs: 1, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	a := &Seq{Tag: 1, Prompt: 10, Output: 3}
+	b := &Seq{Tag: 2, Prompt: 10, Output: 3}
+	r.Add(0, a)
+	r.Add(0, b)
+	require.True(t, r.Cancel(time.Millisecond, b))
+	require.Equal(t, 1, r.Load())
+	drive(t, r, nil, l)
+	require.Len(t, l.done, 1)
+}
+
+// TestSkipAheadMatchesStepByStep compares the skip-ahead engine with the
+// same engine forced to one step per event, the slow obvious reference, on
+// random workloads with KV pressure, chunking and a step floor.
+func TestSkipAheadMatchesStepByStep(t *testing.T) {
+	for seed := range uint64(30) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			prof := latency.Profile{
+				StepBase: 2000 + rng.Float64()*8000, PerSeq: rng.Float64() * 50,
+				PerPrefillToken: rng.Float64() * 0.5, PerKVToken: rng.Float64() * 0.05,
+				MinStep: rng.Float64() * 6000, MaxBatchedTokens: 256 + rng.IntN(4096),
+			}
+			cfg := Config{Profile: prof, MaxSeqs: 1 + rng.IntN(16), KVTokens: int64(2000 + rng.IntN(20000))}
+			var arr []arrival
+			at := time.Duration(0)
+			for i := range 60 {
+				at += time.Duration(rng.ExpFloat64() * float64(200*time.Millisecond))
+				arr = append(arr, arrival{at, &Seq{Tag: i, Prompt: 1 + rng.IntN(1500), Output: 1 + rng.IntN(300)}})
+			}
+			run := func(noSkip bool) (*log, int) {
+				r, err := New(cfg)
+				require.NoError(t, err)
+				r.noSkip = noSkip
+				l := newLog()
+				var copyArr []arrival
+				for _, a := range arr {
+					s := *a.s
+					if !r.Fits(s.Prompt, s.Output) {
+						continue
+					}
+					copyArr = append(copyArr, arrival{a.at, &s})
+				}
+				return l, drive(t, r, copyArr, l)
+			}
+			fast, fastEvents := run(false)
+			slow, slowEvents := run(true)
+			require.Equal(t, len(slow.done), len(fast.done))
+			require.Equal(t, slow.preempted, fast.preempted)
+			for tag, want := range slow.done {
+				// Segment sums are rounded to the nanosecond once per event
+				// instead of once per step: allow half a nanosecond per step
+				// (at most one step per 2 ms, from the floor of the profile)
+				// plus a microsecond.
+				tol := func(d time.Duration) float64 { return float64(time.Microsecond) + float64(d)/4e6 }
+				require.InDelta(t, float64(want), float64(fast.done[tag]), tol(want), "done %d", tag)
+				require.InDelta(t, float64(slow.first[tag]), float64(fast.first[tag]), tol(want), "first %d", tag)
+			}
+			require.LessOrEqual(t, fastEvents, slowEvents)
+		})
+	}
+}
+
+func TestEventsPerRequestStayConstant(t *testing.T) {
+	// With skip-ahead the number of events depends on composition changes,
+	// not on output length: 10× longer outputs must not give 10× events.
+	count := func(out int) int {
+		r, err := New(Config{Profile: flat(20_000), MaxSeqs: 64, KVTokens: 1_000_000})
+		require.NoError(t, err)
+		var arr []arrival
+		for i := range 50 {
+			arr = append(arr, arrival{time.Duration(i) * 300 * time.Millisecond, &Seq{Tag: i, Prompt: 500, Output: out}})
+		}
+		return drive(t, r, arr, newLog())
+	}
+	short, long := count(100), count(1000)
+	require.Less(t, long, 2*short, "events: %d for 100-token outputs, %d for 1000", short, long)
+}
+
+func TestNewRejectsUnusableConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{Profile: flat(1), MaxSeqs: 0, KVTokens: 10},
+		{Profile: flat(1), MaxSeqs: 1, KVTokens: 0},
+		{Profile: latency.Profile{}, MaxSeqs: 1, KVTokens: 10},
+	} {
+		_, err := New(cfg)
+		require.Error(t, err)
+	}
+}
+
