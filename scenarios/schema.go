@@ -90,7 +90,10 @@ type Pool struct {
 	MaxBatch        int      `yaml:"max_batch"`
 	PricePerGPUHour float64  `yaml:"price_per_gpu_hour"` // currency units per GPU-hour
 	ColdStart       Duration `yaml:"cold_start"`         // time to load a model onto a replica
-	Quota           Quota    `yaml:"quota,omitempty"`
+	// StartCold makes the replicas load their model at the start of the
+	// run (a fresh deployment) instead of starting warm.
+	StartCold bool  `yaml:"start_cold,omitempty"`
+	Quota     Quota `yaml:"quota,omitempty"`
 	// Profiles gives the measured performance for each served model, keyed
 	// by model name. A pairing without a profile is untested.
 	Profiles map[string]Profile `yaml:"profiles,omitempty"`
@@ -241,4 +244,7 @@ type Routing struct {
 	// Fallback lets a request go to the next model of its model's fallback
 	// chain when no pool of its own model can take it.
 	Fallback bool `yaml:"fallback,omitempty"`
+	// IgnoreResidency routes regardless of tenants' jurisdictions: a
+	// deliberately broken policy, to see what the residency check catches.
+	IgnoreResidency bool `yaml:"ignore_residency,omitempty"`
 }

@@ -1,0 +1,805 @@
+// Package sched is the scheduler core: admission (tenant quotas with cohort
+// borrowing, bounded queues, deadline feasibility), the per-model waiting
+// queues under a dispatch policy, and routing to compatible replicas under
+// residency, capability and provider-quota constraints, with fallback along a
+// model's chain.
+//
+// It is a pure, clock-agnostic state machine: every input carries now, and it
+// answers with decisions. When it needs to act later (a provider quota
+// refills), it says so through [Core.WakeAt] and the driver calls
+// [Core.Tick] then. It must not import sim, read a clock, draw random
+// numbers, start goroutines or do I/O: the twin drives it in virtual time and
+// the live gateway on the wall clock.
+//
+// # Usage
+//
+//	c, err := sched.New(cfg)
+//	d := c.Arrive(now, req)       // admit, queue, reject, defer, or fail
+//	for _, x := range c.Dispatches() { start x.Req on replica x.Replica }
+//	c.Finish(now, req)            // completed, cancelled or timed out
+//	for _, x := range c.Dispatches() { ... }
+//
+// Dispatches returns what the last call decided and is valid until the next
+// call.
+package sched
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/fleetdrill/fleetdrill/twin/dispatch"
+)
+
+// Outcome is what admission decided for a request.
+type Outcome uint8
+
+const (
+	Dispatched Outcome = iota + 1 // sent to a replica at once
+	Queued                        // waiting in its model's queue
+	Rejected                      // refused; retryable after RetryAfter
+	Deferred                      // deferrable class: offer it again later
+)
+
+func (o Outcome) String() string {
+	return [...]string{"", "dispatched", "queued", "rejected", "deferred"}[o]
+}
+
+// Rejection reasons, counted in reports.
+const (
+	ReasonTenantConcurrency = "tenant-concurrency"
+	ReasonTenantTokens      = "tenant-token-rate"
+	ReasonQueueFull         = "queue-full"
+	ReasonDeadline          = "deadline-infeasible"
+	ReasonNoRoute           = "no-compatible-pool"
+)
+
+// Decision is the answer to Arrive.
+type Decision struct {
+	Outcome    Outcome
+	Reason     string        // for Rejected and Deferred
+	RetryAfter time.Duration // for Rejected and Deferred: when to try again
+	Detail     string        // for ReasonNoRoute: why each pool was skipped, with counts
+}
+
+// Request is a request as the core sees it. The driver owns it and must not
+// change its fields while the core holds it (queued or dispatched).
+type Request struct {
+	// item must stay the first field: itemOwner converts a queued
+	// *dispatch.Item back to its Request.
+	item dispatch.Item
+
+	ID       uint64
+	Tenant   int // index into Config.Tenants
+	Class    int // index into Config.Classes
+	Model    int // requested model, index into Config.Models
+	Input    int // prompt tokens
+	Output   int // output tokens (the twin knows them; a gateway uses max_tokens)
+	Arrived  time.Duration
+	Deadline time.Duration // absolute; 0: none
+
+	// Set by the core.
+	Served   int  // model actually served (differs from Model after fallback)
+	Replica  int  // replica index while dispatched, else -1
+	Fallback bool // served by a fallback model
+
+	queue  int // index of the queue holding it, -1 when not queued
+	admitd bool
+	borrow bool // holds a concurrency slot borrowed from its cohort
+}
+
+// Tenant is a tenant's quotas.
+type Tenant struct {
+	Name            string
+	Jurisdiction    string // "" = anywhere
+	Weight          float64
+	TokensPerMinute float64 // 0 = unlimited
+	MaxConcurrency  int     // 0 = unlimited
+	Cohort          string
+}
+
+// Class is a request class.
+type Class struct {
+	Name       string
+	Priority   int
+	Deferrable bool
+}
+
+// Model is a model and its fallback chain (indexes into Config.Models).
+type Model struct {
+	Name      string
+	Fallbacks []int
+}
+
+// Pool is a pool as routing sees it.
+type Pool struct {
+	Name         string
+	Jurisdiction string
+	PricePerHour float64 // per replica
+	// Serves[m] is true when the pool may serve model m (compatible, and
+	// tested unless the policy allows untested pairings).
+	Serves []bool
+	// KVTokens[m] is a replica's KV capacity for model m, bounding the
+	// largest request it can ever complete.
+	KVTokens []int64
+	// Provider quota: 0 = unlimited.
+	RequestsPerMinute float64
+	TokensPerMinute   float64
+}
+
+// Replica is one replica's routing view.
+type Replica struct {
+	Pool     int
+	Model    int
+	MaxBatch int
+}
+
+// Config is the core's static configuration.
+type Config struct {
+	Tenants  []Tenant
+	Classes  []Class
+	Models   []Model
+	Pools    []Pool
+	Replicas []Replica
+
+	Policy     string        // dispatch policy, see dispatch.Policies
+	Aging      time.Duration // priority policy
+	QueueLimit int           // per model queue (all residency classes together)
+	// DeadlineCheck rejects at arrival a request whose predicted wait
+	// exceeds the time left to its deadline.
+	DeadlineCheck bool
+	RetryAfter    time.Duration // fixed hint; 0: the predicted wait, at least 1s
+	DeferFor      time.Duration
+	Strategy      string // least-loaded | cheapest | round-robin
+	Fallback      bool
+	// IgnoreResidency routes regardless of jurisdiction: a deliberately
+	// broken policy, to show what residency checks catch.
+	IgnoreResidency bool
+}
+
+// Strategies are the routing strategies.
+var Strategies = []string{"least-loaded", "cheapest", "round-robin"}
+
+// Dispatch is a decision to start a request on a replica.
+type Dispatch struct {
+	Req     *Request
+	Replica int
+}
+
+// Core is the scheduler core.
+type Core struct {
+	cfg Config
+
+	tenants []tenantState
+	cohorts map[string][]int // cohort → member tenants, sorted
+
+	// queues holds one dispatch queue per (model, residency key); keys
+	// lists the residency keys (tenant jurisdictions, "" for anywhere).
+	queues    []queueState
+	queueIdx  map[qkey]int
+	modelQLen []int // queued requests per model, all residency keys
+
+	replicas []replicaState
+	byModel  [][]int // model → replicas serving it, ascending
+	pools    []poolState
+	rr       []int // round-robin cursor per model
+
+	dispatches []Dispatch
+	wakeAt     time.Duration
+
+	// Per-model dispatch rate estimate for predicted waits: an EWMA of the
+	// interval between dispatches.
+	lastDispatch []time.Duration
+	interval     []float64 // seconds, EWMA
+
+	// Skipped counts, per reason, why pools were passed over when routing,
+	// for the "why" view: "3 pools skipped: 2 outside jurisdiction eu, 1
+	// quota exhausted".
+	Skipped map[string]uint64
+}
+
+type qkey struct {
+	model int
+	key   string
+}
+
+type queueState struct {
+	q     dispatch.Queue
+	model int
+	key   string
+}
+
+type tenantState struct {
+	tokens   float64 // token bucket level
+	last     time.Duration
+	inflight int
+	borrowed int
+}
+
+type replicaState struct {
+	Replica
+	inflight int
+	ready    bool
+}
+
+type poolState struct {
+	reqTokens, tokTokens float64 // provider quota buckets
+	last                 time.Duration
+}
+
+// New builds a core. Every replica starts ready; use SetReady for replicas
+// that are loading.
+func New(cfg Config) (*Core, error) {
+	if !slices.Contains(Strategies, cfg.Strategy) {
+		return nil, fmt.Errorf("sched: routing strategy %q, want one of %s", cfg.Strategy, strings.Join(Strategies, ", "))
+	}
+	if cfg.QueueLimit <= 0 {
+		return nil, fmt.Errorf("sched: queue limit %d, want >= 1", cfg.QueueLimit)
+	}
+	c := &Core{
+		cfg:          cfg,
+		tenants:      make([]tenantState, len(cfg.Tenants)),
+		cohorts:      map[string][]int{},
+		queueIdx:     map[qkey]int{},
+		modelQLen:    make([]int, len(cfg.Models)),
+		replicas:     make([]replicaState, len(cfg.Replicas)),
+		byModel:      make([][]int, len(cfg.Models)),
+		pools:        make([]poolState, len(cfg.Pools)),
+		rr:           make([]int, len(cfg.Models)),
+		lastDispatch: make([]time.Duration, len(cfg.Models)),
+		interval:     make([]float64, len(cfg.Models)),
+		Skipped:      map[string]uint64{},
+	}
+	for i, t := range cfg.Tenants {
+		c.tenants[i].tokens = t.TokensPerMinute
+		if t.Cohort != "" {
+			c.cohorts[t.Cohort] = append(c.cohorts[t.Cohort], i)
+		}
+	}
+	for i, p := range cfg.Pools {
+		c.pools[i] = poolState{reqTokens: p.RequestsPerMinute, tokTokens: p.TokensPerMinute}
+	}
+	for i, r := range cfg.Replicas {
+		c.replicas[i] = replicaState{Replica: r, ready: true}
+		c.byModel[r.Model] = append(c.byModel[r.Model], i)
+	}
+	// Residency keys: "" plus every tenant jurisdiction, sorted, so queue
+	// indexes do not depend on map order.
+	keys := []string{""}
+	for _, t := range cfg.Tenants {
+		if t.Jurisdiction != "" && !slices.Contains(keys, t.Jurisdiction) {
+			keys = append(keys, t.Jurisdiction)
+		}
+	}
+	slices.Sort(keys)
+	var weights []float64
+	aging := time.Duration(0)
+	switch cfg.Policy {
+	case dispatch.WFQ:
+		for _, t := range cfg.Tenants {
+			weights = append(weights, t.Weight)
+		}
+	case dispatch.Priority:
+		aging = cfg.Aging
+	}
+	for m := range cfg.Models {
+		for _, k := range keys {
+			q, err := dispatch.New(dispatch.Config{Policy: cfg.Policy, Aging: aging, Weights: weights})
+			if err != nil {
+				return nil, fmt.Errorf("sched: %w", err)
+			}
+			c.queueIdx[qkey{m, k}] = len(c.queues)
+			c.queues = append(c.queues, queueState{q: q, model: m, key: k})
+		}
+	}
+	return c, nil
+}
+
+// Dispatches returns the dispatches decided by the last call. The slice is
+// reused by the next call.
+func (c *Core) Dispatches() []Dispatch { return c.dispatches }
+
+// WakeAt returns when the core wants Tick to be called (a quota refills),
+// and false when it has nothing waiting on time.
+func (c *Core) WakeAt() (time.Duration, bool) { return c.wakeAt, c.wakeAt > 0 }
+
+// QueueLen returns the number of requests waiting for model m.
+func (c *Core) QueueLen(m int) int { return c.modelQLen[m] }
+
+// Inflight returns the requests dispatched to replica r and not finished.
+func (c *Core) Inflight(r int) int { return c.replicas[r].inflight }
+
+// SetReady marks a replica ready (it can take requests) or not (loading,
+// down). Marking it ready may dispatch queued requests to it.
+func (c *Core) SetReady(now time.Duration, r int, ready bool) {
+	c.dispatches = c.dispatches[:0]
+	c.replicas[r].ready = ready
+	if ready {
+		c.fill(now, r)
+	}
+}
+
+// Arrive offers a request to admission. Dispatches holds the resulting
+// dispatch, if any.
+func (c *Core) Arrive(now time.Duration, req *Request) Decision {
+	c.dispatches = c.dispatches[:0]
+	req.Replica = -1
+	req.queue = -1
+	req.Served = req.Model
+	req.Fallback = false
+	cls := c.cfg.Classes[req.Class]
+
+	if d, ok := c.admitTenant(now, req, cls); !ok {
+		return d
+	}
+
+	// Route: the requested model, then its fallbacks when allowed.
+	chain := []int{req.Model}
+	if c.cfg.Fallback {
+		chain = append(chain, c.cfg.Models[req.Model].Fallbacks...)
+	}
+	var why skipCounts
+	routable := false
+	for i, m := range chain {
+		if !c.canEverServe(req, m, &why) {
+			continue
+		}
+		routable = true
+		req.Served, req.Fallback = m, i > 0
+		if c.queuedFor(req, m) == 0 {
+			if r := c.pick(now, req, m, &why); r >= 0 {
+				c.start(now, req, r)
+				return Decision{Outcome: Dispatched}
+			}
+		}
+		if c.modelQLen[m] < c.cfg.QueueLimit {
+			wait := c.predictedWait(m)
+			if c.cfg.DeadlineCheck && req.Deadline > 0 && now+wait > req.Deadline {
+				c.releaseTenant(req)
+				return c.refuse(req, cls, ReasonDeadline, wait)
+			}
+			c.enqueue(now, req, m)
+			return Decision{Outcome: Queued}
+		}
+		// Queue full: try the next model in the chain.
+	}
+	c.releaseTenant(req)
+	req.Served, req.Fallback = req.Model, false
+	if !routable {
+		return Decision{Outcome: Rejected, Reason: ReasonNoRoute, RetryAfter: 0, Detail: why.String()}
+	}
+	return c.refuse(req, cls, ReasonQueueFull, c.predictedWait(req.Model))
+}
+
+// refuse rejects, or defers a deferrable class.
+func (c *Core) refuse(req *Request, cls Class, reason string, wait time.Duration) Decision {
+	retry := c.cfg.RetryAfter
+	if retry == 0 {
+		retry = max(wait, time.Second)
+	}
+	if cls.Deferrable {
+		return Decision{Outcome: Deferred, Reason: reason, RetryAfter: max(c.cfg.DeferFor, retry)}
+	}
+	return Decision{Outcome: Rejected, Reason: reason, RetryAfter: retry}
+}
+
+// Finish releases what a dispatched or queued request holds: its replica
+// slot or its queue place, and its tenant's concurrency. Freed capacity may
+// dispatch queued requests (see Dispatches). Finishing a request the core
+// does not hold is a no-op.
+func (c *Core) Finish(now time.Duration, req *Request) {
+	c.dispatches = c.dispatches[:0]
+	if req.queue >= 0 {
+		qs := &c.queues[req.queue]
+		if qs.q.Remove(&req.item) {
+			c.modelQLen[qs.model]--
+		}
+		req.queue = -1
+	}
+	c.releaseTenant(req)
+	if r := req.Replica; r >= 0 {
+		req.Replica = -1
+		c.replicas[r].inflight--
+		c.fill(now, r)
+	}
+}
+
+// Tick retries dispatch everywhere; the driver calls it at WakeAt.
+func (c *Core) Tick(now time.Duration) {
+	c.dispatches = c.dispatches[:0]
+	c.wakeAt = 0
+	for r := range c.replicas {
+		c.fill(now, r)
+	}
+}
+
+// fill dispatches queued requests to replica r while it has room.
+func (c *Core) fill(now time.Duration, r int) {
+	rs := &c.replicas[r]
+	for rs.ready && rs.inflight < rs.MaxBatch {
+		req := c.nextFor(now, r)
+		if req == nil {
+			return
+		}
+		c.start(now, req, r)
+	}
+}
+
+// nextFor pops the request replica r should take next: across the queues
+// it may serve (its model, residency keys it satisfies), the head with the
+// highest class priority, then the earliest deadline, then the earliest
+// arrival. A head that cannot run on r (too large, provider quota) is left
+// for another replica.
+func (c *Core) nextFor(now time.Duration, r int) *Request {
+	rs := &c.replicas[r]
+	pool := &c.cfg.Pools[rs.Pool]
+	var best *Request
+	bestQ := -1
+	for _, k := range c.residencyKeys(pool.Jurisdiction) {
+		qi, ok := c.queueIdx[qkey{rs.Model, k}]
+		if !ok {
+			continue
+		}
+		it := c.queues[qi].q.Peek(now)
+		if it == nil {
+			continue
+		}
+		req := c.reqOf(it)
+		if int64(req.Input+req.Output) > pool.KVTokens[rs.Model] || !c.poolQuotaOK(now, rs.Pool, req) {
+			continue
+		}
+		if best == nil || c.before(req, best) {
+			best, bestQ = req, qi
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	c.queues[bestQ].q.Pop(now)
+	c.modelQLen[rs.Model]--
+	best.queue = -1
+	return best
+}
+
+func (c *Core) before(a, b *Request) bool {
+	pa, pb := c.cfg.Classes[a.Class].Priority, c.cfg.Classes[b.Class].Priority
+	if pa != pb {
+		return pa > pb
+	}
+	da, db := deadlineKey(a.Deadline), deadlineKey(b.Deadline)
+	if da != db {
+		return da < db
+	}
+	if a.Arrived != b.Arrived {
+		return a.Arrived < b.Arrived
+	}
+	return a.ID < b.ID
+}
+
+func deadlineKey(d time.Duration) time.Duration {
+	if d == 0 {
+		return math.MaxInt64
+	}
+	return d
+}
+
+// residencyKeys returns the queue keys a replica in jurisdiction j may
+// serve: requests that may go anywhere, and those bound to j.
+func (c *Core) residencyKeys(j string) []string {
+	if c.cfg.IgnoreResidency {
+		keys := make([]string, 0, len(c.queues))
+		for _, q := range c.queues {
+			if !slices.Contains(keys, q.key) {
+				keys = append(keys, q.key)
+			}
+		}
+		return keys
+	}
+	if j == "" {
+		return []string{""}
+	}
+	return []string{"", j}
+}
+
+func (c *Core) reqOf(it *dispatch.Item) *Request {
+	// NB: item is Request's first field, so the pointers coincide. This
+	// keeps the queues free of a side table from items to requests.
+	return (*Request)(unsafe.Pointer(it))
+}
+
+func (c *Core) queuedFor(req *Request, m int) int {
+	qi := c.queueIdx[qkey{m, c.resKey(req)}]
+	return c.queues[qi].q.Len()
+}
+
+func (c *Core) resKey(req *Request) string {
+	return c.cfg.Tenants[req.Tenant].Jurisdiction
+}
+
+func (c *Core) enqueue(now time.Duration, req *Request, m int) {
+	qi := c.queueIdx[qkey{m, c.resKey(req)}]
+	req.item = dispatch.Item{
+		ID: req.ID, Tenant: req.Tenant, Priority: c.cfg.Classes[req.Class].Priority,
+		Arrived: req.Arrived, Deadline: req.Deadline, Cost: float64(req.Input + req.Output),
+	}
+	c.queues[qi].q.Push(now, &req.item)
+	req.queue = qi
+	c.modelQLen[m]++
+}
+
+// start dispatches req to replica r.
+func (c *Core) start(now time.Duration, req *Request, r int) {
+	rs := &c.replicas[r]
+	rs.inflight++
+	req.Replica = r
+	c.chargePool(now, rs.Pool, req)
+	m := rs.Model
+	if c.lastDispatch[m] > 0 {
+		gap := (now - c.lastDispatch[m]).Seconds()
+		c.interval[m] = 0.9*c.interval[m] + 0.1*gap
+	}
+	c.lastDispatch[m] = now
+	c.dispatches = append(c.dispatches, Dispatch{Req: req, Replica: r})
+}
+
+// predictedWait estimates how long a request joining model m's queue now
+// waits: the requests ahead times the mean interval between dispatches.
+func (c *Core) predictedWait(m int) time.Duration {
+	return time.Duration(float64(c.modelQLen[m]+1) * c.interval[m] * float64(time.Second))
+}
+
+// canEverServe reports whether some pool could serve req with model m at
+// all (capability, residency, size), counting why pools are skipped.
+func (c *Core) canEverServe(req *Request, m int, why *skipCounts) bool {
+	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
+	ok := false
+	for i := range c.cfg.Pools {
+		p := &c.cfg.Pools[i]
+		switch {
+		case !p.Serves[m]:
+			why.add("does not serve " + c.cfg.Models[m].Name)
+		case tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency:
+			why.add("outside jurisdiction " + tj)
+		case int64(req.Input+req.Output) > p.KVTokens[m]:
+			why.add("request exceeds KV capacity")
+		default:
+			ok = true
+		}
+	}
+	return ok
+}
+
+// pick chooses a ready replica with room for req running model m, or -1.
+func (c *Core) pick(now time.Duration, req *Request, m int, why *skipCounts) int {
+	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
+	best := -1
+	var bestScore float64
+	cands := c.byModel[m]
+	n := len(cands)
+	start := 0
+	if c.cfg.Strategy == "round-robin" && n > 0 {
+		start = c.rr[m] % n
+	}
+	for k := range n {
+		r := cands[(start+k)%n]
+		rs := &c.replicas[r]
+		p := &c.cfg.Pools[rs.Pool]
+		if !p.Serves[m] || !rs.ready || rs.inflight >= rs.MaxBatch {
+			continue
+		}
+		if tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency {
+			continue
+		}
+		if int64(req.Input+req.Output) > p.KVTokens[m] {
+			continue
+		}
+		if !c.poolQuotaOK(now, rs.Pool, req) {
+			c.Skipped["provider quota exhausted"]++
+			continue
+		}
+		load := float64(rs.inflight) / float64(rs.MaxBatch)
+		var score float64
+		switch c.cfg.Strategy {
+		case "round-robin":
+			c.rr[m] = (start + k + 1) % n
+			return r
+		case "cheapest":
+			score = p.PricePerHour*1e3 + load
+		default:
+			score = load
+		}
+		if best < 0 || score < bestScore {
+			best, bestScore = r, score
+		}
+	}
+	return best
+}
+
+// admitTenant applies the tenant's concurrency and token-rate quotas, with
+// cohort borrowing. On success the request holds a concurrency slot.
+func (c *Core) admitTenant(now time.Duration, req *Request, cls Class) (Decision, bool) {
+	t := &c.cfg.Tenants[req.Tenant]
+	ts := &c.tenants[req.Tenant]
+	if t.MaxConcurrency > 0 && ts.inflight >= t.MaxConcurrency {
+		if !c.borrowSlot(req.Tenant) {
+			return c.refuse(req, cls, ReasonTenantConcurrency, time.Second), false
+		}
+		req.borrow = true
+		ts.borrowed++
+	}
+	if t.TokensPerMinute > 0 {
+		cost := float64(req.Input + req.Output)
+		c.refillTenant(now, req.Tenant)
+		if ts.tokens < cost && !c.borrowTokens(now, req.Tenant, cost-ts.tokens) {
+			if req.borrow {
+				req.borrow = false
+				ts.borrowed--
+			}
+			rate := t.TokensPerMinute / 60
+			wait := time.Duration((cost - ts.tokens) / rate * float64(time.Second))
+			return c.refuse(req, cls, ReasonTenantTokens, wait), false
+		}
+		ts.tokens -= min(cost, ts.tokens)
+	}
+	ts.inflight++
+	req.admitd = true
+	return Decision{}, true
+}
+
+// borrowSlot reports whether tenant i may exceed its concurrency with a slot
+// another cohort member is not using. Lenders keep priority: a member under
+// its own quota is always admitted (reclaiming), and borrowing stops while
+// the cohort as a whole is at its summed quota.
+func (c *Core) borrowSlot(i int) bool {
+	t := &c.cfg.Tenants[i]
+	if t.Cohort == "" {
+		return false
+	}
+	total, used := 0, 0
+	for _, j := range c.cohorts[t.Cohort] {
+		mc := c.cfg.Tenants[j].MaxConcurrency
+		if mc == 0 {
+			continue
+		}
+		total += mc
+		used += c.tenants[j].inflight
+	}
+	return used < total
+}
+
+// borrowTokens takes need tokens from cohort peers' buckets, each keeping
+// half of its burst in reserve for itself.
+func (c *Core) borrowTokens(now time.Duration, i int, need float64) bool {
+	t := &c.cfg.Tenants[i]
+	if t.Cohort == "" {
+		return false
+	}
+	avail := 0.0
+	for _, j := range c.cohorts[t.Cohort] {
+		if j == i || c.cfg.Tenants[j].TokensPerMinute == 0 {
+			continue
+		}
+		c.refillTenant(now, j)
+		avail += max(0, c.tenants[j].tokens-c.cfg.Tenants[j].TokensPerMinute/2)
+	}
+	if avail < need {
+		return false
+	}
+	for _, j := range c.cohorts[t.Cohort] {
+		if j == i || c.cfg.Tenants[j].TokensPerMinute == 0 || need <= 0 {
+			continue
+		}
+		spare := max(0, c.tenants[j].tokens-c.cfg.Tenants[j].TokensPerMinute/2)
+		take := min(spare, need)
+		c.tenants[j].tokens -= take
+		need -= take
+	}
+	return true
+}
+
+func (c *Core) refillTenant(now time.Duration, i int) {
+	t := &c.cfg.Tenants[i]
+	ts := &c.tenants[i]
+	if now > ts.last {
+		ts.tokens = min(t.TokensPerMinute, ts.tokens+t.TokensPerMinute/60*(now-ts.last).Seconds())
+		ts.last = now
+	}
+}
+
+func (c *Core) releaseTenant(req *Request) {
+	if !req.admitd {
+		return
+	}
+	req.admitd = false
+	ts := &c.tenants[req.Tenant]
+	ts.inflight--
+	if req.borrow {
+		req.borrow = false
+		ts.borrowed--
+	}
+}
+
+// poolQuotaOK checks the provider's request and token rate quotas for one
+// more request, scheduling a wake-up for when they refill if not.
+func (c *Core) poolQuotaOK(now time.Duration, pi int, req *Request) bool {
+	p := &c.cfg.Pools[pi]
+	if p.RequestsPerMinute == 0 && p.TokensPerMinute == 0 {
+		return true
+	}
+	c.refillPool(now, pi)
+	ps := &c.pools[pi]
+	need := float64(req.Input + req.Output)
+	okReq := p.RequestsPerMinute == 0 || ps.reqTokens >= 1
+	okTok := p.TokensPerMinute == 0 || ps.tokTokens >= min(need, p.TokensPerMinute)
+	if okReq && okTok {
+		return true
+	}
+	wait := time.Duration(0)
+	if !okReq {
+		wait = max(wait, time.Duration((1-ps.reqTokens)/(p.RequestsPerMinute/60)*float64(time.Second)))
+	}
+	if !okTok {
+		wait = max(wait, time.Duration((min(need, p.TokensPerMinute)-ps.tokTokens)/(p.TokensPerMinute/60)*float64(time.Second)))
+	}
+	at := now + max(wait, time.Millisecond)
+	if c.wakeAt == 0 || at < c.wakeAt {
+		c.wakeAt = at
+	}
+	return false
+}
+
+func (c *Core) chargePool(now time.Duration, pi int, req *Request) {
+	p := &c.cfg.Pools[pi]
+	if p.RequestsPerMinute == 0 && p.TokensPerMinute == 0 {
+		return
+	}
+	c.refillPool(now, pi)
+	ps := &c.pools[pi]
+	if p.RequestsPerMinute > 0 {
+		ps.reqTokens--
+	}
+	if p.TokensPerMinute > 0 {
+		ps.tokTokens -= float64(req.Input + req.Output)
+	}
+}
+
+func (c *Core) refillPool(now time.Duration, pi int) {
+	p := &c.cfg.Pools[pi]
+	ps := &c.pools[pi]
+	if now > ps.last {
+		dt := (now - ps.last).Seconds()
+		ps.reqTokens = min(p.RequestsPerMinute, ps.reqTokens+p.RequestsPerMinute/60*dt)
+		ps.tokTokens = min(p.TokensPerMinute, ps.tokTokens+p.TokensPerMinute/60*dt)
+		ps.last = now
+	}
+}
+
+// skipCounts counts why pools were skipped, for a readable rejection.
+type skipCounts struct {
+	reasons []string
+	counts  []int
+}
+
+func (s *skipCounts) add(reason string) {
+	for i, r := range s.reasons {
+		if r == reason {
+			s.counts[i]++
+			return
+		}
+	}
+	s.reasons = append(s.reasons, reason)
+	s.counts = append(s.counts, 1)
+}
+
+func (s *skipCounts) String() string {
+	total := 0
+	parts := make([]string, len(s.reasons))
+	for i, r := range s.reasons {
+		total += s.counts[i]
+		parts[i] = fmt.Sprintf("%d %s", s.counts[i], r)
+	}
+	return fmt.Sprintf("%d pools skipped: %s", total, strings.Join(parts, ", "))
+}
