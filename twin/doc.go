@@ -1,9 +1,18 @@
-// Package twin will hold fleetdrill's digital twin: the pure scheduler core
-// (admission, queues, dispatch policies, routing, fallback, degradation) and
-// the simulated fleet it runs on (capability profiles, compatibility
-// registry, continuous-batching latency model). It is driven by package sim
-// in virtual time and by the live gateway on the wall clock.
+// Package twin is fleetdrill's digital twin: it resolves a scenario into a
+// simulated fleet, drives the scheduler core (twin/sched) and the replicas'
+// continuous-batching model (twin/engine) with the discrete-event kernel
+// (sim), and produces the report.
 //
-// Nothing is here yet: the twin arrives with its own issue. The package
-// exists so that the layout fixed in the design is in place from the start.
+// The pieces below it are pure and clock-agnostic, so the live gateway can
+// drive the same core on the wall clock:
+//
+//   - twin/fleet: capabilities and the compatibility registry;
+//   - twin/latency: step-time profiles, built-in measured profiles;
+//   - twin/engine: one replica's iteration-level batching, with skip-ahead;
+//   - twin/dispatch: the queue policies (fifo, priority, wfq, edf);
+//   - twin/sched: admission, queues, routing, fallback.
+//
+// Start reading at Run (run.go), then build.go for how a scenario becomes a
+// fleet, and report.go for what a run reports. Every request is accounted for
+// exactly once; Run fails loudly if the invariant breaks.
 package twin

@@ -101,6 +101,11 @@ type Replica struct {
 
 	noSkip bool // tests: one step per segment, the slow obvious reference
 
+	// blocked is true when the last planning left sequences waiting: the
+	// replica is full (KV, running slots or prefill budget) and a router
+	// should send it nothing more for now.
+	blocked bool
+
 	// Counters, for reports.
 	Steps       uint64 // engine iterations executed
 	Preemptions uint64
@@ -139,6 +144,12 @@ func (r *Replica) Load() int { return len(r.waiting) - r.wHead + len(r.running) 
 
 // Running returns the number of running sequences.
 func (r *Replica) Running() int { return len(r.running) }
+
+// Blocked reports whether the replica turned sequences away at its last
+// step boundary (no KV, running slot or prefill budget for them). It is the
+// replica's back-pressure signal: a router should hold further requests
+// until it clears.
+func (r *Replica) Blocked() bool { return r.blocked }
 
 // KVUsed returns the KV tokens reserved.
 func (r *Replica) KVUsed() int64 { return r.kvUsed }
@@ -318,6 +329,7 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 		r.waiting = r.waiting[:0]
 		r.wHead = 0
 	}
+	r.blocked = r.wHead < len(r.waiting)
 	if len(r.running) == 0 {
 		return
 	}

@@ -223,6 +223,11 @@ type replicaState struct {
 	Replica
 	inflight int
 	ready    bool
+	blocked  bool // the replica pushed back (see SetBlocked)
+}
+
+func (rs *replicaState) hasRoom() bool {
+	return rs.ready && !rs.blocked && rs.inflight < rs.MaxBatch
 }
 
 type poolState struct {
@@ -318,6 +323,21 @@ func (c *Core) SetReady(now time.Duration, r int, ready bool) {
 	c.dispatches = c.dispatches[:0]
 	c.replicas[r].ready = ready
 	if ready {
+		c.fill(now, r)
+	}
+}
+
+// SetBlocked records a replica's back-pressure: blocked when it could not
+// admit everything sent to it at its last step (KV cache or batch full).
+// The core sends a blocked replica nothing, so requests wait in the
+// gateway's queues, where the dispatch policy orders them, rather than in
+// the engine's FIFO. Unblocking may dispatch queued requests.
+func (c *Core) SetBlocked(now time.Duration, r int, blocked bool) {
+	c.dispatches = c.dispatches[:0]
+	rs := &c.replicas[r]
+	was := rs.blocked
+	rs.blocked = blocked
+	if was && !blocked {
 		c.fill(now, r)
 	}
 }
@@ -419,7 +439,7 @@ func (c *Core) Tick(now time.Duration) {
 // fill dispatches queued requests to replica r while it has room.
 func (c *Core) fill(now time.Duration, r int) {
 	rs := &c.replicas[r]
-	for rs.ready && rs.inflight < rs.MaxBatch {
+	for rs.hasRoom() {
 		req := c.nextFor(now, r)
 		if req == nil {
 			return
@@ -587,7 +607,7 @@ func (c *Core) pick(now time.Duration, req *Request, m int, why *skipCounts) int
 		r := cands[(start+k)%n]
 		rs := &c.replicas[r]
 		p := &c.cfg.Pools[rs.Pool]
-		if !p.Serves[m] || !rs.ready || rs.inflight >= rs.MaxBatch {
+		if !p.Serves[m] || !rs.hasRoom() {
 			continue
 		}
 		if tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency {

@@ -1,0 +1,308 @@
+package twin
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/sim/stats"
+)
+
+// ReportSchema is the version of the JSON report layout.
+const ReportSchema = 1
+
+// Report is the result of one run. Everything but Run is a pure function of
+// the scenario and the seed: two runs give byte-identical JSON outside Run.
+type Report struct {
+	Schema       int     `json:"schema"`
+	Scenario     string  `json:"scenario"`
+	Seed         uint64  `json:"seed"`
+	SimDurationS float64 `json:"sim_duration_s"`
+	WarmupS      float64 `json:"warmup_s"`
+	Events       uint64  `json:"events"`
+	Requests     Counts  `json:"requests"`
+
+	Classes map[string]*Group      `json:"classes"`
+	Tenants map[string]*Group      `json:"tenants"`
+	Pools   map[string]*PoolReport `json:"pools"`
+	Cost    Cost                   `json:"cost"`
+
+	ResidencyViolations uint64            `json:"residency_violations"`
+	Rejections          map[string]uint64 `json:"rejections"` // by reason
+	Expectations        []Expectation     `json:"expectations"`
+	Timeline            []TimelineEvent   `json:"timeline"`
+
+	Run RunInfo `json:"run"`
+}
+
+// Counts account for every request that arrived after the warm-up, exactly
+// once: Arrived = Rejected + Completed + Failed + Cancelled + TimedOut +
+// InFlightAtEnd. Admitted, Deferred, Retries and Fallbacks count events on
+// the way, not outcomes.
+type Counts struct {
+	Arrived       uint64 `json:"arrived"`
+	Admitted      uint64 `json:"admitted"`
+	Rejected      uint64 `json:"rejected"`
+	Deferred      uint64 `json:"deferred"`
+	Completed     uint64 `json:"completed"`
+	Failed        uint64 `json:"failed"`
+	Cancelled     uint64 `json:"cancelled"`
+	TimedOut      uint64 `json:"timed_out"`
+	Retries       uint64 `json:"retries"`
+	InFlightAtEnd uint64 `json:"in_flight_at_end"`
+	Fallbacks     uint64 `json:"fallbacks"`
+}
+
+// Balanced reports whether the accounting invariant holds.
+func (c Counts) Balanced() bool {
+	return c.Arrived == c.Rejected+c.Completed+c.Failed+c.Cancelled+c.TimedOut+c.InFlightAtEnd
+}
+
+// Group is the report of one class or tenant.
+type Group struct {
+	Counts
+	TTFT      stats.Summary `json:"ttft_s"`
+	TPOT      stats.Summary `json:"tpot_s"`
+	E2E       stats.Summary `json:"e2e_s"`
+	QueueWait stats.Summary `json:"queue_wait_s"`
+	// SLOAttainment is the fraction of finished requests (every outcome but
+	// in flight at the end) that completed within every objective of
+	// their class. Rejections and time-outs count as misses.
+	SLOAttainment float64 `json:"slo_attainment"`
+	// GoodputRPS is the rate of requests completed within their SLO, per
+	// second of the measured window.
+	GoodputRPS float64 `json:"goodput_rps"`
+	SLOMet     uint64  `json:"slo_met"`
+
+	ttft, tpot, e2e, wait stats.Sketch
+}
+
+// PoolReport is the report of one pool.
+type PoolReport struct {
+	Region       string  `json:"region"`
+	Replicas     int     `json:"replicas"`
+	Utilization  float64 `json:"utilization"` // fraction of replica-time with a step in progress
+	BusyGPUHours float64 `json:"busy_gpu_hours"`
+	Cost         float64 `json:"cost"` // provisioned: replicas × GPUs × price × simulated hours
+	ColdStarts   uint64  `json:"cold_starts"`
+	Preemptions  uint64  `json:"preemptions"`
+	Dispatched   uint64  `json:"dispatched"`
+	Steps        uint64  `json:"steps"`
+}
+
+// Cost sums the fleet's cost.
+type Cost struct {
+	Total float64 `json:"total"`
+	// PerSuccessfulTask divides the total by the requests completed within
+	// their SLO (all of them, warm-up included: the fleet was paid for
+	// them too). Zero when none succeeded.
+	PerSuccessfulTask float64 `json:"per_successful_task"`
+}
+
+// Expectation is one evaluated `expect` line.
+type Expectation struct {
+	Expr  string  `json:"expr"`
+	Value float64 `json:"value"`
+	Pass  bool    `json:"pass"`
+}
+
+// TimelineEvent is a notable moment of the run.
+type TimelineEvent struct {
+	TS     float64 `json:"t_s"`
+	Kind   string  `json:"kind"`
+	Detail string  `json:"detail"`
+}
+
+// RunInfo is the only part of a report allowed to differ between identical
+// runs.
+type RunInfo struct {
+	WallS   float64 `json:"wall_s"`
+	Version string  `json:"version"`
+}
+
+// Passed reports whether every expectation passed.
+func (r *Report) Passed() bool {
+	for _, e := range r.Expectations {
+		if !e.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// JSON renders the report, indented, with a final newline.
+func (r *Report) JSON() ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// finish computes summaries from the sketches.
+func (g *Group) finish(window float64) {
+	g.TTFT, g.TPOT, g.E2E, g.QueueWait = g.ttft.Summary(), g.tpot.Summary(), g.e2e.Summary(), g.wait.Summary()
+	if done := g.Arrived - g.InFlightAtEnd; done > 0 {
+		g.SLOAttainment = float64(g.SLOMet) / float64(done)
+	}
+	if window > 0 {
+		g.GoodputRPS = float64(g.SLOMet) / window
+	}
+}
+
+// evaluate resolves and checks the scenario's expectations against the
+// report.
+func (r *Report) evaluate(exprs []string) error {
+	flat, err := r.flatten()
+	if err != nil {
+		return err
+	}
+	r.Expectations = r.Expectations[:0]
+	var errs []string
+	for _, s := range exprs {
+		e, err := scenarios.ParseExpectation(s)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		v, ok := resolve(flat, e.LHS)
+		if !ok {
+			errs = append(errs, fmt.Sprintf("expect %q: no report value %q; %s", s, e.LHS, nearest(flat, e.LHS)))
+			continue
+		}
+		r.Expectations = append(r.Expectations, Expectation{Expr: s, Value: v, Pass: e.Holds(v)})
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "\n"))
+	}
+	return nil
+}
+
+// flatten maps every numeric leaf of the report's JSON to its dotted path.
+func (r *Report) flatten() (map[string]float64, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		return nil, err
+	}
+	flat := map[string]float64{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				p := k
+				if prefix != "" {
+					p = prefix + "." + k
+				}
+				walk(p, c)
+			}
+		case float64:
+			flat[prefix] = x
+		}
+	}
+	walk("", tree)
+	delete(flat, "run.wall_s")
+	return flat, nil
+}
+
+// resolve finds an expectation's value. Paths may be written in full
+// (classes.interactive.ttft_s.p99) or short (interactive.ttft.p99): a
+// leading class name implies "classes.", and latency names may omit "_s".
+func resolve(flat map[string]float64, lhs string) (float64, bool) {
+	if v, ok := flat[lhs]; ok {
+		return v, true
+	}
+	parts := strings.Split(lhs, ".")
+	for i, p := range parts {
+		switch p {
+		case "ttft", "tpot", "e2e", "queue_wait":
+			parts[i] = p + "_s"
+		}
+	}
+	for _, cand := range []string{strings.Join(parts, "."), "classes." + strings.Join(parts, ".")} {
+		if v, ok := flat[cand]; ok {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
+// nearest suggests report paths close to a wrong one.
+func nearest(flat map[string]float64, lhs string) string {
+	type cand struct {
+		path string
+		d    int
+	}
+	var cs []cand
+	for p := range flat {
+		cs = append(cs, cand{p, editDistance(p, lhs)})
+	}
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].d != cs[j].d {
+			return cs[i].d < cs[j].d
+		}
+		return cs[i].path < cs[j].path
+	})
+	var out []string
+	for i := 0; i < len(cs) && i < 3; i++ {
+		out = append(out, cs[i].path)
+	}
+	return "did you mean " + strings.Join(out, ", ") + "?"
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// checkAccounting verifies the invariant for the whole run and for every
+// class and tenant.
+func (r *Report) checkAccounting() error {
+	var bad []string
+	check := func(what string, c Counts) {
+		if !c.Balanced() {
+			bad = append(bad, fmt.Sprintf("%s: arrived %d != rejected %d + completed %d + failed %d + cancelled %d + timed_out %d + in_flight_at_end %d",
+				what, c.Arrived, c.Rejected, c.Completed, c.Failed, c.Cancelled, c.TimedOut, c.InFlightAtEnd))
+		}
+	}
+	check("requests", r.Requests)
+	for _, k := range slices.Sorted(maps.Keys(r.Classes)) {
+		check("classes."+k, r.Classes[k].Counts)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Tenants)) {
+		check("tenants."+k, r.Tenants[k].Counts)
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("accounting invariant violated (a twin bug; please report it with the scenario and seed):\n  %s", strings.Join(bad, "\n  "))
+	}
+	return nil
+}
+
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
+}

@@ -1,0 +1,630 @@
+package twin
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/sim"
+	"github.com/fleetdrill/fleetdrill/twin/engine"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Options tune a run without changing what it computes.
+type Options struct {
+	// Progress, if set, is called now and then with the fraction of
+	// simulated time done (0..1). It runs on the simulation goroutine.
+	Progress func(frac float64)
+	// Version is recorded in the report's run section.
+	Version string
+}
+
+// Run simulates the scenario and returns its report. The scenario must have
+// been validated by the scenarios package. Run fails when the scenario
+// cannot be built, when an expectation names no report value, or when the
+// accounting invariant breaks (a twin bug). A failed expectation is not an
+// error: see Report.Passed.
+func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, error) {
+	start := time.Now()
+	p, err := build(sc)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRunner(p)
+	if err != nil {
+		return nil, err
+	}
+	// Expectations are checked against the report's shape before the run,
+	// so a typo fails in milliseconds, not after an hour of simulation.
+	if err := r.skeleton().evaluate(sc.Expect); err != nil {
+		return nil, err
+	}
+	if err := r.run(ctx, opts.Progress); err != nil {
+		return nil, err
+	}
+	rep := r.report()
+	if err := rep.checkAccounting(); err != nil {
+		return nil, err
+	}
+	if err := rep.evaluate(sc.Expect); err != nil {
+		return nil, err
+	}
+	rep.Run = RunInfo{WallS: round(time.Since(start).Seconds(), 3), Version: opts.Version}
+	return rep, nil
+}
+
+// runner is one run in progress: the kernel, the core, the replicas, the
+// requests in flight and the accumulators of the report.
+type runner struct {
+	p    *plan
+	s    *sim.Sim
+	core *sched.Core
+
+	replicas []replicaRT
+	gens     []*generator
+	svcRand  *rand.Rand
+
+	reqs []*request // slab; requests are reused once finished
+	free []int
+	next uint64 // request ids
+	live int     // requests not finished
+
+	warmup, duration, end time.Duration
+
+	coreWake   sim.Timer
+	coreWakeAt time.Duration
+
+	total      Counts
+	classes    []*Group
+	tenants    []*Group
+	pools      []*PoolReport
+	residency  uint64
+	rejections map[string]uint64
+	firstSeen  map[string]bool
+	timeline   []TimelineEvent
+	succeeded  uint64 // all requests that met their SLO, warm-up included
+
+	done []*request // completions collected during an engine Advance
+}
+
+type replicaRT struct {
+	eng     *engine.Replica // nil for a service-time pool
+	timer   sim.Timer
+	timerAt time.Duration
+	pool    int
+	model   int
+
+	// Service-time pools: one request at a time.
+	svcBusy  time.Duration // accumulated busy time
+	svcStart time.Duration
+	svcReq   *request
+	blocked  bool
+}
+
+type reqState uint8
+
+const (
+	stNew reqState = iota
+	stWaiting
+	stRunning
+	stDeferred
+	stDone
+)
+
+type request struct {
+	core     sched.Request
+	seq      engine.Seq
+	idx      int
+	stream   int
+	measured bool
+	state    reqState
+
+	deadline     sim.Timer
+	retry        sim.Timer
+	dispatchedAt time.Duration
+	firstAt      time.Duration
+	admitted     bool
+	deferred     bool
+}
+
+func newRunner(p *plan) (*runner, error) {
+	sc := p.sc
+	r := &runner{
+		p:          p,
+		s:          sim.New(sim.Config{Seed: sc.Seed}),
+		warmup:     sc.Warmup.D(),
+		duration:   sc.Duration.D(),
+		rejections: map[string]uint64{},
+		firstSeen:  map[string]bool{},
+	}
+	// Every reason appears in the report, zero or not, so expectations
+	// such as `rejections.queue-full == 0` resolve before the run.
+	for _, reason := range []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens,
+		sched.ReasonQueueFull, sched.ReasonDeadline, sched.ReasonNoRoute} {
+		r.rejections[reason] = 0
+	}
+	drain := sc.Drain.D()
+	if drain == 0 {
+		drain = 10 * time.Minute
+	}
+	r.end = r.duration + drain
+	core, err := sched.New(p.core)
+	if err != nil {
+		return nil, err
+	}
+	r.core = core
+	r.svcRand = r.s.Rand("service")
+	for i, rp := range p.replicas {
+		pp := &p.pools[rp.pool]
+		rt := replicaRT{pool: rp.pool, model: rp.model}
+		if pp.service == nil {
+			prof := pp.profiles[rp.model]
+			kv := pp.verdicts[rp.model].KVTokens
+			eng, err := engine.New(engine.Config{Profile: prof, MaxSeqs: pp.spec.MaxBatch, KVTokens: kv})
+			if err != nil {
+				return nil, fmt.Errorf("pool %s, replica %d: %w", pp.spec.Name, i, err)
+			}
+			rt.eng = eng
+		}
+		r.replicas = append(r.replicas, rt)
+	}
+	for _, sp := range p.streams {
+		name := sp.spec.Name
+		r.gens = append(r.gens, newGenerator(sp.spec, r.s.Rand("arrivals/"+name), r.s.Rand("tokens/"+name), r.duration))
+	}
+	for range sc.Classes {
+		r.classes = append(r.classes, &Group{})
+	}
+	for range sc.Tenants {
+		r.tenants = append(r.tenants, &Group{})
+	}
+	for _, pp := range p.pools {
+		r.pools = append(r.pools, &PoolReport{Region: pp.spec.Region, Replicas: pp.spec.Replicas})
+	}
+	return r, nil
+}
+
+func (r *runner) run(ctx context.Context, progress func(float64)) error {
+	s := r.s
+	// Cold pools load their model first.
+	for i := range r.replicas {
+		pp := &r.p.pools[r.replicas[i].pool]
+		if pp.spec.StartCold {
+			r.core.SetReady(0, i, false)
+			i := i
+			s.At(pp.spec.ColdStart.D(), func() { r.replicaReady(i) })
+			r.pools[r.replicas[i].pool].ColdStarts++
+		}
+	}
+	for _, pp := range r.p.pools {
+		if pp.spec.StartCold && pp.spec.Replicas > 0 {
+			r.event(0, "cold-start", fmt.Sprintf("pool %s: %d replicas loading (%v)", pp.spec.Name, pp.spec.Replicas, pp.spec.ColdStart.D()))
+		}
+	}
+	for i, g := range r.gens {
+		if t, ok := g.next(0); ok {
+			i := i
+			s.At(t, func() { r.arrive(i) })
+		}
+	}
+	if r.warmup > 0 {
+		s.At(r.warmup, func() { r.event(s.Now(), "warmup-end", "measurement starts") })
+	}
+	s.At(r.duration, func() { r.event(s.Now(), "arrivals-end", "no new requests; draining") })
+
+	// Run in slices so that cancellation and progress are noticed.
+	const slice = time.Minute
+	for t := slice; ; t += slice {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		until := min(t, r.end)
+		s.RunUntil(until)
+		if progress != nil {
+			progress(float64(until) / float64(r.end))
+		}
+		if until == r.end {
+			break
+		}
+		if r.live == 0 && r.afterArrivals() {
+			break
+		}
+	}
+	return nil
+}
+
+// afterArrivals reports whether no stream will produce another request.
+func (r *runner) afterArrivals() bool { return r.s.Now() >= r.duration }
+
+func (r *runner) event(at time.Duration, kind, detail string) {
+	r.timeline = append(r.timeline, TimelineEvent{TS: round(at.Seconds(), 6), Kind: kind, Detail: detail})
+}
+
+func (r *runner) replicaReady(i int) {
+	r.core.SetReady(r.s.Now(), i, true)
+	r.dispatch()
+	rt := &r.replicas[i]
+	pp := &r.p.pools[rt.pool]
+	// One timeline entry per pool, when its last cold replica is ready.
+	last := pp.firstRepl
+	for j := range r.replicas {
+		if r.replicas[j].pool == rt.pool {
+			last = j
+		}
+	}
+	if i == last {
+		r.event(r.s.Now(), "ready", fmt.Sprintf("pool %s: replicas loaded", pp.spec.Name))
+	}
+}
+
+// arrive creates the next request of stream i and schedules the one after.
+func (r *runner) arrive(i int) {
+	now := r.s.Now()
+	g := r.gens[i]
+	if t, ok := g.next(now); ok {
+		r.s.At(t, func() { r.arrive(i) })
+	}
+	sp := &r.p.streams[i]
+	req := r.alloc()
+	in, out := g.tokens()
+	cls := &r.p.sc.Classes[sp.class]
+	req.core = sched.Request{ID: r.next, Tenant: sp.tenant, Class: sp.class, Model: sp.model,
+		Input: in, Output: out, Arrived: now}
+	r.next++
+	if d := cls.Deadline.D(); d > 0 {
+		req.core.Deadline = now + d
+		req.deadline = r.s.At(req.core.Deadline, func() { r.expire(req) })
+	}
+	req.seq = engine.Seq{Tag: req.idx, Prompt: in, Output: out}
+	req.stream = i
+	req.measured = now >= r.warmup
+	if req.measured {
+		r.count(req, func(c *Counts) { c.Arrived++ })
+	}
+	r.offer(req)
+}
+
+// offer submits a request (new, or a deferred one coming back) to admission.
+func (r *runner) offer(req *request) {
+	now := r.s.Now()
+	d := r.core.Arrive(now, &req.core)
+	switch d.Outcome {
+	case sched.Dispatched, sched.Queued:
+		if !req.admitted {
+			req.admitted = true
+			if req.measured {
+				r.count(req, func(c *Counts) { c.Admitted++ })
+			}
+		}
+		req.state = stWaiting
+		r.dispatch()
+	case sched.Rejected:
+		r.reject(req, d)
+	case sched.Deferred:
+		if req.measured {
+			r.count(req, func(c *Counts) { c.Deferred++ })
+		}
+		r.note(d.Reason, now)
+		req.state = stDeferred
+		req.retry = r.s.After(d.RetryAfter, func() {
+			if req.measured {
+				r.count(req, func(c *Counts) { c.Retries++ })
+			}
+			r.offer(req)
+		})
+	}
+	r.armWake()
+}
+
+func (r *runner) reject(req *request, d sched.Decision) {
+	reason := d.Reason
+	if req.measured {
+		r.rejections[reason]++
+		if d.Detail != "" {
+			r.note(reason+": "+d.Detail, r.s.Now())
+		}
+	}
+	r.note(reason, r.s.Now())
+	r.finish(req, func(c *Counts) { c.Rejected++ })
+}
+
+// note adds a timeline entry the first time a rejection reason occurs.
+func (r *runner) note(reason string, at time.Duration) {
+	if !r.firstSeen[reason] {
+		r.firstSeen[reason] = true
+		r.event(at, "first-"+reason, "first request refused for "+reason)
+	}
+}
+
+// dispatch starts on their replicas the requests the core just dispatched.
+func (r *runner) dispatch() {
+	now := r.s.Now()
+	for _, x := range r.core.Dispatches() {
+		req := r.owner(x.Req)
+		rt := &r.replicas[x.Replica]
+		req.state = stRunning
+		req.dispatchedAt = now
+		pp := &r.p.pools[rt.pool]
+		r.pools[rt.pool].Dispatched++
+		tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
+		if tj != "" && pp.region.Jurisdiction != tj && req.measured {
+			r.residency++
+		}
+		if rt.eng == nil {
+			r.serve(x.Replica, req)
+			continue
+		}
+		rt.eng.Add(now, &req.seq)
+		r.rearm(x.Replica)
+	}
+	// The dispatch list is consumed; the core reuses it on its next call.
+}
+
+// serve starts a request on a service-time replica.
+func (r *runner) serve(i int, req *request) {
+	rt := &r.replicas[i]
+	svc := r.p.pools[rt.pool].service
+	d := svc.Mean.D()
+	if svc.Distribution == "exponential" {
+		d = time.Duration(r.svcRand.ExpFloat64() * float64(d))
+	}
+	rt.svcReq = req
+	rt.svcStart = r.s.Now()
+	rt.timer = r.s.After(d, func() {
+		rt.svcBusy += r.s.Now() - rt.svcStart
+		rt.svcReq = nil
+		req.firstAt = r.s.Now()
+		r.complete(req)
+	})
+}
+
+// rearm points replica i's timer at its engine's next event, and passes the
+// engine's back-pressure on to the core.
+func (r *runner) rearm(i int) {
+	rt := &r.replicas[i]
+	if b := rt.eng.Blocked(); b != rt.blocked {
+		rt.blocked = b
+		r.core.SetBlocked(r.s.Now(), i, b)
+		defer r.dispatch()
+	}
+	next, busy := rt.eng.Next()
+	if busy && rt.timer.Pending() && rt.timerAt == next {
+		return
+	}
+	rt.timer.Stop()
+	if !busy {
+		return
+	}
+	rt.timerAt = next
+	rt.timer = r.s.At(next, func() { r.advance(i) })
+}
+
+// advance completes replica i's segment.
+func (r *runner) advance(i int) {
+	rt := &r.replicas[i]
+	rt.eng.Advance(r.s.Now(), r)
+	done := r.done
+	r.done = r.done[:0]
+	r.rearm(i)
+	for _, req := range done {
+		r.complete(req)
+	}
+}
+
+// FirstToken implements engine.Sink.
+func (r *runner) FirstToken(s *engine.Seq, at time.Duration) { r.reqs[s.Tag].firstAt = at }
+
+// Done implements engine.Sink.
+func (r *runner) Done(s *engine.Seq, _ time.Duration) { r.done = append(r.done, r.reqs[s.Tag]) }
+
+// Preempted implements engine.Sink; the engine counts preemptions.
+func (r *runner) Preempted(*engine.Seq, time.Duration) {}
+
+func (r *runner) complete(req *request) {
+	now := r.s.Now()
+	if req.state != stRunning {
+		return
+	}
+	cls := &r.p.sc.Classes[req.core.Class]
+	e2e := now - req.core.Arrived
+	ttft := req.firstAt - req.core.Arrived
+	var tpot time.Duration
+	if req.core.Output > 1 {
+		tpot = (now - req.firstAt) / time.Duration(req.core.Output-1)
+	}
+	met := (cls.SLO.TTFT == 0 || ttft <= cls.SLO.TTFT.D()) &&
+		(cls.SLO.E2E == 0 || e2e <= cls.SLO.E2E.D()) &&
+		(cls.SLO.TPOT == 0 || req.core.Output <= 1 || tpot <= cls.SLO.TPOT.D())
+	if met {
+		r.succeeded++
+	}
+	if req.measured {
+		wait := req.dispatchedAt - req.core.Arrived
+		for _, g := range r.groups(req) {
+			g.ttft.AddDuration(ttft)
+			g.e2e.AddDuration(e2e)
+			g.wait.AddDuration(wait)
+			if req.core.Output > 1 {
+				g.tpot.AddDuration(tpot)
+			}
+			if met {
+				g.SLOMet++
+			}
+			if req.core.Fallback {
+				g.Fallbacks++
+			}
+		}
+		if req.core.Fallback {
+			r.total.Fallbacks++
+		}
+	}
+	r.finish(req, func(c *Counts) { c.Completed++ })
+}
+
+// expire handles a deadline: the request is cancelled wherever it is.
+func (r *runner) expire(req *request) {
+	now := r.s.Now()
+	switch req.state {
+	case stRunning:
+		rt := &r.replicas[req.core.Replica]
+		if rt.eng != nil {
+			rt.eng.Cancel(now, &req.seq)
+			r.rearm(req.core.Replica)
+		} else {
+			rt.timer.Stop()
+			rt.svcBusy += now - rt.svcStart
+			rt.svcReq = nil
+		}
+	case stDeferred:
+		req.retry.Stop()
+	case stWaiting, stNew:
+	default:
+		return
+	}
+	r.finish(req, func(c *Counts) { c.TimedOut++ })
+}
+
+// finish records a request's outcome, releases what it holds in the core
+// (which may dispatch others), and recycles it.
+func (r *runner) finish(req *request, outcome func(*Counts)) {
+	if req.state == stDone {
+		return
+	}
+	req.state = stDone
+	req.deadline.Stop()
+	req.retry.Stop()
+	if req.measured {
+		r.count(req, outcome)
+	}
+	r.core.Finish(r.s.Now(), &req.core)
+	r.dispatch()
+	r.armWake()
+	r.release(req)
+}
+
+// armWake keeps one kernel timer at the core's requested wake-up.
+func (r *runner) armWake() {
+	at, ok := r.core.WakeAt()
+	if !ok || (r.coreWake.Pending() && r.coreWakeAt == at) {
+		return
+	}
+	r.coreWake.Stop()
+	r.coreWakeAt = at
+	r.coreWake = r.s.At(at, func() {
+		r.core.Tick(r.s.Now())
+		r.dispatch()
+		r.armWake()
+	})
+}
+
+func (r *runner) count(req *request, f func(*Counts)) {
+	f(&r.total)
+	for _, g := range r.groups(req) {
+		f(&g.Counts)
+	}
+}
+
+func (r *runner) groups(req *request) [2]*Group {
+	return [2]*Group{r.classes[req.core.Class], r.tenants[req.core.Tenant]}
+}
+
+func (r *runner) owner(cr *sched.Request) *request {
+	// NB: core is request's first field.
+	return (*request)(unsafePointer(cr))
+}
+
+func (r *runner) alloc() *request {
+	r.live++
+	if n := len(r.free); n > 0 {
+		i := r.free[n-1]
+		r.free = r.free[:n-1]
+		req := r.reqs[i]
+		*req = request{idx: i}
+		return req
+	}
+	req := &request{idx: len(r.reqs)}
+	r.reqs = append(r.reqs, req)
+	return req
+}
+
+func (r *runner) release(req *request) {
+	r.live--
+	r.free = append(r.free, req.idx)
+}
+
+// skeleton is an empty report with every group and pool, for checking
+// expectation paths before the run.
+func (r *runner) skeleton() *Report {
+	return r.assemble()
+}
+
+// report assembles the final report.
+func (r *runner) report() *Report {
+	// Whatever is still alive is in flight at the end.
+	for _, req := range r.reqs {
+		if req.state != stDone && req.measured {
+			r.count(req, func(c *Counts) { c.InFlightAtEnd++ })
+		}
+	}
+	return r.assemble()
+}
+
+func (r *runner) assemble() *Report {
+	sc := r.p.sc
+	end := r.s.Now()
+	window := (r.duration - r.warmup).Seconds()
+	rep := &Report{
+		Schema: ReportSchema, Scenario: sc.Name, Seed: sc.Seed,
+		SimDurationS: round(end.Seconds(), 6), WarmupS: round(r.warmup.Seconds(), 6),
+		Events: r.s.Events(), Requests: r.total,
+		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
+		ResidencyViolations: r.residency, Rejections: map[string]uint64{},
+		Timeline: append([]TimelineEvent{}, r.timeline...),
+	}
+	for k, v := range r.rejections {
+		rep.Rejections[k] = v
+	}
+	for i, c := range sc.Classes {
+		g := r.classes[i]
+		g.finish(window)
+		rep.Classes[c.Name] = g
+	}
+	for i, t := range sc.Tenants {
+		g := r.tenants[i]
+		g.finish(window)
+		rep.Tenants[t.Name] = g
+	}
+	hours := r.duration.Hours()
+	for i, pp := range r.p.pools {
+		pr := r.pools[i]
+		var busy time.Duration
+		pr.Preemptions, pr.Steps = 0, 0
+		for j := range r.replicas {
+			rt := &r.replicas[j]
+			switch {
+			case rt.pool != i:
+			case rt.eng != nil:
+				busy += rt.eng.BusyTime
+				pr.Preemptions += rt.eng.Preemptions
+				pr.Steps += rt.eng.Steps
+			default:
+				busy += rt.svcBusy
+			}
+		}
+		gpus := float64(pp.spec.GPUsPerReplica)
+		if n := pp.spec.Replicas; n > 0 && end > 0 {
+			pr.Utilization = round(busy.Seconds()/(float64(n)*end.Seconds()), 6)
+		}
+		pr.BusyGPUHours = round(busy.Hours()*gpus, 6)
+		pr.Cost = round(float64(pp.spec.Replicas)*gpus*pp.spec.PricePerGPUHour*hours, 6)
+		rep.Cost.Total += pr.Cost
+		rep.Pools[pp.spec.Name] = pr
+	}
+	rep.Cost.Total = round(rep.Cost.Total, 6)
+	if r.succeeded > 0 {
+		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(r.succeeded), 9)
+	}
+	return rep
+}

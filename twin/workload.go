@@ -1,0 +1,141 @@
+package twin
+
+import (
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+)
+
+// generator draws one synthetic stream's arrivals and token counts. Each
+// stream has its own random streams, named after it, so adding a stream to a
+// scenario does not change the draws of the others.
+type generator struct {
+	arr, tok *rand.Rand
+	spec     *scenarios.Stream
+	rate     float64 // mean requests per second
+	shape    float64 // gamma shape k = 1/cv², 0 for Poisson
+	start    time.Duration
+	stop     time.Duration
+}
+
+func newGenerator(spec *scenarios.Stream, arr, tok *rand.Rand, duration time.Duration) *generator {
+	g := &generator{arr: arr, tok: tok, spec: spec, rate: spec.Arrivals.Rate, start: spec.Start.D(), stop: spec.Stop.D()}
+	if g.stop == 0 || g.stop > duration {
+		g.stop = duration
+	}
+	if spec.Arrivals.Process == "gamma" && spec.Arrivals.CV > 0 {
+		g.shape = 1 / (spec.Arrivals.CV * spec.Arrivals.CV)
+	}
+	return g
+}
+
+// factor is the diurnal modulation of the rate at t.
+func (g *generator) factor(t time.Duration) float64 {
+	d := g.spec.Diurnal
+	if d == nil || d.Amplitude == 0 {
+		return 1
+	}
+	period := d.Period.D()
+	if period <= 0 {
+		period = 24 * time.Hour
+	}
+	phase := 2 * math.Pi * float64(t-d.Peak.D()) / float64(period)
+	return 1 + d.Amplitude*math.Cos(phase)
+}
+
+// next returns the arrival after t, and false when the stream has ended.
+func (g *generator) next(t time.Duration) (time.Duration, bool) {
+	if g.rate <= 0 {
+		return 0, false
+	}
+	if t < g.start {
+		t = g.start
+	}
+	amp := 0.0
+	if g.spec.Diurnal != nil {
+		amp = g.spec.Diurnal.Amplitude
+	}
+	for {
+		var gap float64 // seconds at the peak rate
+		peak := g.rate * (1 + amp)
+		if g.shape > 0 {
+			gap = gammaDraw(g.arr, g.shape) / (g.shape * peak)
+		} else {
+			gap = g.arr.ExpFloat64() / peak
+		}
+		t += time.Duration(gap * float64(time.Second))
+		if t >= g.stop {
+			return 0, false
+		}
+		// Thinning (Lewis and Shedler): keep the candidate with probability
+		// rate(t)/peak. For Poisson arrivals this is exact; for gamma it
+		// keeps the burstiness at the peak and thins it elsewhere.
+		if amp == 0 || g.arr.Float64()*(1+amp) < g.factor(t) {
+			return t, true
+		}
+	}
+}
+
+// tokens draws the input and output lengths of one request.
+func (g *generator) tokens() (in, out int) {
+	return draw(g.tok, g.spec.InputTokens), draw(g.tok, g.spec.OutputTokens)
+}
+
+// draw samples a token count from a named distribution, clipped to
+// [min, max] and at least 1.
+func draw(r *rand.Rand, d scenarios.Distribution) int {
+	var v float64
+	switch d.Dist {
+	case "constant":
+		v = d.Mean
+	case "uniform":
+		v = float64(d.Min) + r.Float64()*float64(d.Max-d.Min+1)
+	case "exponential":
+		v = r.ExpFloat64() * d.Mean
+	case "lognormal":
+		s2 := math.Log(1 + d.CV*d.CV)
+		mu := math.Log(d.Mean) - s2/2
+		v = math.Exp(mu + math.Sqrt(s2)*r.NormFloat64())
+	default:
+		v = d.Mean
+	}
+	n := int(math.Round(v))
+	if d.Dist == "uniform" {
+		n = int(v)
+	}
+	if d.Max > 0 && n > d.Max {
+		n = d.Max
+	}
+	if n < d.Min {
+		n = d.Min
+	}
+	return max(n, 1)
+}
+
+// gammaDraw samples Gamma(k, 1) by Marsaglia and Tsang's method (2000),
+// boosting shapes below 1 with Gamma(k) = Gamma(k+1)·U^(1/k).
+func gammaDraw(r *rand.Rand, k float64) float64 {
+	if k < 1 {
+		u := r.Float64()
+		for u == 0 {
+			u = r.Float64()
+		}
+		return gammaDraw(r, k+1) * math.Pow(u, 1/k)
+	}
+	d := k - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := r.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := r.Float64()
+		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
+			return d * v
+		}
+	}
+}
