@@ -101,6 +101,7 @@ type replicaRT struct {
 	svcStart time.Duration
 	svcReq   *request
 	blocked  bool
+	onTimer  func() // bound once: the engine's timer allocates nothing
 }
 
 type reqState uint8
@@ -126,7 +127,10 @@ type request struct {
 	dispatchedAt time.Duration
 	firstAt      time.Duration
 	admitted     bool
-	deferred     bool
+
+	// Callbacks bound to this slab entry once, so that arming a deadline or
+	// a retry allocates nothing.
+	onDeadline, onRetry func()
 }
 
 func newRunner(p *plan) (*runner, error) {
@@ -170,6 +174,9 @@ func newRunner(p *plan) (*runner, error) {
 		}
 		r.replicas = append(r.replicas, rt)
 	}
+	for i := range r.replicas {
+		r.replicas[i].onTimer = func() { r.advance(i) }
+	}
 	for _, sp := range p.streams {
 		name := sp.spec.Name
 		r.gens = append(r.gens, newGenerator(sp.spec, r.s.Rand("arrivals/"+name), r.s.Rand("tokens/"+name), r.duration))
@@ -204,9 +211,9 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 		}
 	}
 	for i, g := range r.gens {
+		g.fire = func() { r.arrive(i) }
 		if t, ok := g.next(0); ok {
-			i := i
-			s.At(t, func() { r.arrive(i) })
+			s.At(t, g.fire)
 		}
 	}
 	if r.warmup > 0 {
@@ -264,7 +271,7 @@ func (r *runner) arrive(i int) {
 	now := r.s.Now()
 	g := r.gens[i]
 	if t, ok := g.next(now); ok {
-		r.s.At(t, func() { r.arrive(i) })
+		r.s.At(t, g.fire)
 	}
 	sp := &r.p.streams[i]
 	req := r.alloc()
@@ -275,7 +282,7 @@ func (r *runner) arrive(i int) {
 	r.next++
 	if d := cls.Deadline.D(); d > 0 {
 		req.core.Deadline = now + d
-		req.deadline = r.s.At(req.core.Deadline, func() { r.expire(req) })
+		req.deadline = r.s.At(req.core.Deadline, req.onDeadline)
 	}
 	req.seq = engine.Seq{Tag: req.idx, Prompt: in, Output: out}
 	req.stream = i
@@ -308,12 +315,7 @@ func (r *runner) offer(req *request) {
 		}
 		r.note(d.Reason, now)
 		req.state = stDeferred
-		req.retry = r.s.After(d.RetryAfter, func() {
-			if req.measured {
-				r.count(req, func(c *Counts) { c.Retries++ })
-			}
-			r.offer(req)
-		})
+		req.retry = r.s.After(d.RetryAfter, req.onRetry)
 	}
 	r.armWake()
 }
@@ -398,7 +400,7 @@ func (r *runner) rearm(i int) {
 		return
 	}
 	rt.timerAt = next
-	rt.timer = r.s.At(next, func() { r.advance(i) })
+	rt.timer = r.s.At(next, rt.onTimer)
 }
 
 // advance completes replica i's segment.
@@ -541,10 +543,17 @@ func (r *runner) alloc() *request {
 		i := r.free[n-1]
 		r.free = r.free[:n-1]
 		req := r.reqs[i]
-		*req = request{idx: i}
+		*req = request{idx: i, onDeadline: req.onDeadline, onRetry: req.onRetry}
 		return req
 	}
 	req := &request{idx: len(r.reqs)}
+	req.onDeadline = func() { r.expire(req) }
+	req.onRetry = func() {
+		if req.measured {
+			r.count(req, func(c *Counts) { c.Retries++ })
+		}
+		r.offer(req)
+	}
 	r.reqs = append(r.reqs, req)
 	return req
 }

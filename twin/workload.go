@@ -18,6 +18,7 @@ type generator struct {
 	shape    float64 // gamma shape k = 1/cv², 0 for Poisson
 	start    time.Duration
 	stop     time.Duration
+	fire     func() // the kernel callback for this stream's next arrival
 }
 
 func newGenerator(spec *scenarios.Stream, arr, tok *rand.Rand, duration time.Duration) *generator {

@@ -183,7 +183,8 @@ type Core struct {
 	modelQLen []int // queued requests per model, all residency keys
 
 	replicas []replicaState
-	byModel  [][]int // model → replicas serving it, ascending
+	groups   []group
+	groupsOf [][]int // model → its groups, by pool order
 	pools    []poolState
 	rr       []int // round-robin cursor per model
 
@@ -224,6 +225,8 @@ type replicaState struct {
 	inflight int
 	ready    bool
 	blocked  bool // the replica pushed back (see SetBlocked)
+	group    int  // index into Core.groups
+	hpos     int  // position in its group's heap
 }
 
 func (rs *replicaState) hasRoom() bool {
@@ -251,7 +254,7 @@ func New(cfg Config) (*Core, error) {
 		queueIdx:     map[qkey]int{},
 		modelQLen:    make([]int, len(cfg.Models)),
 		replicas:     make([]replicaState, len(cfg.Replicas)),
-		byModel:      make([][]int, len(cfg.Models)),
+		groupsOf:     make([][]int, len(cfg.Models)),
 		pools:        make([]poolState, len(cfg.Pools)),
 		rr:           make([]int, len(cfg.Models)),
 		lastDispatch: make([]time.Duration, len(cfg.Models)),
@@ -269,7 +272,20 @@ func New(cfg Config) (*Core, error) {
 	}
 	for i, r := range cfg.Replicas {
 		c.replicas[i] = replicaState{Replica: r, ready: true}
-		c.byModel[r.Model] = append(c.byModel[r.Model], i)
+		gi := -1
+		for _, j := range c.groupsOf[r.Model] {
+			if c.groups[j].pool == r.Pool {
+				gi = j
+			}
+		}
+		if gi < 0 {
+			gi = len(c.groups)
+			c.groups = append(c.groups, group{pool: r.Pool, model: r.Model})
+			c.groupsOf[r.Model] = append(c.groupsOf[r.Model], gi)
+		}
+		c.replicas[i].group = gi
+		c.replicas[i].hpos = len(c.groups[gi].heap)
+		c.groups[gi].heap = append(c.groups[gi].heap, i)
 	}
 	// Residency keys: "" plus every tenant jurisdiction, sorted, so queue
 	// indexes do not depend on map order.
@@ -322,6 +338,7 @@ func (c *Core) Inflight(r int) int { return c.replicas[r].inflight }
 func (c *Core) SetReady(now time.Duration, r int, ready bool) {
 	c.dispatches = c.dispatches[:0]
 	c.replicas[r].ready = ready
+	c.fix(r)
 	if ready {
 		c.fill(now, r)
 	}
@@ -337,6 +354,7 @@ func (c *Core) SetBlocked(now time.Duration, r int, blocked bool) {
 	rs := &c.replicas[r]
 	was := rs.blocked
 	rs.blocked = blocked
+	c.fix(r)
 	if was && !blocked {
 		c.fill(now, r)
 	}
@@ -357,20 +375,23 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 	}
 
 	// Route: the requested model, then its fallbacks when allowed.
-	chain := []int{req.Model}
-	if c.cfg.Fallback {
-		chain = append(chain, c.cfg.Models[req.Model].Fallbacks...)
+	fallbacks := c.cfg.Models[req.Model].Fallbacks
+	if !c.cfg.Fallback {
+		fallbacks = nil
 	}
-	var why skipCounts
 	routable := false
-	for i, m := range chain {
-		if !c.canEverServe(req, m, &why) {
+	for i := 0; i <= len(fallbacks); i++ {
+		m := req.Model
+		if i > 0 {
+			m = fallbacks[i-1]
+		}
+		if !c.canEverServe(req, m, nil) {
 			continue
 		}
 		routable = true
 		req.Served, req.Fallback = m, i > 0
 		if c.queuedFor(req, m) == 0 {
-			if r := c.pick(now, req, m, &why); r >= 0 {
+			if r := c.pick(now, req, m); r >= 0 {
 				c.start(now, req, r)
 				return Decision{Outcome: Dispatched}
 			}
@@ -389,6 +410,16 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 	c.releaseTenant(req)
 	req.Served, req.Fallback = req.Model, false
 	if !routable {
+		// Only now count why, for the operator: the fast path allocates
+		// nothing.
+		var why skipCounts
+		for i := 0; i <= len(fallbacks); i++ {
+			m := req.Model
+			if i > 0 {
+				m = fallbacks[i-1]
+			}
+			c.canEverServe(req, m, &why)
+		}
 		return Decision{Outcome: Rejected, Reason: ReasonNoRoute, RetryAfter: 0, Detail: why.String()}
 	}
 	return c.refuse(req, cls, ReasonQueueFull, c.predictedWait(req.Model))
@@ -423,6 +454,7 @@ func (c *Core) Finish(now time.Duration, req *Request) {
 	if r := req.Replica; r >= 0 {
 		req.Replica = -1
 		c.replicas[r].inflight--
+		c.fix(r)
 		c.fill(now, r)
 	}
 }
@@ -554,6 +586,7 @@ func (c *Core) enqueue(now time.Duration, req *Request, m int) {
 func (c *Core) start(now time.Duration, req *Request, r int) {
 	rs := &c.replicas[r]
 	rs.inflight++
+	c.fix(r)
 	req.Replica = r
 	c.chargePool(now, rs.Pool, req)
 	m := rs.Model
@@ -572,43 +605,59 @@ func (c *Core) predictedWait(m int) time.Duration {
 }
 
 // canEverServe reports whether some pool could serve req with model m at
-// all (capability, residency, size), counting why pools are skipped.
+// all (capability, residency, size). With why set it counts why each pool
+// is skipped; with why nil it returns at the first pool that fits.
 func (c *Core) canEverServe(req *Request, m int, why *skipCounts) bool {
 	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
 	ok := false
 	for i := range c.cfg.Pools {
 		p := &c.cfg.Pools[i]
+		reason := ""
 		switch {
 		case !p.Serves[m]:
-			why.add("does not serve " + c.cfg.Models[m].Name)
+			reason = "not serving " + c.cfg.Models[m].Name
 		case tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency:
-			why.add("outside jurisdiction " + tj)
+			reason = "outside jurisdiction " + tj
 		case int64(req.Input+req.Output) > p.KVTokens[m]:
-			why.add("request exceeds KV capacity")
+			reason = "too small for the request's KV"
 		default:
+			if why == nil {
+				return true
+			}
 			ok = true
+		}
+		if why != nil && reason != "" {
+			why.add(reason)
 		}
 	}
 	return ok
 }
 
 // pick chooses a ready replica with room for req running model m, or -1.
-func (c *Core) pick(now time.Duration, req *Request, m int, why *skipCounts) int {
+// Constraints (residency, size, provider quota) are the same for every
+// replica of a pool, so they are checked once per pool, and each pool's
+// least-loaded replica is the top of its heap: routing costs O(pools + log
+// replicas), not O(replicas).
+func (c *Core) pick(now time.Duration, req *Request, m int) int {
 	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
 	best := -1
 	var bestScore float64
-	cands := c.byModel[m]
-	n := len(cands)
+	groups := c.groupsOf[m]
+	n := len(groups)
 	start := 0
 	if c.cfg.Strategy == "round-robin" && n > 0 {
 		start = c.rr[m] % n
 	}
 	for k := range n {
-		r := cands[(start+k)%n]
-		rs := &c.replicas[r]
-		p := &c.cfg.Pools[rs.Pool]
-		if !p.Serves[m] || !rs.hasRoom() {
+		g := &c.groups[groups[(start+k)%n]]
+		p := &c.cfg.Pools[g.pool]
+		if len(g.heap) == 0 || !p.Serves[m] {
 			continue
+		}
+		r := g.heap[0]
+		rs := &c.replicas[r]
+		if !rs.hasRoom() {
+			continue // the least-loaded replica is full: all are
 		}
 		if tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency {
 			continue
@@ -616,7 +665,7 @@ func (c *Core) pick(now time.Duration, req *Request, m int, why *skipCounts) int
 		if int64(req.Input+req.Output) > p.KVTokens[m] {
 			continue
 		}
-		if !c.poolQuotaOK(now, rs.Pool, req) {
+		if !c.poolQuotaOK(now, g.pool, req) {
 			c.Skipped["provider quota exhausted"]++
 			continue
 		}
@@ -624,6 +673,7 @@ func (c *Core) pick(now time.Duration, req *Request, m int, why *skipCounts) int
 		var score float64
 		switch c.cfg.Strategy {
 		case "round-robin":
+			// Rotate across pools; within a pool the least loaded.
 			c.rr[m] = (start + k + 1) % n
 			return r
 		case "cheapest":
@@ -636,6 +686,64 @@ func (c *Core) pick(now time.Duration, req *Request, m int, why *skipCounts) int
 		}
 	}
 	return best
+}
+
+// group is the replicas of one pool serving one model, in a min-heap by
+// (unavailable, inflight, index): its top is the pool's best replica.
+type group struct {
+	pool, model int
+	heap        []int
+}
+
+func (c *Core) lessReplica(a, b int) bool {
+	ra, rb := &c.replicas[a], &c.replicas[b]
+	ua, ub := !ra.ready || ra.blocked, !rb.ready || rb.blocked
+	if ua != ub {
+		return ub
+	}
+	if ra.inflight != rb.inflight {
+		return ra.inflight < rb.inflight
+	}
+	return a < b
+}
+
+// fix restores replica r's position in its group's heap after its load or
+// availability changed.
+func (c *Core) fix(r int) {
+	g := &c.groups[c.replicas[r].group]
+	i := c.replicas[r].hpos
+	// Up.
+	for i > 0 {
+		p := (i - 1) / 2
+		if !c.lessReplica(g.heap[i], g.heap[p]) {
+			break
+		}
+		c.swap(g, i, p)
+		i = p
+	}
+	// Down.
+	n := len(g.heap)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if l+1 < n && c.lessReplica(g.heap[l+1], g.heap[l]) {
+			m = l + 1
+		}
+		if !c.lessReplica(g.heap[m], g.heap[i]) {
+			break
+		}
+		c.swap(g, i, m)
+		i = m
+	}
+}
+
+func (c *Core) swap(g *group, i, j int) {
+	g.heap[i], g.heap[j] = g.heap[j], g.heap[i]
+	c.replicas[g.heap[i]].hpos = i
+	c.replicas[g.heap[j]].hpos = j
 }
 
 // admitTenant applies the tenant's concurrency and token-rate quotas, with
