@@ -69,7 +69,7 @@ type runner struct {
 	reqs []*request // slab; requests are reused once finished
 	free []int
 	next uint64 // request ids
-	live int     // requests not finished
+	live int    // requests not finished
 
 	warmup, duration, end time.Duration
 

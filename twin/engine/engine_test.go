@@ -259,4 +259,3 @@ func TestNewRejectsUnusableConfig(t *testing.T) {
 		require.Error(t, err)
 	}
 }
-
