@@ -2,9 +2,10 @@ package latency
 
 import "slices"
 
-// builtin holds the profiles measured from public data; see docs/profiles.md
-// for the derivation and builtin_test.go for the test that recomputes them.
-var builtin = map[string]Profile{}
+// builtin holds the profiles derived from public measurements. The table is
+// generated (builtin_table.go) by derive.go; see docs/profiles.md for the
+// derivation and derive_test.go for the tests that recompute it.
+var builtin = builtinTable
 
 // Builtin returns the built-in profile named ref, such as
 // "h100-sxm/llama-3.1-8b/tp1".
