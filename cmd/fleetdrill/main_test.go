@@ -3,10 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
 
 func TestCLI(t *testing.T) {
 	tests := []struct {
@@ -18,16 +28,43 @@ func TestCLI(t *testing.T) {
 	}{
 		{"version", []string{"version"}, exitOK, "fleetdrill ", ""},
 		{"unknown command", []string{"bogus"}, exitInvalid, "", `unknown command "bogus"`},
-		{"run says the twin is missing", []string{"run"}, exitInvalid, "", "has not landed yet"},
+		{"run default", []string{"run"}, exitOK, "PASS  residency_violations == 0", ""},
 		{"run rejects two scenarios", []string{"run", "a", "b"}, exitInvalid, "", "accepts at most 1 arg"},
+		{"run unknown scenario", []string{"run", "no-such-scenario"}, exitInvalid, "", "no-such-scenario"},
+		{"run bad set", []string{"run", "--set", "pools.nope.replicas=2"}, exitInvalid, "", "pools.nope"},
+		{"run invalid value", []string{"run", "--set", "policy.scheduler=lottery"}, exitInvalid, "", "lottery"},
+		{"failing expectation exits 1", []string{"run", "--set", "expect[0]=interactive.ttft.p99 < 1ms",
+			"--set", "duration=5m", "--set", "warmup=1m"}, exitFailed, "FAIL  interactive.ttft.p99 < 1ms", "reproduce with: fleetdrill run"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var out, errb bytes.Buffer
-			code := run(context.Background(), tt.args, &out, &errb)
-			require.Equal(t, tt.wantCode, code, "stderr: %s", errb.String())
-			require.Contains(t, out.String(), tt.wantStdout)
-			require.Contains(t, errb.String(), tt.wantStderr)
+			code, out, errs := runCLI(t, tt.args...)
+			require.Equal(t, tt.wantCode, code, "stderr: %s\nstdout: %s", errs, out)
+			require.Contains(t, out, tt.wantStdout)
+			require.Contains(t, errs, tt.wantStderr)
 		})
 	}
+}
+
+func TestRunJSONIsByteIdenticalOutsideRun(t *testing.T) {
+	dir := t.TempDir()
+	read := func(name string, seed string) map[string]json.RawMessage {
+		path := filepath.Join(dir, name)
+		code, _, errs := runCLI(t, "run", "--seed", seed, "--set", "duration=10m", "--json", path)
+		require.Equal(t, exitOK, code, errs)
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		var m map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(b, &m))
+		require.Contains(t, m, "run")
+		delete(m, "run")
+		return m
+	}
+	a, b := read("a.json", "7"), read("b.json", "7")
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	require.Equal(t, string(ja), string(jb))
+	c := read("c.json", "8")
+	jc, _ := json.Marshal(c)
+	require.NotEqual(t, string(ja), string(jc))
 }

@@ -50,7 +50,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newScenariosCmd(), newVersionCmd())
 	return root
 }
 
@@ -66,18 +66,3 @@ func newVersionCmd() *cobra.Command {
 	}
 }
 
-// errTwinNotLanded is what `run` answers until the digital twin exists. It is
-// an honest "not yet", not a fake run.
-var errTwinNotLanded = errors.New("run: the digital twin (twin/, scenarios/) has not landed yet; " +
-	"this build has only the simulation kernel (sim/), exercised by `make test` and `make bench`")
-
-func newRunCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "run [SCENARIO]",
-		Short: "Run a scenario on the digital twin and report",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(*cobra.Command, []string) error {
-			return &exitError{code: exitInvalid, err: errTwinNotLanded}
-		},
-	}
-}

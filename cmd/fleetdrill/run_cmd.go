@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/fleetdrill/fleetdrill/internal/report"
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
+)
+
+func newRunCmd() *cobra.Command {
+	var (
+		seed     uint64
+		jsonPath string
+		sets     []string
+	)
+	cmd := &cobra.Command{
+		Use:   "run [SCENARIO]",
+		Short: "Run a scenario on the digital twin and report",
+		Long: `Run a scenario on the digital twin and print a summary; --json writes the full report.
+
+SCENARIO is a name from the embedded library (see "fleetdrill scenarios list")
+or a YAML file; without it, the library's "default" runs.
+
+Exit status: 0 when every expectation passes, 1 when one fails, 2 for invalid
+input.`,
+		Example: `  fleetdrill run
+  fleetdrill run default --seed 7 --json report.json
+  fleetdrill run my-fleet.yaml --set pools.use-h100-8b.replicas=2 --set policy.scheduler=wfq`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := "default"
+			if len(args) == 1 {
+				name = args[0]
+			}
+			if cmd.Flags().Changed("seed") {
+				sets = append(sets, "seed="+strconv.FormatUint(seed, 10))
+			}
+			sc, err := scenarios.LoadNamedWithSets(name, sets)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			stderr := cmd.ErrOrStderr()
+			opts := twin.Options{Version: buildVersion()}
+			if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				opts.Progress = progressBar(stderr, time.Now())
+			}
+			rep, err := twin.Run(cmd.Context(), sc, opts)
+			if opts.Progress != nil {
+				fmt.Fprint(stderr, "\r\033[K")
+			}
+			if err != nil {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("run %s (seed %d): %w", sc.Name, sc.Seed, err)}
+			}
+			if jsonPath != "" {
+				b, err := rep.JSON()
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(jsonPath, b, 0o644); err != nil {
+					return &exitError{code: exitInvalid, err: fmt.Errorf("--json: %w", err)}
+				}
+			}
+			if err := report.Text(cmd.OutOrStdout(), rep); err != nil {
+				return err
+			}
+			if !rep.Passed() {
+				var failed []string
+				for _, e := range rep.Expectations {
+					if !e.Pass {
+						failed = append(failed, fmt.Sprintf("%s (value %g)", e.Expr, e.Value))
+					}
+				}
+				return &exitError{code: exitFailed, err: fmt.Errorf("%d expectation(s) failed: %s; reproduce with: fleetdrill run %s --seed %d",
+					len(failed), strings.Join(failed, "; "), name, sc.Seed)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().Uint64Var(&seed, "seed", 0, "run seed (overrides the scenario's)")
+	cmd.Flags().StringVar(&jsonPath, "json", "", "write the JSON report to `FILE`")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a scenario field: `path=value` (repeatable), e.g. pools.use-h100-8b.replicas=2")
+	return cmd
+}
+
+// progressBar returns a progress callback that draws a bar on w once the
+// run has taken more than a second: short runs stay quiet.
+func progressBar(w io.Writer, start time.Time) func(float64) {
+	return func(frac float64) {
+		if time.Since(start) < time.Second {
+			return
+		}
+		const width = 30
+		n := int(frac * width)
+		fmt.Fprintf(w, "\r[%s%s] %3.0f%% simulated", strings.Repeat("#", n), strings.Repeat(".", width-n), 100*frac)
+	}
+}

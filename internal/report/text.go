@@ -1,0 +1,115 @@
+// Package report renders a twin run's report for people: a summary table on
+// a terminal or in a CI log. The JSON form is the report's own
+// (twin.Report.JSON); this package only formats.
+//
+// It must not import the scheduler or the kernel: it reads a finished
+// report.
+package report
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/fleetdrill/fleetdrill/twin"
+)
+
+// Text writes a readable summary of rep.
+func Text(w io.Writer, rep *twin.Report) error {
+	ew := &errWriter{w: w}
+	c := rep.Requests
+	ew.printf("scenario %s  seed %d  simulated %s (warm-up %s)  %d events\n\n",
+		rep.Scenario, rep.Seed, secs(rep.SimDurationS), secs(rep.WarmupS), rep.Events)
+	ew.printf("requests  arrived %d  admitted %d  completed %d  rejected %d  deferred %d  failed %d  cancelled %d  timed out %d  in flight at end %d  retries %d  fallbacks %d\n\n",
+		c.Arrived, c.Admitted, c.Completed, c.Rejected, c.Deferred, c.Failed, c.Cancelled, c.TimedOut, c.InFlightAtEnd, c.Retries, c.Fallbacks)
+
+	groups := func(title string, m map[string]*twin.Group) {
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "%s\tarrived\tcompleted\trejected\ttimed out\tTTFT p50\tTTFT p99\tTPOT p50\tTPOT p99\tE2E p99\twait p99\tSLO met\tgoodput/s\t\n", title)
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			g := m[name]
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%.2f\t\n", name,
+				g.Arrived, g.Completed, g.Rejected, g.TimedOut,
+				secs(g.TTFT.P50), secs(g.TTFT.P99), secs(g.TPOT.P50), secs(g.TPOT.P99),
+				secs(g.E2E.P99), secs(g.QueueWait.P99), 100*g.SLOAttainment, g.GoodputRPS)
+		}
+		tw.Flush()
+		ew.printf("\n")
+	}
+	groups("class", rep.Classes)
+	groups("tenant", rep.Tenants)
+
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "pool\tregion\treplicas\tutilization\tbusy GPU-h\tcost\tcold starts\tpreemptions\tdispatched\t\n")
+	for _, name := range slices.Sorted(maps.Keys(rep.Pools)) {
+		p := rep.Pools[name]
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f%%\t%.2f\t%.2f\t%d\t%d\t%d\t\n", name, p.Region, p.Replicas,
+			100*p.Utilization, p.BusyGPUHours, p.Cost, p.ColdStarts, p.Preemptions, p.Dispatched)
+	}
+	tw.Flush()
+	ew.printf("\ncost %.2f total, %.5f per successful task   residency violations %d\n", rep.Cost.Total, rep.Cost.PerSuccessfulTask, rep.ResidencyViolations)
+
+	var reasons []string
+	for _, k := range slices.Sorted(maps.Keys(rep.Rejections)) {
+		if n := rep.Rejections[k]; n > 0 {
+			reasons = append(reasons, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	if len(reasons) > 0 {
+		ew.printf("rejections: %s\n", strings.Join(reasons, ", "))
+	}
+	if len(rep.Timeline) > 0 {
+		ew.printf("\ntimeline\n")
+		for _, e := range rep.Timeline {
+			ew.printf("  %9s  %-24s %s\n", secs(e.TS), e.Kind, e.Detail)
+		}
+	}
+	if len(rep.Expectations) > 0 {
+		ew.printf("\nexpectations\n")
+		for _, e := range rep.Expectations {
+			mark := "PASS"
+			if !e.Pass {
+				mark = "FAIL"
+			}
+			ew.printf("  %s  %-40s (value %g)\n", mark, e.Expr, e.Value)
+		}
+	}
+	return ew.err
+}
+
+// secs formats seconds compactly: 0.0123 → 12.3ms, 75 → 1m15s.
+func secs(s float64) string {
+	switch {
+	case s == 0:
+		return "0"
+	case s < 1e-3:
+		return fmt.Sprintf("%.0fµs", s*1e6)
+	case s < 1:
+		return fmt.Sprintf("%.1fms", s*1e3)
+	case s < 60:
+		return fmt.Sprintf("%.2fs", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%02ds", int(s)/60, int(s)%60)
+	default:
+		return fmt.Sprintf("%dh%02dm", int(s)/3600, int(s)%3600/60)
+	}
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
+
+func (e *errWriter) printf(format string, args ...any) { fmt.Fprintf(e, format, args...) }

@@ -1,0 +1,238 @@
+package sched
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fixture: two models (big falls back to small), pools in us and eu, two
+// replicas each with a batch of 2.
+func fixture(mod func(*Config)) *Core {
+	cfg := Config{
+		Tenants: []Tenant{{Name: "any", Weight: 1}, {Name: "eu", Jurisdiction: "eu", Weight: 1}},
+		Classes: []Class{{Name: "interactive", Priority: 10}, {Name: "batch", Priority: 1, Deferrable: true}},
+		Models:  []Model{{Name: "small"}, {Name: "big", Fallbacks: []int{0}}},
+		Pools: []Pool{
+			{Name: "us", Jurisdiction: "us", PricePerHour: 4, Serves: []bool{true, true}, KVTokens: []int64{1e6, 1e6}},
+			{Name: "eu", Jurisdiction: "eu", PricePerHour: 2, Serves: []bool{true, false}, KVTokens: []int64{1e6, 0}},
+		},
+		Replicas: []Replica{
+			{Pool: 0, Model: 0, MaxBatch: 2}, {Pool: 0, Model: 1, MaxBatch: 2},
+			{Pool: 1, Model: 0, MaxBatch: 2},
+		},
+		Policy: "fifo", QueueLimit: 2, Strategy: "least-loaded", DeferFor: time.Minute,
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
+var nextID uint64
+
+func req(tenant, class, model int) *Request {
+	nextID++
+	return &Request{ID: nextID, Tenant: tenant, Class: class, Model: model, Input: 100, Output: 10}
+}
+
+func TestDispatchQueueAndRejectWhenFull(t *testing.T) {
+	c := fixture(nil)
+	// Model big has one replica of batch 2: two dispatch, two queue, the
+	// fifth is refused.
+	var reqs []*Request
+	var got []Outcome
+	for range 5 {
+		r := req(0, 0, 1)
+		reqs = append(reqs, r)
+		got = append(got, c.Arrive(0, r).Outcome)
+	}
+	require.Equal(t, []Outcome{Dispatched, Dispatched, Queued, Queued, Rejected}, got)
+	require.Equal(t, 2, c.QueueLen(1))
+
+	// Finishing one dispatches the oldest queued request to the freed slot.
+	c.Finish(time.Second, reqs[0])
+	require.Len(t, c.Dispatches(), 1)
+	require.Equal(t, reqs[2], c.Dispatches()[0].Req)
+	require.Equal(t, 1, c.Dispatches()[0].Replica)
+}
+
+func TestFallbackWhenQueueFull(t *testing.T) {
+	c := fixture(func(cfg *Config) { cfg.Fallback = true })
+	for range 4 {
+		c.Arrive(0, req(0, 0, 1))
+	}
+	r := req(0, 0, 1)
+	d := c.Arrive(0, r)
+	require.Equal(t, Dispatched, d.Outcome)
+	require.True(t, r.Fallback)
+	require.Equal(t, 0, r.Served, "served by the fallback model")
+}
+
+func TestResidency(t *testing.T) {
+	c := fixture(nil)
+	// The eu tenant cannot use big at all: it is served only in us.
+	d := c.Arrive(0, req(1, 0, 1))
+	require.Equal(t, Rejected, d.Outcome)
+	require.Equal(t, ReasonNoRoute, d.Reason)
+	require.Equal(t, "2 pools skipped: 1 outside jurisdiction eu, 1 not serving big", d.Detail)
+
+	// For small it goes to the eu pool only, even when us is idle.
+	r := req(1, 0, 0)
+	require.Equal(t, Dispatched, c.Arrive(0, r).Outcome)
+	require.Equal(t, 2, r.Replica)
+	r2, r3 := req(1, 0, 0), req(1, 0, 0)
+	c.Arrive(0, r2)
+	require.Equal(t, Queued, c.Arrive(0, r3).Outcome, "eu replica full: wait rather than leave eu")
+
+	// A us replica freeing up must not take the eu-bound request.
+	u := req(0, 0, 0)
+	c.Arrive(0, u)
+	c.Finish(time.Second, u)
+	require.Empty(t, c.Dispatches())
+	require.Equal(t, 1, c.QueueLen(0))
+}
+
+func TestIgnoreResidencyLeaks(t *testing.T) {
+	c := fixture(func(cfg *Config) { cfg.IgnoreResidency = true })
+	r := req(1, 0, 1)
+	require.Equal(t, Dispatched, c.Arrive(0, r).Outcome)
+	require.Equal(t, 1, r.Replica, "a deliberately broken policy routes eu traffic to us")
+}
+
+func TestLeastLoadedAndCheapest(t *testing.T) {
+	c := fixture(nil)
+	a, b := req(0, 0, 0), req(0, 0, 0)
+	c.Arrive(0, a)
+	c.Arrive(0, b)
+	require.NotEqual(t, a.Replica, b.Replica, "least-loaded spreads")
+
+	c = fixture(func(cfg *Config) { cfg.Strategy = "cheapest" })
+	a, b = req(0, 0, 0), req(0, 0, 0)
+	c.Arrive(0, a)
+	c.Arrive(0, b)
+	require.Equal(t, 2, a.Replica)
+	require.Equal(t, 2, b.Replica, "cheapest fills the eu pool first")
+}
+
+func TestTenantConcurrencyAndCohortBorrowing(t *testing.T) {
+	c := fixture(func(cfg *Config) {
+		cfg.Tenants[0].MaxConcurrency = 1
+		cfg.Tenants[1].MaxConcurrency = 1
+		cfg.QueueLimit = 100
+	})
+	require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 0)).Outcome)
+	d := c.Arrive(0, req(0, 0, 0))
+	require.Equal(t, Rejected, d.Outcome)
+	require.Equal(t, ReasonTenantConcurrency, d.Reason)
+
+	// In a cohort, the idle member's slot can be borrowed...
+	c = fixture(func(cfg *Config) {
+		cfg.Tenants[0].MaxConcurrency, cfg.Tenants[0].Cohort = 1, "team"
+		cfg.Tenants[1].MaxConcurrency, cfg.Tenants[1].Cohort = 1, "team"
+		cfg.QueueLimit = 100
+	})
+	require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 0)).Outcome)
+	require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 0)).Outcome, "borrowed from the idle member")
+	require.Equal(t, Rejected, c.Arrive(0, req(0, 0, 0)).Outcome, "the cohort is at its summed quota")
+	// ...and the lender reclaims: it is admitted while under its own quota.
+	require.NotEqual(t, Rejected, c.Arrive(0, req(1, 0, 0)).Outcome)
+}
+
+func TestTenantTokenBucket(t *testing.T) {
+	c := fixture(func(cfg *Config) {
+		cfg.Tenants[0].TokensPerMinute = 220 // two requests of 110 tokens
+		cfg.QueueLimit = 100
+	})
+	require.NotEqual(t, Rejected, c.Arrive(0, req(0, 0, 0)).Outcome)
+	require.NotEqual(t, Rejected, c.Arrive(0, req(0, 0, 0)).Outcome)
+	d := c.Arrive(0, req(0, 0, 0))
+	require.Equal(t, ReasonTenantTokens, d.Reason)
+	require.Equal(t, 30*time.Second, d.RetryAfter, "110 tokens at 220/min take 30s to refill")
+	require.NotEqual(t, Rejected, c.Arrive(30*time.Second, req(0, 0, 0)).Outcome)
+}
+
+func TestDeferrableClassIsDeferred(t *testing.T) {
+	c := fixture(nil)
+	for range 4 {
+		c.Arrive(0, req(0, 1, 1))
+	}
+	d := c.Arrive(0, req(0, 1, 1))
+	require.Equal(t, Deferred, d.Outcome)
+	require.Equal(t, ReasonQueueFull, d.Reason)
+	require.GreaterOrEqual(t, d.RetryAfter, time.Minute)
+}
+
+func TestBlockedReplicaGetsNothingUntilItClears(t *testing.T) {
+	c := fixture(func(cfg *Config) { cfg.QueueLimit = 10 })
+	c.SetBlocked(0, 1, true)
+	r := req(0, 0, 1)
+	require.Equal(t, Queued, c.Arrive(0, r).Outcome)
+	c.SetBlocked(time.Second, 1, false)
+	require.Len(t, c.Dispatches(), 1)
+	require.Equal(t, r, c.Dispatches()[0].Req)
+}
+
+func TestProviderQuotaWakesCore(t *testing.T) {
+	c := fixture(func(cfg *Config) {
+		cfg.Pools[0].RequestsPerMinute = 1
+		cfg.QueueLimit = 10
+	})
+	require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 1)).Outcome)
+	require.Equal(t, Queued, c.Arrive(0, req(0, 0, 1)).Outcome, "quota spent: wait")
+	at, ok := c.WakeAt()
+	require.True(t, ok)
+	require.Equal(t, time.Minute, at)
+	c.Tick(at)
+	require.Len(t, c.Dispatches(), 1)
+}
+
+func TestDeadlineInfeasibleRejectedAtArrival(t *testing.T) {
+	c := fixture(func(cfg *Config) { cfg.DeadlineCheck = true; cfg.QueueLimit = 100 })
+	// Teach the core a dispatch interval of about 10s for model big.
+	var held []*Request
+	for i := range 20 {
+		now := time.Duration(i) * 10 * time.Second
+		r := req(0, 0, 1)
+		c.Arrive(now, r)
+		held = append(held, r)
+		if len(held) > 1 {
+			c.Finish(now, held[0])
+			held = held[1:]
+		}
+	}
+	// Fill the replica and queue a few so the predicted wait is long.
+	for range 5 {
+		c.Arrive(200*time.Second, req(0, 0, 1))
+	}
+	r := req(0, 0, 1)
+	r.Deadline = 201 * time.Second
+	d := c.Arrive(200*time.Second, r)
+	require.Equal(t, Rejected, d.Outcome)
+	require.Equal(t, ReasonDeadline, d.Reason)
+}
+
+func TestFinishQueuedRequestRemovesIt(t *testing.T) {
+	c := fixture(func(cfg *Config) { cfg.QueueLimit = 10 })
+	for range 2 {
+		c.Arrive(0, req(0, 0, 1))
+	}
+	r := req(0, 0, 1)
+	require.Equal(t, Queued, c.Arrive(0, r).Outcome)
+	c.Finish(time.Second, r) // its deadline expired while queued
+	require.Zero(t, c.QueueLen(1))
+	c.Finish(time.Second, r) // twice is a no-op
+	require.Zero(t, c.QueueLen(1))
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	_, err := New(Config{Strategy: "random", QueueLimit: 1})
+	require.ErrorContains(t, err, `routing strategy "random"`)
+	_, err = New(Config{Strategy: "cheapest"})
+	require.ErrorContains(t, err, "queue limit")
+}
