@@ -1,7 +1,7 @@
 package scenarios
 
 // The scenario schema, version 1. Field names are the YAML keys; units are in
-// the names or in the types (Duration, Size). Every field is documented with
+// the names or in the types (Duration). Every field is documented with
 // an example in docs/scenarios.md, which a test keeps in step with this file.
 
 // SchemaVersion is the only schema version this build reads.
@@ -210,8 +210,10 @@ type Distribution struct {
 	Dist string  `yaml:"dist"` // constant | uniform | exponential | lognormal
 	Mean float64 `yaml:"mean,omitempty"`
 	CV   float64 `yaml:"cv,omitempty"` // lognormal: coefficient of variation
-	Min  int     `yaml:"min,omitempty"`
-	Max  int     `yaml:"max,omitempty"`
+	// Min and Max are the bounds of a uniform distribution; for the others
+	// they clip samples (Max 0: no upper clip). Samples are never below 1.
+	Min int `yaml:"min,omitempty"`
+	Max int `yaml:"max,omitempty"`
 }
 
 // Policy is the scheduling policy under test.

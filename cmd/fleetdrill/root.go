@@ -50,7 +50,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newScenariosCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newCompareCmd(), newScenariosCmd(), newVersionCmd())
 	return root
 }
 
@@ -65,4 +65,3 @@ func newVersionCmd() *cobra.Command {
 		},
 	}
 }
-

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+)
+
+// newScenariosCmd is `fleetdrill scenarios`: the embedded library and the
+// validator, for authors who want to check a file without running it.
+func newScenariosCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "scenarios",
+		Short: "List, show and validate scenarios",
+		Long: "Scenarios are YAML files (schema version 1, see docs/scenarios.md). A library of\n" +
+			"ready scenarios is built into the binary; `fleetdrill run` takes a library name or a file.",
+	}
+	cmd.AddCommand(newScenariosListCmd(), newScenariosShowCmd(), newScenariosValidateCmd())
+	return cmd
+}
+
+func newScenariosListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the built-in scenarios",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tDESCRIPTION")
+			for _, s := range scenarios.List() {
+				fmt.Fprintf(w, "%s\t%s\n", s.Name, s.Description)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func newScenariosShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show NAME",
+		Short: "Print a built-in scenario's YAML, to copy and edit",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := scenarios.Source(args[0])
+			if err != nil {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("scenarios show: %w", err)}
+			}
+			_, err = cmd.OutOrStdout().Write(src)
+			return err
+		},
+	}
+}
+
+func newScenariosValidateCmd() *cobra.Command {
+	var sets []string
+	cmd := &cobra.Command{
+		Use:   "validate FILE|NAME...",
+		Short: "Check scenarios and report every problem at once",
+		Long: "validate checks each scenario (a file, or a built-in name) and prints \"ok NAME\",\n" +
+			"or every problem it has, one per line as FILE:LINE: PATH: got VALUE, WANT.\n" +
+			"The exit status is 2 if any scenario is invalid.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			invalid := 0
+			for _, arg := range args {
+				_, err := scenarios.LoadNamedWithSets(arg, sets)
+				if err == nil {
+					fmt.Fprintln(cmd.OutOrStdout(), "ok", arg)
+					continue
+				}
+				invalid++
+				var ve *scenarios.ValidationError
+				if errors.As(err, &ve) {
+					for _, p := range ve.Problems {
+						fmt.Fprintln(cmd.ErrOrStderr(), p)
+					}
+					continue
+				}
+				fmt.Fprintln(cmd.ErrOrStderr(), err)
+			}
+			if invalid > 0 {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("scenarios validate: %d of %d scenarios invalid", invalid, len(args))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a field before validating, e.g. --set pools[0].replicas=8 (repeatable)")
+	return cmd
+}

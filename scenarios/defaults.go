@@ -1,0 +1,51 @@
+package scenarios
+
+import "time"
+
+// Defaults for fields a scenario may leave out. Each is what the zero value
+// of its field means; docs/scenarios.md lists them with the fields.
+const (
+	DefaultDrain           = 10 * time.Minute
+	DefaultTenantWeight    = 1.0
+	DefaultQueueLimit      = 1000
+	DefaultDeferFor        = time.Minute
+	DefaultRoutingStrategy = "least-loaded"
+	DefaultDiurnalPeriod   = 24 * time.Hour
+)
+
+// applyDefaults fills zero fields with their defaults. It runs after
+// decoding and before validation, so that validation sees what the twin will
+// run, and it is idempotent, so that printing a parsed scenario and parsing
+// it again gives the same scenario.
+func applyDefaults(s *Scenario) {
+	if s.Drain == 0 {
+		s.Drain = Duration(DefaultDrain)
+	}
+	for i := range s.Tenants {
+		if s.Tenants[i].Weight == 0 {
+			s.Tenants[i].Weight = DefaultTenantWeight
+		}
+	}
+	for i := range s.Pools {
+		// A service-time pool serves one request per replica at a time
+		// (see Pool.Service); saying max_batch: 1 again would be noise.
+		if p := &s.Pools[i]; p.Service != nil && p.MaxBatch == 0 {
+			p.MaxBatch = 1
+		}
+	}
+	for i := range s.Workload {
+		if d := s.Workload[i].Diurnal; d != nil && d.Period == 0 {
+			d.Period = Duration(DefaultDiurnalPeriod)
+		}
+	}
+	a := &s.Policy.Admission
+	if a.QueueLimit == 0 {
+		a.QueueLimit = DefaultQueueLimit
+	}
+	if a.DeferFor == 0 {
+		a.DeferFor = Duration(DefaultDeferFor)
+	}
+	if s.Policy.Routing.Strategy == "" {
+		s.Policy.Routing.Strategy = DefaultRoutingStrategy
+	}
+}

@@ -1,0 +1,78 @@
+package scenarios
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseExpectation(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Expectation
+		wantErr string
+	}{
+		{in: "interactive.ttft.p99 < 2s", want: Expectation{LHS: "interactive.ttft.p99", Op: "<", Value: 2, IsDuration: true}},
+		{in: "residency_violations == 0", want: Expectation{LHS: "residency_violations", Op: "==", Value: 0}},
+		{in: "requests.rejected <= 10", want: Expectation{LHS: "requests.rejected", Op: "<=", Value: 10}},
+		{in: "tenants.acme.e2e.p95 < 30s", want: Expectation{LHS: "tenants.acme.e2e.p95", Op: "<", Value: 30, IsDuration: true}},
+		{in: "models.llama-3.1-8b.tpot.p50<=150ms", want: Expectation{LHS: "models.llama-3.1-8b.tpot.p50", Op: "<=", Value: 0.15, IsDuration: true}},
+		{in: "  slo.attainment >= 0.95 ", want: Expectation{LHS: "slo.attainment", Op: ">=", Value: 0.95}},
+		{in: "cost.total > 1e3", want: Expectation{LHS: "cost.total", Op: ">", Value: 1000}},
+		{in: "x != -1.5", want: Expectation{LHS: "x", Op: "!=", Value: -1.5}},
+		{in: "batch.e2e.p99 < 1h30m", want: Expectation{LHS: "batch.e2e.p99", Op: "<", Value: 5400, IsDuration: true}},
+		{in: "x >= 0s", want: Expectation{LHS: "x", Op: ">=", Value: 0, IsDuration: true}},
+		{in: "x", wantErr: `expectation "x" has no comparison`},
+		{in: "", wantErr: "has no comparison"},
+		{in: "< 2s", wantErr: "has nothing left of <"},
+		{in: "x <", wantErr: "has nothing right of <"},
+		{in: "x < < 2", wantErr: `"< 2" is neither a number nor a duration`},
+		{in: "x = 2", wantErr: "has no comparison"},
+		{in: "ttft p99 < 2s", wantErr: `left side "ttft p99" is not a dotted name`},
+		{in: "a..b < 2", wantErr: "is not a dotted name"},
+		{in: "x < 2 s", wantErr: "neither a number nor a duration"},
+		{in: "x < NaN", wantErr: "neither a number nor a duration"},
+		{in: "x < inf", wantErr: "neither a number nor a duration"},
+		{in: "x < 1e999", wantErr: "neither a number nor a duration"},
+		{in: "x < 0x10", wantErr: "neither a number nor a duration"},
+		{in: "x < 2", want: Expectation{LHS: "x", Op: "<", Value: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseExpectation(tt.in)
+			if tt.wantErr != "" {
+				require.ErrorContains(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+			again, err := ParseExpectation(got.String())
+			require.NoError(t, err, "reparse %q", got.String())
+			require.Equal(t, got, again, "ParseExpectation(%q)", got.String())
+		})
+	}
+}
+
+func TestExpectationHolds(t *testing.T) {
+	tests := []struct {
+		expr string
+		v    float64
+		want bool
+	}{
+		{"a < 2s", 1.999, true},
+		{"a < 2s", 2, false},
+		{"a <= 2s", 2, true},
+		{"a > 0.5", 0.5, false},
+		{"a >= 0.5", 0.5, true},
+		{"a == 0", 0, true},
+		{"a == 0", 1, false},
+		{"a != 0", 1, true},
+		{"a != 0", 0, false},
+	}
+	for _, tt := range tests {
+		e, err := ParseExpectation(tt.expr)
+		require.NoError(t, err)
+		require.Equal(t, tt.want, e.Holds(tt.v), "ParseExpectation(%q).Holds(%v)", tt.expr, tt.v)
+	}
+	require.False(t, Expectation{Op: "~"}.Holds(0), "an unknown op never holds")
+}

@@ -1,0 +1,766 @@
+package scenarios
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fleetdrill/fleetdrill/twin/latency"
+)
+
+// Enumerations, in the order the docs and messages list them.
+var (
+	schedulers        = []string{"fifo", "priority", "wfq", "edf"}
+	routingStrategies = []string{"least-loaded", "cheapest", "round-robin"}
+	processes         = []string{"poisson", "gamma"}
+	tokenDists        = []string{"constant", "uniform", "exponential", "lognormal"}
+	serviceDists      = []string{"exponential", "deterministic"}
+	// precisionBytes is the storage size of one weight (and KV element) in
+	// each known precision; it sizes weights against accelerator memory.
+	precisionBytes = map[string]float64{
+		"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5, "fp4": 0.5,
+	}
+	precisions = []string{"fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"}
+)
+
+// namePattern is what every name (and jurisdiction, provider, cohort) must
+// match: it appears in field paths (pools.use-h100.replicas), expectation
+// names (tenants.acme.e2e.p95) and reports, so it cannot hold spaces,
+// brackets or '='. Dots are allowed because model versions use them.
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+const maxNameLen = 64
+
+// versionPattern is a dotted version of numbers: 550.54, 12.4, 535.104.05.
+var versionPattern = regexp.MustCompile(`^[0-9]{1,9}(\.[0-9]{1,9})*$`)
+
+type validator struct {
+	d *decoder
+	s *Scenario
+}
+
+// add records a problem unless the value at path (or above it) could not be
+// decoded at all: that problem is already reported and a second one about
+// the zero value left behind would only confuse.
+func (v *validator) add(path, value, msg string) {
+	for p := path; ; {
+		if v.d.bad[p] {
+			return
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	line, set := v.d.ix.locate(path)
+	v.d.problems = append(v.d.problems, Problem{File: v.d.file, Line: line, Path: path, Value: value, Msg: msg, Set: set})
+}
+
+func num(f float64) string      { return strconv.FormatFloat(f, 'g', -1, 64) }
+func q(s string) string         { return strconv.Quote(s) }
+func at(p string, i int) string { return fmt.Sprintf("%s[%d]", p, i) }
+
+// oneOf renders the allowed values of an enumeration or reference.
+func oneOf(allowed []string) string {
+	if len(allowed) == 0 {
+		return "none are defined"
+	}
+	const most = 12
+	if len(allowed) > most {
+		return strings.Join(allowed[:most], ", ") + fmt.Sprintf(", ... (%d in all)", len(allowed))
+	}
+	return strings.Join(allowed, ", ")
+}
+
+// enum checks that s is one of allowed.
+func (v *validator) enum(path, s string, allowed []string) {
+	switch {
+	case s == "":
+		v.add(path, "", "missing; want one of "+oneOf(allowed))
+	case !slices.Contains(allowed, s):
+		v.add(path, q(s), "want one of "+oneOf(allowed))
+	}
+}
+
+// name checks one name-like value; required says whether it may be empty.
+func (v *validator) name(path, s string, required bool) {
+	switch {
+	case s == "":
+		if required {
+			v.add(path, "", "missing; want a name such as use-h100")
+		}
+	case len(s) > maxNameLen:
+		v.add(path, q(s[:20]+"..."), fmt.Sprintf("want at most %d characters", maxNameLen))
+	case !namePattern.MatchString(s):
+		v.add(path, q(s), "want letters, digits, '.', '-' and '_', starting with a letter or digit")
+	}
+}
+
+// names checks the names of one list and returns name → index of the first
+// entry with that name.
+func (v *validator) names(list string, n int, nameOf func(int) string) map[string]int {
+	if n == 0 {
+		v.add(list, "", "missing; want at least one entry")
+	}
+	idx := make(map[string]int, n)
+	for i := range n {
+		p := at(list, i) + ".name"
+		nm := nameOf(i)
+		v.name(p, nm, true)
+		if nm == "" {
+			continue
+		}
+		if first, dup := idx[nm]; dup {
+			v.add(p, q(nm), fmt.Sprintf("want a unique name; %s[%d] has it already", list, first))
+			continue
+		}
+		idx[nm] = i
+	}
+	return idx
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// ref checks that s names an entry of a list (kind is e.g. "region").
+func (v *validator) ref(path, s string, known map[string]int, kind string) bool {
+	if s == "" {
+		v.add(path, "", fmt.Sprintf("missing; want the name of a %s: %s", kind, oneOf(sortedKeys(known))))
+		return false
+	}
+	if _, ok := known[s]; !ok {
+		msg := fmt.Sprintf("no such %s; want one of %s", kind, oneOf(sortedKeys(known)))
+		if near := nearest(s, sortedKeys(known), 1); len(near) > 0 {
+			msg = fmt.Sprintf("no such %s; did you mean %q? (%ss: %s)", kind, near[0], kind, oneOf(sortedKeys(known)))
+		}
+		v.add(path, q(s), msg)
+		return false
+	}
+	return true
+}
+
+// refs checks a list of references: each resolves and none repeats.
+func (v *validator) refs(path string, list []string, known map[string]int, kind string, required bool) {
+	if len(list) == 0 && required {
+		v.add(path, "", fmt.Sprintf("missing; want a list of %ss: %s", kind, oneOf(sortedKeys(known))))
+	}
+	seen := map[string]int{}
+	for i, s := range list {
+		p := at(path, i)
+		if j, dup := seen[s]; dup {
+			v.add(p, q(s), fmt.Sprintf("listed twice; first at %s", at(path, j)))
+			continue
+		}
+		seen[s] = i
+		v.ref(p, s, known, kind)
+	}
+}
+
+// Numeric checks. Each also refuses NaN and infinities, which YAML can
+// spell (.nan, .inf) but no quantity here can be.
+
+func (v *validator) positive(path string, f float64) {
+	if !finite(f) || f <= 0 {
+		v.add(path, num(f), "want > 0")
+	}
+}
+
+func (v *validator) nonNegative(path string, f float64) {
+	if !finite(f) || f < 0 {
+		v.add(path, num(f), "want >= 0")
+	}
+}
+
+func (v *validator) atLeast(path string, i, lo int) {
+	if i < lo {
+		v.add(path, strconv.Itoa(i), fmt.Sprintf("want >= %d", lo))
+	}
+}
+
+func (v *validator) unit(path string, f float64, openLow bool) {
+	if !finite(f) || f > 1 || f < 0 || (openLow && f == 0) {
+		if openLow {
+			v.add(path, num(f), "want a fraction in (0, 1]")
+		} else {
+			v.add(path, num(f), "want a number in [0, 1]")
+		}
+	}
+}
+
+func (v *validator) nonNegDuration(path string, d Duration) {
+	if d < 0 {
+		v.add(path, d.String(), "want a duration >= 0")
+	}
+}
+
+// version checks a dotted version; required says whether it may be empty.
+func (v *validator) version(path, s, example string, required bool) {
+	switch {
+	case s == "":
+		if required {
+			v.add(path, "", "missing; want a dotted version such as "+example)
+		}
+	case !versionPattern.MatchString(s):
+		v.add(path, q(s), "want a dotted version of numbers such as "+example)
+	}
+}
+
+// parseVersion splits a version validated by versionPattern.
+func parseVersion(s string) []int {
+	var out []int
+	for f := range strings.SplitSeq(s, ".") {
+		n, _ := strconv.Atoi(f)
+		out = append(out, n)
+	}
+	return out
+}
+
+// compareVersions compares dotted versions numerically; missing trailing
+// components count as 0, so 550.54 == 550.54.0.
+func compareVersions(a, b string) int {
+	x, y := parseVersion(a), parseVersion(b)
+	for i := range max(len(x), len(y)) {
+		var p, r int
+		if i < len(x) {
+			p = x[i]
+		}
+		if i < len(y) {
+			r = y[i]
+		}
+		if p != r {
+			if p < r {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
+
+func validVersion(s string) bool { return versionPattern.MatchString(s) }
+
+// validate checks the whole scenario, after defaults, adding every problem.
+func (v *validator) validate() {
+	s := v.s
+	switch {
+	case s.Schema == 0:
+		v.add("schema", "", fmt.Sprintf("missing; want schema: %d, the version this build reads", SchemaVersion))
+	case s.Schema != SchemaVersion:
+		v.add("schema", strconv.Itoa(s.Schema), fmt.Sprintf("want %d; this build reads schema version %d only", SchemaVersion, SchemaVersion))
+	}
+	v.name("name", s.Name, true)
+	if s.Duration <= 0 {
+		v.add("duration", s.Duration.String(), "want > 0: the simulated time during which requests arrive, e.g. 30m")
+	}
+	switch {
+	case s.Warmup < 0:
+		v.add("warmup", s.Warmup.String(), "want a duration >= 0")
+	case s.Duration > 0 && s.Warmup >= s.Duration:
+		v.add("warmup", s.Warmup.String(), fmt.Sprintf("want less than duration (%s), or nothing would be reported", s.Duration))
+	}
+	v.nonNegDuration("drain", s.Drain)
+
+	regions := v.names("regions", len(s.Regions), func(i int) string { return s.Regions[i].Name })
+	jurisdictions := map[string]int{}
+	for i, r := range s.Regions {
+		p := at("regions", i) + ".jurisdiction"
+		if r.Jurisdiction == "" {
+			v.add(p, "", "missing; want a data-residency tag such as eu or us")
+			continue
+		}
+		v.name(p, r.Jurisdiction, true)
+		if _, ok := jurisdictions[r.Jurisdiction]; !ok {
+			jurisdictions[r.Jurisdiction] = i
+		}
+	}
+
+	accels := v.names("accelerators", len(s.Accelerators), func(i int) string { return s.Accelerators[i].Name })
+	for i, a := range s.Accelerators {
+		p := at("accelerators", i)
+		v.positive(p+".memory_gib", a.MemoryGiB)
+		v.unit(p+".usable_fraction", a.UsableFraction, true)
+		v.nonNegative(p+".bandwidth_gbs", a.BandwidthGBs)
+		if len(a.Precisions) == 0 {
+			v.add(p+".precisions", "", "missing; want a list of "+oneOf(precisions))
+		}
+		seen := map[string]bool{}
+		for j, pr := range a.Precisions {
+			pp := at(p+".precisions", j)
+			if seen[pr] {
+				v.add(pp, q(pr), "listed twice")
+				continue
+			}
+			seen[pr] = true
+			v.enum(pp, pr, precisions)
+		}
+	}
+
+	runtimes := v.names("runtimes", len(s.Runtimes), func(i int) string { return s.Runtimes[i].Name })
+	for i, r := range s.Runtimes {
+		p := at("runtimes", i)
+		if r.Server == "" {
+			v.add(p+".server", "", "missing; want the serving engine, e.g. vllm, tgi, trtllm or sglang")
+		} else {
+			v.name(p+".server", r.Server, true)
+		}
+		if r.Version == "" {
+			v.add(p+".version", "", "missing; want the engine version, e.g. 0.6.3")
+		} else if strings.ContainsFunc(r.Version, func(c rune) bool { return c <= ' ' }) {
+			v.add(p+".version", q(r.Version), "want a version without spaces, e.g. 0.6.3")
+		}
+		v.version(p+".cuda", r.CUDA, "12.4", false)
+		v.version(p+".min_driver", r.MinDriver, "550.54", false)
+	}
+
+	models := v.names("models", len(s.Models), func(i int) string { return s.Models[i].Name })
+	for i, m := range s.Models {
+		p := at("models", i)
+		v.positive(p+".parameters_b", m.ParametersB)
+		v.atLeast(p+".layers", m.Layers, 1)
+		v.atLeast(p+".kv_heads", m.KVHeads, 1)
+		v.atLeast(p+".head_dim", m.HeadDim, 1)
+		v.enum(p+".precision", m.Precision, precisions)
+		v.atLeast(p+".context_length", m.ContextLength, 1)
+		v.refs(p+".runtimes", m.Runtimes, runtimes, "runtime", true)
+		v.version(p+".min_driver", m.MinDriver, "535.104", false)
+		v.unit(p+".quality", m.Quality, false)
+		seen := map[string]int{}
+		for j, f := range m.Fallbacks {
+			fp := at(p+".fallbacks", j)
+			if f == m.Name && f != "" {
+				v.add(fp, q(f), "a model cannot fall back to itself; want a different model")
+				continue
+			}
+			if k, dup := seen[f]; dup {
+				v.add(fp, q(f), "listed twice; first at "+at(p+".fallbacks", k))
+				continue
+			}
+			seen[f] = j
+			v.ref(fp, f, models, "model")
+		}
+	}
+	v.fallbackCycles(models)
+
+	v.names("pools", len(s.Pools), func(i int) string { return s.Pools[i].Name })
+	for i := range s.Pools {
+		v.pool(i, regions, accels, runtimes, models)
+	}
+
+	tenants := v.names("tenants", len(s.Tenants), func(i int) string { return s.Tenants[i].Name })
+	for i, t := range s.Tenants {
+		p := at("tenants", i)
+		if t.Jurisdiction != "" {
+			v.name(p+".jurisdiction", t.Jurisdiction, false)
+			if _, ok := jurisdictions[t.Jurisdiction]; !ok && len(jurisdictions) > 0 {
+				v.add(p+".jurisdiction", q(t.Jurisdiction), fmt.Sprintf("no region has this jurisdiction, so no request of this tenant could be served; want one of %s, or none for anywhere", oneOf(sortedKeys(jurisdictions))))
+			}
+		}
+		if !finite(t.Weight) || t.Weight <= 0 {
+			v.add(p+".weight", num(t.Weight), "want > 0 (leave it out for the default 1)")
+		}
+		v.nonNegative(p+".tokens_per_minute", t.TokensPerMinute)
+		v.atLeast(p+".max_concurrency", t.MaxConcurrency, 0)
+		v.name(p+".cohort", t.Cohort, false)
+	}
+
+	classes := v.names("classes", len(s.Classes), func(i int) string { return s.Classes[i].Name })
+	for i, c := range s.Classes {
+		p := at("classes", i)
+		v.nonNegDuration(p+".slo.ttft", c.SLO.TTFT)
+		v.nonNegDuration(p+".slo.tpot", c.SLO.TPOT)
+		v.nonNegDuration(p+".slo.e2e", c.SLO.E2E)
+		v.nonNegDuration(p+".deadline", c.Deadline)
+		if c.SLO.E2E > 0 && c.Deadline > 0 && c.SLO.E2E > c.Deadline {
+			v.add(p+".slo.e2e", c.SLO.E2E.String(), fmt.Sprintf("want <= deadline (%s): requests are cancelled at the deadline, so this objective could never be met late", c.Deadline))
+		}
+		if c.SLO.TTFT > 0 && c.SLO.E2E > 0 && c.SLO.TTFT > c.SLO.E2E {
+			v.add(p+".slo.ttft", c.SLO.TTFT.String(), fmt.Sprintf("want <= slo.e2e (%s): the first token cannot come after the last", c.SLO.E2E))
+		}
+	}
+
+	v.names("workload", len(s.Workload), func(i int) string { return s.Workload[i].Name })
+	for i := range s.Workload {
+		v.stream(i, tenants, classes, models)
+	}
+
+	v.policy()
+
+	for i, e := range s.Expect {
+		if _, err := ParseExpectation(e); err != nil {
+			v.add(at("expect", i), "", err.Error())
+		}
+	}
+}
+
+// fallbackCycles reports each cycle in the fallback graph once, at the edge
+// that closes it. A cycle would make fallback loop forever.
+func (v *validator) fallbackCycles(models map[string]int) {
+	const (
+		unvisited = iota
+		active
+		done
+	)
+	state := make([]int, len(v.s.Models))
+	var stack []int
+	var visit func(i int)
+	visit = func(i int) {
+		state[i] = active
+		stack = append(stack, i)
+		for j, f := range v.s.Models[i].Fallbacks {
+			k, ok := models[f]
+			if !ok || k == i {
+				continue // unknown or self: reported already
+			}
+			switch state[k] {
+			case unvisited:
+				visit(k)
+			case active:
+				start := slices.Index(stack, k)
+				var chain []string
+				for _, m := range stack[start:] {
+					chain = append(chain, v.s.Models[m].Name)
+				}
+				chain = append(chain, f)
+				v.add(at(at("models", i)+".fallbacks", j), q(f), "fallback chains form a cycle ("+strings.Join(chain, " -> ")+"); want a chain that ends")
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[i] = done
+	}
+	for i, m := range v.s.Models {
+		if _, ok := models[m.Name]; ok && models[m.Name] == i && state[i] == unvisited {
+			visit(i)
+		}
+	}
+}
+
+func (v *validator) pool(i int, regions, accels, runtimes, models map[string]int) {
+	s := v.s
+	pl := s.Pools[i]
+	p := at("pools", i)
+	v.ref(p+".region", pl.Region, regions, "region")
+	if pl.Provider == "" {
+		v.add(p+".provider", "", "missing; want the provider's name, e.g. aws, coreweave or on-prem")
+	} else {
+		v.name(p+".provider", pl.Provider, true)
+	}
+	accOK := v.ref(p+".accelerator", pl.Accelerator, accels, "accelerator")
+	v.atLeast(p+".gpus_per_replica", pl.GPUsPerReplica, 1)
+	v.atLeast(p+".replicas", pl.Replicas, 0)
+	rtOK := v.ref(p+".runtime", pl.Runtime, runtimes, "runtime")
+	v.version(p+".driver", pl.Driver, "550.54.15", true)
+	v.refs(p+".models", pl.Models, models, "model", true)
+	v.atLeast(p+".max_batch", pl.MaxBatch, 1)
+	v.nonNegative(p+".price_per_gpu_hour", pl.PricePerGPUHour)
+	v.nonNegDuration(p+".cold_start", pl.ColdStart)
+	v.nonNegative(p+".quota.requests_per_minute", pl.Quota.RequestsPerMinute)
+	v.nonNegative(p+".quota.tokens_per_minute", pl.Quota.TokensPerMinute)
+
+	// Can this pool run what it claims to serve? Each check needs the
+	// references it compares to resolve; unresolved ones are reported above.
+	var acc *Accelerator
+	if accOK {
+		acc = &s.Accelerators[accels[pl.Accelerator]]
+	}
+	var rt *Runtime
+	if rtOK {
+		rt = &s.Runtimes[runtimes[pl.Runtime]]
+		if validVersion(pl.Driver) && validVersion(rt.MinDriver) && compareVersions(pl.Driver, rt.MinDriver) < 0 {
+			v.add(p+".driver", q(pl.Driver), fmt.Sprintf("want >= %s, the min_driver of runtime %s", rt.MinDriver, rt.Name))
+		}
+	}
+	for j, mn := range pl.Models {
+		k, ok := models[mn]
+		if !ok {
+			continue
+		}
+		m := &s.Models[k]
+		mp := at(p+".models", j)
+		if rt != nil && len(m.Runtimes) > 0 && !slices.Contains(m.Runtimes, rt.Name) {
+			v.add(mp, q(mn), fmt.Sprintf("runtime %s cannot serve this model (its runtimes: %s); want a model of that runtime or another runtime", rt.Name, oneOf(m.Runtimes)))
+		}
+		if validVersion(pl.Driver) && validVersion(m.MinDriver) && compareVersions(pl.Driver, m.MinDriver) < 0 {
+			v.add(p+".driver", q(pl.Driver), fmt.Sprintf("want >= %s, the min_driver of model %s", m.MinDriver, m.Name))
+		}
+		if acc == nil {
+			continue
+		}
+		if _, known := precisionBytes[m.Precision]; known && len(acc.Precisions) > 0 && !slices.Contains(acc.Precisions, m.Precision) {
+			v.add(mp, q(mn), fmt.Sprintf("the model is %s and accelerator %s supports only %s; want a model in a precision it supports", m.Precision, acc.Name, oneOf(acc.Precisions)))
+		}
+		// Weights must fit in the usable memory of the tensor-parallel
+		// group, or the engine fails at load. (KV needs more on top; the
+		// twin sizes that from the profile.)
+		usable := acc.MemoryGiB * acc.UsableFraction
+		bytes, known := precisionBytes[m.Precision]
+		if known && pl.GPUsPerReplica >= 1 && finite(usable) && usable > 0 && finite(m.ParametersB) && m.ParametersB > 0 {
+			weightsGiB := m.ParametersB * 1e9 * bytes / (1 << 30)
+			if need := int(math.Ceil(weightsGiB / usable)); need > pl.GPUsPerReplica {
+				v.add(p+".gpus_per_replica", strconv.Itoa(pl.GPUsPerReplica), fmt.Sprintf("the %s weights of %s (%.1f GiB) do not fit in %d x %.1f GiB usable on %s; want >= %d", m.Precision, m.Name, weightsGiB, pl.GPUsPerReplica, usable, acc.Name, need))
+			}
+		}
+	}
+
+	if sv := pl.Service; sv != nil {
+		v.enum(p+".service.distribution", sv.Distribution, serviceDists)
+		if sv.Mean <= 0 {
+			v.add(p+".service.mean", sv.Mean.String(), "want > 0, e.g. 2s")
+		}
+		if len(pl.Profiles) > 0 {
+			v.add(p+".service", "", "set either service (a fixed service-time queue) or profiles (the batching model), not both")
+		}
+		if pl.MaxBatch > 1 {
+			v.add(p+".max_batch", strconv.Itoa(pl.MaxBatch), "want 1 (or leave it out): a service-time pool serves one request per replica at a time")
+		}
+	}
+	for _, key := range sortedKeys(pl.Profiles) {
+		v.profile(p+".profiles."+key, key, pl)
+	}
+}
+
+// tpPattern reads the tensor-parallel degree from a built-in ref's last
+// segment, e.g. h100-sxm/llama-3.1-70b/tp4.
+var tpPattern = regexp.MustCompile(`/tp([0-9]+)$`)
+
+func (v *validator) profile(p, model string, pl Pool) {
+	pr := pl.Profiles[model]
+	if !slices.Contains(pl.Models, model) {
+		served := slices.Clone(pl.Models)
+		slices.Sort(served)
+		v.add(p, q(model), "a profile for a model this pool does not serve; want one of its models: "+oneOf(slices.Compact(served)))
+	}
+	if pr.Ref != "" {
+		if _, ok := latency.Builtin(pr.Ref); !ok {
+			refs := latency.BuiltinRefs()
+			msg := "no such built-in profile; want one of " + oneOf(refs)
+			if len(refs) == 0 {
+				msg = "no such built-in profile (this build has none); want step_base_us, per_prefill_token_us and the other costs instead"
+			} else if near := nearest(pr.Ref, refs, 1); len(near) > 0 {
+				msg = fmt.Sprintf("no such built-in profile; did you mean %q? (built-in: %s)", near[0], oneOf(refs))
+			}
+			v.add(p+".ref", q(pr.Ref), msg)
+		}
+		if m := tpPattern.FindStringSubmatch(pr.Ref); m != nil && pl.GPUsPerReplica >= 1 && m[1] != strconv.Itoa(pl.GPUsPerReplica) {
+			v.add(p+".ref", q(pr.Ref), fmt.Sprintf("the profile was measured at tensor parallelism %s but the pool has gpus_per_replica %d; want a tp%d profile", m[1], pl.GPUsPerReplica, pl.GPUsPerReplica))
+		}
+	} else {
+		// Without a built-in to start from, the costs that are never zero
+		// on real hardware must be given.
+		if !(pr.StepBaseUS > 0) {
+			v.add(p+".step_base_us", num(pr.StepBaseUS), "want > 0 (or a ref to a built-in profile)")
+		}
+		if !(pr.PerPrefillTokenUS > 0) {
+			v.add(p+".per_prefill_token_us", num(pr.PerPrefillTokenUS), "want > 0 (or a ref to a built-in profile)")
+		}
+	}
+	if pr.Ref != "" {
+		v.nonNegative(p+".step_base_us", pr.StepBaseUS)
+		v.nonNegative(p+".per_prefill_token_us", pr.PerPrefillTokenUS)
+	}
+	v.nonNegative(p+".per_seq_us", pr.PerSeqUS)
+	v.nonNegative(p+".per_kv_token_us", pr.PerKVTokenUS)
+	v.nonNegative(p+".min_step_us", pr.MinStepUS)
+	v.atLeast(p+".max_batched_tokens", pr.MaxBatchedTokens, 0)
+	v.atLeast(p+".kv_tokens", pr.KVTokens, 0)
+}
+
+func (v *validator) stream(i int, tenants, classes, models map[string]int) {
+	s := v.s
+	st := s.Workload[i]
+	p := at("workload", i)
+	v.ref(p+".tenant", st.Tenant, tenants, "tenant")
+	v.ref(p+".class", st.Class, classes, "class")
+	modelOK := v.ref(p+".model", st.Model, models, "model")
+
+	a := st.Arrivals
+	v.enum(p+".arrivals.process", a.Process, processes)
+	v.positive(p+".arrivals.rate", a.Rate)
+	v.nonNegative(p+".arrivals.cv", a.CV)
+	switch a.Process {
+	case "gamma":
+		if a.CV == 0 {
+			v.add(p+".arrivals.cv", "0", "want > 0: a gamma process needs the coefficient of variation of its gaps (1 is Poisson, 2 is bursty)")
+		}
+	case "poisson":
+		if a.CV > 0 && a.CV != 1 {
+			v.add(p+".arrivals.cv", num(a.CV), "a Poisson process has cv 1; want process: gamma for another cv, or leave cv out")
+		}
+	}
+
+	inMax, inBounded := v.tokens(p+".input_tokens", st.InputTokens)
+	outMax, outBounded := v.tokens(p+".output_tokens", st.OutputTokens)
+	if modelOK {
+		m := s.Models[models[st.Model]]
+		switch {
+		case m.ContextLength < 1:
+		case inBounded && inMax >= m.ContextLength:
+			v.add(p+".input_tokens", "", fmt.Sprintf("prompts of up to %d tokens leave no room to generate in %s's context_length %d; want a smaller max", inMax, m.Name, m.ContextLength))
+		case inBounded && outBounded && inMax+outMax > m.ContextLength:
+			v.add(p+".output_tokens", "", fmt.Sprintf("up to %d input plus %d output tokens exceed %s's context_length %d; want smaller maxima", inMax, outMax, m.Name, m.ContextLength))
+		}
+		switch {
+		case !v.served(st.Model, ""):
+			v.add(p+".model", q(st.Model), "no pool serves this model or (with policy.routing.fallback) any model of its fallback chain, so every request would be rejected; want a model some pool lists")
+		case !v.s.Policy.Routing.IgnoreResidency && tenantJurisdiction(s, st.Tenant) != "" && !v.served(st.Model, tenantJurisdiction(s, st.Tenant)):
+			j := tenantJurisdiction(s, st.Tenant)
+			v.add(p+".model", q(st.Model), fmt.Sprintf("tenant %s is bound to jurisdiction %s, where no pool serves this model or (with policy.routing.fallback) its fallbacks, so every request would be rejected; want a model served in a region of jurisdiction %s", st.Tenant, j, j))
+		}
+	}
+
+	if d := st.Diurnal; d != nil {
+		v.unit(p+".diurnal.amplitude", d.Amplitude, false)
+		if d.Period <= 0 {
+			v.add(p+".diurnal.period", d.Period.String(), "want > 0 (leave it out for 24h)")
+		}
+		if d.Peak < 0 || (d.Period > 0 && d.Peak >= d.Period) {
+			v.add(p+".diurnal.peak", d.Peak.String(), fmt.Sprintf("want an offset in [0, period) = [0, %s)", d.Period))
+		}
+	}
+	v.nonNegDuration(p+".start", st.Start)
+	v.nonNegDuration(p+".stop", st.Stop)
+	if s.Duration > 0 && st.Start >= s.Duration {
+		v.add(p+".start", st.Start.String(), fmt.Sprintf("want less than duration (%s), or the stream sends nothing", s.Duration))
+	}
+	if st.Stop != 0 {
+		if st.Stop <= st.Start {
+			v.add(p+".stop", st.Stop.String(), fmt.Sprintf("want later than start (%s), or 0 for the end of the run", st.Start))
+		} else if s.Duration > 0 && st.Stop > s.Duration {
+			v.add(p+".stop", st.Stop.String(), fmt.Sprintf("want <= duration (%s): no request arrives after it", s.Duration))
+		}
+	}
+}
+
+// tenantJurisdiction is the jurisdiction of the first tenant named name.
+func tenantJurisdiction(s *Scenario, name string) string {
+	for _, t := range s.Tenants {
+		if t.Name == name {
+			return t.Jurisdiction
+		}
+	}
+	return ""
+}
+
+// served reports whether some pool lists model, or, when fallback routing
+// is on, some model of its fallback chain; with a jurisdiction, only pools
+// in regions of that jurisdiction count.
+func (v *validator) served(model, jurisdiction string) bool {
+	regionJ := map[string]string{}
+	for _, r := range v.s.Regions {
+		if _, dup := regionJ[r.Name]; !dup {
+			regionJ[r.Name] = r.Jurisdiction
+		}
+	}
+	byName := map[string]*Model{}
+	for i := range v.s.Models {
+		if _, dup := byName[v.s.Models[i].Name]; !dup {
+			byName[v.s.Models[i].Name] = &v.s.Models[i]
+		}
+	}
+	listed := map[string]bool{}
+	for _, pl := range v.s.Pools {
+		if jurisdiction != "" && regionJ[pl.Region] != jurisdiction {
+			continue
+		}
+		for _, m := range pl.Models {
+			listed[m] = true
+		}
+	}
+	seen := map[string]bool{}
+	queue := []string{model}
+	for len(queue) > 0 {
+		m := queue[0]
+		queue = queue[1:]
+		if seen[m] {
+			continue
+		}
+		seen[m] = true
+		if listed[m] {
+			return true
+		}
+		if v.s.Policy.Routing.Fallback && byName[m] != nil {
+			queue = append(queue, byName[m].Fallbacks...)
+		}
+	}
+	return false
+}
+
+// tokens checks a token-count distribution and returns the largest count
+// it can produce, when it is bounded.
+func (v *validator) tokens(p string, d Distribution) (upper int, bounded bool) {
+	v.enum(p+".dist", d.Dist, tokenDists)
+	noCV := func(why string) {
+		if d.CV != 0 {
+			v.add(p+".cv", num(d.CV), "cv applies to lognormal only; "+why)
+		}
+	}
+	clip := func() {
+		v.atLeast(p+".min", d.Min, 0)
+		if d.Max != 0 {
+			switch {
+			case d.Max < 1:
+				v.add(p+".max", strconv.Itoa(d.Max), "want >= 1, or 0 for no upper clip")
+			case d.Max < d.Min:
+				v.add(p+".max", strconv.Itoa(d.Max), fmt.Sprintf("want >= min (%d)", d.Min))
+			case finite(d.Mean) && float64(d.Max) < d.Mean:
+				v.add(p+".max", strconv.Itoa(d.Max), fmt.Sprintf("want >= mean (%s): clipping below the mean leaves a different distribution", num(d.Mean)))
+			}
+		}
+		if d.Min > 0 && finite(d.Mean) && d.Mean > 0 && float64(d.Min) > d.Mean {
+			v.add(p+".min", strconv.Itoa(d.Min), fmt.Sprintf("want <= mean (%s): clipping above the mean leaves a different distribution", num(d.Mean)))
+		}
+	}
+	switch d.Dist {
+	case "constant":
+		if !finite(d.Mean) || d.Mean < 1 || d.Mean != math.Trunc(d.Mean) {
+			v.add(p+".mean", num(d.Mean), "want a whole number of tokens >= 1")
+		} else if d.Mean <= math.MaxInt32 {
+			upper, bounded = int(d.Mean), true
+		}
+		noCV("a constant has none")
+		if d.Min != 0 || d.Max != 0 {
+			v.add(p, "", "min and max do not apply to a constant; want only mean")
+		}
+	case "uniform":
+		v.atLeast(p+".min", d.Min, 1)
+		if d.Max < d.Min {
+			v.add(p+".max", strconv.Itoa(d.Max), fmt.Sprintf("want >= min (%d)", d.Min))
+		} else {
+			upper, bounded = d.Max, true
+		}
+		if d.Mean != 0 {
+			v.add(p+".mean", num(d.Mean), "a uniform distribution's mean is (min+max)/2; want it left out")
+		}
+		noCV("a uniform distribution's follows from min and max")
+	case "exponential":
+		v.positive(p+".mean", d.Mean)
+		noCV("an exponential distribution has cv 1")
+		clip()
+		upper, bounded = d.Max, d.Max > 0
+	case "lognormal":
+		v.positive(p+".mean", d.Mean)
+		v.positive(p+".cv", d.CV)
+		clip()
+		upper, bounded = d.Max, d.Max > 0
+	}
+	return upper, bounded
+}
+
+func (v *validator) policy() {
+	pol := v.s.Policy
+	v.enum("policy.scheduler", pol.Scheduler, schedulers)
+	v.nonNegDuration("policy.aging", pol.Aging)
+	v.atLeast("policy.admission.queue_limit", pol.Admission.QueueLimit, 0)
+	v.nonNegDuration("policy.admission.retry_after", pol.Admission.RetryAfter)
+	v.nonNegDuration("policy.admission.defer_for", pol.Admission.DeferFor)
+	v.enum("policy.routing.strategy", pol.Routing.Strategy, routingStrategies)
+}
