@@ -87,6 +87,8 @@ type runner struct {
 	succeeded  uint64 // all requests that met their SLO, warm-up included
 
 	done []*request // completions collected during an engine Advance
+
+	onArrive func(*request) // tests: observe every arrival
 }
 
 type replicaRT struct {
@@ -286,6 +288,9 @@ func (r *runner) arrive(i int) {
 	}
 	req.seq = engine.Seq{Tag: req.idx, Prompt: in, Output: out}
 	req.stream = i
+	if r.onArrive != nil {
+		r.onArrive(req)
+	}
 	req.measured = now >= r.warmup
 	if req.measured {
 		r.count(req, func(c *Counts) { c.Arrived++ })

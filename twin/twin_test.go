@@ -2,6 +2,7 @@ package twin
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -186,4 +187,51 @@ func TestPriorityProtectsInteractive(t *testing.T) {
 	fifo, prio := build("fifo"), build("priority")
 	require.Less(t, prio.Classes["interactive"].QueueWait.P99, fifo.Classes["interactive"].QueueWait.P99,
 		"priority must cut interactive queueing under overload")
+}
+
+// runInternal runs a scenario and returns the runner, for tests that look
+// at its internals.
+func runInternal(t *testing.T, sc *scenarios.Scenario, onArrive func(*request)) *runner {
+	t.Helper()
+	p, err := build(sc)
+	require.NoError(t, err)
+	r, err := newRunner(p)
+	require.NoError(t, err)
+	r.onArrive = onArrive
+	require.NoError(t, r.run(context.Background(), nil))
+	return r
+}
+
+func TestMemoryGrowsWithInFlightNotWithRequestsSeen(t *testing.T) {
+	// Twelve times the requests, same load: the request slab, which holds
+	// every request object ever allocated, must not grow with them.
+	short := runInternal(t, azureLike(8, 5.5, 10*time.Minute), nil)
+	long := runInternal(t, azureLike(8, 5.5, 2*time.Hour), nil)
+	require.Greater(t, long.next, 10*short.next, "requests seen")
+	require.Less(t, len(long.reqs), 2*len(short.reqs)+50,
+		"slab: %d entries after %d requests vs %d after %d", len(long.reqs), long.next, len(short.reqs), short.next)
+	require.Less(t, len(long.reqs), int(long.next)/20)
+}
+
+func TestArrivalsDoNotDependOnPolicy(t *testing.T) {
+	// compare's paired test assumes that a seed gives every policy the
+	// same requests: arrivals and token counts come from per-stream
+	// random streams that scheduling never touches.
+	record := func(policy string) []string {
+		sc := azureLike(2, 15, 5*time.Minute) // overloaded, so policies diverge
+		sc.Classes = append(sc.Classes, scenarios.Class{Name: "batch", Priority: 1})
+		sc.Workload = append(sc.Workload, sc.Workload[0])
+		sc.Workload[1].Name, sc.Workload[1].Class = "bulk", "batch"
+		sc.Policy.Scheduler = policy
+		var log []string
+		runInternal(t, sc, func(req *request) {
+			log = append(log, fmt.Sprintf("%d %v %d %d", req.stream, req.core.Arrived, req.core.Input, req.core.Output))
+		})
+		return log
+	}
+	fifo := record("fifo")
+	require.Greater(t, len(fifo), 1000)
+	for _, p := range []string{"priority", "wfq", "edf"} {
+		require.Equal(t, fifo, record(p), p)
+	}
 }

@@ -19,10 +19,12 @@ type generator struct {
 	start    time.Duration
 	stop     time.Duration
 	fire     func() // the kernel callback for this stream's next arrival
+	in, out  tokenDist
 }
 
 func newGenerator(spec *scenarios.Stream, arr, tok *rand.Rand, duration time.Duration) *generator {
-	g := &generator{arr: arr, tok: tok, spec: spec, rate: spec.Arrivals.Rate, start: spec.Start.D(), stop: spec.Stop.D()}
+	g := &generator{arr: arr, tok: tok, spec: spec, rate: spec.Arrivals.Rate, start: spec.Start.D(), stop: spec.Stop.D(),
+		in: newTokenDist(spec.InputTokens), out: newTokenDist(spec.OutputTokens)}
 	if g.stop == 0 || g.stop > duration {
 		g.stop = duration
 	}
@@ -81,12 +83,27 @@ func (g *generator) next(t time.Duration) (time.Duration, bool) {
 
 // tokens draws the input and output lengths of one request.
 func (g *generator) tokens() (in, out int) {
-	return draw(g.tok, g.spec.InputTokens), draw(g.tok, g.spec.OutputTokens)
+	return g.in.draw(g.tok), g.out.draw(g.tok)
 }
 
-// draw samples a token count from a named distribution, clipped to
-// [min, max] and at least 1.
-func draw(r *rand.Rand, d scenarios.Distribution) int {
+// tokenDist is a named distribution of token counts with its parameters
+// prepared once (a lognormal's μ and σ cost two logarithms to derive).
+type tokenDist struct {
+	scenarios.Distribution
+	mu, sigma float64 // lognormal
+}
+
+func newTokenDist(d scenarios.Distribution) tokenDist {
+	t := tokenDist{Distribution: d}
+	if d.Dist == "lognormal" && d.Mean > 0 {
+		s2 := math.Log(1 + d.CV*d.CV)
+		t.mu, t.sigma = math.Log(d.Mean)-s2/2, math.Sqrt(s2)
+	}
+	return t
+}
+
+// draw samples a token count, clipped to [min, max] and at least 1.
+func (d *tokenDist) draw(r *rand.Rand) int {
 	var v float64
 	switch d.Dist {
 	case "constant":
@@ -96,9 +113,7 @@ func draw(r *rand.Rand, d scenarios.Distribution) int {
 	case "exponential":
 		v = r.ExpFloat64() * d.Mean
 	case "lognormal":
-		s2 := math.Log(1 + d.CV*d.CV)
-		mu := math.Log(d.Mean) - s2/2
-		v = math.Exp(mu + math.Sqrt(s2)*r.NormFloat64())
+		v = math.Exp(d.mu + d.sigma*r.NormFloat64())
 	default:
 		v = d.Mean
 	}

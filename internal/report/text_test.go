@@ -1,0 +1,62 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func TestTextGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		sets []string
+	}{
+		{"default-5m", []string{"duration=5m", "warmup=1m"}},
+		// One replica per pool, the 70B streams at 5× and a failing
+		// expectation: queueing, rejections and a FAIL line show.
+		{"overloaded", []string{"duration=5m", "warmup=1m", "pools.use-h100-8b.replicas=1",
+			"pools.euw-a100-8b.replicas=1", "pools.use-h100-70b.replicas=1", "pools.euw-a100-70b.replicas=1",
+			"workload.retail-assist.arrivals.rate=4", "workload.bank-eu-advisor.arrivals.rate=2.5",
+			"workload.research-batch.arrivals.rate=2",
+			"policy.admission.queue_limit=20", "expect[0]=interactive.ttft.p99 < 100ms"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, err := scenarios.LoadNamedWithSets("default", tt.sets)
+			require.NoError(t, err)
+			rep, err := twin.Run(context.Background(), sc, twin.Options{})
+			require.NoError(t, err)
+			var buf bytes.Buffer
+			require.NoError(t, Text(&buf, rep))
+			golden := filepath.Join("testdata", tt.name+".golden")
+			if *update {
+				require.NoError(t, os.WriteFile(golden, buf.Bytes(), 0o644))
+			}
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err, "run with -update to create it")
+			require.Equal(t, string(want), buf.String())
+		})
+	}
+}
+
+func TestSecs(t *testing.T) {
+	tests := []struct {
+		in   float64
+		want string
+	}{
+		{0, "0"}, {0.0000123, "12µs"}, {0.0123, "12.3ms"}, {1.5, "1.50s"}, {75, "1m15s"}, {3725, "1h02m"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, secs(tt.in), "secs(%v)", tt.in)
+	}
+}
