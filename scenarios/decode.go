@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetdrill/fleetdrill/internal/suggest"
 )
 
 // The strict decoder walks the yaml.Node tree and the Go schema together by
@@ -360,61 +362,11 @@ func structKeysHint(t reflect.Type) string {
 
 // unknownKeyMsg says a key is unknown and names the nearest known keys.
 func unknownKeyMsg(key string, known []string) string {
-	near := nearest(key, known, 3)
+	near := suggest.Nearest(key, known, 3)
 	if len(near) == 0 {
 		return fmt.Sprintf("unknown key %q; known keys: %s", key, strings.Join(known, ", "))
 	}
 	return fmt.Sprintf("unknown key %q; did you mean %s?", key, strings.Join(near, " or "))
-}
-
-// nearest returns up to n candidates within a small edit distance of s,
-// closest first.
-func nearest(s string, candidates []string, n int) []string {
-	type scored struct {
-		c string
-		d int
-	}
-	var all []scored
-	for _, c := range candidates {
-		dist := editDistance(s, c)
-		// Allow roughly a third of the word to differ, and any candidate
-		// that contains the word or is contained in it (gpus → gpus_per_replica).
-		if dist <= max(2, len(s)/3) || (len(s) >= 3 && (strings.Contains(c, s) || strings.Contains(s, c))) {
-			all = append(all, scored{c, dist})
-		}
-	}
-	// Insertion sort: candidate lists are a dozen keys long.
-	for i := 1; i < len(all); i++ {
-		for j := i; j > 0 && all[j].d < all[j-1].d; j-- {
-			all[j], all[j-1] = all[j-1], all[j]
-		}
-	}
-	out := make([]string, 0, n)
-	for i := 0; i < len(all) && i < n; i++ {
-		out = append(out, all[i].c)
-	}
-	return out
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // finite reports whether f is an ordinary number (not NaN or ±Inf).

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fleetdrill/fleetdrill/internal/suggest"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
@@ -283,7 +284,7 @@ func TestVersions(t *testing.T) {
 
 func TestNearest(t *testing.T) {
 	keys := []string{"name", "region", "replicas", "gpus_per_replica", "max_batch"}
-	require.Equal(t, []string{"replicas"}, nearest("replica", keys, 3)[:1])
-	require.Equal(t, []string{"gpus_per_replica"}, nearest("gpus", keys, 3))
-	require.Empty(t, nearest("zzzzzzzz", keys, 3))
+	require.Equal(t, []string{"replicas"}, suggest.Nearest("replica", keys, 3)[:1])
+	require.Equal(t, []string{"gpus_per_replica"}, suggest.Nearest("gpus", keys, 3))
+	require.Empty(t, suggest.Nearest("zzzzzzzz", keys, 3))
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetdrill/fleetdrill/internal/suggest"
 )
 
 // SetError is a --set override that names no field of the schema, or whose
@@ -172,7 +174,7 @@ func applySet(doc *yaml.Node, set string) (string, error) {
 				}
 				if i < 0 {
 					msg := fmt.Sprintf("no entry named %q; want an index or one of %s", seg, oneOf(names))
-					if near := nearest(seg, names, 1); len(near) > 0 {
+					if near := suggest.Nearest(seg, names, 1); len(near) > 0 {
 						msg = fmt.Sprintf("no entry named %q; did you mean %q? (names: %s)", seg, near[0], oneOf(names))
 					}
 					return fail(canon, "%s", msg)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fleetdrill/fleetdrill/internal/suggest"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
@@ -140,7 +141,7 @@ func (v *validator) ref(path, s string, known map[string]int, kind string) bool 
 	}
 	if _, ok := known[s]; !ok {
 		msg := fmt.Sprintf("no such %s; want one of %s", kind, oneOf(sortedKeys(known)))
-		if near := nearest(s, sortedKeys(known), 1); len(near) > 0 {
+		if near := suggest.Nearest(s, sortedKeys(known), 1); len(near) > 0 {
 			msg = fmt.Sprintf("no such %s; did you mean %q? (%ss: %s)", kind, near[0], kind, oneOf(sortedKeys(known)))
 		}
 		v.add(path, q(s), msg)
@@ -545,7 +546,7 @@ func (v *validator) profile(p, model string, pl Pool) {
 			msg := "no such built-in profile; want one of " + oneOf(refs)
 			if len(refs) == 0 {
 				msg = "no such built-in profile (this build has none); want step_base_us, per_prefill_token_us and the other costs instead"
-			} else if near := nearest(pr.Ref, refs, 1); len(near) > 0 {
+			} else if near := suggest.Nearest(pr.Ref, refs, 1); len(near) > 0 {
 				msg = fmt.Sprintf("no such built-in profile; did you mean %q? (built-in: %s)", near[0], oneOf(refs))
 			}
 			v.add(p+".ref", q(pr.Ref), msg)

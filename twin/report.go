@@ -6,9 +6,9 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strings"
 
+	"github.com/fleetdrill/fleetdrill/internal/suggest"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
 )
@@ -238,45 +238,7 @@ func resolve(flat map[string]float64, lhs string) (float64, bool) {
 
 // nearest suggests report paths close to a wrong one.
 func nearest(flat map[string]float64, lhs string) string {
-	type cand struct {
-		path string
-		d    int
-	}
-	var cs []cand
-	for p := range flat {
-		cs = append(cs, cand{p, editDistance(p, lhs)})
-	}
-	sort.Slice(cs, func(i, j int) bool {
-		if cs[i].d != cs[j].d {
-			return cs[i].d < cs[j].d
-		}
-		return cs[i].path < cs[j].path
-	})
-	var out []string
-	for i := 0; i < len(cs) && i < 3; i++ {
-		out = append(out, cs[i].path)
-	}
-	return "did you mean " + strings.Join(out, ", ") + "?"
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return "did you mean " + strings.Join(suggest.Closest(lhs, slices.Sorted(maps.Keys(flat)), 3), ", ") + "?"
 }
 
 // checkAccounting verifies the invariant for the whole run and for every
