@@ -30,7 +30,7 @@ func TestGoodFixtures(t *testing.T) {
 
 var badFixtures = map[string][]string{
 	"compat.bad.yaml": {
-		"compat.bad.yaml:45: pools[0].gpus_per_replica: got 1, the bf16 weights of big (131.5 GiB) do not fit in 1 x 72.0 GiB usable on a100; want >= 2",
+		"compat.bad.yaml:45: pools[0].gpus_per_replica: got 1, the bf16 weights of big (131.5 GiB) and a 4096-token KV cache do not fit in 1 x 72.0 GiB usable on a100; want >= 2",
 		"compat.bad.yaml:48: pools[0].driver: got \"530.30.02\", want >= 535.104, the min_driver of model small-fp8",
 		"compat.bad.yaml:49: pools[0].models[0]: got \"small-fp8\", runtime old cannot serve this model (its runtimes: new); want a model of that runtime or another runtime",
 		"compat.bad.yaml:49: pools[0].models[0]: got \"small-fp8\", the model is fp8 and accelerator a100 supports only bf16, fp16; want a model in a precision it supports",

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/fleetdrill/fleetdrill/internal/suggest"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
@@ -263,28 +262,4 @@ func TestProblemString(t *testing.T) {
 	for _, tt := range tests {
 		require.Equal(t, tt.want, tt.p.String())
 	}
-}
-
-func TestVersions(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want int
-	}{
-		{"550.54", "550.54", 0},
-		{"550.54.15", "550.54", 1},
-		{"550.54", "550.54.0", 0},
-		{"535.104.05", "550.54", -1},
-		{"570.26", "570.124.06", -1}, // numeric, not lexical: 26 < 124
-		{"12.10", "12.9", 1},
-	}
-	for _, tt := range tests {
-		require.Equal(t, tt.want, compareVersions(tt.a, tt.b), "compareVersions(%s, %s)", tt.a, tt.b)
-	}
-}
-
-func TestNearest(t *testing.T) {
-	keys := []string{"name", "region", "replicas", "gpus_per_replica", "max_batch"}
-	require.Equal(t, []string{"replicas"}, suggest.Nearest("replica", keys, 3)[:1])
-	require.Equal(t, []string{"gpus_per_replica"}, suggest.Nearest("gpus", keys, 3))
-	require.Empty(t, suggest.Nearest("zzzzzzzz", keys, 3))
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fleetdrill/fleetdrill/internal/suggest"
+	"github.com/fleetdrill/fleetdrill/twin/fleet"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
@@ -19,12 +20,8 @@ var (
 	processes         = []string{"poisson", "gamma"}
 	tokenDists        = []string{"constant", "uniform", "exponential", "lognormal"}
 	serviceDists      = []string{"exponential", "deterministic"}
-	// precisionBytes is the storage size of one weight (and KV element) in
-	// each known precision; it sizes weights against accelerator memory.
-	precisionBytes = map[string]float64{
-		"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5, "fp4": 0.5,
-	}
-	precisions = []string{"fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"}
+	// precisions are the ones the compatibility registry knows.
+	precisions = fleet.Precisions
 )
 
 // namePattern is what every name (and jurisdiction, provider, cohort) must
@@ -214,38 +211,6 @@ func (v *validator) version(path, s, example string, required bool) {
 	case !versionPattern.MatchString(s):
 		v.add(path, q(s), "want a dotted version of numbers such as "+example)
 	}
-}
-
-// parseVersion splits a version validated by versionPattern.
-func parseVersion(s string) []int {
-	var out []int
-	for f := range strings.SplitSeq(s, ".") {
-		n, _ := strconv.Atoi(f)
-		out = append(out, n)
-	}
-	return out
-}
-
-// compareVersions compares dotted versions numerically; missing trailing
-// components count as 0, so 550.54 == 550.54.0.
-func compareVersions(a, b string) int {
-	x, y := parseVersion(a), parseVersion(b)
-	for i := range max(len(x), len(y)) {
-		var p, r int
-		if i < len(x) {
-			p = x[i]
-		}
-		if i < len(y) {
-			r = y[i]
-		}
-		if p != r {
-			if p < r {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
 }
 
 func validVersion(s string) bool { return versionPattern.MatchString(s) }
@@ -476,7 +441,7 @@ func (v *validator) pool(i int, regions, accels, runtimes, models map[string]int
 	var rt *Runtime
 	if rtOK {
 		rt = &s.Runtimes[runtimes[pl.Runtime]]
-		if validVersion(pl.Driver) && validVersion(rt.MinDriver) && compareVersions(pl.Driver, rt.MinDriver) < 0 {
+		if validVersion(pl.Driver) && validVersion(rt.MinDriver) && fleet.CompareVersions(pl.Driver, rt.MinDriver) < 0 {
 			v.add(p+".driver", q(pl.Driver), fmt.Sprintf("want >= %s, the min_driver of runtime %s", rt.MinDriver, rt.Name))
 		}
 	}
@@ -490,24 +455,28 @@ func (v *validator) pool(i int, regions, accels, runtimes, models map[string]int
 		if rt != nil && len(m.Runtimes) > 0 && !slices.Contains(m.Runtimes, rt.Name) {
 			v.add(mp, q(mn), fmt.Sprintf("runtime %s cannot serve this model (its runtimes: %s); want a model of that runtime or another runtime", rt.Name, oneOf(m.Runtimes)))
 		}
-		if validVersion(pl.Driver) && validVersion(m.MinDriver) && compareVersions(pl.Driver, m.MinDriver) < 0 {
+		if validVersion(pl.Driver) && validVersion(m.MinDriver) && fleet.CompareVersions(pl.Driver, m.MinDriver) < 0 {
 			v.add(p+".driver", q(pl.Driver), fmt.Sprintf("want >= %s, the min_driver of model %s", m.MinDriver, m.Name))
 		}
 		if acc == nil {
 			continue
 		}
-		if _, known := precisionBytes[m.Precision]; known && len(acc.Precisions) > 0 && !slices.Contains(acc.Precisions, m.Precision) {
+		if _, known := fleet.PrecisionBytes(m.Precision); known && len(acc.Precisions) > 0 && !slices.Contains(acc.Precisions, m.Precision) {
 			v.add(mp, q(mn), fmt.Sprintf("the model is %s and accelerator %s supports only %s; want a model in a precision it supports", m.Precision, acc.Name, oneOf(acc.Precisions)))
 		}
-		// Weights must fit in the usable memory of the tensor-parallel
-		// group, or the engine fails at load. (KV needs more on top; the
-		// twin sizes that from the profile.)
-		usable := acc.MemoryGiB * acc.UsableFraction
-		bytes, known := precisionBytes[m.Precision]
-		if known && pl.GPUsPerReplica >= 1 && finite(usable) && usable > 0 && finite(m.ParametersB) && m.ParametersB > 0 {
-			weightsGiB := m.ParametersB * 1e9 * bytes / (1 << 30)
-			if need := int(math.Ceil(weightsGiB / usable)); need > pl.GPUsPerReplica {
-				v.add(p+".gpus_per_replica", strconv.Itoa(pl.GPUsPerReplica), fmt.Sprintf("the %s weights of %s (%.1f GiB) do not fit in %d x %.1f GiB usable on %s; want >= %d", m.Precision, m.Name, weightsGiB, pl.GPUsPerReplica, usable, acc.Name, need))
+		// Weights and a minimum KV cache must fit in the usable memory of
+		// the tensor-parallel group, or the engine fails at load; the
+		// registry's own arithmetic decides, so the two cannot drift.
+		if pl.GPUsPerReplica >= 1 && finite(acc.MemoryGiB*acc.UsableFraction) && finite(m.ParametersB) && m.ParametersB > 0 {
+			fa := fleet.Accelerator{Name: acc.Name, MemoryGiB: acc.MemoryGiB, UsableFraction: acc.UsableFraction}
+			fm := fleet.Model{Name: m.Name, ParametersB: m.ParametersB, Layers: m.Layers, KVHeads: m.KVHeads,
+				HeadDim: m.HeadDim, Precision: m.Precision}
+			if _, need, fits := fleet.Fit(fa, fm, pl.GPUsPerReplica); !fits && need > pl.GPUsPerReplica {
+				bytes, _ := fleet.PrecisionBytes(m.Precision)
+				v.add(p+".gpus_per_replica", strconv.Itoa(pl.GPUsPerReplica), fmt.Sprintf(
+					"the %s weights of %s (%.1f GiB) and a %d-token KV cache do not fit in %d x %.1f GiB usable on %s; want >= %d",
+					m.Precision, m.Name, m.ParametersB*1e9*bytes/(1<<30), fleet.MinKVTokens, pl.GPUsPerReplica,
+					acc.MemoryGiB*acc.UsableFraction, acc.Name, need))
 			}
 		}
 	}

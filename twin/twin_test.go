@@ -235,3 +235,36 @@ func TestArrivalsDoNotDependOnPolicy(t *testing.T) {
 		require.Equal(t, fifo, record(p), p)
 	}
 }
+
+func TestColdStartDelaysFirstDispatch(t *testing.T) {
+	sc := azureLike(2, 2, 10*time.Minute)
+	sc.Pools[0].StartCold = true
+	sc.Pools[0].ColdStart = dur(3 * time.Minute)
+	sc.Classes[0].Deadline = 0
+	r := runInternal(t, sc, nil)
+	rep := r.report()
+	require.Equal(t, uint64(2), rep.Pools["h100"].ColdStarts)
+	require.True(t, rep.Requests.Balanced())
+	// Requests that arrived before the replicas were loaded waited for them.
+	require.GreaterOrEqual(t, rep.Classes["interactive"].QueueWait.Max, (2*time.Minute + 50*time.Second).Seconds())
+	var kinds []string
+	for _, e := range rep.Timeline {
+		kinds = append(kinds, e.Kind)
+	}
+	require.Contains(t, kinds, "cold-start")
+	require.Contains(t, kinds, "ready")
+}
+
+func TestCompatibilityExplainsRefusals(t *testing.T) {
+	sc := azureLike(1, 1, time.Minute)
+	sc.Models = append(sc.Models, scenarios.Model{Name: "llama-70b", ParametersB: 70.6, Layers: 80, KVHeads: 8,
+		HeadDim: 128, Precision: "bf16", ContextLength: 131072, Runtimes: []string{"vllm"}, MinDriver: "560.0"})
+	sc.Pools[0].Models = append(sc.Pools[0].Models, "llama-70b")
+	got := Compatibility(sc)
+	require.Len(t, got, 2)
+	require.True(t, got[0].Routable)
+	require.Equal(t, "compatible, tested", got[0].Verdict.String())
+	require.False(t, got[1].Routable)
+	require.Contains(t, got[1].Verdict.Reasons, "driver 550.90 < 560.0 required by llama-70b")
+	require.Len(t, got[1].Verdict.Reasons, 2, "also: 70B weights do not fit one H100")
+}

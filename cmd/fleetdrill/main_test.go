@@ -68,3 +68,14 @@ func TestRunJSONIsByteIdenticalOutsideRun(t *testing.T) {
 	jc, _ := json.Marshal(c)
 	require.NotEqual(t, string(ja), string(jc))
 }
+
+func TestScenariosCompat(t *testing.T) {
+	code, out, errs := runCLI(t, "scenarios", "compat")
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, out, "use-h100-8b   llama-3.1-8b   yes")
+	require.Contains(t, out, "exceed 1×h100-sxm usable memory")
+
+	code, _, errs = runCLI(t, "scenarios", "compat", "--set", "pools.use-h100-8b.driver=535.104")
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, "pools[0].driver")
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
 )
 
 // newScenariosCmd is `fleetdrill scenarios`: the embedded library and the
@@ -19,7 +20,7 @@ func newScenariosCmd() *cobra.Command {
 		Long: "Scenarios are YAML files (schema version 1, see docs/scenarios.md). A library of\n" +
 			"ready scenarios is built into the binary; `fleetdrill run` takes a library name or a file.",
 	}
-	cmd.AddCommand(newScenariosListCmd(), newScenariosShowCmd(), newScenariosValidateCmd())
+	cmd.AddCommand(newScenariosListCmd(), newScenariosShowCmd(), newScenariosValidateCmd(), newScenariosCompatCmd())
 	return cmd
 }
 
@@ -89,5 +90,42 @@ func newScenariosValidateCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a field before validating, e.g. --set pools[0].replicas=8 (repeatable)")
+	return cmd
+}
+
+func newScenariosCompatCmd() *cobra.Command {
+	var sets []string
+	cmd := &cobra.Command{
+		Use:   "compat [SCENARIO]",
+		Short: "Show which pools can serve which models, and why not",
+		Long: "For every pool and model of the scenario, the compatibility registry's verdict:\n" +
+			"tested (a measured profile exists), untested, or incompatible with the reasons\n" +
+			"(runtime, driver, precision, memory). Routing obeys exactly this.",
+		Example: "  fleetdrill scenarios compat default --set pools.use-h100-8b.driver=535.104",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := scenarios.DefaultName
+			if len(args) == 1 {
+				name = args[0]
+			}
+			// A pool that lists a model it cannot run is a validation
+			// error, with its line; this shows the rest of the matrix.
+			sc, err := scenarios.LoadNamedWithSets(name, sets)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "POOL\tMODEL\tROUTABLE\tKV TOKENS\tVERDICT")
+			for _, p := range twin.Compatibility(sc) {
+				routable := "no"
+				if p.Routable {
+					routable = "yes"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\n", p.Pool, p.Model, routable, p.Verdict.KVTokens, p.Verdict)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a scenario field: `path=value` (repeatable)")
 	return cmd
 }

@@ -9,6 +9,7 @@ package fleet
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,6 +128,16 @@ var precisionBytes = map[string]float64{
 	"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5, "fp4": 0.5,
 }
 
+// Precisions lists the precisions the registry knows, widest first.
+var Precisions = []string{"fp32", "bf16", "fp16", "fp8", "int8", "int4", "fp4"}
+
+// PrecisionBytes returns the storage size in bytes of one weight or KV
+// element in precision p.
+func PrecisionBytes(p string) (float64, bool) {
+	b, ok := precisionBytes[p]
+	return b, ok
+}
+
 // Check answers whether pool p can serve model name, and why not.
 func (r *Registry) Check(p *Pool, name string) Verdict {
 	var v Verdict
@@ -176,6 +187,28 @@ func (r *Registry) Check(p *Pool, name string) Verdict {
 	return v
 }
 
+// Fit sizes model m on a replica of gpus accelerators a: the KV tokens left
+// after the weights, and the smallest number of GPUs that holds the weights
+// plus MinKVTokens of cache. The scenario validator and the registry both
+// use it, so a scenario that validates is one the registry can serve.
+func Fit(a Accelerator, m Model, gpus int) (kvTokens int64, minGPUs int, ok bool) {
+	bytes, known := precisionBytes[m.Precision]
+	perToken := latency.KVBytesPerToken(m.Layers, m.KVHeads, m.HeadDim, 1, 1) * bytes
+	perGPU := a.MemoryGiB * a.UsableFraction * gib
+	if !known || perToken <= 0 || perGPU <= 0 {
+		return 0, 0, false
+	}
+	need := m.ParametersB*1e9*bytes + float64(MinKVTokens)*perToken
+	minGPUs = int(math.Ceil(need / perGPU))
+	free := perGPU*float64(gpus) - m.ParametersB*1e9*bytes
+	if free < float64(MinKVTokens)*perToken {
+		return 0, minGPUs, false
+	}
+	return int64(free / perToken), minGPUs, true
+}
+
+const gib = 1 << 30
+
 // kvCapacity returns the KV tokens a replica of p can hold for m after its
 // weights, or a reason when the weights and a minimum cache do not fit.
 func kvCapacity(a Accelerator, m Model, p *Pool) (int64, string) {
@@ -183,20 +216,18 @@ func kvCapacity(a Accelerator, m Model, p *Pool) (int64, string) {
 	if !ok {
 		return 0, fmt.Sprintf("unknown precision %s", m.Precision)
 	}
-	const gib = 1 << 30
-	usable := a.MemoryGiB * a.UsableFraction * gib * float64(p.GPUsPerReplica)
-	weights := m.ParametersB * 1e9 * bytes
-	perToken := latency.KVBytesPerToken(m.Layers, m.KVHeads, m.HeadDim, 1, 1) * bytes
-	if perToken <= 0 {
+	if latency.KVBytesPerToken(m.Layers, m.KVHeads, m.HeadDim, 1, 1) <= 0 {
 		return 0, fmt.Sprintf("model %s has no KV geometry (layers, kv_heads, head_dim)", m.Name)
 	}
-	free := usable - weights
-	need := float64(MinKVTokens) * perToken
-	if free < need {
-		return 0, fmt.Sprintf("%s weights (%.0f GiB) plus a %d-token KV cache (%.1f GiB) exceed %d×%s usable memory (%.0f GiB)",
-			m.Name, weights/gib, MinKVTokens, need/gib, p.GPUsPerReplica, a.Name, usable/gib)
+	kv, minGPUs, fits := Fit(a, m, p.GPUsPerReplica)
+	if !fits {
+		weights := m.ParametersB * 1e9 * bytes
+		usable := a.MemoryGiB * a.UsableFraction * gib * float64(p.GPUsPerReplica)
+		need := float64(MinKVTokens) * latency.KVBytesPerToken(m.Layers, m.KVHeads, m.HeadDim, 1, 1) * bytes
+		return 0, fmt.Sprintf("%s weights (%.0f GiB) plus a %d-token KV cache (%.1f GiB) exceed %d×%s usable memory (%.0f GiB); want >= %d GPUs",
+			m.Name, weights/gib, MinKVTokens, need/gib, p.GPUsPerReplica, a.Name, usable/gib, minGPUs)
 	}
-	return int64(free / perToken), ""
+	return kv, ""
 }
 
 // CompareVersions compares dotted numeric versions ("550.54.15" vs "535.104"),

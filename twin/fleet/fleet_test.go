@@ -47,7 +47,7 @@ func TestCheck(t *testing.T) {
 		{"precision", func(p *Pool) { p.Accelerator = "l4" }, "llama-8b", false, true,
 			[]string{"l4 does not support bf16 (supports fp16)"}},
 		{"70b does not fit one gpu", func(*Pool) {}, "llama-70b", false, false,
-			[]string{"llama-70b weights (130 GiB) plus a 4096-token KV cache (1.2 GiB) exceed 1×h100 usable memory (72 GiB)"}},
+			[]string{"llama-70b weights (130 GiB) plus a 4096-token KV cache (1.2 GiB) exceed 1×h100 usable memory (72 GiB); want >= 2 GPUs"}},
 		{"70b fits four gpus, untested", func(p *Pool) { p.GPUsPerReplica = 4 }, "llama-70b", true, false, nil},
 		{"not listed", func(p *Pool) { p.Models = []string{"llama-70b"} }, "llama-8b", false, true,
 			[]string{"pool p does not list llama-8b among its models"}},
@@ -88,6 +88,10 @@ func TestCompareVersions(t *testing.T) {
 		{"550.100", "550.54", 1},
 		{"12.4", "12.10", -1},
 		{"1.0", "1", 0},
+		{"550.54", "550.54.0", 0},
+		{"535.104.05", "550.54", -1},
+		{"570.26", "570.124.06", -1}, // numeric, not lexical: 26 < 124
+		{"12.10", "12.9", 1},
 		{"1.a", "1.b", -1},
 	}
 	for _, tt := range tests {
