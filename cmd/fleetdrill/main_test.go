@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -78,4 +79,12 @@ func TestScenariosCompat(t *testing.T) {
 	code, _, errs = runCLI(t, "scenarios", "compat", "--set", "pools.use-h100-8b.driver=535.104")
 	require.Equal(t, exitInvalid, code)
 	require.Contains(t, errs, "pools[0].driver")
+}
+
+func TestProgressBarStaysQuietForShortRuns(t *testing.T) {
+	var buf bytes.Buffer
+	progressBar(&buf, time.Now())(0.5)
+	require.Empty(t, buf.String(), "runs under a second draw nothing")
+	progressBar(&buf, time.Now().Add(-2*time.Second))(0.5)
+	require.Equal(t, "\r[###############...............]  50% simulated", buf.String())
 }
