@@ -11,6 +11,7 @@ const (
 	DefaultDeferFor        = time.Minute
 	DefaultRoutingStrategy = "least-loaded"
 	DefaultDiurnalPeriod   = 24 * time.Hour
+	DefaultMaxPoolShare    = 0.5
 )
 
 // applyDefaults fills zero fields with their defaults. It runs after
@@ -37,6 +38,22 @@ func applyDefaults(s *Scenario) {
 		if d := s.Workload[i].Diurnal; d != nil && d.Period == 0 {
 			d.Period = Duration(DefaultDiurnalPeriod)
 		}
+		if tr := s.Workload[i].Trace; tr != nil {
+			if tr.TimeScale == 0 {
+				tr.TimeScale = 1
+			}
+			if tr.RateScale == 0 {
+				tr.RateScale = 1
+			}
+		}
+	}
+	for i := range s.Jobs {
+		if tr := s.Jobs[i].Trace; tr != nil && tr.TimeScale == 0 {
+			tr.TimeScale = 1
+		}
+	}
+	if s.Policy.Jobs.MaxPoolShare == 0 {
+		s.Policy.Jobs.MaxPoolShare = DefaultMaxPoolShare
 	}
 	a := &s.Policy.Admission
 	if a.QueueLimit == 0 {

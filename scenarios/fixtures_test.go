@@ -153,7 +153,7 @@ var badFixtures = map[string][]string{
 		"types.bad.yaml:26: models[0].quality: got \"0.7\", want a number",
 		"types.bad.yaml:33: pools[0].replicas: got a list, want an integer",
 		"types.bad.yaml:47: classes[0].deferrable: got \"yes\", want true or false",
-		"types.bad.yaml:56: policy: got \"fifo\", want a mapping of scheduler, aging, admission, routing",
+		"types.bad.yaml:56: policy: got \"fifo\", want a mapping of scheduler, aging, admission, routing, ...",
 	},
 	"unknown-keys.bad.yaml": {
 		"unknown-keys.bad.yaml:7: regoins: unknown key \"regoins\"; did you mean regions?",

@@ -49,6 +49,10 @@ func ParseWithSets(name string, data []byte, sets []string) (*Scenario, error) {
 	root := doc.Content[0]
 	var s Scenario
 	d.decode(root, reflect.ValueOf(&s).Elem(), "")
+	if !IsLibraryName(name) {
+		// A file: its trace paths resolve next to it.
+		s.Dir = filepath.Dir(name)
+	}
 	applyDefaults(&s)
 	(&validator{d: d, s: &s}).validate()
 	if len(d.problems) > 0 {

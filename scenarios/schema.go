@@ -1,5 +1,7 @@
 package scenarios
 
+import "path/filepath"
+
 // The scenario schema, version 1. Field names are the YAML keys; units are in
 // the names or in the types (Duration). Every field is documented with
 // an example in docs/scenarios.md, which a test keeps in step with this file.
@@ -29,8 +31,14 @@ type Scenario struct {
 	Tenants      []Tenant      `yaml:"tenants"`
 	Classes      []Class       `yaml:"classes"`
 	Workload     []Stream      `yaml:"workload"`
+	Jobs         []JobStream   `yaml:"jobs,omitempty"`
 	Policy       Policy        `yaml:"policy"`
 	Expect       []string      `yaml:"expect,omitempty"`
+
+	// Dir is the directory of the scenario file, against which relative
+	// trace paths resolve; empty for library scenarios, whose trace paths
+	// resolve from the working directory.
+	Dir string `yaml:"-"`
 }
 
 // Region is a failure domain with a data-residency tag.
@@ -90,6 +98,11 @@ type Pool struct {
 	MaxBatch        int      `yaml:"max_batch"`
 	PricePerGPUHour float64  `yaml:"price_per_gpu_hour"` // currency units per GPU-hour
 	ColdStart       Duration `yaml:"cold_start"`         // time to load a model onto a replica
+	// PrefixCaching keeps prompt blocks cached in each replica's free KV
+	// memory (vLLM's automatic prefix caching): a request whose leading
+	// blocks are cached skips their prefill. Only traces with prefix-block
+	// hashes (Mooncake's hash_ids) give the twin blocks to cache.
+	PrefixCaching bool `yaml:"prefix_caching,omitempty"`
 	// StartCold makes the replicas load their model at the start of the
 	// run (a fresh deployment) instead of starting warm.
 	StartCold bool  `yaml:"start_cold,omitempty"`
@@ -177,18 +190,69 @@ type SLO struct {
 	E2E  Duration `yaml:"e2e,omitempty"`
 }
 
-// Stream is one synthetic request stream.
+// Stream is one request stream: synthetic (arrivals and token
+// distributions) or a trace replay (trace, with mapping rules).
 type Stream struct {
-	Name         string       `yaml:"name"`
-	Tenant       string       `yaml:"tenant"`
-	Class        string       `yaml:"class"`
-	Model        string       `yaml:"model"`
-	Arrivals     Arrivals     `yaml:"arrivals"`
-	InputTokens  Distribution `yaml:"input_tokens"`
-	OutputTokens Distribution `yaml:"output_tokens"`
+	Name   string `yaml:"name"`
+	Tenant string `yaml:"tenant"` // default tenant (trace streams: when no mapping rule sets one)
+	Class  string `yaml:"class"`
+	Model  string `yaml:"model"`
+	// Trace replays a recorded trace instead of drawing synthetic
+	// arrivals; Arrivals, InputTokens, OutputTokens and Diurnal must then
+	// be left out.
+	Trace *TraceSource `yaml:"trace,omitempty"`
+	// Mapping assigns trace requests to tenants, classes and models, first
+	// matching rule wins; fields a rule leaves empty keep the stream's.
+	Mapping      []MapRule    `yaml:"mapping,omitempty"`
+	Arrivals     Arrivals     `yaml:"arrivals,omitempty"`
+	InputTokens  Distribution `yaml:"input_tokens,omitempty"`
+	OutputTokens Distribution `yaml:"output_tokens,omitempty"`
 	Diurnal      *Diurnal     `yaml:"diurnal,omitempty"`
 	Start        Duration     `yaml:"start,omitempty"` // stream starts at this offset
 	Stop         Duration     `yaml:"stop,omitempty"`  // and stops here; zero: at Duration
+}
+
+// TraceSource is a recorded trace replayed as a stream.
+type TraceSource struct {
+	// Path is the trace file (.gz is read transparently), relative to the
+	// scenario file's directory.
+	Path   string `yaml:"path"`
+	Format string `yaml:"format,omitempty"` // azure | mooncake | burstgpt | canonical; empty: detect
+	// Start and Duration select a window of the trace (relative to its
+	// origin); the window's start arrives at the stream's start. Zero
+	// duration: to the end of the trace.
+	Start    Duration `yaml:"start,omitempty"`
+	Duration Duration `yaml:"duration,omitempty"`
+	// TimeScale multiplies every arrival time: 0.5 halves each gap, so the
+	// same requests arrive twice as fast. Default 1.
+	TimeScale float64 `yaml:"time_scale,omitempty"`
+	// RateScale changes the rate without changing the trace's pace: above
+	// 1 it superposes copies shifted by a seeded offset, below 1 it thins
+	// with a seeded draw (keeping each request with probability RateScale).
+	// Default 1.
+	RateScale float64 `yaml:"rate_scale,omitempty"`
+	// SkipBadRows counts and reports malformed rows instead of failing.
+	SkipBadRows bool `yaml:"skip_bad_rows,omitempty"`
+}
+
+// MapRule assigns trace requests: when every field set in When equals the
+// request's (the trace's own model, class or log type, tenant), and, for a
+// rule with a share, a seeded draw falls in its share, the rule's tenant,
+// class and model apply. Rules with shares split the requests they match
+// in proportion (shares of one group should sum to at most 1).
+type MapRule struct {
+	When   MapMatch `yaml:"when,omitempty"`
+	Share  float64  `yaml:"share,omitempty"`
+	Tenant string   `yaml:"tenant,omitempty"`
+	Class  string   `yaml:"class,omitempty"`
+	Model  string   `yaml:"model,omitempty"`
+}
+
+// MapMatch selects trace requests by the trace's own fields.
+type MapMatch struct {
+	Model  string `yaml:"model,omitempty"`
+	Class  string `yaml:"class,omitempty"`
+	Tenant string `yaml:"tenant,omitempty"`
 }
 
 // Arrivals is an arrival process.
@@ -216,12 +280,68 @@ type Distribution struct {
 	Max int `yaml:"max,omitempty"`
 }
 
+// JobStream is a stream of GPU jobs — training, fine-tuning, batch
+// embedding — that take whole replicas out of serving while they run:
+// synthetic (arrivals with a fixed shape) or from a pod trace.
+type JobStream struct {
+	Name   string `yaml:"name"`
+	Kind   string `yaml:"kind"`             // training | fine-tuning | batch-embedding
+	Tenant string `yaml:"tenant,omitempty"` // for residency: jobs run only in its jurisdiction
+	// GPUs each job needs, on one pool (synthetic streams).
+	GPUs int `yaml:"gpus,omitempty"`
+	// Accelerators the jobs may run on; empty: any.
+	Accelerators []string `yaml:"accelerators,omitempty"`
+	// Duration is the work of each job: its run time without preemption
+	// (synthetic streams).
+	Duration Duration `yaml:"duration,omitempty"`
+	// Window is how long after submission a job should be done; 0: none.
+	Window Duration `yaml:"window,omitempty"`
+	// CheckpointInterval is how often a running job saves its progress;
+	// a preempted job resumes from its last checkpoint. 0: never, so a
+	// preemption loses all progress.
+	CheckpointInterval Duration `yaml:"checkpoint_interval,omitempty"`
+	// Preemptible jobs may be stopped to give their replicas back to
+	// serving when the policy says so (policy.jobs.preempt_queue).
+	Preemptible bool     `yaml:"preemptible,omitempty"`
+	Arrivals    Arrivals `yaml:"arrivals,omitempty"`
+	// Trace takes the jobs from a pod trace instead (Alibaba's
+	// openb_pod_list format): arrivals, GPU counts, GPU-type constraints
+	// and run times.
+	Trace *JobTrace `yaml:"trace,omitempty"`
+}
+
+// JobTrace is a pod trace replayed as GPU jobs.
+type JobTrace struct {
+	Path      string   `yaml:"path"`
+	Format    string   `yaml:"format,omitempty"` // alibaba-pod; empty: detect
+	Start     Duration `yaml:"start,omitempty"`
+	Duration  Duration `yaml:"duration,omitempty"`
+	TimeScale float64  `yaml:"time_scale,omitempty"`
+	// GPUMap maps the trace's GPU types (G2, T4, V100M32...) to the
+	// scenario's accelerators; a job constrained to unmapped types only is
+	// reported unplaceable.
+	GPUMap      map[string]string `yaml:"gpu_map,omitempty"`
+	SkipBadRows bool              `yaml:"skip_bad_rows,omitempty"`
+}
+
 // Policy is the scheduling policy under test.
 type Policy struct {
 	Scheduler string    `yaml:"scheduler"`       // fifo | priority | wfq | edf
 	Aging     Duration  `yaml:"aging,omitempty"` // priority: one level gained per Aging waited
 	Admission Admission `yaml:"admission,omitempty"`
 	Routing   Routing   `yaml:"routing,omitempty"`
+	Jobs      JobPolicy `yaml:"jobs,omitempty"`
+}
+
+// JobPolicy governs how GPU jobs share pools with serving.
+type JobPolicy struct {
+	// MaxPoolShare is the largest fraction of a pool's replicas that jobs
+	// may hold at once; default 0.5.
+	MaxPoolShare float64 `yaml:"max_pool_share,omitempty"`
+	// PreemptQueue preempts the most recently started preemptible job on
+	// a pool serving a model whose queue holds more than this many
+	// requests; 0: jobs are never preempted.
+	PreemptQueue int `yaml:"preempt_queue,omitempty"`
 }
 
 // Admission limits.
@@ -241,12 +361,25 @@ type Admission struct {
 
 // Routing chooses among the pools that can serve a request.
 type Routing struct {
-	Strategy      string `yaml:"strategy,omitempty"` // least-loaded (default) | cheapest | round-robin
-	AllowUntested bool   `yaml:"allow_untested,omitempty"`
+	Strategy string `yaml:"strategy,omitempty"` // least-loaded (default) | cheapest | round-robin
+	// PrefixAffinity prefers, among replicas with room, the one that holds
+	// the longest cached prefix of the request's prompt (pools with
+	// prefix_caching), trading some load balance for prefill skipped.
+	PrefixAffinity bool `yaml:"prefix_affinity,omitempty"`
+	AllowUntested  bool `yaml:"allow_untested,omitempty"`
 	// Fallback lets a request go to the next model of its model's fallback
 	// chain when no pool of its own model can take it.
 	Fallback bool `yaml:"fallback,omitempty"`
 	// IgnoreResidency routes regardless of tenants' jurisdictions: a
 	// deliberately broken policy, to see what the residency check catches.
 	IgnoreResidency bool `yaml:"ignore_residency,omitempty"`
+}
+
+// TracePath resolves a trace path of the scenario: absolute paths as they
+// are, relative ones against the scenario file's directory.
+func (s *Scenario) TracePath(path string) string {
+	if filepath.IsAbs(path) || s.Dir == "" {
+		return path
+	}
+	return filepath.Join(s.Dir, path)
 }

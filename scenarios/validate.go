@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,6 +21,10 @@ var (
 	processes         = []string{"poisson", "gamma"}
 	tokenDists        = []string{"constant", "uniform", "exponential", "lognormal"}
 	serviceDists      = []string{"exponential", "deterministic"}
+	jobKinds          = []string{"training", "fine-tuning", "batch-embedding"}
+	jobTraceFormats   = []string{"alibaba-pod"}
+	// traceFormats are the request-trace formats internal/trace reads.
+	traceFormats = []string{"azure", "mooncake", "burstgpt", "canonical"}
 	// precisions are the ones the compatibility registry knows.
 	precisions = fleet.Precisions
 )
@@ -359,6 +364,13 @@ func (v *validator) validate() {
 		v.stream(i, tenants, classes, models)
 	}
 
+	if len(s.Jobs) > 0 { // optional, unlike the lists above
+		v.names("jobs", len(s.Jobs), func(i int) string { return s.Jobs[i].Name })
+	}
+	for i := range s.Jobs {
+		v.job(i, tenants, accels)
+	}
+
 	v.policy()
 
 	for i, e := range s.Expect {
@@ -552,6 +564,11 @@ func (v *validator) stream(i int, tenants, classes, models map[string]int) {
 	v.ref(p+".class", st.Class, classes, "class")
 	modelOK := v.ref(p+".model", st.Model, models, "model")
 
+	if st.Trace != nil {
+		v.trace(p, st, tenants, classes, models)
+		v.common(p, st)
+		return
+	}
 	a := st.Arrivals
 	v.enum(p+".arrivals.process", a.Process, processes)
 	v.positive(p+".arrivals.rate", a.Rate)
@@ -596,6 +613,13 @@ func (v *validator) stream(i int, tenants, classes, models map[string]int) {
 			v.add(p+".diurnal.peak", d.Peak.String(), fmt.Sprintf("want an offset in [0, period) = [0, %s)", d.Period))
 		}
 	}
+	v.common(p, st)
+}
+
+// common checks what synthetic and trace streams share: the start and stop
+// of the stream.
+func (v *validator) common(p string, st Stream) {
+	s := v.s
 	v.nonNegDuration(p+".start", st.Start)
 	v.nonNegDuration(p+".stop", st.Stop)
 	if s.Duration > 0 && st.Start >= s.Duration {
@@ -606,6 +630,54 @@ func (v *validator) stream(i int, tenants, classes, models map[string]int) {
 			v.add(p+".stop", st.Stop.String(), fmt.Sprintf("want later than start (%s), or 0 for the end of the run", st.Start))
 		} else if s.Duration > 0 && st.Stop > s.Duration {
 			v.add(p+".stop", st.Stop.String(), fmt.Sprintf("want <= duration (%s): no request arrives after it", s.Duration))
+		}
+	}
+}
+
+// trace checks a trace stream: its source, and its mapping rules.
+func (v *validator) trace(p string, st Stream, tenants, classes, models map[string]int) {
+	tr := st.Trace
+	tp := p + ".trace"
+	if tr.Path == "" {
+		v.add(tp+".path", "", "missing; want the trace file, relative to the scenario file")
+	} else if path := v.s.TracePath(tr.Path); !fileExists(path) {
+		v.add(tp+".path", q(tr.Path), fmt.Sprintf("no such file (looked for %s); want a trace file, relative to the scenario file", path))
+	}
+	if tr.Format != "" {
+		v.enum(tp+".format", tr.Format, traceFormats)
+	}
+	v.nonNegDuration(tp+".start", tr.Start)
+	v.nonNegDuration(tp+".duration", tr.Duration)
+	v.nonNegative(tp+".time_scale", tr.TimeScale)
+	v.nonNegative(tp+".rate_scale", tr.RateScale)
+	if tr.RateScale > 64 {
+		v.add(tp+".rate_scale", num(tr.RateScale), "want <= 64: each unit superposes another pass over the trace")
+	}
+	if st.Arrivals != (Arrivals{}) {
+		v.add(p+".arrivals", "", "a trace stream takes its arrivals from the trace; leave arrivals out")
+	}
+	if st.InputTokens != (Distribution{}) || st.OutputTokens != (Distribution{}) {
+		v.add(p+".input_tokens", "", "a trace stream takes token counts from the trace; leave input_tokens and output_tokens out")
+	}
+	if st.Diurnal != nil {
+		v.add(p+".diurnal", "", "a trace stream keeps the trace's own shape; leave diurnal out")
+	}
+	for j, r := range st.Mapping {
+		rp := at(p+".mapping", j)
+		if r.Tenant != "" {
+			v.ref(rp+".tenant", r.Tenant, tenants, "tenant")
+		}
+		if r.Class != "" {
+			v.ref(rp+".class", r.Class, classes, "class")
+		}
+		if r.Model != "" {
+			v.ref(rp+".model", r.Model, models, "model")
+		}
+		if r.Share < 0 || r.Share > 1 || math.IsNaN(r.Share) {
+			v.add(rp+".share", num(r.Share), "want a fraction in (0, 1], or leave it out to take every matching request")
+		}
+		if r.Tenant == "" && r.Class == "" && r.Model == "" {
+			v.add(rp, "", "the rule assigns nothing; want at least one of tenant, class, model")
 		}
 	}
 }
@@ -733,4 +805,58 @@ func (v *validator) policy() {
 	v.nonNegDuration("policy.admission.retry_after", pol.Admission.RetryAfter)
 	v.nonNegDuration("policy.admission.defer_for", pol.Admission.DeferFor)
 	v.enum("policy.routing.strategy", pol.Routing.Strategy, routingStrategies)
+	if js := pol.Jobs.MaxPoolShare; !(js > 0 && js <= 1) {
+		v.add("policy.jobs.max_pool_share", num(js), "want a fraction in (0, 1]: the share of a pool's replicas jobs may hold")
+	}
+	v.atLeast("policy.jobs.preempt_queue", pol.Jobs.PreemptQueue, 0)
+}
+
+// job checks a GPU job stream.
+func (v *validator) job(i int, tenants, accels map[string]int) {
+	j := v.s.Jobs[i]
+	p := at("jobs", i)
+	v.enum(p+".kind", j.Kind, jobKinds)
+	if j.Tenant != "" {
+		v.ref(p+".tenant", j.Tenant, tenants, "tenant")
+	}
+	for k, a := range j.Accelerators {
+		v.ref(at(p+".accelerators", k), a, accels, "accelerator")
+	}
+	v.nonNegDuration(p+".window", j.Window)
+	v.nonNegDuration(p+".checkpoint_interval", j.CheckpointInterval)
+	if tr := j.Trace; tr != nil {
+		tp := p + ".trace"
+		if tr.Path == "" {
+			v.add(tp+".path", "", "missing; want the pod trace, relative to the scenario file")
+		} else if path := v.s.TracePath(tr.Path); !fileExists(path) {
+			v.add(tp+".path", q(tr.Path), fmt.Sprintf("no such file (looked for %s); want a pod trace, relative to the scenario file", path))
+		}
+		if tr.Format != "" {
+			v.enum(tp+".format", tr.Format, jobTraceFormats)
+		}
+		v.nonNegDuration(tp+".start", tr.Start)
+		v.nonNegDuration(tp+".duration", tr.Duration)
+		v.positive(tp+".time_scale", tr.TimeScale)
+		for _, k := range sortedKeys(tr.GPUMap) {
+			v.ref(tp+".gpu_map."+k, tr.GPUMap[k], accels, "accelerator")
+		}
+		if j.GPUs != 0 || j.Duration != 0 || j.Arrivals != (Arrivals{}) {
+			v.add(p+".trace", "", "a trace job stream takes GPUs, run times and arrivals from the trace; leave gpus, duration and arrivals out")
+		}
+		return
+	}
+	v.atLeast(p+".gpus", j.GPUs, 1)
+	if j.Duration <= 0 {
+		v.add(p+".duration", j.Duration.String(), "want > 0: each job's run time without preemption, e.g. 2h")
+	}
+	v.enum(p+".arrivals.process", j.Arrivals.Process, processes)
+	v.positive(p+".arrivals.rate", j.Arrivals.Rate)
+	if j.Arrivals.Process == "gamma" && j.Arrivals.CV <= 0 {
+		v.add(p+".arrivals.cv", num(j.Arrivals.CV), "want > 0 for a gamma process")
+	}
+}
+
+func fileExists(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir()
 }

@@ -30,6 +30,7 @@ type Report struct {
 	Classes map[string]*Group      `json:"classes"`
 	Tenants map[string]*Group      `json:"tenants"`
 	Pools   map[string]*PoolReport `json:"pools"`
+	Jobs    map[string]*JobReport  `json:"jobs"`
 	Cost    Cost                   `json:"cost"`
 
 	ResidencyViolations uint64            `json:"residency_violations"`
@@ -88,11 +89,16 @@ type PoolReport struct {
 	Replicas     int     `json:"replicas"`
 	Utilization  float64 `json:"utilization"` // fraction of replica-time with a step in progress
 	BusyGPUHours float64 `json:"busy_gpu_hours"`
-	Cost         float64 `json:"cost"` // provisioned: replicas × GPUs × price × simulated hours
+	Cost         float64 `json:"cost"` // provisioned: replicas × GPUs × price × the scenario's duration (not the drain)
 	ColdStarts   uint64  `json:"cold_starts"`
 	Preemptions  uint64  `json:"preemptions"`
 	Dispatched   uint64  `json:"dispatched"`
 	Steps        uint64  `json:"steps"`
+	// PrefixBlocks is how many prompt blocks were looked up in the pool's
+	// prefix caches at admission; PrefixHitRate the fraction found (pools
+	// with prefix_caching, workloads with prefix-block hashes).
+	PrefixBlocks  uint64  `json:"prefix_blocks"`
+	PrefixHitRate float64 `json:"prefix_hit_rate"`
 }
 
 // Cost sums the fleet's cost.
@@ -257,6 +263,12 @@ func (r *Report) checkAccounting() error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Tenants)) {
 		check("tenants."+k, r.Tenants[k].Counts)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Jobs)) {
+		if j := r.Jobs[k]; !j.Balanced() {
+			bad = append(bad, fmt.Sprintf("jobs.%s: submitted %d != completed %d + unplaceable %d + pending_at_end %d + running_at_end %d",
+				k, j.Submitted, j.Completed, j.Unplaceable, j.PendingAtEnd, j.RunningAtEnd))
+		}
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("accounting invariant violated (a twin bug; please report it with the scenario and seed):\n  %s", strings.Join(bad, "\n  "))

@@ -63,7 +63,10 @@ type runner struct {
 	core *sched.Core
 
 	replicas []replicaRT
-	gens     []*generator
+	sources  []source
+	pending  []arrival // each stream's next arrival
+	fires    []func()  // each stream's arrival callback, bound once
+	err      error     // a source failed: the run stops with it
 	svcRand  *rand.Rand
 
 	reqs []*request // slab; requests are reused once finished
@@ -88,7 +91,12 @@ type runner struct {
 
 	done []*request // completions collected during an engine Advance
 
+	dq          []sched.Dispatch // dispatches being started (see dispatch)
+	dispatching bool
+
 	onArrive func(*request) // tests: observe every arrival
+
+	jobs jobsRT
 }
 
 type replicaRT struct {
@@ -103,6 +111,7 @@ type replicaRT struct {
 	svcStart time.Duration
 	svcReq   *request
 	blocked  bool
+	loading  bool   // loading its model (cold start): not serving, not for jobs
 	onTimer  func() // bound once: the engine's timer allocates nothing
 }
 
@@ -129,6 +138,7 @@ type request struct {
 	dispatchedAt time.Duration
 	firstAt      time.Duration
 	admitted     bool
+	held         bool // finished, but an engine holds its sequence until Dropped
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a retry allocates nothing.
@@ -156,7 +166,18 @@ func newRunner(p *plan) (*runner, error) {
 		drain = 10 * time.Minute
 	}
 	r.end = r.duration + drain
-	core, err := sched.New(p.core)
+	cfg := p.core
+	if sc.Policy.Routing.PrefixAffinity {
+		cfg.PrefixHits = func(cr *sched.Request, ri int) int {
+			eng := r.replicas[ri].eng
+			blocks := r.owner(cr).seq.Blocks
+			if eng == nil || len(blocks) == 0 {
+				return 0
+			}
+			return eng.PrefixHits(blocks)
+		}
+	}
+	core, err := sched.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +189,8 @@ func newRunner(p *plan) (*runner, error) {
 		if pp.service == nil {
 			prof := pp.profiles[rp.model]
 			kv := pp.verdicts[rp.model].KVTokens
-			eng, err := engine.New(engine.Config{Profile: prof, MaxSeqs: pp.spec.MaxBatch, KVTokens: kv})
+			eng, err := engine.New(engine.Config{Profile: prof, MaxSeqs: pp.spec.MaxBatch, KVTokens: kv,
+				PrefixCaching: pp.spec.PrefixCaching})
 			if err != nil {
 				return nil, fmt.Errorf("pool %s, replica %d: %w", pp.spec.Name, i, err)
 			}
@@ -181,7 +203,18 @@ func newRunner(p *plan) (*runner, error) {
 	}
 	for _, sp := range p.streams {
 		name := sp.spec.Name
-		r.gens = append(r.gens, newGenerator(sp.spec, r.s.Rand("arrivals/"+name), r.s.Rand("tokens/"+name), r.duration))
+		var src source
+		if sp.spec.Trace != nil {
+			ts, err := newTraceSource(p, sp, r.s.Rand("trace/"+name), r.duration)
+			if err != nil {
+				r.closeSources()
+				return nil, fmt.Errorf("workload %s: %w", name, err)
+			}
+			src = ts
+		} else {
+			src = newGenerator(sp.spec, r.s.Rand("arrivals/"+name), r.s.Rand("tokens/"+name), r.duration)
+		}
+		r.sources = append(r.sources, src)
 	}
 	for range sc.Classes {
 		r.classes = append(r.classes, &Group{})
@@ -191,6 +224,10 @@ func newRunner(p *plan) (*runner, error) {
 	}
 	for _, pp := range p.pools {
 		r.pools = append(r.pools, &PoolReport{Region: pp.spec.Region, Replicas: pp.spec.Replicas})
+	}
+	if err := r.initJobs(); err != nil {
+		r.closeSources()
+		return nil, err
 	}
 	return r, nil
 }
@@ -202,7 +239,7 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 		pp := &r.p.pools[r.replicas[i].pool]
 		if pp.spec.StartCold {
 			r.core.SetReady(0, i, false)
-			i := i
+			r.replicas[i].loading = true
 			s.At(pp.spec.ColdStart.D(), func() { r.replicaReady(i) })
 			r.pools[r.replicas[i].pool].ColdStarts++
 		}
@@ -212,22 +249,27 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 			r.event(0, "cold-start", fmt.Sprintf("pool %s: %d replicas loading (%v)", pp.spec.Name, pp.spec.Replicas, pp.spec.ColdStart.D()))
 		}
 	}
-	for i, g := range r.gens {
-		g.fire = func() { r.arrive(i) }
-		if t, ok := g.next(0); ok {
-			s.At(t, g.fire)
-		}
+	r.pending = make([]arrival, len(r.sources))
+	for i := range r.sources {
+		r.fires = append(r.fires, func() { r.arrive(i) })
+		r.schedule(i)
 	}
+	r.startJobs()
 	if r.warmup > 0 {
 		s.At(r.warmup, func() { r.event(s.Now(), "warmup-end", "measurement starts") })
 	}
 	s.At(r.duration, func() { r.event(s.Now(), "arrivals-end", "no new requests; draining") })
 
-	// Run in slices so that cancellation and progress are noticed.
+	// Run in slices so that cancellation, progress and a failed source
+	// are noticed.
+	defer r.closeSources()
 	const slice = time.Minute
 	for t := slice; ; t += slice {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if r.err != nil {
+			return r.err
 		}
 		until := min(t, r.end)
 		s.RunUntil(until)
@@ -241,7 +283,36 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 			break
 		}
 	}
-	return nil
+	return r.err
+}
+
+// schedule draws stream i's next arrival and schedules it.
+func (r *runner) schedule(i int) {
+	a, ok, err := r.sources[i].next()
+	if err != nil {
+		if r.err == nil {
+			r.err = fmt.Errorf("workload %s: %w", r.p.streams[i].spec.Name, err)
+		}
+		return
+	}
+	if ok {
+		r.pending[i] = a
+		r.s.At(a.at, r.fires[i])
+	}
+}
+
+func (r *runner) closeSources() {
+	for _, src := range r.sources {
+		if err := src.close(); err != nil && r.err == nil {
+			r.err = err
+		}
+	}
+	for _, src := range r.jobs.sources {
+		if err := src.close(); err != nil && r.err == nil {
+			r.err = err
+		}
+	}
+	r.sources, r.jobs.sources = nil, nil
 }
 
 // afterArrivals reports whether no stream will produce another request.
@@ -252,6 +323,7 @@ func (r *runner) event(at time.Duration, kind, detail string) {
 }
 
 func (r *runner) replicaReady(i int) {
+	r.replicas[i].loading = false
 	r.core.SetReady(r.s.Now(), i, true)
 	r.dispatch()
 	rt := &r.replicas[i]
@@ -271,22 +343,33 @@ func (r *runner) replicaReady(i int) {
 // arrive creates the next request of stream i and schedules the one after.
 func (r *runner) arrive(i int) {
 	now := r.s.Now()
-	g := r.gens[i]
-	if t, ok := g.next(now); ok {
-		r.s.At(t, g.fire)
-	}
+	a := r.pending[i]
+	r.schedule(i)
 	sp := &r.p.streams[i]
+	tenant, class, model := sp.tenant, sp.class, sp.model
+	if a.tenant >= 0 {
+		tenant = a.tenant
+	}
+	if a.class >= 0 {
+		class = a.class
+	}
+	if a.model >= 0 {
+		model = a.model
+	}
 	req := r.alloc()
-	in, out := g.tokens()
-	cls := &r.p.sc.Classes[sp.class]
-	req.core = sched.Request{ID: r.next, Tenant: sp.tenant, Class: sp.class, Model: sp.model,
-		Input: in, Output: out, Arrived: now}
+	cls := &r.p.sc.Classes[class]
+	req.core = sched.Request{ID: r.next, Tenant: tenant, Class: class, Model: model,
+		Input: a.in, Output: a.out, Arrived: now}
 	r.next++
-	if d := cls.Deadline.D(); d > 0 {
-		req.core.Deadline = now + d
+	deadline := cls.Deadline.D()
+	if a.deadline > 0 {
+		deadline = a.deadline
+	}
+	if deadline > 0 {
+		req.core.Deadline = now + deadline
 		req.deadline = r.s.At(req.core.Deadline, req.onDeadline)
 	}
-	req.seq = engine.Seq{Tag: req.idx, Prompt: in, Output: out}
+	req.seq = engine.Seq{Tag: req.idx, Prompt: a.in, Output: a.out, Blocks: a.blocks}
 	req.stream = i
 	if r.onArrive != nil {
 		r.onArrive(req)
@@ -312,13 +395,16 @@ func (r *runner) offer(req *request) {
 		}
 		req.state = stWaiting
 		r.dispatch()
+		if d.Outcome == sched.Queued {
+			r.preemptFor(req.core.Served)
+		}
 	case sched.Rejected:
 		r.reject(req, d)
 	case sched.Deferred:
 		if req.measured {
 			r.count(req, func(c *Counts) { c.Deferred++ })
 		}
-		r.note(d.Reason, now)
+		r.noteDeferral(d.Reason, now)
 		req.state = stDeferred
 		req.retry = r.s.After(d.RetryAfter, req.onRetry)
 	}
@@ -337,6 +423,16 @@ func (r *runner) reject(req *request, d sched.Decision) {
 	r.finish(req, func(c *Counts) { c.Rejected++ })
 }
 
+// noteDeferral adds a timeline entry the first time requests are deferred
+// for a reason.
+func (r *runner) noteDeferral(reason string, at time.Duration) {
+	key := "deferred:" + reason
+	if !r.firstSeen[key] {
+		r.firstSeen[key] = true
+		r.event(at, "first-deferral", "first request deferred for "+reason)
+	}
+}
+
 // note adds a timeline entry the first time a rejection reason occurs.
 func (r *runner) note(reason string, at time.Duration) {
 	if !r.firstSeen[reason] {
@@ -346,9 +442,17 @@ func (r *runner) note(reason string, at time.Duration) {
 }
 
 // dispatch starts on their replicas the requests the core just dispatched.
+// Starting one can make the core dispatch more (a replica unblocks); those
+// join the same work list, so no decision is lost or handled twice.
 func (r *runner) dispatch() {
+	r.dq = append(r.dq, r.core.Dispatches()...)
+	if r.dispatching {
+		return
+	}
+	r.dispatching = true
 	now := r.s.Now()
-	for _, x := range r.core.Dispatches() {
+	for i := 0; i < len(r.dq); i++ {
+		x := r.dq[i]
 		req := r.owner(x.Req)
 		rt := &r.replicas[x.Replica]
 		req.state = stRunning
@@ -366,7 +470,10 @@ func (r *runner) dispatch() {
 		rt.eng.Add(now, &req.seq)
 		r.rearm(x.Replica)
 	}
-	// The dispatch list is consumed; the core reuses it on its next call.
+	r.dq = r.dq[:0]
+	r.dispatching = false
+	// Filling a replica can spend a provider quota and ask for a wake-up.
+	r.armWake()
 }
 
 // serve starts a request on a service-time replica.
@@ -429,6 +536,16 @@ func (r *runner) Done(s *engine.Seq, _ time.Duration) { r.done = append(r.done, 
 // Preempted implements engine.Sink; the engine counts preemptions.
 func (r *runner) Preempted(*engine.Seq, time.Duration) {}
 
+// Dropped implements engine.Sink: a cancelled request has left its replica
+// and can be reused.
+func (r *runner) Dropped(s *engine.Seq, _ time.Duration) {
+	req := r.reqs[s.Tag]
+	if req.held {
+		req.held = false
+		r.release(req)
+	}
+}
+
 func (r *runner) complete(req *request) {
 	now := r.s.Now()
 	if req.state != stRunning {
@@ -478,6 +595,9 @@ func (r *runner) expire(req *request) {
 		rt := &r.replicas[req.core.Replica]
 		if rt.eng != nil {
 			rt.eng.Cancel(now, &req.seq)
+			// A running sequence leaves the engine at the end of its
+			// step: until Dropped, the request must not be reused.
+			req.held = req.seq.Held()
 			r.rearm(req.core.Replica)
 		} else {
 			rt.timer.Stop()
@@ -505,10 +625,18 @@ func (r *runner) finish(req *request, outcome func(*Counts)) {
 	if req.measured {
 		r.count(req, outcome)
 	}
+	ri := req.core.Replica
 	r.core.Finish(r.s.Now(), &req.core)
 	r.dispatch()
+	if ri >= 0 {
+		if j := r.jobs.byRepl[ri]; j != nil {
+			r.maybeStartJob(j)
+		}
+	}
 	r.armWake()
-	r.release(req)
+	if !req.held {
+		r.release(req)
+	}
 }
 
 // armWake keeps one kernel timer at the core's requested wake-up.
@@ -576,6 +704,7 @@ func (r *runner) skeleton() *Report {
 
 // report assembles the final report.
 func (r *runner) report() *Report {
+	r.jobsAtEnd()
 	// Whatever is still alive is in flight at the end.
 	for _, req := range r.reqs {
 		if req.state != stDone && req.measured {
@@ -594,6 +723,7 @@ func (r *runner) assemble() *Report {
 		SimDurationS: round(end.Seconds(), 6), WarmupS: round(r.warmup.Seconds(), 6),
 		Events: r.s.Events(), Requests: r.total,
 		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
+		Jobs:                map[string]*JobReport{},
 		ResidencyViolations: r.residency, Rejections: map[string]uint64{},
 		Timeline: append([]TimelineEvent{}, r.timeline...),
 	}
@@ -614,6 +744,7 @@ func (r *runner) assemble() *Report {
 	for i, pp := range r.p.pools {
 		pr := r.pools[i]
 		var busy time.Duration
+		var lookups, hits uint64
 		pr.Preemptions, pr.Steps = 0, 0
 		for j := range r.replicas {
 			rt := &r.replicas[j]
@@ -623,9 +754,16 @@ func (r *runner) assemble() *Report {
 				busy += rt.eng.BusyTime
 				pr.Preemptions += rt.eng.Preemptions
 				pr.Steps += rt.eng.Steps
+				l, h := rt.eng.PrefixStats()
+				lookups += l
+				hits += h
 			default:
 				busy += rt.svcBusy
 			}
+		}
+		pr.PrefixBlocks = lookups
+		if lookups > 0 {
+			pr.PrefixHitRate = round(float64(hits)/float64(lookups), 6)
 		}
 		gpus := float64(pp.spec.GPUsPerReplica)
 		if n := pp.spec.Replicas; n > 0 && end > 0 {
@@ -637,6 +775,12 @@ func (r *runner) assemble() *Report {
 		rep.Pools[pp.spec.Name] = pr
 	}
 	rep.Cost.Total = round(rep.Cost.Total, 6)
+	for i, js := range sc.Jobs {
+		jr := r.jobs.reports[i]
+		jr.Wait = jr.wait.Summary()
+		jr.GPUHoursUsed, jr.GPUHoursWasted = round(jr.GPUHoursUsed, 6), round(jr.GPUHoursWasted, 6)
+		rep.Jobs[js.Name] = jr
+	}
 	if r.succeeded > 0 {
 		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(r.succeeded), 9)
 	}

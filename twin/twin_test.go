@@ -268,3 +268,24 @@ func TestCompatibilityExplainsRefusals(t *testing.T) {
 	require.Contains(t, got[1].Verdict.Reasons, "driver 550.90 < 560.0 required by llama-70b")
 	require.Len(t, got[1].Verdict.Reasons, 2, "also: 70B weights do not fit one H100")
 }
+
+func TestDeadlineExpiryDuringStepsLeavesNoGhosts(t *testing.T) {
+	// Regression: a request cancelled mid-step was recycled while its
+	// engine still held it, so a later request ran as a ghost and KV
+	// leaked. When every request has finished, every engine must be empty.
+	sc := azureLike(2, 40, 3*time.Minute)
+	sc.Policy.Admission.QueueLimit = 500
+	sc.Classes[0].Deadline = dur(20 * time.Second)
+	sc.Drain = dur(time.Hour)
+	r := runInternal(t, sc, nil)
+	rep := r.report()
+	require.Positive(t, rep.Requests.TimedOut)
+	require.Zero(t, rep.Requests.InFlightAtEnd)
+	require.Zero(t, r.live)
+	for i := range r.replicas {
+		eng := r.replicas[i].eng
+		require.Zero(t, eng.Load(), "replica %d still holds sequences", i)
+		require.Zero(t, eng.KVUsed(), "replica %d leaked KV", i)
+		require.NoError(t, eng.Invariants())
+	}
+}

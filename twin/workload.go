@@ -8,6 +8,25 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
+// arrival is the next request of a stream, before it becomes a request.
+type arrival struct {
+	at       time.Duration
+	in, out  int
+	blocks   []uint64      // prefix-block hashes; owned by the arrival
+	tenant   int           // -1: the stream's
+	class    int           // -1: the stream's
+	model    int           // -1: the stream's
+	deadline time.Duration // relative; 0: the class's
+}
+
+// source produces a stream's arrivals in time order. next returns false
+// when the stream has ended, and an error when its input is bad (a trace
+// row), which ends the run.
+type source interface {
+	next() (arrival, bool, error)
+	close() error
+}
+
 // generator draws one synthetic stream's arrivals and token counts. Each
 // stream has its own random streams, named after it, so adding a stream to a
 // scenario does not change the draws of the others.
@@ -18,9 +37,21 @@ type generator struct {
 	shape    float64 // gamma shape k = 1/cv², 0 for Poisson
 	start    time.Duration
 	stop     time.Duration
-	fire     func() // the kernel callback for this stream's next arrival
 	in, out  tokenDist
+	last     time.Duration
 }
+
+func (g *generator) next() (arrival, bool, error) {
+	t, ok := g.nextTime(g.last)
+	if !ok {
+		return arrival{}, false, nil
+	}
+	g.last = t
+	in, out := g.tokens()
+	return arrival{at: t, in: in, out: out, tenant: -1, class: -1, model: -1}, true, nil
+}
+
+func (g *generator) close() error { return nil }
 
 func newGenerator(spec *scenarios.Stream, arr, tok *rand.Rand, duration time.Duration) *generator {
 	g := &generator{arr: arr, tok: tok, spec: spec, rate: spec.Arrivals.Rate, start: spec.Start.D(), stop: spec.Stop.D(),
@@ -48,8 +79,9 @@ func (g *generator) factor(t time.Duration) float64 {
 	return 1 + d.Amplitude*math.Cos(phase)
 }
 
-// next returns the arrival after t, and false when the stream has ended.
-func (g *generator) next(t time.Duration) (time.Duration, bool) {
+// nextTime returns the arrival after t, and false when the stream has
+// ended.
+func (g *generator) nextTime(t time.Duration) (time.Duration, bool) {
 	if g.rate <= 0 {
 		return 0, false
 	}

@@ -43,13 +43,28 @@ func Text(w io.Writer, rep *twin.Report) error {
 	groups("tenant", rep.Tenants)
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "pool\tregion\treplicas\tutilization\tbusy GPU-h\tcost\tcold starts\tpreemptions\tdispatched\t\n")
+	fmt.Fprintf(tw, "pool\tregion\treplicas\tutilization\tbusy GPU-h\tcost\tcold starts\tpreemptions\tdispatched\tprefix hits\t\n")
 	for _, name := range slices.Sorted(maps.Keys(rep.Pools)) {
 		p := rep.Pools[name]
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f%%\t%.2f\t%.2f\t%d\t%d\t%d\t\n", name, p.Region, p.Replicas,
-			100*p.Utilization, p.BusyGPUHours, p.Cost, p.ColdStarts, p.Preemptions, p.Dispatched)
+		hits := "-"
+		if p.PrefixBlocks > 0 {
+			hits = fmt.Sprintf("%.1f%%", 100*p.PrefixHitRate)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f%%\t%.2f\t%.2f\t%d\t%d\t%d\t%s\t\n", name, p.Region, p.Replicas,
+			100*p.Utilization, p.BusyGPUHours, p.Cost, p.ColdStarts, p.Preemptions, p.Dispatched, hits)
 	}
 	tw.Flush()
+	if len(rep.Jobs) > 0 {
+		ew.printf("\n")
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "jobs\tkind\tsubmitted\tcompleted\tin window\tpreempted\tunplaceable\tpending\trunning\tGPU-h used\tGPU-h wasted\twait p50\t\n")
+		for _, name := range slices.Sorted(maps.Keys(rep.Jobs)) {
+			j := rep.Jobs[name]
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%s\t\n", name, j.Kind, j.Submitted, j.Completed,
+				j.CompletedInWindow, j.Preemptions, j.Unplaceable, j.PendingAtEnd, j.RunningAtEnd, j.GPUHoursUsed, j.GPUHoursWasted, secs(j.Wait.P50))
+		}
+		tw.Flush()
+	}
 	ew.printf("\ncost %.2f total, %.5f per successful task   residency violations %d\n", rep.Cost.Total, rep.Cost.PerSuccessfulTask, rep.ResidencyViolations)
 
 	var reasons []string

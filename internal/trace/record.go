@@ -21,8 +21,8 @@ const BlockTokens = 512
 // replaces them with keyed pseudonyms.
 type Record struct {
 	// Time is the arrival time relative to the trace's origin: the first
-	// request for traces with absolute timestamps (Azure, BurstGPT,
-	// Alibaba), the file's own zero for relative ones (Mooncake).
+	// request for traces with absolute timestamps (Azure, Alibaba GenAI),
+	// the file's own zero for relative ones (Mooncake, BurstGPT, canonical).
 	Time time.Duration
 
 	Tenant  string
@@ -41,6 +41,20 @@ type Record struct {
 	// Deadline is relative to arrival; 0 means none.
 	Deadline time.Duration
 
+	// Service is the execution time the trace measured for the request
+	// (Alibaba GenAI's exec_time_seconds); 0 means the trace has none.
+	Service time.Duration
+
 	// Line is the record's line in its file, for messages.
 	Line int
+}
+
+// Clone returns a copy of rec that shares nothing with it, for callers that
+// keep records a reader will reuse.
+func (rec *Record) Clone() Record {
+	c := *rec
+	if rec.Blocks != nil {
+		c.Blocks = append([]uint64(nil), rec.Blocks...)
+	}
+	return c
 }

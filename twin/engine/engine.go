@@ -36,6 +36,12 @@ type Seq struct {
 	Tag    int // the caller's handle for the request
 	Prompt int // input tokens
 	Output int // tokens to generate, >= 1
+	// Blocks are the prompt's prefix-block hashes (BlockTokens each), for
+	// prefix caching; nil when the workload has none.
+	Blocks []uint64
+	// CachedTokens is how much of the prompt the replica's prefix cache
+	// held at the sequence's last admission.
+	CachedTokens int
 
 	// Progress, maintained by the replica.
 	Generated   int           // output tokens produced so far
@@ -57,6 +63,11 @@ const (
 	seqDone
 )
 
+// Held reports whether a replica still holds the sequence: queued or
+// running, including a cancelled one until the end of its step (see
+// Sink.Dropped).
+func (s *Seq) Held() bool { return s.state == seqWaiting || s.state == seqRunning }
+
 // pending returns how many tokens must still be prefilled before the
 // sequence decodes: its prompt plus, after a preemption, what it had
 // generated (recompute).
@@ -70,6 +81,10 @@ type Sink interface {
 	FirstToken(s *Seq, at time.Duration)
 	Done(s *Seq, at time.Duration)
 	Preempted(s *Seq, at time.Duration)
+	// Dropped reports that a cancelled running sequence has left the
+	// replica (at the end of the step it was in); the caller may reuse it
+	// from now on, not before.
+	Dropped(s *Seq, at time.Duration)
 }
 
 // Config sizes a replica.
@@ -77,6 +92,9 @@ type Config struct {
 	Profile  latency.Profile
 	MaxSeqs  int   // sequences running at once (vLLM max_num_seqs)
 	KVTokens int64 // KV cache capacity in tokens
+	// PrefixCaching keeps prompt blocks cached in free KV memory, so that a
+	// request whose leading blocks are cached skips their prefill.
+	PrefixCaching bool
 }
 
 // Replica is one serving replica.
@@ -100,6 +118,8 @@ type Replica struct {
 	decoders int // sequences decoding in every step of the segment
 
 	noSkip bool // tests: one step per segment, the slow obvious reference
+
+	cache *prefixCache // nil without prefix caching
 
 	// blocked is true when the last planning left sequences waiting: the
 	// replica is full (KV, running slots or prefill budget) and a router
@@ -130,7 +150,11 @@ func New(cfg Config) (*Replica, error) {
 	if cfg.Profile.MaxBatchedTokens < 1 {
 		return nil, fmt.Errorf("engine: max batched tokens %d, want >= 1", cfg.Profile.MaxBatchedTokens)
 	}
-	return &Replica{prof: cfg.Profile, maxSeqs: cfg.MaxSeqs, kvCap: cfg.KVTokens}, nil
+	r := &Replica{prof: cfg.Profile, maxSeqs: cfg.MaxSeqs, kvCap: cfg.KVTokens}
+	if cfg.PrefixCaching {
+		r.cache = newPrefixCache()
+	}
+	return r, nil
 }
 
 // Fits reports whether a request could ever complete on this replica: its
@@ -144,6 +168,24 @@ func (r *Replica) Load() int { return len(r.waiting) - r.wHead + len(r.running) 
 
 // Running returns the number of running sequences.
 func (r *Replica) Running() int { return len(r.running) }
+
+// PrefixStats returns the prefix cache's block lookups and hits since the
+// start (zero without prefix caching).
+func (r *Replica) PrefixStats() (lookups, hits uint64) {
+	if r.cache == nil {
+		return 0, 0
+	}
+	return r.cache.Lookups, r.cache.Hits
+}
+
+// PrefixHits returns how many leading blocks of blocks the replica has
+// cached now, for routing by prefix affinity.
+func (r *Replica) PrefixHits(blocks []uint64) int {
+	if r.cache == nil {
+		return 0
+	}
+	return r.cache.match(blocks)
+}
 
 // Blocked reports whether the replica turned sequences away at its last
 // step boundary (no KV, running slot or prefill budget for them). It is the
@@ -221,7 +263,7 @@ func (r *Replica) Advance(now time.Duration, out Sink) {
 	// is its first token (or, after a recompute, its next).
 	w := 0
 	for _, s := range r.running {
-		if s.pending() == 0 {
+		if s.pending() == 0 && !s.cancelled {
 			produced := n
 			if s.Generated == 0 {
 				s.FirstToken = now
@@ -229,14 +271,21 @@ func (r *Replica) Advance(now time.Duration, out Sink) {
 			}
 			s.Generated += produced
 			s.prefilled += produced
-			s.kv += int64(produced)
-			r.kvUsed += int64(produced)
+			// The sequence holds its prompt and what it generated; the
+			// first generated token's slot was reserved at admission.
+			if held := int64(s.Prompt + s.Generated); held > s.kv {
+				r.kvUsed += held - s.kv
+				s.kv = held
+			}
 		}
 		if s.cancelled || s.Generated >= s.Output {
 			r.kvUsed -= s.kv
 			s.kv = 0
 			if s.cancelled {
 				s.state = seqDone
+				// Only now may the caller reuse the sequence: until this
+				// step ended the replica still held it.
+				out.Dropped(s, now)
 			} else {
 				s.Generated = s.Output
 				s.state = seqDone
@@ -310,7 +359,10 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 	// admitted prompt never thrashes.
 	for budget > 0 && len(r.running) < r.maxSeqs && r.wHead < len(r.waiting) {
 		s := r.waiting[r.wHead]
-		need := int64(s.Prompt + s.Generated)
+		// Its prompt (and, after a preemption, what it had generated),
+		// plus the token its prefill produces; the decoders need one more
+		// each at the end of this step.
+		need := int64(s.Prompt + s.Generated + 1)
 		if r.kvUsed+need+int64(decoders) > r.kvCap {
 			break
 		}
@@ -320,6 +372,17 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 		s.kv = need
 		r.kvUsed += need
 		r.running = append(r.running, s)
+		if r.cache != nil && len(s.Blocks) > 0 {
+			// Cached leading blocks need no prefill; at least the last
+			// prompt token is always computed, as vLLM does, to produce
+			// the first token's logits.
+			hit := r.cache.match(s.Blocks)
+			r.cache.Lookups += uint64(len(s.Blocks))
+			r.cache.Hits += uint64(hit)
+			s.CachedTokens = min(hit*BlockTokens, s.Prompt-1)
+			s.prefilled = max(s.prefilled, s.CachedTokens)
+			r.cache.insert(s.Blocks)
+		}
 		t := min(s.pending(), budget)
 		r.prefill = append(r.prefill, chunk{s, t})
 		prefillTokens += t
@@ -330,6 +393,9 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 		r.wHead = 0
 	}
 	r.blocked = r.wHead < len(r.waiting)
+	if r.cache != nil {
+		r.cache.shrink(int((r.kvCap - r.kvUsed) / BlockTokens))
+	}
 	if len(r.running) == 0 {
 		return
 	}
@@ -374,7 +440,8 @@ func (r *Replica) sum(k int) float64 {
 		if c <= 0 {
 			j = k
 		} else {
-			j = min(k, int(math.Ceil((m-a)/c)))
+			// Clamp in float: a tiny c would overflow the conversion.
+			j = int(math.Min(math.Ceil((m-a)/c), float64(k)))
 		}
 	}
 	kf, jf := float64(k), float64(j)
@@ -388,12 +455,13 @@ func (r *Replica) cut(now time.Duration) {
 	if !r.busy || r.segSteps <= 1 {
 		return
 	}
-	elapsed := float64(now-r.segStart) / 1e3 // µs
-	// The step in progress is the first k with sum(k+1) > elapsed.
-	lo, hi := 1, r.segSteps // sum(hi) >= elapsed always
+	// The run is cut after the first step that ends at or after now (in
+	// the same rounded nanoseconds as segEnd): a newcomer joins the step
+	// that starts then, as it would stepping one iteration at a time.
+	lo, hi := 1, r.segSteps // the last step ends at segEnd >= now
 	for lo < hi {
 		mid := (lo + hi) / 2
-		if r.sum(mid) > elapsed {
+		if r.segStart+latency.US(r.sum(mid)) >= now {
 			hi = mid
 		} else {
 			lo = mid + 1
@@ -414,4 +482,22 @@ func (r *Replica) pushFront(s *Seq) {
 	r.waiting = append(r.waiting, nil)
 	copy(r.waiting[1:], r.waiting)
 	r.waiting[0] = s
+}
+
+// Invariants checks the replica's books: the running sequences' KV sums to
+// kvUsed, which never exceeds capacity. Tests call it after every event.
+func (r *Replica) Invariants() error {
+	var sum int64
+	for _, s := range r.running {
+		sum += s.kv
+	}
+	switch {
+	case sum != r.kvUsed:
+		return fmt.Errorf("engine: running sequences hold %d KV tokens, kvUsed says %d", sum, r.kvUsed)
+	case r.kvUsed > r.kvCap:
+		return fmt.Errorf("engine: %d KV tokens used, capacity %d", r.kvUsed, r.kvCap)
+	case len(r.running) > r.maxSeqs:
+		return fmt.Errorf("engine: %d running, max %d", len(r.running), r.maxSeqs)
+	}
+	return nil
 }

@@ -28,6 +28,9 @@ func (l *log) Done(s *Seq, at time.Duration) {
 	l.done[s.Tag] = at
 	l.events = append(l.events, fmt.Sprintf("%v done %d", at, s.Tag))
 }
+func (l *log) Dropped(s *Seq, at time.Duration) {
+	l.events = append(l.events, fmt.Sprintf("%v dropped %d", at, s.Tag))
+}
 func (l *log) Preempted(s *Seq, at time.Duration) {
 	l.preempted++
 	l.events = append(l.events, fmt.Sprintf("%v preempt %d", at, s.Tag))
@@ -50,6 +53,7 @@ func drive(t *testing.T, r *Replica, arrivals []arrival, out Sink) int {
 			return events
 		}
 		r.Advance(next, out)
+		require.NoError(t, r.Invariants())
 		events++
 		require.Less(t, events, 10_000_000, "runaway")
 	}
@@ -258,4 +262,45 @@ func TestNewRejectsUnusableConfig(t *testing.T) {
 		_, err := New(cfg)
 		require.Error(t, err)
 	}
+}
+
+func TestArrivalOnStepBoundaryJoinsNextStep(t *testing.T) {
+	for _, noSkip := range []bool{false, true} {
+		r, err := New(Config{Profile: flat(10_000), MaxSeqs: 8, KVTokens: 100_000})
+		require.NoError(t, err)
+		r.noSkip = noSkip
+		l := newLog()
+		a := &Seq{Tag: 1, Prompt: 10, Output: 100}
+		b := &Seq{Tag: 2, Prompt: 10, Output: 2}
+		drive(t, r, []arrival{{0, a}, {30 * time.Millisecond, b}}, l)
+		require.Equal(t, 40*time.Millisecond, l.first[2], "noSkip=%v", noSkip)
+		require.Equal(t, 50*time.Millisecond, l.done[2], "noSkip=%v", noSkip)
+	}
+}
+
+func TestPrefillCompletionTokenFitsKV(t *testing.T) {
+	// A prefill's first token needs a KV slot too: with 12 tokens of KV a
+	// running 1+3 sequence and two 4+2 arrivals must never exceed it.
+	r, err := New(Config{Profile: flat(1000), MaxSeqs: 8, KVTokens: 12})
+	require.NoError(t, err)
+	l := newLog()
+	drive(t, r, []arrival{
+		{0, &Seq{Tag: 1, Prompt: 1, Output: 3}},
+		{500 * time.Microsecond, &Seq{Tag: 2, Prompt: 4, Output: 2}},
+		{500 * time.Microsecond, &Seq{Tag: 3, Prompt: 4, Output: 2}},
+	}, l)
+	require.Len(t, l.done, 3)
+}
+
+func TestCancelledSequenceIsDroppedNotReported(t *testing.T) {
+	r, err := New(Config{Profile: flat(10_000), MaxSeqs: 8, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	a := &Seq{Tag: 1, Prompt: 10, Output: 10}
+	r.Add(0, a)
+	require.True(t, r.Cancel(time.Millisecond, a)) // during its prefill step
+	drive(t, r, nil, l)
+	require.NotContains(t, l.first, 1, "a cancelled sequence produces no first token")
+	require.Contains(t, l.events, "10ms dropped 1")
+	require.Zero(t, r.KVUsed())
 }

@@ -158,6 +158,13 @@ type Config struct {
 	// IgnoreResidency routes regardless of jurisdiction: a deliberately
 	// broken policy, to show what residency checks catch.
 	IgnoreResidency bool
+	// PrefixHits, when set, turns on prefix-affinity routing: it returns
+	// how many leading prompt blocks of req replica r holds cached, and
+	// pick prefers the replica with most, then the least loaded. It must
+	// be a pure function of the replicas' state (the twin reads its
+	// engines' caches). Routing then scans every replica with room:
+	// O(replicas), the price of the option.
+	PrefixHits func(req *Request, replica int) int
 }
 
 // Strategies are the routing strategies.
@@ -392,6 +399,7 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 		req.Served, req.Fallback = m, i > 0
 		if c.queuedFor(req, m) == 0 {
 			if r := c.pick(now, req, m); r >= 0 {
+				c.chargeTokens(now, req)
 				c.start(now, req, r)
 				return Decision{Outcome: Dispatched}
 			}
@@ -402,6 +410,7 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 				c.releaseTenant(req)
 				return c.refuse(req, cls, ReasonDeadline, wait)
 			}
+			c.chargeTokens(now, req)
 			c.enqueue(now, req, m)
 			return Decision{Outcome: Queued}
 		}
@@ -639,6 +648,9 @@ func (c *Core) canEverServe(req *Request, m int, why *skipCounts) bool {
 // least-loaded replica is the top of its heap: routing costs O(pools + log
 // replicas), not O(replicas).
 func (c *Core) pick(now time.Duration, req *Request, m int) int {
+	if c.cfg.PrefixHits != nil {
+		return c.pickByPrefix(now, req, m)
+	}
 	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
 	best := -1
 	var bestScore float64
@@ -683,6 +695,35 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 		}
 		if best < 0 || score < bestScore {
 			best, bestScore = r, score
+		}
+	}
+	return best
+}
+
+// pickByPrefix is pick with prefix affinity: among every replica with room
+// in an eligible pool, the most cached leading blocks, then the lowest
+// load, then the lowest index.
+func (c *Core) pickByPrefix(now time.Duration, req *Request, m int) int {
+	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
+	best, bestHits := -1, -1
+	var bestLoad float64
+	for _, gi := range c.groupsOf[m] {
+		g := &c.groups[gi]
+		p := &c.cfg.Pools[g.pool]
+		if !p.Serves[m] || (tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency) ||
+			int64(req.Input+req.Output) > p.KVTokens[m] || !c.poolQuotaOK(now, g.pool, req) {
+			continue
+		}
+		for _, r := range g.heap {
+			rs := &c.replicas[r]
+			if !rs.hasRoom() {
+				continue
+			}
+			hits := c.cfg.PrefixHits(req, r)
+			load := float64(rs.inflight) / float64(rs.MaxBatch)
+			if best < 0 || hits > bestHits || (hits == bestHits && (load < bestLoad || (load == bestLoad && r < best))) {
+				best, bestHits, bestLoad = r, hits, load
+			}
 		}
 	}
 	return best
@@ -747,10 +788,21 @@ func (c *Core) swap(g *group, i, j int) {
 }
 
 // admitTenant applies the tenant's concurrency and token-rate quotas, with
-// cohort borrowing. On success the request holds a concurrency slot.
+// cohort borrowing. On success the request holds a concurrency slot; its
+// tokens are charged only once it is dispatched or queued (chargeTokens),
+// so a request refused further on costs its tenant nothing.
 func (c *Core) admitTenant(now time.Duration, req *Request, cls Class) (Decision, bool) {
 	t := &c.cfg.Tenants[req.Tenant]
 	ts := &c.tenants[req.Tenant]
+	if t.TokensPerMinute > 0 {
+		cost := float64(req.Input + req.Output)
+		c.refillTenant(now, req.Tenant)
+		if ts.tokens < cost && c.lendable(now, req.Tenant) < cost-ts.tokens {
+			rate := t.TokensPerMinute / 60
+			wait := time.Duration((cost - ts.tokens) / rate * float64(time.Second))
+			return c.refuse(req, cls, ReasonTenantTokens, wait), false
+		}
+	}
 	if t.MaxConcurrency > 0 && ts.inflight >= t.MaxConcurrency {
 		if !c.borrowSlot(req.Tenant) {
 			return c.refuse(req, cls, ReasonTenantConcurrency, time.Second), false
@@ -758,23 +810,26 @@ func (c *Core) admitTenant(now time.Duration, req *Request, cls Class) (Decision
 		req.borrow = true
 		ts.borrowed++
 	}
-	if t.TokensPerMinute > 0 {
-		cost := float64(req.Input + req.Output)
-		c.refillTenant(now, req.Tenant)
-		if ts.tokens < cost && !c.borrowTokens(now, req.Tenant, cost-ts.tokens) {
-			if req.borrow {
-				req.borrow = false
-				ts.borrowed--
-			}
-			rate := t.TokensPerMinute / 60
-			wait := time.Duration((cost - ts.tokens) / rate * float64(time.Second))
-			return c.refuse(req, cls, ReasonTenantTokens, wait), false
-		}
-		ts.tokens -= min(cost, ts.tokens)
-	}
 	ts.inflight++
 	req.admitd = true
 	return Decision{}, true
+}
+
+// chargeTokens takes an admitted request's tokens from its tenant's bucket,
+// borrowing the shortfall from cohort peers (admitTenant checked it can).
+func (c *Core) chargeTokens(now time.Duration, req *Request) {
+	t := &c.cfg.Tenants[req.Tenant]
+	if t.TokensPerMinute == 0 {
+		return
+	}
+	ts := &c.tenants[req.Tenant]
+	cost := float64(req.Input + req.Output)
+	if ts.tokens >= cost {
+		ts.tokens -= cost
+		return
+	}
+	c.borrowTokens(now, req.Tenant, cost-ts.tokens)
+	ts.tokens = 0
 }
 
 // borrowSlot reports whether tenant i may exceed its concurrency with a slot
@@ -798,12 +853,12 @@ func (c *Core) borrowSlot(i int) bool {
 	return used < total
 }
 
-// borrowTokens takes need tokens from cohort peers' buckets, each keeping
+// lendable is how many tokens tenant i's cohort peers can lend: each keeps
 // half of its burst in reserve for itself.
-func (c *Core) borrowTokens(now time.Duration, i int, need float64) bool {
+func (c *Core) lendable(now time.Duration, i int) float64 {
 	t := &c.cfg.Tenants[i]
 	if t.Cohort == "" {
-		return false
+		return 0
 	}
 	avail := 0.0
 	for _, j := range c.cohorts[t.Cohort] {
@@ -813,19 +868,23 @@ func (c *Core) borrowTokens(now time.Duration, i int, need float64) bool {
 		c.refillTenant(now, j)
 		avail += max(0, c.tenants[j].tokens-c.cfg.Tenants[j].TokensPerMinute/2)
 	}
-	if avail < need {
-		return false
-	}
+	return avail
+}
+
+// borrowTokens takes need tokens from cohort peers' buckets above their
+// reserve, in cohort order.
+func (c *Core) borrowTokens(now time.Duration, i int, need float64) {
+	t := &c.cfg.Tenants[i]
 	for _, j := range c.cohorts[t.Cohort] {
 		if j == i || c.cfg.Tenants[j].TokensPerMinute == 0 || need <= 0 {
 			continue
 		}
+		c.refillTenant(now, j)
 		spare := max(0, c.tenants[j].tokens-c.cfg.Tenants[j].TokensPerMinute/2)
 		take := min(spare, need)
 		c.tenants[j].tokens -= take
 		need -= take
 	}
-	return true
 }
 
 func (c *Core) refillTenant(now time.Duration, i int) {

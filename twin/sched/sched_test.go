@@ -236,3 +236,18 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err = New(Config{Strategy: "cheapest"})
 	require.ErrorContains(t, err, "queue limit")
 }
+
+func TestRefusedRequestsCostNoTokens(t *testing.T) {
+	// Only what is dispatched or queued is charged: deferrals for a full
+	// queue must not drain the tenant's bucket.
+	c := fixture(func(cfg *Config) { cfg.Tenants[0].TokensPerMinute = 1100 }) // ten requests' worth
+	var got []Outcome
+	for range 10 {
+		got = append(got, c.Arrive(0, req(0, 1, 1)).Outcome)
+	}
+	require.Equal(t, []Outcome{Dispatched, Dispatched, Queued, Queued, Deferred, Deferred, Deferred, Deferred, Deferred, Deferred}, got)
+	// Six tokens' worth of requests remain for an idle model.
+	for range 2 {
+		require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 0)).Outcome)
+	}
+}
