@@ -39,6 +39,20 @@ var badFixtures = map[string][]string{
 		"compat.bad.yaml:64: pools[1].max_batch: got 8, want 1 (or leave it out): a service-time pool serves one request per replica at a time",
 		"compat.bad.yaml:67: pools[1].service: set either service (a fixed service-time queue) or profiles (the batching model), not both",
 	},
+	"trace.bad.yaml": {
+		"trace.bad.yaml:59: workload[0].trace.path: got \"no-such-trace.csv\", no such file (looked for testdata/no-such-trace.csv); want a trace file, relative to the scenario file",
+		"trace.bad.yaml:60: workload[0].trace.format: got \"parquet\", want one of azure, mooncake, burstgpt, canonical",
+		"trace.bad.yaml:61: workload[0].arrivals: a trace stream takes its arrivals from the trace; leave arrivals out",
+		"trace.bad.yaml:63: workload[0].mapping[0].share: got 1.5, want a fraction in (0, 1], or leave it out to take every matching request",
+		"trace.bad.yaml:65: workload[0].mapping[1].model: got \"gpt-9\", no such model; want one of m",
+		"trace.bad.yaml:66: workload[0].mapping[2]: the rule assigns nothing; want at least one of tenant, class, model",
+		"trace.bad.yaml:69: jobs[0].kind: got \"inference\", want one of training, fine-tuning, batch-embedding",
+		"trace.bad.yaml:70: jobs[0].gpus: got 0, want >= 1",
+		"trace.bad.yaml:72: jobs[0].accelerators[0]: got \"tpu\", no such accelerator; did you mean \"gpu\"? (accelerators: gpu)",
+		"trace.bad.yaml:77: jobs[1].trace: a trace job stream takes GPUs, run times and arrivals from the trace; leave gpus, duration and arrivals out",
+		"trace.bad.yaml:80: jobs[1].trace.gpu_map.G2: got \"h200\", no such accelerator; want one of gpu",
+		"trace.bad.yaml:84: policy.jobs.max_pool_share: got 2, want a fraction in (0, 1]: the share of a pool's replicas jobs may hold",
+	},
 	"duplicate.bad.yaml": {
 		"duplicate.bad.yaml:6: seed: duplicate key; first set at line 5",
 		"duplicate.bad.yaml:14: accelerators[0].memory_gib: duplicate key; first set at line 13",
@@ -200,7 +214,9 @@ func TestBadFixtures(t *testing.T) {
 		t.Run(file, func(t *testing.T) {
 			data, err := os.ReadFile(filepath.Join("testdata", file))
 			require.NoError(t, err)
-			s, err := Parse(file, data)
+			// Parsed in testdata, as Load would, so trace paths resolve
+			// next to the fixture.
+			s, err := ParseInDir(file, "testdata", data, nil)
 			require.Nil(t, s)
 			var ve *ValidationError
 			require.True(t, errors.As(err, &ve), "Parse(%s) = %v, want a *ValidationError", file, err)

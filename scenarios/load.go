@@ -26,6 +26,14 @@ func Parse(name string, data []byte) (*Scenario, error) {
 // document before it is decoded, so that an overridden value is checked
 // exactly like a written one. Problems caused by an override name it.
 func ParseWithSets(name string, data []byte, sets []string) (*Scenario, error) {
+	return ParseInDir(name, "", data, sets)
+}
+
+// ParseInDir is ParseWithSets for a scenario that was read from a file in
+// dir: its relative trace paths resolve there (see Scenario.TracePath).
+// LoadWithSets uses it; callers that read a file's bytes themselves (to
+// parse the same text many times) should too.
+func ParseInDir(name, dir string, data []byte, sets []string) (*Scenario, error) {
 	doc, p := parseNode(name, data)
 	if p != nil {
 		return nil, &ValidationError{Problems: []Problem{*p}}
@@ -49,10 +57,7 @@ func ParseWithSets(name string, data []byte, sets []string) (*Scenario, error) {
 	root := doc.Content[0]
 	var s Scenario
 	d.decode(root, reflect.ValueOf(&s).Elem(), "")
-	if !IsLibraryName(name) {
-		// A file: its trace paths resolve next to it.
-		s.Dir = filepath.Dir(name)
-	}
+	s.Dir = dir
 	applyDefaults(&s)
 	(&validator{d: d, s: &s}).validate()
 	if len(d.problems) > 0 {
@@ -129,7 +134,7 @@ func LoadWithSets(path string, sets []string) (*Scenario, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load scenario: %w", err)
 	}
-	return ParseWithSets(path, data, sets)
+	return ParseInDir(path, filepath.Dir(path), data, sets)
 }
 
 // DefaultName is the library scenario used when none is named.

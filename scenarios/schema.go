@@ -1,6 +1,9 @@
 package scenarios
 
-import "path/filepath"
+import (
+	"os"
+	"path/filepath"
+)
 
 // The scenario schema, version 1. Field names are the YAML keys; units are in
 // the names or in the types (Duration). Every field is documented with
@@ -376,10 +379,31 @@ type Routing struct {
 }
 
 // TracePath resolves a trace path of the scenario: absolute paths as they
-// are, relative ones against the scenario file's directory.
+// are, relative ones against the scenario file's directory. A library
+// scenario has no directory: its relative paths resolve against the working
+// directory or, failing that, the nearest of its parents where the path
+// exists, so that `../shared/traces/...` works from anywhere in a checkout
+// that has the shared folder beside it.
 func (s *Scenario) TracePath(path string) string {
-	if filepath.IsAbs(path) || s.Dir == "" {
+	if filepath.IsAbs(path) {
 		return path
 	}
-	return filepath.Join(s.Dir, path)
+	if s.Dir != "" {
+		return filepath.Join(s.Dir, path)
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return path
+	}
+	for {
+		cand := filepath.Join(dir, path)
+		if _, err := os.Stat(cand); err == nil {
+			return cand
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return path
+		}
+		dir = parent
+	}
 }

@@ -33,3 +33,19 @@ func BenchmarkReplayHour(b *testing.B) { benchReplay(b, 8, 5.5) }
 // the number of replicas it runs at about 1/8 of BenchmarkReplayHour's
 // x-realtime; worse would mean per-replica work grows with fleet size.
 func BenchmarkReplayHourFleet(b *testing.B) { benchReplay(b, 64, 44) }
+
+// BenchmarkReplayAzureConv replays the whole Azure 2023 conversation trace
+// (19,366 requests over 58 minutes, README T2) through the default fleet.
+func BenchmarkReplayAzureConv(b *testing.B) {
+	sc := defaultWithTrace(b, shared(b, "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
+	var simulated float64
+	for b.Loop() {
+		rep, err := Run(context.Background(), sc, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		simulated += rep.SimDurationS
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "wall-s/run")
+	b.ReportMetric(simulated/b.Elapsed().Seconds(), "x-realtime")
+}

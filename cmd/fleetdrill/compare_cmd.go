@@ -51,19 +51,19 @@ func newCompareCmd() *cobra.Command {
 				return &exitError{code: exitInvalid, err: err}
 			}
 			stderr := cmd.ErrOrStderr()
-			file, data, err := readScenario(name)
+			file, dir, data, err := readScenario(name)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("compare: %w", err)}
 			}
 			load := func(policy string, seed uint64) (*scenarios.Scenario, error) {
 				all := append(slices.Clip(sets), "policy.scheduler="+policy, "seed="+strconv.FormatUint(seed, 10))
-				return scenarios.ParseWithSets(file, data, all)
+				return scenarios.ParseInDir(file, dir, data, all)
 			}
 
 			// Check the scenario, and each policy on it, before the first
 			// run: a typo should fail in milliseconds, and every problem
 			// at once.
-			base, err := scenarios.ParseWithSets(file, data, sets)
+			base, err := scenarios.ParseInDir(file, dir, data, sets)
 			if err != nil {
 				return invalidScenario(name, err)
 			}
@@ -206,16 +206,16 @@ func checkCompareFlags(policies []string, seeds, parallel int, sets []string) er
 // readScenario reads the scenario's bytes once, so that every run parses
 // the same text even if the file changes meanwhile. It resolves names as
 // scenarios.LoadNamed does.
-func readScenario(name string) (file string, data []byte, err error) {
+func readScenario(name string) (file, dir string, data []byte, err error) {
 	if scenarios.IsLibraryName(name) {
 		data, err := scenarios.Source(name)
-		return name + ".yaml", data, err
+		return name + ".yaml", "", data, err
 	}
 	data, err = os.ReadFile(name)
 	if err != nil {
-		return "", nil, fmt.Errorf("load scenario: %w", err)
+		return "", "", nil, fmt.Errorf("load scenario: %w", err)
 	}
-	return name, data, nil
+	return name, filepath.Dir(name), data, nil
 }
 
 // invalidScenario is the exit error for a scenario that does not parse or

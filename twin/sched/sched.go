@@ -197,6 +197,7 @@ type Core struct {
 
 	dispatches []Dispatch
 	wakeAt     time.Duration
+	cands      []int // scratch for pickByPrefix
 
 	// Per-model dispatch rate estimate for predicted waits: an EWMA of the
 	// interval between dispatches.
@@ -700,13 +701,18 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 	return best
 }
 
-// pickByPrefix is pick with prefix affinity: among every replica with room
-// in an eligible pool, the most cached leading blocks, then the lowest
-// load, then the lowest index.
+// pickByPrefix is pick with prefix affinity under bounded load: among the
+// replicas with room in eligible pools, those whose load is within a
+// quarter (plus one request) of the least loaded are candidates, and the
+// one holding most of the prompt's leading blocks wins, then the least
+// loaded, then the lowest index. Unbounded affinity piles a popular prefix
+// onto one replica and loses in queueing what it saves in prefill; the
+// bound is the consistent-hashing-with-bounded-loads idea (Mirrokni,
+// Thorup and Zadimoghaddam, 2018).
 func (c *Core) pickByPrefix(now time.Duration, req *Request, m int) int {
 	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
-	best, bestHits := -1, -1
-	var bestLoad float64
+	c.cands = c.cands[:0]
+	minLoad := math.Inf(1)
 	for _, gi := range c.groupsOf[m] {
 		g := &c.groups[gi]
 		p := &c.cfg.Pools[g.pool]
@@ -715,15 +721,22 @@ func (c *Core) pickByPrefix(now time.Duration, req *Request, m int) int {
 			continue
 		}
 		for _, r := range g.heap {
-			rs := &c.replicas[r]
-			if !rs.hasRoom() {
-				continue
+			if rs := &c.replicas[r]; rs.hasRoom() {
+				c.cands = append(c.cands, r)
+				minLoad = min(minLoad, float64(rs.inflight))
 			}
-			hits := c.cfg.PrefixHits(req, r)
-			load := float64(rs.inflight) / float64(rs.MaxBatch)
-			if best < 0 || hits > bestHits || (hits == bestHits && (load < bestLoad || (load == bestLoad && r < best))) {
-				best, bestHits, bestLoad = r, hits, load
-			}
+		}
+	}
+	best, bestHits := -1, -1
+	bound := minLoad*1.25 + 1
+	for _, r := range c.cands {
+		rs := &c.replicas[r]
+		if float64(rs.inflight) > bound {
+			continue
+		}
+		hits := c.cfg.PrefixHits(req, r)
+		if best < 0 || hits > bestHits || (hits == bestHits && c.lessReplica(r, best)) {
+			best, bestHits = r, hits
 		}
 	}
 	return best
