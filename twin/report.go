@@ -31,7 +31,10 @@ type Report struct {
 	Tenants map[string]*Group      `json:"tenants"`
 	Pools   map[string]*PoolReport `json:"pools"`
 	Jobs    map[string]*JobReport  `json:"jobs"`
-	Cost    Cost                   `json:"cost"`
+	// Workload reports each stream: requests it sent (warm-up included),
+	// and for trace streams the malformed rows skipped (skip_bad_rows).
+	Workload map[string]StreamReport `json:"workload"`
+	Cost     Cost                    `json:"cost"`
 
 	ResidencyViolations uint64            `json:"residency_violations"`
 	Rejections          map[string]uint64 `json:"rejections"` // by reason
@@ -81,6 +84,12 @@ type Group struct {
 	SLOMet     uint64  `json:"slo_met"`
 
 	ttft, tpot, e2e, wait stats.Sketch
+}
+
+// StreamReport is the report of one workload stream.
+type StreamReport struct {
+	Requests    uint64 `json:"requests"`
+	SkippedRows int    `json:"skipped_rows"`
 }
 
 // PoolReport is the report of one pool.

@@ -95,6 +95,7 @@ type runner struct {
 	dispatching bool
 
 	onArrive func(*request) // tests: observe every arrival
+	streams  []StreamReport
 
 	jobs jobsRT
 }
@@ -201,11 +202,12 @@ func newRunner(p *plan) (*runner, error) {
 	for i := range r.replicas {
 		r.replicas[i].onTimer = func() { r.advance(i) }
 	}
+	r.streams = make([]StreamReport, len(p.streams))
 	for _, sp := range p.streams {
 		name := sp.spec.Name
 		var src source
 		if sp.spec.Trace != nil {
-			ts, err := newTraceSource(p, sp, r.s.Rand("trace/"+name), r.duration)
+			ts, err := newTraceSource(p, sp, r.s.Rand("trace/"+name), r.duration, &r.streams[len(r.sources)].SkippedRows)
 			if err != nil {
 				r.closeSources()
 				return nil, fmt.Errorf("workload %s: %w", name, err)
@@ -370,6 +372,7 @@ func (r *runner) arrive(i int) {
 		req.deadline = r.s.At(req.core.Deadline, req.onDeadline)
 	}
 	req.seq = engine.Seq{Tag: req.idx, Prompt: a.in, Output: a.out, Blocks: a.blocks}
+	r.streams[i].Requests++
 	req.stream = i
 	if r.onArrive != nil {
 		r.onArrive(req)
@@ -723,7 +726,7 @@ func (r *runner) assemble() *Report {
 		SimDurationS: round(end.Seconds(), 6), WarmupS: round(r.warmup.Seconds(), 6),
 		Events: r.s.Events(), Requests: r.total,
 		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
-		Jobs:                map[string]*JobReport{},
+		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{},
 		ResidencyViolations: r.residency, Rejections: map[string]uint64{},
 		Timeline: append([]TimelineEvent{}, r.timeline...),
 	}
@@ -775,6 +778,9 @@ func (r *runner) assemble() *Report {
 		rep.Pools[pp.spec.Name] = pr
 	}
 	rep.Cost.Total = round(rep.Cost.Total, 6)
+	for i, st := range sc.Workload {
+		rep.Workload[st.Name] = r.streams[i]
+	}
 	for i, js := range sc.Jobs {
 		jr := r.jobs.reports[i]
 		jr.Wait = jr.wait.Summary()

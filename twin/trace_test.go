@@ -191,3 +191,13 @@ func TestAlibabaPodsAsJobs(t *testing.T) {
 	require.Positive(t, jr.Completed)
 	require.Positive(t, jr.Unplaceable, "pods constrained to T4, which is not mapped, cannot run")
 }
+
+func TestSkippedTraceRowsAreReported(t *testing.T) {
+	dir := t.TempDir()
+	data := "{\"t\":0,\"input\":10,\"output\":5}\n{\"t\":1,\"input\":-3,\"output\":5}\n{\"t\":2,\"input\":10,\"output\":5}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.jsonl"), []byte(data), 0o644))
+	sc := traceScenario(scenarios.TraceSource{Path: "bad.jsonl", SkipBadRows: true})
+	sc.Dir = dir
+	rep := run(t, sc)
+	require.Equal(t, StreamReport{Requests: 2, SkippedRows: 1}, rep.Workload["replay"])
+}

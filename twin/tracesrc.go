@@ -17,6 +17,7 @@ import (
 type recordReader interface {
 	Next(*trace.Record) error
 	Close() error
+	Skipped() int
 }
 
 // traceSource replays a trace as a stream: a window of it, time-scaled, at
@@ -38,6 +39,7 @@ type traceSource struct {
 	stop     time.Duration
 	mapping  []mapRule
 	anyShare bool
+	skipped  *int // rows the first copy's reader skipped (skip_bad_rows)
 }
 
 type mapRule struct {
@@ -51,9 +53,10 @@ var openTrace = func(path, format string, skipBad bool) (recordReader, error) {
 	return trace.Open(path, trace.Options{Format: format, SkipBadRows: skipBad})
 }
 
-func newTraceSource(p *plan, sp streamPlan, rng *rand.Rand, duration time.Duration) (*traceSource, error) {
+func newTraceSource(p *plan, sp streamPlan, rng *rand.Rand, duration time.Duration, skipped *int) (*traceSource, error) {
 	spec := sp.spec.Trace
-	ts := &traceSource{spec: spec, stream: sp.spec, plan: p, rng: rng, start: sp.spec.Start.D(), stop: sp.spec.Stop.D()}
+	ts := &traceSource{spec: spec, stream: sp.spec, plan: p, rng: rng, start: sp.spec.Start.D(), stop: sp.spec.Stop.D(),
+		skipped: skipped}
 	if ts.stop == 0 || ts.stop > duration {
 		ts.stop = duration
 	}
@@ -94,6 +97,7 @@ func newTraceSource(p *plan, sp streamPlan, rng *rand.Rand, duration time.Durati
 			shift = time.Duration(rng.Int64N(int64(min(window, time.Minute))))
 		}
 		c, err := newCopy(path, spec, j, shift, window)
+		c.skipped = ts.skipped
 		if err != nil {
 			ts.close()
 			return nil, err
@@ -224,6 +228,10 @@ type traceCopy struct {
 	rec    trace.Record
 	t      time.Duration // current record's time in the copy's window
 	ok     bool
+
+	// skipped receives the rows the reader skipped, from the first copy
+	// only: the others read the same rows again.
+	skipped *int
 }
 
 func newCopy(path string, spec *scenarios.TraceSource, idx int, shift, window time.Duration) (*traceCopy, error) {
@@ -304,6 +312,9 @@ func (c *traceCopy) advance() error {
 func (c *traceCopy) close() error {
 	if c.rd == nil {
 		return nil
+	}
+	if c.idx == 0 && c.skipped != nil {
+		*c.skipped += c.rd.Skipped()
 	}
 	err := c.rd.Close()
 	c.rd = nil

@@ -26,6 +26,12 @@ func Text(w io.Writer, rep *twin.Report) error {
 	ew.printf("requests  arrived %d  admitted %d  completed %d  rejected %d  deferred %d  failed %d  cancelled %d  timed out %d  in flight at end %d  retries %d  fallbacks %d\n\n",
 		c.Arrived, c.Admitted, c.Completed, c.Rejected, c.Deferred, c.Failed, c.Cancelled, c.TimedOut, c.InFlightAtEnd, c.Retries, c.Fallbacks)
 
+	for _, name := range slices.Sorted(maps.Keys(rep.Workload)) {
+		if n := rep.Workload[name].SkippedRows; n > 0 {
+			ew.printf("warning: workload %s skipped %d malformed trace rows (skip_bad_rows); see fleetdrill trace stats\n\n", name, n)
+		}
+	}
+
 	groups := func(title string, m map[string]*twin.Group) {
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "%s\tarrived\tcompleted\trejected\ttimed out\tTTFT p50\tTTFT p99\tTPOT p50\tTPOT p99\tE2E p99\twait p99\tSLO met\tgoodput/s\t\n", title)
