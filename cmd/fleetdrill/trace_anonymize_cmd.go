@@ -1,10 +1,8 @@
 package main
 
 import (
-	"compress/gzip"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,38 +231,16 @@ func parseDelimiter(s, in string, set bool) (rune, error) {
 // place at the end: a failed run leaves no partial output and an old OUT
 // untouched.
 func writeAnonymized(cmd *cobra.Command, job anonymize.Job, out string) (*anonymize.Report, error) {
-	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*")
+	tw, err := trace.Create(out)
 	if err != nil {
 		return nil, fmt.Errorf("OUT: %w", err)
 	}
-	defer func() {
-		// After a successful rename these fail harmlessly.
-		f.Close()
-		os.Remove(f.Name())
-	}()
-	var w io.Writer = f
-	var gz *gzip.Writer
-	if strings.HasSuffix(out, ".gz") {
-		gz = gzip.NewWriter(f)
-		w = gz
-	}
-	tw := trace.NewWriter(w)
+	defer tw.Abort() // after a successful Close it does nothing
 	rep, err := anonymize.Run(cmd.Context(), job, tw)
 	if err != nil {
 		return nil, err
 	}
 	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("OUT: %w", err)
-	}
-	if gz != nil {
-		if err := gz.Close(); err != nil {
-			return nil, fmt.Errorf("OUT: %w", err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("OUT: %w", err)
-	}
-	if err := os.Rename(f.Name(), out); err != nil {
 		return nil, fmt.Errorf("OUT: %w", err)
 	}
 	return rep, nil

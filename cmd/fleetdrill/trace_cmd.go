@@ -1,13 +1,11 @@
 package main
 
 import (
-	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -298,23 +296,11 @@ func same(a, b string) bool {
 // file renamed into place on success, clearing raw identifiers; it returns
 // how many records it wrote and how many had identifiers.
 func convert(r *trace.Reader, out string) (n, dropped int, err error) {
-	f, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.tmp")
+	w, err := trace.Create(out)
 	if err != nil {
 		return 0, 0, err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	var dst io.Writer = f
-	var zw *gzip.Writer
-	if strings.HasSuffix(out, ".gz") {
-		zw = gzip.NewWriter(f)
-		dst = zw
-	}
-	w := trace.NewWriter(dst)
+	defer w.Abort() // after a successful Close it does nothing
 	var rec trace.Record
 	for {
 		if err = r.Next(&rec); err != nil {
@@ -332,17 +318,6 @@ func convert(r *trace.Reader, out string) (n, dropped int, err error) {
 		return 0, 0, err
 	}
 	if err = w.Close(); err != nil {
-		return 0, 0, err
-	}
-	if zw != nil {
-		if err = zw.Close(); err != nil {
-			return 0, 0, err
-		}
-	}
-	if err = f.Close(); err != nil {
-		return 0, 0, err
-	}
-	if err = os.Rename(f.Name(), out); err != nil {
 		return 0, 0, err
 	}
 	return w.Count(), dropped, nil

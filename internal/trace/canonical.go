@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -132,10 +133,13 @@ func (r *Reader) parseCanonical(line []byte, rec *Record) *RowError {
 type Writer struct {
 	bw      *bufio.Writer
 	closers []io.Closer
-	buf     []byte
-	n       int
-	prev    time.Duration
-	err     error
+	// tmp and final: Create's temporary file and the path Close renames it
+	// to; empty for NewWriter.
+	tmp, final string
+	buf        []byte
+	n          int
+	prev       time.Duration
+	err        error
 }
 
 // NewWriter writes canonical JSONL to w, buffered: Close (or Flush) before
@@ -144,14 +148,17 @@ func NewWriter(w io.Writer) *Writer {
 	return &Writer{bw: bufio.NewWriterSize(w, bufSize)}
 }
 
-// Create creates path and writes canonical JSONL to it, gzipped when the
-// name ends in ".gz". Close finishes the file.
+// Create writes canonical JSONL to path, gzipped when the name ends in
+// .gz. It writes a temporary file beside path and Close renames it into
+// place, so a failed or abandoned write leaves no partial file and an old
+// one untouched: call Abort (or defer it: after Close it does nothing)
+// when giving up.
 func Create(path string) (*Writer, error) {
-	f, err := os.Create(path)
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{closers: []io.Closer{f}}
+	w := &Writer{closers: []io.Closer{f}, tmp: f.Name(), final: path}
 	if strings.HasSuffix(path, ".gz") {
 		gz := gzip.NewWriter(f)
 		w.closers = append([]io.Closer{gz}, w.closers...)
@@ -160,6 +167,19 @@ func Create(path string) (*Writer, error) {
 		w.bw = bufio.NewWriterSize(f, bufSize)
 	}
 	return w, nil
+}
+
+// Abort abandons a Writer from Create: its temporary file is removed and
+// path is left as it was. After Close it does nothing.
+func (w *Writer) Abort() {
+	for _, c := range w.closers {
+		c.Close()
+	}
+	w.closers = nil
+	if w.tmp != "" {
+		os.Remove(w.tmp)
+		w.tmp = ""
+	}
 }
 
 // Count is how many records have been written.
@@ -245,6 +265,15 @@ func (w *Writer) Close() error {
 		}
 	}
 	w.closers = nil
+	if w.tmp != "" {
+		if err == nil {
+			err = os.Rename(w.tmp, w.final)
+		}
+		if err != nil {
+			os.Remove(w.tmp)
+		}
+		w.tmp = ""
+	}
 	return err
 }
 
