@@ -12,13 +12,40 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// Options tune a run without changing what it computes.
+// Options tune a run without changing what it computes. (Sample and
+// OnComplete observe; sampling adds kernel events, so the report's event
+// count includes them.)
 type Options struct {
 	// Progress, if set, is called now and then with the fraction of
 	// simulated time done (0..1). It runs on the simulation goroutine.
 	Progress func(frac float64)
 	// Version is recorded in the report's run section.
 	Version string
+	// OnComplete, if set, receives every completed request's timeline, in
+	// completion order, for per-request comparisons (fleetdrill fidelity).
+	// Requests are numbered in arrival order from 0.
+	OnComplete func(RequestLog)
+	// Sample, if set with SampleEvery, is called every SampleEvery of
+	// simulated time with each replica's state, for time series.
+	Sample      func(at time.Duration, queued int, replicas []ReplicaState)
+	SampleEvery time.Duration
+}
+
+// RequestLog is one completed request's timeline, all in simulated time.
+type RequestLog struct {
+	ID            uint64
+	Input, Output int
+	Arrived       time.Duration
+	Dispatched    time.Duration // left the gateway's queue for a replica
+	Scheduled     time.Duration // first admitted into the replica's batch
+	FirstToken    time.Duration
+	Done          time.Duration
+}
+
+// ReplicaState is a replica's state at a sample.
+type ReplicaState struct {
+	Running, Waiting int   // sequences in the batch, and queued at the replica
+	KVUsed, KVTokens int64 // KV tokens reserved, and the capacity
 }
 
 // Run simulates the scenario and returns its report. The scenario must have
@@ -40,6 +67,10 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	// so a typo fails in milliseconds, not after an hour of simulation.
 	if err := r.skeleton().evaluate(sc.Expect); err != nil {
 		return nil, err
+	}
+	r.onComplete = opts.OnComplete
+	if opts.Sample != nil && opts.SampleEvery > 0 {
+		r.startSampling(opts.Sample, opts.SampleEvery)
 	}
 	if err := r.run(ctx, opts.Progress); err != nil {
 		return nil, err
@@ -94,8 +125,9 @@ type runner struct {
 	dq          []sched.Dispatch // dispatches being started (see dispatch)
 	dispatching bool
 
-	onArrive func(*request) // tests: observe every arrival
-	streams  []StreamReport
+	onArrive   func(*request) // tests: observe every arrival
+	onComplete func(RequestLog)
+	streams    []StreamReport
 
 	jobs jobsRT
 }
@@ -567,6 +599,14 @@ func (r *runner) complete(req *request) {
 	if met {
 		r.succeeded++
 	}
+	if r.onComplete != nil {
+		sched := req.dispatchedAt
+		if req.seq.Admitted {
+			sched = req.seq.Scheduled
+		}
+		r.onComplete(RequestLog{ID: req.core.ID, Input: req.core.Input, Output: req.core.Output,
+			Arrived: req.core.Arrived, Dispatched: req.dispatchedAt, Scheduled: sched, FirstToken: req.firstAt, Done: now})
+	}
 	if req.measured {
 		wait := req.dispatchedAt - req.core.Arrived
 		for _, g := range r.groups(req) {
@@ -791,4 +831,35 @@ func (r *runner) assemble() *Report {
 		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(r.succeeded), 9)
 	}
 	return rep
+}
+
+// startSampling calls fn every period with every replica's state, until the
+// end of the run.
+func (r *runner) startSampling(fn func(time.Duration, int, []ReplicaState), period time.Duration) {
+	states := make([]ReplicaState, len(r.replicas))
+	var tick func()
+	tick = func() {
+		for i := range r.replicas {
+			rt := &r.replicas[i]
+			if rt.eng == nil {
+				n := 0
+				if rt.svcReq != nil {
+					n = 1
+				}
+				states[i] = ReplicaState{Running: n}
+				continue
+			}
+			states[i] = ReplicaState{Running: rt.eng.Running(), Waiting: rt.eng.Load() - rt.eng.Running(),
+				KVUsed: rt.eng.KVUsed(), KVTokens: rt.eng.KVCapacity()}
+		}
+		queued := 0
+		for m := range r.p.sc.Models {
+			queued += r.core.QueueLen(m)
+		}
+		fn(r.s.Now(), queued, states)
+		if r.s.Now()+period <= r.end && (r.live > 0 || !r.afterArrivals()) {
+			r.s.After(period, tick)
+		}
+	}
+	r.s.At(period, tick)
 }

@@ -47,6 +47,10 @@ type Seq struct {
 	Generated   int           // output tokens produced so far
 	FirstToken  time.Duration // when the first token was produced; valid when Generated > 0
 	Preemptions int           // times it was preempted and recomputed
+	// Scheduled is when the replica first admitted the sequence into its
+	// batch (vLLM's scheduled_ts); valid once Admitted.
+	Scheduled time.Duration
+	Admitted  bool
 
 	prefilled int   // tokens of the current (re)computation already in the KV cache
 	kv        int64 // KV tokens this sequence holds (reserved at admission)
@@ -192,6 +196,9 @@ func (r *Replica) PrefixHits(blocks []uint64) int {
 // replica's back-pressure signal: a router should hold further requests
 // until it clears.
 func (r *Replica) Blocked() bool { return r.blocked }
+
+// KVCapacity returns the replica's KV capacity in tokens.
+func (r *Replica) KVCapacity() int64 { return r.kvCap }
 
 // KVUsed returns the KV tokens reserved.
 func (r *Replica) KVUsed() int64 { return r.kvUsed }
@@ -369,6 +376,9 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 		r.waiting[r.wHead] = nil
 		r.wHead++
 		s.state = seqRunning
+		if !s.Admitted {
+			s.Admitted, s.Scheduled = true, now
+		}
 		s.kv = need
 		r.kvUsed += need
 		r.running = append(r.running, s)
