@@ -101,9 +101,19 @@ func calibrateRun(cmd *cobra.Command, run *calibrate.Run, evals int) (*calibrate
 		return nil, nil, err
 	}
 	e := run.Engine
+	kvSource := "measured (num_gpu_blocks × block_size)"
+	if prof.KVTokens == 0 {
+		// Not recorded by the run: derive it, so the profile carries the
+		// engine's capacity either way.
+		if pl, err := calibrate.Resolve(e); err == nil {
+			prof.KVTokens = pl.KVTokens()
+			kvSource = "derived from memory (docs/fidelity.md)"
+		}
+	}
 	pf := &calibrate.ProfileFile{
-		Profile:      calibrate.ProfileYAML(prof),
-		CalibratedOn: calibrate.Calibration{Run: run.Name, GPU: e.GPU, Model: e.Model, TP: e.TP, DP: e.DP, MaxSeqs: e.MaxSeqs, Vllm: e.Version},
+		Profile: calibrate.ProfileYAML(prof),
+		CalibratedOn: calibrate.Calibration{Run: run.Name, GPU: e.GPU, Model: e.Model, TP: e.TP, DP: e.DP, MaxSeqs: e.MaxSeqs, Vllm: e.Version,
+			KVSource: kvSource},
 		Fit: calibrate.FitSummary{Method: method, DecodeIntervals: fit.DecodeRows, PrefillIntervals: fit.PrefillRows,
 			LinearDecodeRMS: round4(fit.DecodeRMSRel), LinearPrefillRMS: round4(fit.PrefillRMSRel), PinnedAtZero: fit.Pinned,
 			ReplayLoss: round4(loss), InSampleE2EMaxErr: round4(fid.MaxE2EError())},

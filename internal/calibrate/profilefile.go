@@ -30,6 +30,8 @@ type Calibration struct {
 	DP      int    `yaml:"dp"`
 	MaxSeqs int    `yaml:"max_seqs"` // the engine's max_num_seqs: a pool's max_batch
 	Vllm    string `yaml:"vllm"`
+	// KVSource says whether profile.kv_tokens was measured or derived.
+	KVSource string `yaml:"kv_source,omitempty"`
 }
 
 // FitSummary is the fit's quality, relative to measured durations.
