@@ -1,6 +1,51 @@
-// Package faults will hold the fault catalogue (one spec type per fault kind,
-// each with a parser and a printer that round-trip) and its two injectors:
-// into the twin and into a live fleet.
+// Package faults owns the fault catalogue and its text form: the kinds of
+// fault fleetdrill can inject, the Spec that describes one, and the one-line
+// syntax a scenario's faults: list and the CLI use,
 //
-// Nothing is here yet: faults arrive with their own issue.
+//	regional-outage region=us-east at=10m for=15m
+//	brownout pool=use-h100 at=5m fail=0.2 latency=300ms
+//	node-loss pool=use-h100 at=12m count=2
+//
+// A fault is data first (pebble's errorfs): Parse reads a line, Validate
+// checks a spec against the catalogue, and String prints it back in a
+// canonical form that parses to the same spec. docs/faults.md is the
+// reference for authors; Kinds and Describe feed help texts.
+//
+// # Usage
+//
+//	specs, err := faults.ParseAll(sc.Faults) // every problem of every line at once
+//	if err != nil {
+//		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+//			p := e.(*faults.Problem) // p.Index, p.Key, p.Value, p.Msg
+//			fmt.Println(p)           // faults[2]: count: got 0, want >= 1
+//		}
+//	}
+//
+// A Spec returned by Parse or ParseAll is valid: its kind is in the
+// catalogue, it has the target its kind needs and no key its kind does not
+// take, and every value is in range. Injectors may rely on that. A zero
+// field means the key was left out: For 0 lasts to the end of the run, the
+// zero Radius is every replica of the target (Parse gives node-loss count=1
+// instead), a zero quota lets nothing through.
+//
+// # What is not here
+//
+// The injectors live with their backends: the twin's, which turns a Spec
+// into sim events, in twin/; the live one (toxiproxy, testcontainers), later,
+// with the live driver. Whether a target names a region, pool or model the
+// scenario defines is checked where the scenario is known: the scenario
+// loader and the injectors, not here.
+//
+// # Imports
+//
+// Only the standard library and internal/suggest (for "did you mean"). Nothing
+// from twin/, sim/ or scenarios/: both backends and the scenario loader
+// import this package, so it must stay below them.
+//
+// # Where to start reading
+//
+// spec.go (the Spec, which is the catalogue's data), catalogue.go (the kinds,
+// the keys each takes), parse.go (Parse, ParseAll), validate.go (the rules
+// and the Problem type), then print.go (String and the canonical forms of
+// durations and numbers).
 package faults

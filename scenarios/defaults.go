@@ -55,6 +55,32 @@ func applyDefaults(s *Scenario) {
 	if s.Policy.Jobs.MaxPoolShare == 0 {
 		s.Policy.Jobs.MaxPoolShare = DefaultMaxPoolShare
 	}
+	h := &s.Policy.Health
+	if h.ProbeInterval == 0 {
+		h.ProbeInterval = Duration(10 * time.Second)
+	}
+	if h.Timeout == 0 {
+		h.Timeout = Duration(5 * time.Second)
+	}
+	if h.Threshold == 0 {
+		h.Threshold = 3
+	}
+	if h.OpenFor == 0 {
+		h.OpenFor = Duration(10 * time.Second)
+	}
+	rt := &s.Policy.Retries
+	if rt.MaxAttempts == 0 {
+		rt.MaxAttempts = 3
+	}
+	if rt.Backoff == 0 {
+		rt.Backoff = Duration(500 * time.Millisecond)
+	}
+	if rt.MaxBackoff == 0 {
+		rt.MaxBackoff = Duration(10 * time.Second)
+	}
+	if rt.Budget == 0 {
+		rt.Budget = 0.2
+	}
 	a := &s.Policy.Admission
 	if a.QueueLimit == 0 {
 		a.QueueLimit = DefaultQueueLimit

@@ -24,6 +24,29 @@ type Expectation struct {
 	// unit the report uses for every latency.
 	Value      float64
 	IsDuration bool // the value was written as a duration (2s, 150ms)
+
+	// Scope limits the expectation to requests that arrived in a window
+	// (empty: the whole run): "during" a fault, or "after" one ended plus
+	// Offset. Fault is the fault's label, kind(target) as the report names
+	// it, or "recovery" for the end of the last fault.
+	Scope  string
+	Fault  string
+	Offset time.Duration
+}
+
+// Window is the report key of a scoped expectation's window, e.g.
+// "during regional-outage(us-east)" or "after recovery + 5m0s".
+func (e Expectation) Window() string {
+	switch e.Scope {
+	case "during":
+		return "during " + e.Fault
+	case "after":
+		if e.Offset > 0 {
+			return "after " + e.Fault + " + " + e.Offset.String()
+		}
+		return "after " + e.Fault
+	}
+	return ""
 }
 
 // ops in the order they must be tried: two-character operators first, so
@@ -37,8 +60,56 @@ var ops = []string{"<=", ">=", "==", "!=", "<", ">"}
 var lhsPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
 
 // ParseExpectation parses one expectation line. Whitespace around the
-// operator is optional.
+// operator is optional. A scope may come first:
+//
+//	during regional-outage(us-east): interactive.ttft.p99 < 3s
+//	after recovery + 5m: interactive.slo_attainment >= 0.99
 func ParseExpectation(s string) (Expectation, error) {
+	scope, fault, offset, rest, err := parseScope(s)
+	if err != nil {
+		return Expectation{}, err
+	}
+	e, err := parseComparison(rest)
+	if err != nil {
+		return Expectation{}, err
+	}
+	e.Scope, e.Fault, e.Offset = scope, fault, offset
+	return e, nil
+}
+
+// parseScope splits "during X: …" and "after X [+ D]: …" from the
+// comparison.
+func parseScope(s string) (scope, fault string, offset time.Duration, rest string, err error) {
+	t := strings.TrimSpace(s)
+	for _, kw := range []string{"during ", "after "} {
+		if !strings.HasPrefix(t, kw) {
+			continue
+		}
+		head, tail, ok := strings.Cut(t[len(kw):], ": ")
+		if !ok {
+			return "", "", 0, "", fmt.Errorf("expectation %q: want %s<fault>: <lhs> <op> <value>, e.g. during regional-outage(us-east): interactive.ttft.p99 < 3s", s, kw)
+		}
+		head = strings.TrimSpace(head)
+		if kw == "after " {
+			if name, d, ok := strings.Cut(head, "+"); ok {
+				offset, err = time.ParseDuration(strings.TrimSpace(d))
+				if err != nil || offset < 0 {
+					return "", "", 0, "", fmt.Errorf("expectation %q: %q is not a duration: want after <fault> + 5m", s, strings.TrimSpace(d))
+				}
+				head = strings.TrimSpace(name)
+			}
+		} else if head == "recovery" {
+			return "", "", 0, "", fmt.Errorf("expectation %q: during recovery has no window: want during <fault> or after recovery + <duration>", s)
+		}
+		if head == "" || strings.ContainsAny(head, " :") {
+			return "", "", 0, "", fmt.Errorf("expectation %q: %q is not a fault label: want kind(target) as the report names it, e.g. regional-outage(us-east), or recovery", s, head)
+		}
+		return strings.TrimSpace(kw), head, offset, tail, nil
+	}
+	return "", "", 0, s, nil
+}
+
+func parseComparison(s string) (Expectation, error) {
 	i, op := -1, ""
 	for _, o := range ops {
 		if j := strings.Index(s, o); j >= 0 && (i < 0 || j < i) {
@@ -120,6 +191,9 @@ func (e Expectation) String() string {
 	v := strconv.FormatFloat(e.Value, 'f', -1, 64)
 	if e.IsDuration {
 		v += "s"
+	}
+	if w := e.Window(); w != "" {
+		return w + ": " + e.LHS + " " + e.Op + " " + v
 	}
 	return e.LHS + " " + e.Op + " " + v
 }

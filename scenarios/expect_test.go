@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -75,4 +76,33 @@ func TestExpectationHolds(t *testing.T) {
 		require.Equal(t, tt.want, e.Holds(tt.v), "ParseExpectation(%q).Holds(%v)", tt.expr, tt.v)
 	}
 	require.False(t, Expectation{Op: "~"}.Holds(0), "an unknown op never holds")
+}
+
+func TestScopedExpectations(t *testing.T) {
+	tests := []struct {
+		in     string
+		scope  string
+		fault  string
+		offset time.Duration
+		window string
+	}{
+		{"during regional-outage(us-east): interactive.ttft.p99 < 3s", "during", "regional-outage(us-east)", 0, "during regional-outage(us-east)"},
+		{"after recovery + 5m: interactive.slo_attainment >= 0.99", "after", "recovery", 5 * time.Minute, "after recovery + 5m0s"},
+		{"after node-loss(use-h100-8b): requests.failed == 0", "after", "node-loss(use-h100-8b)", 0, "after node-loss(use-h100-8b)"},
+	}
+	for _, tt := range tests {
+		e, err := ParseExpectation(tt.in)
+		require.NoError(t, err, tt.in)
+		require.Equal(t, tt.scope, e.Scope)
+		require.Equal(t, tt.fault, e.Fault)
+		require.Equal(t, tt.offset, e.Offset)
+		require.Equal(t, tt.window, e.Window())
+		again, err := ParseExpectation(e.String())
+		require.NoError(t, err)
+		require.Equal(t, e, again, "String() reparses")
+	}
+	for _, bad := range []string{"during x interactive.ttft.p99 < 3s", "after recovery + soon: a < 1", "during recovery: a < 1", "during : a < 1"} {
+		_, err := ParseExpectation(bad)
+		require.Error(t, err, bad)
+	}
 }

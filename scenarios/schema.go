@@ -35,8 +35,11 @@ type Scenario struct {
 	Classes      []Class       `yaml:"classes"`
 	Workload     []Stream      `yaml:"workload"`
 	Jobs         []JobStream   `yaml:"jobs,omitempty"`
-	Policy       Policy        `yaml:"policy"`
-	Expect       []string      `yaml:"expect,omitempty"`
+	// Faults are injected during the run, one per line in the fault
+	// syntax of docs/faults.md: "regional-outage region=us-east at=10m for=15m".
+	Faults []string `yaml:"faults,omitempty"`
+	Policy Policy   `yaml:"policy"`
+	Expect []string `yaml:"expect,omitempty"`
 
 	// Dir is the directory of the scenario file, against which relative
 	// trace paths resolve; empty for library scenarios, whose trace paths
@@ -183,6 +186,9 @@ type Class struct {
 	// Deferrable classes (batch) are deferred rather than rejected when
 	// admission is refused, and retried later.
 	Deferrable bool `yaml:"deferrable,omitempty"`
+	// QualityFloor is the lowest model quality this class accepts: a
+	// fallback to a smaller model happens only if its quality meets it.
+	QualityFloor float64 `yaml:"quality_floor,omitempty"`
 }
 
 // SLO are per-request latency objectives; a request meets the SLO when every
@@ -334,6 +340,42 @@ type Policy struct {
 	Admission Admission `yaml:"admission,omitempty"`
 	Routing   Routing   `yaml:"routing,omitempty"`
 	Jobs      JobPolicy `yaml:"jobs,omitempty"`
+	Health    Health    `yaml:"health,omitempty"`
+	Retries   Retries   `yaml:"retries,omitempty"`
+}
+
+// Health is how the gateway learns that replicas fail: it never reads the
+// fault schedule, only request results and probes, through a circuit
+// breaker per replica.
+type Health struct {
+	// ProbeInterval between health probes of every replica; default 10s.
+	ProbeInterval Duration `yaml:"probe_interval,omitempty"`
+	// Timeout after which a request or probe to an unresponsive replica
+	// counts as failed; default 5s.
+	Timeout Duration `yaml:"timeout,omitempty"`
+	// Threshold is the consecutive failures that open a breaker; default 3.
+	Threshold int `yaml:"threshold,omitempty"`
+	// OpenFor is how long an open breaker waits before a trial; default 10s.
+	OpenFor Duration `yaml:"open_for,omitempty"`
+}
+
+// Retries is how failed attempts are retried.
+type Retries struct {
+	// MaxAttempts per request, the first included; default 3. 1 disables
+	// retries.
+	MaxAttempts int `yaml:"max_attempts,omitempty"`
+	// Backoff is the base of the exponential backoff (full jitter, seeded);
+	// default 500ms. MaxBackoff caps it; default 10s.
+	Backoff    Duration `yaml:"backoff,omitempty"`
+	MaxBackoff Duration `yaml:"max_backoff,omitempty"`
+	// Budget caps retries at this fraction of first attempts over the run
+	// so far (the retry budget of gRPC and Envoy); default 0.2.
+	Budget float64 `yaml:"budget,omitempty"`
+	// RetryRejected makes clients retry rejected requests too, after the
+	// retry-after hint. IgnoreRetryAfter makes them retry at once, without
+	// backoff or budget: a retry storm.
+	RetryRejected    bool `yaml:"retry_rejected,omitempty"`
+	IgnoreRetryAfter bool `yaml:"ignore_retry_after,omitempty"`
 }
 
 // JobPolicy governs how GPU jobs share pools with serving.

@@ -354,6 +354,7 @@ func (v *validator) validate() {
 		if c.SLO.E2E > 0 && c.Deadline > 0 && c.SLO.E2E > c.Deadline {
 			v.add(p+".slo.e2e", c.SLO.E2E.String(), fmt.Sprintf("want <= deadline (%s): requests are cancelled at the deadline, so this objective could never be met late", c.Deadline))
 		}
+		v.unit(p+".quality_floor", c.QualityFloor, false)
 		if c.SLO.TTFT > 0 && c.SLO.E2E > 0 && c.SLO.TTFT > c.SLO.E2E {
 			v.add(p+".slo.ttft", c.SLO.TTFT.String(), fmt.Sprintf("want <= slo.e2e (%s): the first token cannot come after the last", c.SLO.E2E))
 		}
@@ -809,6 +810,22 @@ func (v *validator) policy() {
 		v.add("policy.jobs.max_pool_share", num(js), "want a fraction in (0, 1]: the share of a pool's replicas jobs may hold")
 	}
 	v.atLeast("policy.jobs.preempt_queue", pol.Jobs.PreemptQueue, 0)
+	h := pol.Health
+	for _, d := range []struct {
+		path string
+		v    Duration
+	}{{"policy.health.probe_interval", h.ProbeInterval}, {"policy.health.timeout", h.Timeout}, {"policy.health.open_for", h.OpenFor}} {
+		if d.v <= 0 {
+			v.add(d.path, d.v.String(), "want > 0 (leave it out for the default)")
+		}
+	}
+	v.atLeast("policy.health.threshold", h.Threshold, 1)
+	rt := pol.Retries
+	v.atLeast("policy.retries.max_attempts", rt.MaxAttempts, 1)
+	if rt.Backoff <= 0 || rt.MaxBackoff < rt.Backoff {
+		v.add("policy.retries.backoff", rt.Backoff.String(), fmt.Sprintf("want > 0 and <= max_backoff (%s)", rt.MaxBackoff))
+	}
+	v.unit("policy.retries.budget", rt.Budget, false)
 }
 
 // job checks a GPU job stream.

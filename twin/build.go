@@ -89,7 +89,8 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 	}
 	for i, c := range sc.Classes {
 		p.classes[c.Name] = i
-		p.core.Classes = append(p.core.Classes, sched.Class{Name: c.Name, Priority: c.Priority, Deferrable: c.Deferrable})
+		p.core.Classes = append(p.core.Classes, sched.Class{Name: c.Name, Priority: c.Priority, Deferrable: c.Deferrable,
+			QualityFloor: c.QualityFloor})
 	}
 	for _, m := range sc.Models {
 		var fb []int
@@ -98,7 +99,7 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 				fb = append(fb, j)
 			}
 		}
-		p.core.Models = append(p.core.Models, sched.Model{Name: m.Name, Fallbacks: fb})
+		p.core.Models = append(p.core.Models, sched.Model{Name: m.Name, Fallbacks: fb, Quality: m.Quality})
 	}
 
 	regions := map[string]scenarios.Region{}
@@ -194,6 +195,7 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 	p.core.Strategy = pol.Routing.Strategy
 	p.core.Fallback = pol.Routing.Fallback
 	p.core.IgnoreResidency = pol.Routing.IgnoreResidency
+	p.core.Health = sched.Health{Threshold: pol.Health.Threshold, OpenFor: pol.Health.OpenFor.D()}
 	applyDefaults(&p.core, sc)
 	return p, errors.Join(errs...)
 }

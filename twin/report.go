@@ -34,7 +34,12 @@ type Report struct {
 	// Workload reports each stream: requests it sent (warm-up included),
 	// and for trace streams the malformed rows skipped (skip_bad_rows).
 	Workload map[string]StreamReport `json:"workload"`
-	Cost     Cost                    `json:"cost"`
+	// Faults reports each injected fault, by label (kind(target)).
+	Faults map[string]*FaultReport `json:"faults"`
+	// Windows reports the requests that arrived in each window a scoped
+	// expectation names ("during regional-outage(us-east)").
+	Windows map[string]*WindowReport `json:"windows"`
+	Cost    Cost                     `json:"cost"`
 
 	ResidencyViolations uint64            `json:"residency_violations"`
 	Rejections          map[string]uint64 `json:"rejections"` // by reason
@@ -185,7 +190,13 @@ func (r *Report) evaluate(exprs []string) error {
 			errs = append(errs, err.Error())
 			continue
 		}
-		v, ok := resolve(flat, e.LHS)
+		var v float64
+		var ok bool
+		if w := e.Window(); w != "" {
+			v, ok = resolveIn(flat, "windows."+w+".", e.LHS)
+		} else {
+			v, ok = resolve(flat, e.LHS)
+		}
 		if !ok {
 			errs = append(errs, fmt.Sprintf("expect %q: no report value %q; %s", s, e.LHS, nearest(flat, e.LHS)))
 			continue
@@ -249,6 +260,18 @@ func resolve(flat map[string]float64, lhs string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// resolveIn resolves lhs within a window's part of the report: its
+// requests counts and its classes.
+func resolveIn(flat map[string]float64, prefix, lhs string) (float64, bool) {
+	sub := map[string]float64{}
+	for k, v := range flat {
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			sub[rest] = v
+		}
+	}
+	return resolve(sub, lhs)
 }
 
 // nearest suggests report paths close to a wrong one.

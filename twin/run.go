@@ -122,6 +122,7 @@ type runner struct {
 
 	done []*request // completions collected during an engine Advance
 
+	seqFree     []*engine.Seq    // pooled engine sequences
 	dq          []sched.Dispatch // dispatches being started (see dispatch)
 	dispatching bool
 
@@ -129,7 +130,14 @@ type runner struct {
 	onComplete func(RequestLog)
 	streams    []StreamReport
 
-	jobs jobsRT
+	jobs    jobsRT
+	windows []*window
+
+	faults     []*faultRT
+	faultState []replicaFault
+	faultRand  *rand.Rand
+	retried    uint64 // retries so far, against the retry budget
+	arrivals   uint64 // first attempts so far
 }
 
 type replicaRT struct {
@@ -155,12 +163,14 @@ const (
 	stWaiting
 	stRunning
 	stDeferred
+	stFailing  // an attempt is failing (its error is on the way)
+	stRetrying // waiting to retry after a failed or refused attempt
 	stDone
 )
 
 type request struct {
 	core     sched.Request
-	seq      engine.Seq
+	seq      *engine.Seq // the current attempt's sequence (pooled: see newSeq)
 	idx      int
 	stream   int
 	measured bool
@@ -172,6 +182,9 @@ type request struct {
 	firstAt      time.Duration
 	admitted     bool
 	held         bool // finished, but an engine holds its sequence until Dropped
+	attempts     int  // attempts made, the current one included
+	attemptTimer sim.Timer
+	startTimer   sim.Timer // a dispatch delayed by injected latency
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a retry allocates nothing.
@@ -263,6 +276,15 @@ func newRunner(p *plan) (*runner, error) {
 		r.closeSources()
 		return nil, err
 	}
+	r.faultRand = r.s.Rand("faults/errors")
+	if err := r.initFaults(); err != nil {
+		r.closeSources()
+		return nil, err
+	}
+	if err := r.initWindows(); err != nil {
+		r.closeSources()
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -289,6 +311,12 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 		r.schedule(i)
 	}
 	r.startJobs()
+	if len(r.faults) > 0 {
+		r.scheduleFaults()
+		// Probes only matter when something can fail; without faults they
+		// would only add events.
+		r.s.At(r.p.sc.Policy.Health.ProbeInterval.D(), r.probe)
+	}
 	if r.warmup > 0 {
 		s.At(r.warmup, func() { r.event(s.Now(), "warmup-end", "measurement starts") })
 	}
@@ -403,7 +431,8 @@ func (r *runner) arrive(i int) {
 		req.core.Deadline = now + deadline
 		req.deadline = r.s.At(req.core.Deadline, req.onDeadline)
 	}
-	req.seq = engine.Seq{Tag: req.idx, Prompt: a.in, Output: a.out, Blocks: a.blocks}
+	req.seq = r.newSeq()
+	*req.seq = engine.Seq{Tag: req.idx, Prompt: a.in, Output: a.out, Blocks: a.blocks}
 	r.streams[i].Requests++
 	req.stream = i
 	if r.onArrive != nil {
@@ -419,6 +448,10 @@ func (r *runner) arrive(i int) {
 // offer submits a request (new, or a deferred one coming back) to admission.
 func (r *runner) offer(req *request) {
 	now := r.s.Now()
+	req.attempts++
+	if req.attempts == 1 {
+		r.arrivals++
+	}
 	d := r.core.Arrive(now, &req.core)
 	switch d.Outcome {
 	case sched.Dispatched, sched.Queued:
@@ -434,6 +467,12 @@ func (r *runner) offer(req *request) {
 			r.preemptFor(req.core.Served)
 		}
 	case sched.Rejected:
+		rt := r.p.sc.Policy.Retries
+		if rt.RetryRejected && d.Reason != sched.ReasonNoRoute && r.canRetry(req) {
+			r.noteRejectedRetry(d, now)
+			r.retryOrFail(req, d.RetryAfter)
+			break
+		}
 		r.reject(req, d)
 	case sched.Deferred:
 		if req.measured {
@@ -444,6 +483,46 @@ func (r *runner) offer(req *request) {
 		req.retry = r.s.After(d.RetryAfter, req.onRetry)
 	}
 	r.armWake()
+}
+
+// canRetry reports whether req may be tried again: attempts left, and the
+// retry budget not spent (unless clients ignore it: a storm).
+func (r *runner) canRetry(req *request) bool {
+	rt := r.p.sc.Policy.Retries
+	if req.attempts >= rt.MaxAttempts {
+		return false
+	}
+	if rt.IgnoreRetryAfter {
+		return true
+	}
+	return float64(r.retried) < rt.Budget*float64(r.arrivals)+10
+}
+
+// retryOrFail retries req after a backoff (exponential, full jitter, at
+// least retryAfter unless clients ignore it), or fails it for good.
+func (r *runner) retryOrFail(req *request, retryAfter time.Duration) {
+	if !r.canRetry(req) {
+		r.finish(req, func(c *Counts) { c.Failed++ })
+		return
+	}
+	rt := r.p.sc.Policy.Retries
+	var delay time.Duration
+	if !rt.IgnoreRetryAfter {
+		ceiling := min(rt.MaxBackoff.D(), rt.Backoff.D()<<min(req.attempts-1, 20))
+		delay = time.Duration(r.faultRand.Float64() * float64(ceiling))
+		delay = max(delay, retryAfter)
+	}
+	r.retried++
+	req.state = stRetrying
+	req.retry = r.s.After(delay, req.onRetry)
+}
+
+func (r *runner) noteRejectedRetry(d sched.Decision, at time.Duration) {
+	key := "retry:" + d.Reason
+	if !r.firstSeen[key] {
+		r.firstSeen[key] = true
+		r.event(at, "first-client-retry", "clients retry requests refused for "+d.Reason)
+	}
 }
 
 func (r *runner) reject(req *request, d sched.Decision) {
@@ -498,17 +577,48 @@ func (r *runner) dispatch() {
 		if tj != "" && pp.region.Jurisdiction != tj && req.measured {
 			r.residency++
 		}
-		if rt.eng == nil {
-			r.serve(x.Replica, req)
-			continue
+		if r.faultState != nil {
+			if fail, delay := r.faultAtDispatch(req, x.Replica); fail {
+				r.failAttempt(req, x.Replica, delay)
+				continue
+			} else if delay > 0 {
+				ri := x.Replica
+				req.startTimer = r.s.After(delay, func() { r.startOn(req, ri) })
+				continue
+			}
 		}
-		rt.eng.Add(now, &req.seq)
-		r.rearm(x.Replica)
+		r.startOn(req, x.Replica)
 	}
 	r.dq = r.dq[:0]
 	r.dispatching = false
 	// Filling a replica can spend a provider quota and ask for a wake-up.
 	r.armWake()
+}
+
+// startOn starts a dispatched request on its replica.
+func (r *runner) startOn(req *request, ri int) {
+	if req.state != stRunning || req.core.Replica != ri {
+		return // it expired while the injected latency delayed it
+	}
+	rt := &r.replicas[ri]
+	if rt.eng == nil {
+		r.serve(ri, req)
+		return
+	}
+	if req.seq.Held() {
+		// An earlier attempt's sequence is still in a failed replica's
+		// step: leave it to that engine (Dropped frees it) and start
+		// afresh.
+		old := req.seq
+		req.seq = r.newSeq()
+		*req.seq = engine.Seq{Tag: req.idx, Prompt: old.Prompt, Output: old.Output, Blocks: old.Blocks}
+		req.held = false
+	} else if req.attempts > 1 {
+		// A retry starts over: what an earlier attempt generated is lost.
+		*req.seq = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
+	}
+	rt.eng.Add(r.s.Now(), req.seq)
+	r.rearm(ri)
 }
 
 // serve starts a request on a service-time replica.
@@ -575,10 +685,36 @@ func (r *runner) Preempted(*engine.Seq, time.Duration) {}
 // and can be reused.
 func (r *runner) Dropped(s *engine.Seq, _ time.Duration) {
 	req := r.reqs[s.Tag]
+	if req.seq != s {
+		// An abandoned attempt's sequence (the request moved on, or the
+		// slab entry now holds another request): only the sequence is
+		// ours to recycle.
+		r.freeSeq(s)
+		return
+	}
 	if req.held {
 		req.held = false
-		r.release(req)
+		if req.state == stDone {
+			r.release(req)
+		}
 	}
+}
+
+// newSeq takes an engine sequence from the pool. Sequences are owned by the
+// request's current attempt, or by an engine until it drops a cancelled
+// one, and return to the pool from whichever lets go last.
+func (r *runner) newSeq() *engine.Seq {
+	if n := len(r.seqFree); n > 0 {
+		s := r.seqFree[n-1]
+		r.seqFree = r.seqFree[:n-1]
+		return s
+	}
+	return new(engine.Seq)
+}
+
+func (r *runner) freeSeq(s *engine.Seq) {
+	*s = engine.Seq{}
+	r.seqFree = append(r.seqFree, s)
 }
 
 func (r *runner) complete(req *request) {
@@ -609,7 +745,8 @@ func (r *runner) complete(req *request) {
 	}
 	if req.measured {
 		wait := req.dispatchedAt - req.core.Arrived
-		for _, g := range r.groups(req) {
+		gs := r.groups(req)
+		for _, g := range r.windowGroups(gs[:], req) {
 			g.ttft.AddDuration(ttft)
 			g.e2e.AddDuration(e2e)
 			g.wait.AddDuration(wait)
@@ -627,6 +764,14 @@ func (r *runner) complete(req *request) {
 			r.total.Fallbacks++
 		}
 	}
+	if len(r.faults) > 0 {
+		ri := req.core.Replica
+		if tr, changed := r.core.Observe(now, ri, true); changed {
+			r.breakerChanged(tr)
+		}
+		r.noteServed(req, ri)
+		r.noteOutcome(req, met, false)
+	}
 	r.finish(req, func(c *Counts) { c.Completed++ })
 }
 
@@ -637,7 +782,7 @@ func (r *runner) expire(req *request) {
 	case stRunning:
 		rt := &r.replicas[req.core.Replica]
 		if rt.eng != nil {
-			rt.eng.Cancel(now, &req.seq)
+			rt.eng.Cancel(now, req.seq)
 			// A running sequence leaves the engine at the end of its
 			// step: until Dropped, the request must not be reused.
 			req.held = req.seq.Held()
@@ -647,8 +792,10 @@ func (r *runner) expire(req *request) {
 			rt.svcBusy += now - rt.svcStart
 			rt.svcReq = nil
 		}
-	case stDeferred:
+	case stDeferred, stRetrying:
 		req.retry.Stop()
+	case stFailing:
+		req.attemptTimer.Stop()
 	case stWaiting, stNew:
 	default:
 		return
@@ -662,9 +809,15 @@ func (r *runner) finish(req *request, outcome func(*Counts)) {
 	if req.state == stDone {
 		return
 	}
+	failed := req.state == stFailing || req.state == stRetrying
 	req.state = stDone
 	req.deadline.Stop()
 	req.retry.Stop()
+	req.attemptTimer.Stop()
+	req.startTimer.Stop()
+	if len(r.faults) > 0 && failed {
+		r.noteOutcome(req, false, true)
+	}
 	if req.measured {
 		r.count(req, outcome)
 	}
@@ -702,6 +855,12 @@ func (r *runner) count(req *request, f func(*Counts)) {
 	for _, g := range r.groups(req) {
 		f(&g.Counts)
 	}
+	for _, w := range r.windows {
+		if w.contains(req.core.Arrived) {
+			f(&w.total)
+			f(&w.classes[req.core.Class].Counts)
+		}
+	}
 }
 
 func (r *runner) groups(req *request) [2]*Group {
@@ -736,6 +895,10 @@ func (r *runner) alloc() *request {
 
 func (r *runner) release(req *request) {
 	r.live--
+	if req.seq != nil {
+		r.freeSeq(req.seq)
+		req.seq = nil
+	}
 	r.free = append(r.free, req.idx)
 }
 
@@ -766,7 +929,8 @@ func (r *runner) assemble() *Report {
 		SimDurationS: round(end.Seconds(), 6), WarmupS: round(r.warmup.Seconds(), 6),
 		Events: r.s.Events(), Requests: r.total,
 		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
-		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{},
+		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: r.faultReports(),
+		Windows:             r.windowReports(window),
 		ResidencyViolations: r.residency, Rejections: map[string]uint64{},
 		Timeline: append([]TimelineEvent{}, r.timeline...),
 	}

@@ -30,6 +30,8 @@ func arrivals(t *testing.T, sc *scenarios.Scenario) []*request {
 	var got []*request
 	runInternal(t, sc, func(req *request) {
 		c := *req
+		seq := *req.seq // the sequence is pooled: keep a copy
+		c.seq = &seq
 		got = append(got, &c)
 	})
 	return got

@@ -106,12 +106,16 @@ type Class struct {
 	Name       string
 	Priority   int
 	Deferrable bool
+	// QualityFloor is the lowest model quality the class accepts from a
+	// fallback: a smaller model below it is never substituted.
+	QualityFloor float64
 }
 
 // Model is a model and its fallback chain (indexes into Config.Models).
 type Model struct {
 	Name      string
 	Fallbacks []int
+	Quality   float64
 }
 
 // Pool is a pool as routing sees it.
@@ -165,6 +169,9 @@ type Config struct {
 	// engines' caches). Routing then scans every replica with room:
 	// O(replicas), the price of the option.
 	PrefixHits func(req *Request, replica int) int
+
+	// Health configures the circuit breakers (see health.go).
+	Health Health
 }
 
 // Strategies are the routing strategies.
@@ -198,11 +205,17 @@ type Core struct {
 	dispatches []Dispatch
 	wakeAt     time.Duration
 	cands      []int // scratch for pickByPrefix
+	health     Health
+	retiring   []bool // per model: announced for retirement (SetRetiring)
 
 	// Per-model dispatch rate estimate for predicted waits: an EWMA of the
 	// interval between dispatches.
 	lastDispatch []time.Duration
 	interval     []float64 // seconds, EWMA
+
+	// RouteVersion counts changes to the route table (which pools serve
+	// which models), for the timeline.
+	RouteVersion int
 
 	// Skipped counts, per reason, why pools were passed over when routing,
 	// for the "why" view: "3 pools skipped: 2 outside jurisdiction eu, 1
@@ -235,10 +248,11 @@ type replicaState struct {
 	blocked  bool // the replica pushed back (see SetBlocked)
 	group    int  // index into Core.groups
 	hpos     int  // position in its group's heap
+	br       breaker
 }
 
 func (rs *replicaState) hasRoom() bool {
-	return rs.ready && !rs.blocked && rs.inflight < rs.MaxBatch
+	return rs.ready && !rs.blocked && rs.inflight < rs.MaxBatch && rs.routable()
 }
 
 type poolState struct {
@@ -268,6 +282,13 @@ func New(cfg Config) (*Core, error) {
 		lastDispatch: make([]time.Duration, len(cfg.Models)),
 		interval:     make([]float64, len(cfg.Models)),
 		Skipped:      map[string]uint64{},
+	}
+	c.health = cfg.Health
+	if c.health.Threshold <= 0 {
+		c.health.Threshold = 3
+	}
+	if c.health.OpenFor <= 0 {
+		c.health.OpenFor = 10 * time.Second
 	}
 	for i, t := range cfg.Tenants {
 		c.tenants[i].tokens = t.TokensPerMinute
@@ -388,10 +409,19 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 		fallbacks = nil
 	}
 	routable := false
-	for i := 0; i <= len(fallbacks); i++ {
+	// A model announced for retirement is tried last: its fallbacks first.
+	last := c.retiring != nil && c.retiring[req.Model] && len(fallbacks) > 0
+	for j := 0; j <= len(fallbacks); j++ {
+		i := j
+		if last {
+			i = (j + 1) % (len(fallbacks) + 1)
+		}
 		m := req.Model
 		if i > 0 {
 			m = fallbacks[i-1]
+			if c.cfg.Models[m].Quality < cls.QualityFloor {
+				continue // below the class's quality floor: never substituted
+			}
 		}
 		if !c.canEverServe(req, m, nil) {
 			continue
@@ -596,6 +626,9 @@ func (c *Core) enqueue(now time.Duration, req *Request, m int) {
 func (c *Core) start(now time.Duration, req *Request, r int) {
 	rs := &c.replicas[r]
 	rs.inflight++
+	if rs.br.state == HalfOpen {
+		rs.br.trial = true
+	}
 	c.fix(r)
 	req.Replica = r
 	c.chargePool(now, rs.Pool, req)
@@ -751,7 +784,7 @@ type group struct {
 
 func (c *Core) lessReplica(a, b int) bool {
 	ra, rb := &c.replicas[a], &c.replicas[b]
-	ua, ub := !ra.ready || ra.blocked, !rb.ready || rb.blocked
+	ua, ub := !ra.ready || ra.blocked || !ra.routable(), !rb.ready || rb.blocked || !rb.routable()
 	if ua != ub {
 		return ub
 	}

@@ -251,3 +251,58 @@ func TestRefusedRequestsCostNoTokens(t *testing.T) {
 		require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 0)).Outcome)
 	}
 }
+
+func TestBreakerOpensOnFailuresAndRecoversThroughHalfOpen(t *testing.T) {
+	c := fixture(func(cfg *Config) {
+		cfg.Health = Health{Threshold: 2, OpenFor: 10 * time.Second}
+		cfg.QueueLimit = 10
+	})
+	// Model big has one replica (1). Two failures open its breaker.
+	_, changed := c.Observe(time.Second, 1, false)
+	require.False(t, changed)
+	tr, changed := c.Observe(2*time.Second, 1, false)
+	require.True(t, changed)
+	require.Equal(t, Transition{Replica: 1, From: Closed, To: Open, At: 2 * time.Second}, tr)
+	require.Equal(t, Queued, c.Arrive(3*time.Second, req(0, 0, 1)).Outcome, "no route while open")
+
+	// A success while open is too early to trust.
+	_, changed = c.Observe(5*time.Second, 1, true)
+	require.False(t, changed)
+	require.Equal(t, Open, c.Breaker(5*time.Second, 1))
+
+	// After OpenFor a probe succeeds: half-open, then closed, and the
+	// queued request is dispatched.
+	require.Equal(t, HalfOpen, c.Breaker(12*time.Second, 1))
+	tr, changed = c.Observe(12*time.Second, 1, true)
+	require.True(t, changed)
+	require.Equal(t, Closed, tr.To)
+	require.Len(t, c.Dispatches(), 1)
+}
+
+func TestHalfOpenAdmitsOneTrial(t *testing.T) {
+	c := fixture(func(cfg *Config) {
+		cfg.Health = Health{Threshold: 1, OpenFor: time.Second}
+		cfg.QueueLimit = 10
+	})
+	c.Observe(0, 1, false)
+	require.Equal(t, HalfOpen, c.Breaker(2*time.Second, 1))
+	c.Observe(2*time.Second, 1, false) // the half-open trial failed: open again
+	require.Equal(t, Open, c.Breaker(2*time.Second, 1))
+	require.Equal(t, HalfOpen, c.Breaker(4*time.Second, 1))
+	require.Equal(t, Dispatched, c.Arrive(4*time.Second, req(0, 0, 1)).Outcome, "one trial")
+	require.Equal(t, Queued, c.Arrive(4*time.Second, req(0, 0, 1)).Outcome, "only one")
+}
+
+func TestFallbackRespectsQualityFloor(t *testing.T) {
+	c := fixture(func(cfg *Config) {
+		cfg.Fallback = true
+		cfg.Models[0].Quality, cfg.Models[1].Quality = 0.6, 0.9
+		cfg.Classes[0].QualityFloor = 0.8
+	})
+	for range 4 {
+		c.Arrive(0, req(0, 0, 1))
+	}
+	d := c.Arrive(0, req(0, 0, 1))
+	require.Equal(t, Rejected, d.Outcome, "the small model is below the floor: no fallback")
+	require.Equal(t, ReasonQueueFull, d.Reason)
+}

@@ -1,0 +1,584 @@
+package twin
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/twin/fleet"
+	"github.com/fleetdrill/fleetdrill/twin/latency"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// The twin's fault injector. A fault changes the ground truth — replicas go
+// down, fail a share of requests, slow down, lose quota or restart — and
+// never tells the scheduler core: the core learns from request results and
+// probes through its circuit breakers (twin/sched/health.go), so detection
+// takes time, as it does in a real gateway.
+//
+// A replica that is down either refuses connections (node loss, a restart:
+// attempts fail at once) or swallows them (a regional outage, a network
+// partition: attempts fail after the health timeout). Requests running on a
+// replica when it goes down fail the same way.
+
+// FaultReport is what one fault did.
+type FaultReport struct {
+	Spec   string  `json:"spec"`
+	StartS float64 `json:"start_s"`
+	EndS   float64 `json:"end_s"` // -1: lasted to the end of the run
+	// Times from the start of the fault to its detection by the gateway (a
+	// breaker opening on an affected replica, or the first refusal for
+	// quota and retirement), to its mitigation (the first request served
+	// by an unaffected replica after detection), and from its end to
+	// recovery (the first request served again by an affected replica).
+	// -1 when it did not happen.
+	TimeToDetectS   float64 `json:"time_to_detect_s"`
+	TimeToMitigateS float64 `json:"time_to_mitigate_s"`
+	TimeToRecoverS  float64 `json:"time_to_recover_s"`
+	// RequestsLost failed (after their retries) while the fault was active.
+	RequestsLost uint64 `json:"requests_lost"`
+	// SLO attainment of requests arriving during the fault, and in the
+	// ten minutes after it ended.
+	SLOAttainmentDuring float64 `json:"slo_attainment_during"`
+	SLOAttainmentAfter  float64 `json:"slo_attainment_after"`
+
+	during, after sloCount
+}
+
+type sloCount struct{ met, done uint64 }
+
+func (c sloCount) rate() float64 {
+	if c.done == 0 {
+		return 1
+	}
+	return float64(c.met) / float64(c.done)
+}
+
+// faultRT is a fault during the run.
+type faultRT struct {
+	spec     faults.Spec
+	label    string
+	replicas []int // affected replicas, resolved when it starts
+	pools    []int
+	models   []int // model-retirement
+	active   bool
+	start    time.Duration
+	end      time.Duration // 0: none
+
+	detected, mitigated, recovered time.Duration // -1: not yet
+	lost                           uint64
+	saved                          []savedQuota
+	report                         *FaultReport
+}
+
+type savedQuota struct {
+	pool     int
+	rpm, tpm float64
+}
+
+// replica fault state, recomputed from the active faults.
+type replicaFault struct {
+	down     bool
+	refuse   bool          // down and refusing: attempts fail at once (else they time out)
+	failRate float64       // share of attempts that fail
+	latency  time.Duration // added before the replica starts an attempt
+}
+
+// Label names a fault in reports and scoped expectations: its kind and
+// target, e.g. regional-outage(us-east).
+func Label(s faults.Spec) string {
+	t := s.Target
+	var parts []string
+	for _, v := range []string{t.Region, t.Pool, t.Provider, t.Model, t.Tenant} {
+		if v != "" {
+			parts = append(parts, v)
+		}
+	}
+	return fmt.Sprintf("%s(%s)", s.Kind, strings.Join(parts, ","))
+}
+
+// initFaults parses the scenario's faults and schedules them.
+func (r *runner) initFaults() error {
+	specs, err := faults.ParseAll(r.p.sc.Faults)
+	if err != nil {
+		return err
+	}
+	r.faultState = make([]replicaFault, len(r.replicas))
+	seen := map[string]int{}
+	for i, sp := range specs {
+		label := Label(sp)
+		if n := seen[label]; n > 0 {
+			label = fmt.Sprintf("%s#%d", label, n+1)
+		}
+		seen[Label(sp)]++
+		f := &faultRT{spec: sp, label: label, start: sp.At, detected: -1, mitigated: -1, recovered: -1,
+			report: &FaultReport{Spec: sp.String()}}
+		if sp.Kind == faults.ModelRetirement {
+			f.start = max(sp.At-sp.Notice, 0) // the notice starts it
+		}
+		if end, ok := sp.End(); ok {
+			f.end = end
+		}
+		if err := r.resolveFault(f); err != nil {
+			return fmt.Errorf("faults[%d] %q: %w", i, sp.String(), err)
+		}
+		r.faults = append(r.faults, f)
+	}
+	return nil
+}
+
+// resolveFault finds the pools and models a fault hits; replicas are chosen
+// when it starts (the blast radius draws from a seeded stream).
+func (r *runner) resolveFault(f *faultRT) error {
+	t := f.spec.Target
+	for pi, pp := range r.p.pools {
+		switch {
+		case t.Pool != "" && pp.spec.Name != t.Pool:
+		case t.Region != "" && pp.spec.Region != t.Region:
+		case t.Provider != "" && pp.spec.Provider != t.Provider:
+		case t.Model != "" && !slices.Contains(pp.spec.Models, t.Model):
+		default:
+			f.pools = append(f.pools, pi)
+		}
+	}
+	if t.Model != "" {
+		m, ok := r.p.models[t.Model]
+		if !ok {
+			return fmt.Errorf("no model %s in the scenario", t.Model)
+		}
+		f.models = []int{m}
+	}
+	if len(f.pools) == 0 {
+		return fmt.Errorf("it hits no pool of the scenario")
+	}
+	return nil
+}
+
+func (r *runner) scheduleFaults() {
+	for _, f := range r.faults {
+		r.s.At(f.start, func() { r.startFault(f) })
+		if f.end > 0 {
+			r.s.At(f.end, func() { r.endFault(f) })
+		}
+	}
+}
+
+// chooseReplicas picks the blast radius among the fault's pools' replicas.
+func (r *runner) chooseReplicas(f *faultRT) []int {
+	var all []int
+	for ri := range r.replicas {
+		if slices.Contains(f.pools, r.replicas[ri].pool) {
+			if len(f.models) > 0 && f.spec.Kind != faults.ModelRetirement && !slices.Contains(f.models, r.replicas[ri].model) {
+				continue
+			}
+			all = append(all, ri)
+		}
+	}
+	n := len(all)
+	switch rad := f.spec.Radius; {
+	case rad.Count > 0:
+		n = min(rad.Count, len(all))
+	case rad.Percent > 0:
+		n = int(math.Ceil(rad.Percent / 100 * float64(len(all))))
+	}
+	rng := r.s.Rand("faults/" + f.label)
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	out := all[:n]
+	slices.Sort(out)
+	return out
+}
+
+func (r *runner) startFault(f *faultRT) {
+	now := r.s.Now()
+	f.active = true
+	f.replicas = r.chooseReplicas(f)
+	r.event(now, "fault-start", fmt.Sprintf("%s: %s (%d replicas)", f.label, f.spec.String(), len(f.replicas)))
+	switch f.spec.Kind {
+	case faults.QuotaExhaustion:
+		for _, pi := range f.pools {
+			cp := &r.p.core.Pools[pi]
+			f.saved = append(f.saved, savedQuota{pool: pi, rpm: cp.RequestsPerMinute, tpm: cp.TokensPerMinute})
+			r.core.SetPoolQuota(now, pi, quotaOrTiny(f.spec.QuotaRPM), quotaOrTiny(f.spec.QuotaTPM))
+		}
+		f.detected = now // the provider answers 429 at once
+		r.event(now, "detected", f.label+": provider answers 429")
+	case faults.ModelRetirement:
+		// The fault starts at the notice: new requests are steered to
+		// the model's fallbacks; at `at` the model disappears.
+		for _, m := range f.models {
+			r.core.SetRetiring(m, true)
+		}
+		r.event(now, "retirement-notice", fmt.Sprintf("%s: new requests steered to fallbacks until %v", f.label, f.spec.At))
+		r.s.At(f.spec.At, func() { r.retire(f) })
+	case faults.DriverUpgrade:
+		r.upgradeDriver(f, f.spec.Driver, f.spec.Runtime)
+	case faults.ColdStartStorm:
+		for _, ri := range f.replicas {
+			r.restartReplica(ri)
+		}
+	}
+	r.applyFaults()
+}
+
+func (r *runner) endFault(f *faultRT) {
+	now := r.s.Now()
+	f.active = false
+	r.event(now, "fault-end", f.label)
+	switch f.spec.Kind {
+	case faults.QuotaExhaustion:
+		for _, sq := range f.saved {
+			r.core.SetPoolQuota(now, sq.pool, sq.rpm, sq.tpm)
+		}
+	case faults.NodeLoss:
+		// Lost nodes come back empty: they load the model again.
+		for _, ri := range f.replicas {
+			r.restartReplica(ri)
+		}
+	case faults.DriverUpgrade:
+		// A rollback: the old driver and runtime, and another restart.
+		pp := r.p.pools[f.pools[0]].spec
+		r.upgradeDriver(f, pp.Driver, pp.Runtime)
+	case faults.ModelRetirement:
+		for _, m := range f.models {
+			r.core.SetRetiring(m, false)
+		}
+		for _, pi := range f.pools {
+			for _, m := range f.models {
+				r.core.SetServes(pi, m, r.p.core.Pools[pi].Serves[m])
+			}
+		}
+	}
+	r.applyFaults()
+	r.dispatch()
+}
+
+// quotaOrTiny turns a zero quota into one so small it never refills within
+// a run: the core reads zero as unlimited.
+func quotaOrTiny(q float64) float64 {
+	if q == 0 {
+		return 1e-3
+	}
+	return q
+}
+
+// applyFaults recomputes every replica's fault state from the active
+// faults, and fails the work of replicas that just went down.
+func (r *runner) applyFaults() {
+	prev := slices.Clone(r.faultState)
+	clear(r.faultState)
+	for _, f := range r.faults {
+		if !f.active {
+			continue
+		}
+		for _, ri := range f.replicas {
+			st := &r.faultState[ri]
+			switch f.spec.Kind {
+			case faults.RegionalOutage:
+				st.down = true
+			case faults.NodeLoss:
+				st.down, st.refuse = true, true
+			case faults.Brownout:
+				st.failRate = max(st.failRate, f.spec.FailRate)
+				st.latency += f.spec.AddLatency
+			case faults.ErrorBurst:
+				st.failRate = max(st.failRate, f.spec.FailRate)
+			case faults.Latency:
+				st.latency += f.spec.AddLatency
+			}
+		}
+	}
+	for ri := range r.faultState {
+		if r.faultState[ri].down && !prev[ri].down {
+			r.failReplicaWork(ri)
+		}
+	}
+}
+
+// failReplicaWork fails every request on replica ri: at once if it refuses,
+// after the health timeout if it swallows connections.
+func (r *runner) failReplicaWork(ri int) {
+	rt := &r.replicas[ri]
+	var victims []*request
+	for _, req := range r.reqs {
+		if req.state == stRunning && req.core.Replica == ri {
+			victims = append(victims, req)
+		}
+	}
+	for _, req := range victims {
+		if rt.eng != nil {
+			rt.eng.Cancel(r.s.Now(), req.seq)
+			req.held = req.seq.Held()
+		} else if rt.svcReq == req {
+			rt.timer.Stop()
+			rt.svcReq = nil
+		}
+		r.failAttempt(req, ri, r.downDelay(ri))
+	}
+	if rt.eng != nil {
+		r.rearm(ri)
+	}
+}
+
+func (r *runner) downDelay(ri int) time.Duration {
+	if r.faultState[ri].refuse {
+		return 0
+	}
+	return r.p.sc.Policy.Health.Timeout.D()
+}
+
+// restartReplica takes a replica down for a restart: its work fails at
+// once and it loads its model again (a cold start).
+func (r *runner) restartReplica(ri int) {
+	rt := &r.replicas[ri]
+	if rt.loading {
+		return
+	}
+	r.faultState[ri].down, r.faultState[ri].refuse = true, true
+	r.failReplicaWork(ri)
+	r.faultState[ri].down, r.faultState[ri].refuse = false, false
+	rt.loading = true
+	r.core.SetReady(r.s.Now(), ri, false)
+	r.pools[rt.pool].ColdStarts++
+	r.s.After(r.p.pools[rt.pool].spec.ColdStart.D(), func() {
+		rt.loading = false
+		if r.jobs.byRepl == nil || r.jobs.byRepl[ri] == nil {
+			r.core.SetReady(r.s.Now(), ri, true)
+			r.dispatch()
+		}
+	})
+}
+
+// retire removes a model from the fault's pools; what was queued for it is
+// offered to admission again (its fallback chain, or a refusal).
+func (r *runner) retire(f *faultRT) {
+	now := r.s.Now()
+	for _, pi := range f.pools {
+		for _, m := range f.models {
+			r.core.SetServes(pi, m, false)
+		}
+	}
+	if f.detected < 0 {
+		f.detected = now // the next request gets model_not_found
+	}
+	r.event(now, "route-change", fmt.Sprintf("%s: %s no longer served by %d pools (route version %d)", f.label,
+		f.spec.Target.Model, len(f.pools), r.core.RouteVersion))
+	r.requeueUnroutable()
+}
+
+// upgradeDriver changes the fault's pools to a driver (and runtime),
+// restarts their replicas, and re-evaluates every pairing.
+func (r *runner) upgradeDriver(f *faultRT, driver, runtime string) {
+	now := r.s.Now()
+	for _, pi := range f.pools {
+		pp := &r.p.pools[pi]
+		fp := fleet.Pool{Name: pp.spec.Name, Region: pp.spec.Region, Accelerator: pp.spec.Accelerator,
+			GPUsPerReplica: pp.spec.GPUsPerReplica, Runtime: pp.spec.Runtime, Driver: driver, Models: pp.spec.Models,
+			Profiles: profilesOf(r.p, pi), Service: pp.service != nil}
+		if runtime != "" {
+			fp.Runtime = runtime
+		}
+		for mi := range r.p.sc.Models {
+			if !r.p.core.Pools[pi].Serves[mi] {
+				continue // never served: nothing to re-evaluate
+			}
+			v := r.p.registry.Check(&fp, r.p.sc.Models[mi].Name)
+			ok := v.Servable && (v.Tested || r.p.sc.Policy.Routing.AllowUntested)
+			if r.core.Serves(pi, mi) != ok {
+				r.core.SetServes(pi, mi, ok)
+				what := "compatible again"
+				if !ok {
+					what = "incompatible: " + strings.Join(v.Reasons, "; ")
+				}
+				r.event(now, "route-change", fmt.Sprintf("%s: %s on %s %s (route version %d)", f.label,
+					r.p.sc.Models[mi].Name, pp.spec.Name, what, r.core.RouteVersion))
+			}
+		}
+	}
+	for _, ri := range f.replicas {
+		r.restartReplica(ri)
+	}
+	r.requeueUnroutable()
+}
+
+func profilesOf(p *plan, pi int) map[string]latency.Profile {
+	out := map[string]latency.Profile{}
+	for mi, m := range p.sc.Models {
+		if p.pools[pi].verdicts[mi].Tested {
+			out[m.Name] = p.pools[pi].profiles[mi]
+		}
+	}
+	return out
+}
+
+// requeueUnroutable re-offers queued requests whose model no pool serves
+// any more.
+func (r *runner) requeueUnroutable() {
+	for _, cr := range r.core.Unroutable() {
+		req := r.owner(cr)
+		r.core.Finish(r.s.Now(), &req.core)
+		req.state = stNew
+		r.offer(req)
+	}
+}
+
+// attempt outcome of a request on an affected replica, decided at
+// dispatch: nil when it runs normally.
+func (r *runner) faultAtDispatch(req *request, ri int) (fail bool, delay time.Duration) {
+	st := &r.faultState[ri]
+	switch {
+	case st.down:
+		return true, r.downDelay(ri)
+	case st.failRate > 0 && r.faultRand.Float64() < st.failRate:
+		return true, st.latency + 20*time.Millisecond
+	}
+	return false, st.latency
+}
+
+// failAttempt ends one attempt of req on replica ri with an error after
+// delay: the core hears of the failure (its breaker counts it), and the
+// request is retried or fails.
+func (r *runner) failAttempt(req *request, ri int, delay time.Duration) {
+	req.state = stFailing
+	req.attemptTimer = r.s.After(delay, func() {
+		if req.state != stFailing {
+			return
+		}
+		now := r.s.Now()
+		if tr, changed := r.core.Observe(now, ri, false); changed {
+			r.breakerChanged(tr)
+		}
+		r.core.Finish(now, &req.core)
+		r.dispatch()
+		r.retryOrFail(req, 0)
+	})
+}
+
+// breakerChanged records a breaker transition on the timeline and as the
+// detection of the faults that affect the replica.
+func (r *runner) breakerChanged(tr sched.Transition) {
+	now := r.s.Now()
+	pool := r.p.pools[r.replicas[tr.Replica].pool].spec.Name
+	r.event(now, "breaker-"+tr.To.String(), fmt.Sprintf("pool %s replica %d: %s", pool, tr.Replica, tr))
+	if tr.To != sched.Open {
+		return
+	}
+	for _, f := range r.faults {
+		if f.active && f.detected < 0 && slices.Contains(f.replicas, tr.Replica) {
+			f.detected = now
+			r.event(now, "detected", fmt.Sprintf("%s after %v", f.label, now-f.start))
+		}
+	}
+}
+
+// probe checks every replica's health, as a gateway's health checker does:
+// a live replica answers at once, a down one after the timeout.
+func (r *runner) probe() {
+	now := r.s.Now()
+	for ri := range r.replicas {
+		if r.replicas[ri].loading {
+			continue
+		}
+		ok := !r.faultState[ri].down
+		delay := time.Duration(0)
+		if !ok {
+			delay = r.downDelay(ri)
+		}
+		ri := ri
+		r.s.After(delay, func() {
+			if tr, changed := r.core.Observe(r.s.Now(), ri, ok); changed {
+				r.breakerChanged(tr)
+				r.dispatch()
+			}
+		})
+	}
+	if now+r.p.sc.Policy.Health.ProbeInterval.D() <= r.end && (r.live > 0 || !r.afterArrivals()) {
+		r.s.After(r.p.sc.Policy.Health.ProbeInterval.D(), r.probe)
+	}
+}
+
+// noteServed updates the faults' mitigation and recovery times when a
+// request completes on replica ri.
+func (r *runner) noteServed(req *request, ri int) {
+	now := r.s.Now()
+	for _, f := range r.faults {
+		affected := slices.Contains(f.replicas, ri)
+		switch {
+		case f.active && f.detected >= 0 && f.mitigated < 0 && !affected && r.servesFaultModels(f, req):
+			f.mitigated = now
+			r.event(now, "mitigated", fmt.Sprintf("%s: first request served elsewhere, %v after the fault began", f.label, now-f.start))
+		case !f.active && f.end > 0 && now >= f.end && f.recovered < 0 && affected:
+			f.recovered = now
+			r.event(now, "recovered", fmt.Sprintf("%s: affected replicas serve again, %v after the fault ended", f.label, now-f.end))
+		}
+	}
+}
+
+// servesFaultModels reports whether req asked for a model the fault's pools
+// served: the traffic the fault displaced.
+func (r *runner) servesFaultModels(f *faultRT, req *request) bool {
+	for _, pi := range f.pools {
+		if r.p.core.Pools[pi].Serves[req.core.Model] {
+			return true
+		}
+	}
+	return false
+}
+
+// noteOutcome attributes a finished request to the faults active when it
+// arrived (SLO during), in the ten minutes after one ended (SLO after), and
+// to those active when it failed (requests lost).
+func (r *runner) noteOutcome(req *request, met, failed bool) {
+	now := r.s.Now()
+	for _, f := range r.faults {
+		arr := req.core.Arrived
+		inFault := arr >= f.start && (f.end == 0 || arr < f.end)
+		if inFault {
+			f.report.during.done++
+			if met {
+				f.report.during.met++
+			}
+		}
+		if f.end > 0 && arr >= f.end && arr < f.end+10*time.Minute {
+			f.report.after.done++
+			if met {
+				f.report.after.met++
+			}
+		}
+		if failed && f.active && now >= f.start {
+			f.lost++
+		}
+	}
+}
+
+// faultReports assembles the per-fault reports.
+func (r *runner) faultReports() map[string]*FaultReport {
+	out := map[string]*FaultReport{}
+	since := func(t, from time.Duration) float64 {
+		if t < 0 {
+			return -1
+		}
+		return round((t - from).Seconds(), 6)
+	}
+	for _, f := range r.faults {
+		fr := f.report
+		fr.StartS = round(f.start.Seconds(), 6)
+		fr.EndS = -1
+		if f.end > 0 {
+			fr.EndS = round(f.end.Seconds(), 6)
+		}
+		fr.TimeToDetectS = since(f.detected, f.start)
+		fr.TimeToMitigateS = since(f.mitigated, f.start)
+		fr.TimeToRecoverS = -1
+		if f.end > 0 {
+			fr.TimeToRecoverS = since(f.recovered, f.end)
+		}
+		fr.RequestsLost = f.lost
+		fr.SLOAttainmentDuring = round(fr.during.rate(), 6)
+		fr.SLOAttainmentAfter = round(fr.after.rate(), 6)
+		out[f.label] = fr
+	}
+	return out
+}

@@ -1,0 +1,247 @@
+package twin
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+)
+
+// twoRegions is the azureLike fleet split over us-east and us-west (one
+// jurisdiction), each with n H100 replicas, plus eu-west with n for an
+// EU-bound tenant, at a modest load.
+func twoRegions(n int, rate float64, d time.Duration) *scenarios.Scenario {
+	sc := azureLike(n, rate, d)
+	sc.Regions = []scenarios.Region{{Name: "us-east", Jurisdiction: "us"}, {Name: "us-west", Jurisdiction: "us"}, {Name: "eu-west", Jurisdiction: "eu"}}
+	east := sc.Pools[0]
+	east.Name, east.Provider = "east", "cloud-a"
+	west := east
+	west.Name, west.Region, west.Provider = "west", "us-west", "cloud-b"
+	eu := east
+	eu.Name, eu.Region, eu.Provider = "eu", "eu-west", "cloud-c"
+	sc.Pools = []scenarios.Pool{east, west, eu}
+	sc.Tenants = []scenarios.Tenant{{Name: "t1", Jurisdiction: "us", Weight: 1}, {Name: "bank", Jurisdiction: "eu", Weight: 1}}
+	eus := sc.Workload[0]
+	eus.Name, eus.Tenant = "eu-chat", "bank"
+	sc.Workload = append(sc.Workload, eus)
+	sc.Drain = dur(10 * time.Minute)
+	applyTestDefaults(sc)
+	return sc
+}
+
+// applyTestDefaults sets what the loader's defaults would for policy
+// fields the Go-built test scenarios leave empty.
+func applyTestDefaults(sc *scenarios.Scenario) {
+	h := &sc.Policy.Health
+	h.ProbeInterval, h.Timeout, h.Threshold, h.OpenFor = dur(10*time.Second), dur(5*time.Second), 3, dur(10*time.Second)
+	rt := &sc.Policy.Retries
+	rt.MaxAttempts, rt.Backoff, rt.MaxBackoff, rt.Budget = 3, dur(500*time.Millisecond), dur(10*time.Second), 0.2
+}
+
+func kinds(rep *Report) []string {
+	var ks []string
+	for _, e := range rep.Timeline {
+		ks = append(ks, e.Kind)
+	}
+	return ks
+}
+
+func TestRegionalOutageIsDetectedMitigatedAndRecovered(t *testing.T) {
+	sc := twoRegions(3, 4, 30*time.Minute)
+	sc.Faults = []string{"regional-outage region=us-east at=10m for=10m"}
+	rep := run(t, sc)
+	require.True(t, rep.Requests.Balanced(), "%+v", rep.Requests)
+	require.Zero(t, rep.ResidencyViolations, "eu traffic never leaves eu, even under pressure")
+	f := rep.Faults["regional-outage(us-east)"]
+	require.NotNil(t, f, "faults: %v", rep.Faults)
+	// Detection needs failures or a probe: not instant, within a probe
+	// interval plus the timeout plus the breaker threshold's failures.
+	require.Positive(t, f.TimeToDetectS)
+	require.LessOrEqual(t, f.TimeToDetectS, 30.0)
+	require.GreaterOrEqual(t, f.TimeToMitigateS, f.TimeToDetectS)
+	require.Positive(t, f.TimeToRecoverS)
+	require.Less(t, f.TimeToRecoverS, 60.0)
+	require.Contains(t, kinds(rep), "breaker-open")
+	require.Contains(t, kinds(rep), "breaker-closed")
+	require.Positive(t, rep.Requests.Retries, "requests caught in the outage are retried elsewhere")
+	require.Less(t, float64(f.RequestsLost), 0.01*float64(rep.Requests.Arrived), "retries save most of them")
+	require.Greater(t, f.SLOAttainmentAfter, 0.95)
+}
+
+func TestNodeLossFailsInFlightAtOnceAndNodesReturnCold(t *testing.T) {
+	sc := twoRegions(4, 4, 20*time.Minute)
+	sc.Faults = []string{"node-loss pool=east at=5m for=5m count=2"}
+	rep := run(t, sc)
+	require.True(t, rep.Requests.Balanced())
+	f := rep.Faults["node-loss(east)"]
+	require.Positive(t, f.TimeToDetectS)
+	require.Equal(t, uint64(2), rep.Pools["east"].ColdStarts, "the two lost nodes reload when they return")
+	require.Less(t, f.RequestsLost, uint64(5))
+}
+
+func TestQuotaExhaustionRoutesToTheOtherProvider(t *testing.T) {
+	sc := twoRegions(3, 4, 20*time.Minute)
+	sc.Faults = []string{"quota-exhaustion provider=cloud-a at=5m for=5m"}
+	rep := run(t, sc)
+	require.True(t, rep.Requests.Balanced())
+	f := rep.Faults["quota-exhaustion(cloud-a)"]
+	require.Zero(t, f.TimeToDetectS, "a 429 is immediate")
+	require.Zero(t, f.RequestsLost)
+	require.Greater(t, f.SLOAttainmentDuring, 0.9)
+}
+
+func TestModelRetirementFallsBackAboveTheQualityFloor(t *testing.T) {
+	sc := twoRegions(3, 3, 20*time.Minute)
+	big := sc.Models[0]
+	big.Name, big.Quality, big.Fallbacks = "llama-big", 0.9, []string{"llama-8b"}
+	sc.Models[0].Quality = 0.8
+	sc.Models = append(sc.Models, big)
+	for i := range sc.Pools {
+		sc.Pools[i].Models = append(sc.Pools[i].Models, "llama-big")
+		sc.Pools[i].Profiles["llama-big"] = sc.Pools[i].Profiles["llama-8b"]
+		sc.Pools[i].Replicas = 4
+	}
+	sc.Workload[0].Model = "llama-big"
+	sc.Policy.Routing.Fallback = true
+	sc.Classes[0].QualityFloor = 0.75
+	sc.Faults = []string{"model-retirement model=llama-big at=6m notice=1m"}
+	rep := run(t, sc)
+	require.True(t, rep.Requests.Balanced())
+	require.Positive(t, rep.Requests.Fallbacks, "retired requests are served by the fallback")
+	require.Zero(t, rep.Rejections["no-compatible-pool"])
+	require.Contains(t, kinds(rep), "route-change")
+
+	sc.Classes[0].QualityFloor = 0.85 // the 8B model is below it now
+	rep = run(t, sc)
+	require.Zero(t, rep.Requests.Fallbacks)
+	require.Positive(t, rep.Rejections["no-compatible-pool"], "below the floor: refuse rather than degrade")
+}
+
+func TestDriverUpgradeMakesPairingsIncompatible(t *testing.T) {
+	sc := twoRegions(3, 3, 20*time.Minute)
+	sc.Faults = []string{"driver-upgrade pool=east at=5m driver=535.104"} // below vllm's 550.54
+	rep := run(t, sc)
+	require.True(t, rep.Requests.Balanced())
+	require.Equal(t, uint64(3), rep.Pools["east"].ColdStarts, "the replicas restart on the new driver")
+	var changed string
+	for _, e := range rep.Timeline {
+		if e.Kind == "route-change" {
+			changed = e.Detail
+		}
+	}
+	require.Contains(t, changed, "driver 535.104 < 550.54 required by vllm")
+	require.Zero(t, rep.ResidencyViolations)
+}
+
+func TestBrownoutAndErrorBurstAreRetried(t *testing.T) {
+	sc := twoRegions(3, 4, 20*time.Minute)
+	sc.Faults = []string{"error-burst pool=west at=5m for=5m fail=0.5", "latency pool=east at=5m for=5m latency=500ms"}
+	rep := run(t, sc)
+	require.True(t, rep.Requests.Balanced())
+	require.Positive(t, rep.Requests.Retries)
+	require.Contains(t, rep.Faults, "latency(east)")
+	require.Contains(t, rep.Faults, "error-burst(west)")
+}
+
+func TestColdStartStorm(t *testing.T) {
+	sc := twoRegions(4, 2, 10*time.Minute)
+	sc.Faults = []string{"cold-start-storm pool=east at=2m percent=50"}
+	rep := run(t, sc)
+	require.True(t, rep.Requests.Balanced())
+	require.Equal(t, uint64(2), rep.Pools["east"].ColdStarts)
+}
+
+func TestScopedExpectations(t *testing.T) {
+	sc := twoRegions(3, 4, 30*time.Minute)
+	sc.Faults = []string{"regional-outage region=us-east at=10m for=5m"}
+	sc.Expect = []string{
+		"during regional-outage(us-east): interactive.ttft.p99 < 60s",
+		"after recovery + 5m: interactive.slo_attainment >= 0.9",
+		"after regional-outage(us-east): requests.arrived > 0",
+		"residency_violations == 0",
+	}
+	rep := run(t, sc)
+	require.Len(t, rep.Expectations, 4)
+	for _, e := range rep.Expectations {
+		require.True(t, e.Pass, "%+v", e)
+	}
+	w := rep.Windows["during regional-outage(us-east)"]
+	require.InDelta(t, 600, w.FromS, 1e-9)
+	require.InDelta(t, 900, w.ToS, 1e-9)
+	require.Positive(t, w.Requests.Arrived)
+	require.True(t, w.Requests.Balanced())
+
+	sc.Expect = []string{"during regional-outage(eu-west): interactive.ttft.p99 < 1s"}
+	_, err := Run(t.Context(), sc, Options{})
+	require.ErrorContains(t, err, "no fault labelled regional-outage(eu-west)")
+}
+
+func TestRetryStormAmplifiesLoad(t *testing.T) {
+	build := func(storm bool) *Report {
+		sc := twoRegions(1, 20, 10*time.Minute) // overloaded
+		sc.Policy.Admission.QueueLimit = 50
+		sc.Policy.Retries.RetryRejected = true
+		sc.Policy.Retries.IgnoreRetryAfter = storm
+		sc.Policy.Retries.MaxAttempts = 5
+		sc.Classes[0].Deadline = dur(30 * time.Second)
+		return run(t, sc)
+	}
+	polite, storm := build(false), build(true)
+	require.True(t, storm.Requests.Balanced())
+	require.Greater(t, storm.Requests.Retries, 2*polite.Requests.Retries, "clients that ignore retry-after retry far more")
+	require.LessOrEqual(t, float64(polite.Requests.Retries), 0.2*float64(polite.Requests.Arrived)+10, "the retry budget holds")
+}
+
+// TestFaultSequencesKeepTheBooks is the property test: random fault
+// sequences (seeded) never lose or double-count a request, never route
+// across a jurisdiction, and a fleet without faults is never degraded.
+func TestFaultSequencesKeepTheBooks(t *testing.T) {
+	templates := []string{
+		"regional-outage region=%s at=%s for=%s",
+		"node-loss pool=%s at=%s for=%s count=1",
+		"error-burst pool=%s at=%s for=%s fail=0.4",
+		"latency pool=%s at=%s for=%s latency=300ms",
+		"quota-exhaustion pool=%s at=%s for=%s rpm=10 tpm=100000",
+		"cold-start-storm pool=%s at=%s percent=50",
+		"driver-upgrade pool=%s at=%s driver=535.104",
+	}
+	regions := []string{"us-east", "us-west", "eu-west"}
+	pools := []string{"east", "west", "eu"}
+	for seed := range uint64(12) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 17))
+			sc := twoRegions(2, 3, 15*time.Minute)
+			sc.Seed = seed
+			sc.Drain = dur(5 * time.Minute)
+			for range 1 + rng.IntN(4) {
+				k := templates[rng.IntN(len(templates))]
+				at := fmt.Sprintf("%ds", 30+rng.IntN(600))
+				d := fmt.Sprintf("%ds", 30+rng.IntN(300))
+				target := pools[rng.IntN(len(pools))]
+				if strings.HasPrefix(k, "regional") {
+					target = regions[rng.IntN(len(regions))]
+				}
+				line := fmt.Sprintf(k, target, at, d)
+				if strings.Count(k, "%s") == 2 {
+					line = fmt.Sprintf(k, target, at)
+				}
+				sc.Faults = append(sc.Faults, line)
+			}
+			rep := run(t, sc)
+			require.True(t, rep.Requests.Balanced(), "faults %v: %+v", sc.Faults, rep.Requests)
+			for name, g := range rep.Classes {
+				require.True(t, g.Balanced(), "class %s", name)
+			}
+			require.Zero(t, rep.ResidencyViolations, "faults %v", sc.Faults)
+		})
+	}
+	healthy := run(t, twoRegions(2, 3, 15*time.Minute))
+	require.Zero(t, healthy.Requests.Retries)
+	require.Zero(t, healthy.Requests.Failed)
+	require.NotContains(t, kinds(healthy), "breaker-open")
+}

@@ -1,0 +1,187 @@
+package sched
+
+import (
+	"fmt"
+	"time"
+)
+
+// The core learns replica health the way a real gateway does: from the
+// results of requests it sent and from periodic probes, through a circuit
+// breaker per replica. It never reads a fault schedule, so detecting a
+// failure takes time — consecutive failures, or a probe — and that time
+// shows in the results.
+//
+//	closed ──(Threshold consecutive failures)──▶ open
+//	open ──(OpenFor elapsed)──▶ half-open: one trial request (or probe)
+//	half-open ──success──▶ closed;  ──failure──▶ open again
+//
+// An open breaker takes its replica out of routing; a half-open one admits
+// one request at a time. The open → half-open step happens when the core
+// next hears of the replica after OpenFor (a probe, usually), so probes
+// pace recovery as they do in a real gateway.
+
+// Breaker states.
+type BreakerState uint8
+
+const (
+	Closed BreakerState = iota
+	Open
+	HalfOpen
+)
+
+func (s BreakerState) String() string { return [...]string{"closed", "open", "half-open"}[s] }
+
+// Health configures the breakers.
+type Health struct {
+	Threshold int           // consecutive failures that open a breaker; default 3
+	OpenFor   time.Duration // before an open breaker lets a trial through; default 10s
+}
+
+type breaker struct {
+	state    BreakerState
+	failures int
+	openedAt time.Duration
+	trial    bool // a half-open trial is in flight
+}
+
+// Transition is a breaker changing state, for the timeline.
+type Transition struct {
+	Replica  int
+	From, To BreakerState
+	At       time.Duration
+}
+
+func (t Transition) String() string {
+	return fmt.Sprintf("replica %d breaker %s → %s", t.Replica, t.From, t.To)
+}
+
+// Observe records the result of a request (or probe) on replica r: ok for a
+// success, false for an error or timeout. It returns the breaker transition
+// it caused, if any (ok false when none). A success on a closed breaker only
+// resets its failure count.
+func (c *Core) Observe(now time.Duration, r int, ok bool) (Transition, bool) {
+	rs := &c.replicas[r]
+	b := &rs.br
+	from := b.state
+	c.advanceBreaker(now, r)
+	switch {
+	case ok && b.state == HalfOpen:
+		b.state, b.failures, b.trial = Closed, 0, false
+	case ok && b.state == Open:
+		// Too early: an open breaker waits OpenFor before trusting
+		// successes again (a late response from before it opened, or a
+		// flapping probe).
+	case ok:
+		b.failures = 0
+	case b.state == HalfOpen:
+		b.state, b.openedAt, b.trial = Open, now, false
+	default:
+		b.failures++
+		if b.state == Closed && b.failures >= c.health.Threshold {
+			b.state, b.openedAt = Open, now
+		}
+	}
+	c.fix(r)
+	if b.state != from {
+		t := Transition{Replica: r, From: from, To: b.state, At: now}
+		if b.state == Closed {
+			c.dispatches = c.dispatches[:0]
+			c.fill(now, r)
+		}
+		return t, true
+	}
+	return Transition{}, false
+}
+
+// advanceBreaker moves an open breaker to half-open once OpenFor has passed.
+func (c *Core) advanceBreaker(now time.Duration, r int) {
+	b := &c.replicas[r].br
+	if b.state == Open && now-b.openedAt >= c.health.OpenFor {
+		b.state, b.trial = HalfOpen, false
+		c.fix(r)
+	}
+}
+
+// Breaker returns replica r's breaker state at now.
+func (c *Core) Breaker(now time.Duration, r int) BreakerState {
+	c.advanceBreaker(now, r)
+	return c.replicas[r].br.state
+}
+
+// routable reports whether the breaker lets a request through to replica r
+// now: closed, or half-open without a trial in flight.
+func (rs *replicaState) routable() bool {
+	switch rs.br.state {
+	case Closed:
+		return true
+	case HalfOpen:
+		return !rs.br.trial
+	}
+	return false
+}
+
+// SetServes changes whether pool p may serve model m (a model retired from
+// it, a driver upgrade that made the pairing incompatible, or the reverse).
+// The route table's version increases; requests already queued for m stay
+// queued for the pools that still serve it.
+func (c *Core) SetServes(p, m int, serves bool) {
+	if c.cfg.Pools[p].Serves[m] == serves {
+		return
+	}
+	c.cfg.Pools[p].Serves[m] = serves
+	c.RouteVersion++
+}
+
+// Serves reports whether pool p may serve model m now.
+func (c *Core) Serves(p, m int) bool { return c.cfg.Pools[p].Serves[m] }
+
+// SetPoolQuota changes a pool's provider quota (requests and tokens per
+// minute; 0 is unlimited, as in Pool). Buckets keep their level, capped at
+// the new burst.
+func (c *Core) SetPoolQuota(now time.Duration, p int, rpm, tpm float64) {
+	c.refillPool(now, p)
+	pl := &c.cfg.Pools[p]
+	ps := &c.pools[p]
+	pl.RequestsPerMinute, pl.TokensPerMinute = rpm, tpm
+	ps.reqTokens = min(ps.reqTokens, rpm)
+	ps.tokTokens = min(ps.tokTokens, tpm)
+}
+
+// Unroutable removes and returns the queued requests whose model no pool
+// serves any more (a retirement, an incompatible upgrade), so the driver can
+// offer them to admission again: their fallback chain, or a refusal.
+func (c *Core) Unroutable() []*Request {
+	var out []*Request
+	for qi := range c.queues {
+		qs := &c.queues[qi]
+		served := false
+		for pi := range c.cfg.Pools {
+			if c.cfg.Pools[pi].Serves[qs.model] {
+				served = true
+				break
+			}
+		}
+		if served {
+			continue
+		}
+		for qs.q.Len() > 0 {
+			it := qs.q.Pop(0)
+			req := c.reqOf(it)
+			req.queue = -1
+			c.modelQLen[qs.model]--
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+// SetRetiring marks model m as announced for retirement: new requests for
+// it go to its fallbacks first (when the policy allows fallback and the
+// class's quality floor accepts them), and to m only when none can take
+// them.
+func (c *Core) SetRetiring(m int, retiring bool) {
+	if c.retiring == nil {
+		c.retiring = make([]bool, len(c.cfg.Models))
+	}
+	c.retiring[m] = retiring
+}
