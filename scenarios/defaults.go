@@ -68,6 +68,15 @@ func applyDefaults(s *Scenario) {
 	if h.OpenFor == 0 {
 		h.OpenFor = Duration(10 * time.Second)
 	}
+	for i := range s.Policy.Degradation {
+		d := &s.Policy.Degradation[i]
+		if d.RecoverBelow == 0 {
+			d.RecoverBelow = 0.5
+		}
+		if d.Hold == 0 {
+			d.Hold = Duration(time.Minute)
+		}
+	}
 	rt := &s.Policy.Retries
 	if rt.MaxAttempts == 0 {
 		rt.MaxAttempts = 3

@@ -75,7 +75,7 @@ var badFixtures = map[string][]string{
 		"enums.bad.yaml:53: workload[0].input_tokens.dist: got \"normal\", want one of constant, uniform, exponential, lognormal",
 		"enums.bad.yaml:54: workload[0].output_tokens.dist: missing; want one of constant, uniform, exponential, lognormal",
 		"enums.bad.yaml:56: policy.scheduler: got \"lifo\", want one of fifo, priority, wfq, edf",
-		"enums.bad.yaml:57: policy.routing.strategy: got \"random\", want one of least-loaded, cheapest, round-robin",
+		"enums.bad.yaml:57: policy.routing.strategy: got \"random\", want one of least-loaded, cheapest, round-robin, ordered, lowest-latency",
 	},
 	"multidoc.bad.yaml": {
 		"multidoc.bad.yaml:3: a second YAML document (after ---); want one scenario per file",

@@ -342,6 +342,40 @@ type Policy struct {
 	Jobs      JobPolicy `yaml:"jobs,omitempty"`
 	Health    Health    `yaml:"health,omitempty"`
 	Retries   Retries   `yaml:"retries,omitempty"`
+	// Degradation is the ladder of graceful degradation, engaged step by
+	// step as its triggers fire and released in reverse order, with
+	// hysteresis.
+	Degradation []DegradeStep `yaml:"degradation,omitempty"`
+}
+
+// DegradeStep is one rung of the degradation ladder.
+type DegradeStep struct {
+	Name string `yaml:"name"`
+	// Action: shed-batch (refuse, or defer if deferrable, the class's new
+	// requests), cap-output (cap output tokens), smaller-model (send the
+	// model's requests to its fallback), cached-answers (serve a share of
+	// the class from cache, its age disclosed), defer-async (defer the
+	// class's deferrable requests).
+	Action  string  `yaml:"action"`
+	Trigger Trigger `yaml:"trigger"`
+	// RecoverBelow is the fraction of every trigger threshold the signals
+	// must fall under before the step is released; default 0.5.
+	RecoverBelow float64 `yaml:"recover_below,omitempty"`
+	// Hold is the least time a step stays engaged; default 1m.
+	Hold Duration `yaml:"hold,omitempty"`
+
+	Class           string   `yaml:"class,omitempty"`             // shed-batch, cached-answers, defer-async
+	Model           string   `yaml:"model,omitempty"`             // smaller-model
+	MaxOutputTokens int      `yaml:"max_output_tokens,omitempty"` // cap-output
+	HitRate         float64  `yaml:"hit_rate,omitempty"`          // cached-answers: share served from cache
+	CacheAge        Duration `yaml:"cache_age,omitempty"`         // cached-answers: the age disclosed
+}
+
+// Trigger engages a step when any set signal reaches its threshold.
+type Trigger struct {
+	QueueWait  Duration `yaml:"queue_wait,omitempty"` // the oldest queued request's wait
+	Saturation float64  `yaml:"saturation,omitempty"` // share of replicas that cannot take a request
+	ErrorRate  float64  `yaml:"error_rate,omitempty"` // failed attempts / attempts over the last 30 s
 }
 
 // Health is how the gateway learns that replicas fail: it never reads the

@@ -17,12 +17,13 @@ import (
 // Enumerations, in the order the docs and messages list them.
 var (
 	schedulers        = []string{"fifo", "priority", "wfq", "edf"}
-	routingStrategies = []string{"least-loaded", "cheapest", "round-robin"}
+	routingStrategies = []string{"least-loaded", "cheapest", "round-robin", "ordered", "lowest-latency"}
 	processes         = []string{"poisson", "gamma"}
 	tokenDists        = []string{"constant", "uniform", "exponential", "lognormal"}
 	serviceDists      = []string{"exponential", "deterministic"}
 	jobKinds          = []string{"training", "fine-tuning", "batch-embedding"}
 	jobTraceFormats   = []string{"alibaba-pod"}
+	degradeActions    = []string{"shed-batch", "cap-output", "smaller-model", "cached-answers", "defer-async"}
 	// traceFormats are the request-trace formats internal/trace reads.
 	traceFormats = []string{"azure", "mooncake", "burstgpt", "canonical"}
 	// precisions are the ones the compatibility registry knows.
@@ -826,6 +827,45 @@ func (v *validator) policy() {
 		v.add("policy.retries.backoff", rt.Backoff.String(), fmt.Sprintf("want > 0 and <= max_backoff (%s)", rt.MaxBackoff))
 	}
 	v.unit("policy.retries.budget", rt.Budget, false)
+	classes := map[string]int{}
+	for i, c := range v.s.Classes {
+		classes[c.Name] = i
+	}
+	models := map[string]int{}
+	for i, m := range v.s.Models {
+		models[m.Name] = i
+	}
+	for i, d := range pol.Degradation {
+		p := at("policy.degradation", i)
+		v.name(p+".name", d.Name, true)
+		v.enum(p+".action", d.Action, degradeActions)
+		tr := d.Trigger
+		if tr.QueueWait <= 0 && tr.Saturation <= 0 && tr.ErrorRate <= 0 {
+			v.add(p+".trigger", "", "want at least one of queue_wait (> 0), saturation or error_rate (in (0, 1])")
+		}
+		if tr.Saturation < 0 || tr.Saturation > 1 {
+			v.add(p+".trigger.saturation", num(tr.Saturation), "want a share in (0, 1]")
+		}
+		if tr.ErrorRate < 0 || tr.ErrorRate > 1 {
+			v.add(p+".trigger.error_rate", num(tr.ErrorRate), "want a share in (0, 1]")
+		}
+		if !(d.RecoverBelow > 0 && d.RecoverBelow <= 1) {
+			v.add(p+".recover_below", num(d.RecoverBelow), "want a fraction in (0, 1]: the share of the thresholds to fall under before releasing")
+		}
+		switch d.Action {
+		case "shed-batch", "cached-answers", "defer-async":
+			v.ref(p+".class", d.Class, classes, "class")
+		case "smaller-model":
+			if v.ref(p+".model", d.Model, models, "model") && len(v.s.Models[models[d.Model]].Fallbacks) == 0 {
+				v.add(p+".model", q(d.Model), "the model has no fallbacks to switch to; want a model with fallbacks")
+			}
+		case "cap-output":
+			v.atLeast(p+".max_output_tokens", d.MaxOutputTokens, 1)
+		}
+		if d.Action == "cached-answers" && !(d.HitRate > 0 && d.HitRate <= 1) {
+			v.add(p+".hit_rate", num(d.HitRate), "want the share of requests the cache answers, in (0, 1]")
+		}
+	}
 }
 
 // job checks a GPU job stream.

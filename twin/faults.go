@@ -447,6 +447,7 @@ func (r *runner) failAttempt(req *request, ri int, delay time.Duration) {
 			return
 		}
 		now := r.s.Now()
+		r.noteAttempt(true)
 		if tr, changed := r.core.Observe(now, ri, false); changed {
 			r.breakerChanged(tr)
 		}

@@ -39,7 +39,9 @@ type Report struct {
 	// Windows reports the requests that arrived in each window a scoped
 	// expectation names ("during regional-outage(us-east)").
 	Windows map[string]*WindowReport `json:"windows"`
-	Cost    Cost                     `json:"cost"`
+	// Degradation reports the ladder, when the policy has one.
+	Degradation *DegradationReport `json:"degradation,omitempty"`
+	Cost        Cost               `json:"cost"`
 
 	ResidencyViolations uint64            `json:"residency_violations"`
 	Rejections          map[string]uint64 `json:"rejections"` // by reason

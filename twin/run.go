@@ -130,8 +130,10 @@ type runner struct {
 	onComplete func(RequestLog)
 	streams    []StreamReport
 
-	jobs    jobsRT
-	windows []*window
+	jobs       jobsRT
+	windows    []*window
+	ladder     *ladder
+	ladderRand *rand.Rand
 
 	faults     []*faultRT
 	faultState []replicaFault
@@ -182,6 +184,7 @@ type request struct {
 	firstAt      time.Duration
 	admitted     bool
 	held         bool // finished, but an engine holds its sequence until Dropped
+	shed         bool // deferred by the degradation ladder
 	attempts     int  // attempts made, the current one included
 	attemptTimer sim.Timer
 	startTimer   sim.Timer // a dispatch delayed by injected latency
@@ -277,10 +280,12 @@ func newRunner(p *plan) (*runner, error) {
 		return nil, err
 	}
 	r.faultRand = r.s.Rand("faults/errors")
+	r.ladderRand = r.s.Rand("degradation")
 	if err := r.initFaults(); err != nil {
 		r.closeSources()
 		return nil, err
 	}
+	r.initLadder()
 	if err := r.initWindows(); err != nil {
 		r.closeSources()
 		return nil, err
@@ -311,6 +316,9 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 		r.schedule(i)
 	}
 	r.startJobs()
+	if r.ladder != nil {
+		r.s.At(degradeEvery, r.evaluateLadder)
+	}
 	if len(r.faults) > 0 {
 		r.scheduleFaults()
 		// Probes only matter when something can fail; without faults they
@@ -441,6 +449,9 @@ func (r *runner) arrive(i int) {
 	req.measured = now >= r.warmup
 	if req.measured {
 		r.count(req, func(c *Counts) { c.Arrived++ })
+	}
+	if r.degrade(req) {
+		return
 	}
 	r.offer(req)
 }
@@ -593,6 +604,16 @@ func (r *runner) dispatch() {
 	r.dispatching = false
 	// Filling a replica can spend a provider quota and ask for a wake-up.
 	r.armWake()
+}
+
+// completeCached answers a request from the cache: a lookup of 10 ms, no
+// replica, no queue.
+func (r *runner) completeCached(req *request) {
+	req.core.Replica = -1
+	r.s.After(10*time.Millisecond, func() {
+		req.firstAt = r.s.Now()
+		r.complete(req)
+	})
 }
 
 // startOn starts a dispatched request on its replica.
@@ -764,12 +785,17 @@ func (r *runner) complete(req *request) {
 			r.total.Fallbacks++
 		}
 	}
-	if len(r.faults) > 0 {
-		ri := req.core.Replica
-		if tr, changed := r.core.Observe(now, ri, true); changed {
-			r.breakerChanged(tr)
+	if ri := req.core.Replica; ri >= 0 {
+		r.core.ObserveLatency(ri, ttft)
+		r.noteAttempt(false)
+		if len(r.faults) > 0 {
+			if tr, changed := r.core.Observe(now, ri, true); changed {
+				r.breakerChanged(tr)
+			}
+			r.noteServed(req, ri)
 		}
-		r.noteServed(req, ri)
+	}
+	if len(r.faults) > 0 {
 		r.noteOutcome(req, met, false)
 	}
 	r.finish(req, func(c *Counts) { c.Completed++ })
@@ -884,6 +910,9 @@ func (r *runner) alloc() *request {
 	req := &request{idx: len(r.reqs)}
 	req.onDeadline = func() { r.expire(req) }
 	req.onRetry = func() {
+		if req.shed && r.degrade(req) {
+			return // still shed: deferred again
+		}
 		if req.measured {
 			r.count(req, func(c *Counts) { c.Retries++ })
 		}
@@ -931,6 +960,7 @@ func (r *runner) assemble() *Report {
 		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
 		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: r.faultReports(),
 		Windows:             r.windowReports(window),
+		Degradation:         r.ladderReport(),
 		ResidencyViolations: r.residency, Rejections: map[string]uint64{},
 		Timeline: append([]TimelineEvent{}, r.timeline...),
 	}

@@ -185,3 +185,41 @@ func (c *Core) SetRetiring(m int, retiring bool) {
 	}
 	c.retiring[m] = retiring
 }
+
+// ObserveLatency feeds the lowest-latency strategy: a request on replica r
+// took ttft to its first token. Each pool keeps an EWMA (weight 0.1).
+func (c *Core) ObserveLatency(r int, ttft time.Duration) {
+	ps := &c.pools[c.replicas[r].Pool]
+	if ps.latency == 0 {
+		ps.latency = ttft.Seconds()
+		return
+	}
+	ps.latency = 0.9*ps.latency + 0.1*ttft.Seconds()
+}
+
+// OldestWait returns how long the oldest queued request has waited: the
+// queue-wait signal of the degradation ladder.
+func (c *Core) OldestWait(now time.Duration) time.Duration {
+	var oldest time.Duration
+	for qi := range c.queues {
+		if it := c.queues[qi].q.Peek(now); it != nil {
+			oldest = max(oldest, now-c.reqOf(it).Arrived)
+		}
+	}
+	return oldest
+}
+
+// Saturation returns the share of replicas that cannot take a request now:
+// full, pushing back, loading, or behind an open breaker.
+func (c *Core) Saturation() float64 {
+	if len(c.replicas) == 0 {
+		return 0
+	}
+	n := 0
+	for i := range c.replicas {
+		if !c.replicas[i].hasRoom() {
+			n++
+		}
+	}
+	return float64(n) / float64(len(c.replicas))
+}

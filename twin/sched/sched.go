@@ -175,7 +175,15 @@ type Config struct {
 }
 
 // Strategies are the routing strategies.
-var Strategies = []string{"least-loaded", "cheapest", "round-robin"}
+//
+//   - least-loaded: the replica with the lowest in-flight share (least queue);
+//   - cheapest: the cheapest pool, least loaded within it;
+//   - round-robin: pools in turn;
+//   - ordered: pools in declared order, primary first, the next only when
+//     the ones before have no room (primary/secondary);
+//   - lowest-latency: the lowest predicted latency, the pool's observed
+//     time to first token (an EWMA fed by ObserveLatency) scaled by load.
+var Strategies = []string{"least-loaded", "cheapest", "round-robin", "ordered", "lowest-latency"}
 
 // Dispatch is a decision to start a request on a replica.
 type Dispatch struct {
@@ -258,6 +266,7 @@ func (rs *replicaState) hasRoom() bool {
 type poolState struct {
 	reqTokens, tokTokens float64 // provider quota buckets
 	last                 time.Duration
+	latency              float64 // EWMA of observed time to first token, seconds
 }
 
 // New builds a core. Every replica starts ready; use SetReady for replicas
@@ -724,6 +733,10 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 			return r
 		case "cheapest":
 			score = p.PricePerHour*1e3 + load
+		case "ordered":
+			score = float64(g.pool)*1e3 + load
+		case "lowest-latency":
+			score = c.pools[g.pool].latency * (1 + load)
 		default:
 			score = load
 		}
