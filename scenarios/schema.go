@@ -445,7 +445,11 @@ type Routing struct {
 	// the longest cached prefix of the request's prompt (pools with
 	// prefix_caching), trading some load balance for prefill skipped.
 	PrefixAffinity bool `yaml:"prefix_affinity,omitempty"`
-	AllowUntested  bool `yaml:"allow_untested,omitempty"`
+	// HedgeAfter sends a duplicate of a request that has no first token
+	// after this long to a second replica; whichever answers first wins
+	// and the other is cancelled. Zero: no hedging.
+	HedgeAfter    Duration `yaml:"hedge_after,omitempty"`
+	AllowUntested bool     `yaml:"allow_untested,omitempty"`
 	// Fallback lets a request go to the next model of its model's fallback
 	// chain when no pool of its own model can take it.
 	Fallback bool `yaml:"fallback,omitempty"`

@@ -807,6 +807,7 @@ func (v *validator) policy() {
 	v.nonNegDuration("policy.admission.retry_after", pol.Admission.RetryAfter)
 	v.nonNegDuration("policy.admission.defer_for", pol.Admission.DeferFor)
 	v.enum("policy.routing.strategy", pol.Routing.Strategy, routingStrategies)
+	v.nonNegDuration("policy.routing.hedge_after", pol.Routing.HedgeAfter)
 	if js := pol.Jobs.MaxPoolShare; !(js > 0 && js <= 1) {
 		v.add("policy.jobs.max_pool_share", num(js), "want a fraction in (0, 1]: the share of a pool's replicas jobs may hold")
 	}

@@ -306,6 +306,13 @@ func (r *runner) failReplicaWork(ri int) {
 		if req.state == stRunning && req.core.Replica == ri {
 			victims = append(victims, req)
 		}
+		if req.state == stRunning && req.hedgeSeq != nil && req.hedgeAt == ri {
+			// A duplicate on the failed replica is lost; the original
+			// carries on.
+			r.cancelSeq(ri, req.hedgeSeq)
+			req.hedgeSeq = nil
+			r.core.EndHedge(r.s.Now(), &req.core, false)
+		}
 	}
 	for _, req := range victims {
 		if rt.eng != nil {
@@ -441,6 +448,10 @@ func (r *runner) faultAtDispatch(req *request, ri int) (fail bool, delay time.Du
 // delay: the core hears of the failure (its breaker counts it), and the
 // request is retried or fails.
 func (r *runner) failAttempt(req *request, ri int, delay time.Duration) {
+	// A duplicate in flight dies with the attempt: the retry starts over.
+	r.dropHedge(req)
+	r.core.EndHedge(r.s.Now(), &req.core, false)
+	r.dispatch()
 	req.state = stFailing
 	req.attemptTimer = r.s.After(delay, func() {
 		if req.state != stFailing {

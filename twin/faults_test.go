@@ -218,6 +218,9 @@ func TestFaultSequencesKeepTheBooks(t *testing.T) {
 			sc := twoRegions(2, 3, 15*time.Minute)
 			sc.Seed = seed
 			sc.Drain = dur(5 * time.Minute)
+			if seed%2 == 0 {
+				sc.Policy.Routing.HedgeAfter = dur(time.Second) // hedges race the faults too
+			}
 			for range 1 + rng.IntN(4) {
 				k := templates[rng.IntN(len(templates))]
 				at := fmt.Sprintf("%ds", 30+rng.IntN(600))
@@ -238,10 +241,27 @@ func TestFaultSequencesKeepTheBooks(t *testing.T) {
 				require.True(t, g.Balanced(), "class %s", name)
 			}
 			require.Zero(t, rep.ResidencyViolations, "faults %v", sc.Faults)
+			require.LessOrEqual(t, rep.Hedges.Won, rep.Hedges.Sent)
 		})
 	}
 	healthy := run(t, twoRegions(2, 3, 15*time.Minute))
 	require.Zero(t, healthy.Requests.Retries)
 	require.Zero(t, healthy.Requests.Failed)
 	require.NotContains(t, kinds(healthy), "breaker-open")
+}
+
+func TestHedgingBeatsASlowReplica(t *testing.T) {
+	build := func(hedge time.Duration) *Report {
+		sc := twoRegions(2, 2, 15*time.Minute)
+		sc.Faults = []string{"latency pool=east at=1m for=10m latency=5s"}
+		sc.Policy.Routing.HedgeAfter = dur(hedge)
+		return run(t, sc)
+	}
+	plain, hedged := build(0), build(time.Second)
+	require.True(t, hedged.Requests.Balanced())
+	require.Positive(t, hedged.Hedges.Sent)
+	require.Positive(t, hedged.Hedges.Won, "the duplicate on the healthy pool answers first")
+	require.LessOrEqual(t, hedged.Hedges.Won, hedged.Hedges.Sent)
+	require.Zero(t, plain.Hedges.Sent)
+	require.Less(t, hedged.Classes["interactive"].TTFT.P99, plain.Classes["interactive"].TTFT.P99)
 }

@@ -39,6 +39,8 @@ type Report struct {
 	// Windows reports the requests that arrived in each window a scoped
 	// expectation names ("during regional-outage(us-east)").
 	Windows map[string]*WindowReport `json:"windows"`
+	// Hedges counts hedged duplicates (routing.hedge_after).
+	Hedges HedgeReport `json:"hedges"`
 	// Degradation reports the ladder, when the policy has one.
 	Degradation *DegradationReport `json:"degradation,omitempty"`
 	Cost        Cost               `json:"cost"`

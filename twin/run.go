@@ -120,7 +120,9 @@ type runner struct {
 	timeline   []TimelineEvent
 	succeeded  uint64 // all requests that met their SLO, warm-up included
 
-	done []*request // completions collected during an engine Advance
+	done   []*request    // completions collected during an engine Advance
+	firsts []hedgeResult // hedge races decided during an engine Advance
+	hedges HedgeReport
 
 	seqFree     []*engine.Seq    // pooled engine sequences
 	dq          []sched.Dispatch // dispatches being started (see dispatch)
@@ -183,9 +185,12 @@ type request struct {
 	dispatchedAt time.Duration
 	firstAt      time.Duration
 	admitted     bool
-	held         bool // finished, but an engine holds its sequence until Dropped
-	shed         bool // deferred by the degradation ladder
-	attempts     int  // attempts made, the current one included
+	held         bool        // finished, but an engine holds its sequence until Dropped
+	shed         bool        // deferred by the degradation ladder
+	attempts     int         // attempts made, the current one included
+	hedgeSeq     *engine.Seq // a hedged duplicate attempt's sequence, on hedgeAt
+	hedgeAt      int
+	hedgeTimer   sim.Timer
 	attemptTimer sim.Timer
 	startTimer   sim.Timer // a dispatch delayed by injected latency
 
@@ -588,6 +593,10 @@ func (r *runner) dispatch() {
 		if tj != "" && pp.region.Jurisdiction != tj && req.measured {
 			r.residency++
 		}
+		if h := r.p.sc.Policy.Routing.HedgeAfter.D(); h > 0 {
+			// The hedge clock starts when the request is sent.
+			req.hedgeTimer = r.s.After(h, func() { r.hedge(req) })
+		}
 		if r.faultState != nil {
 			if fail, delay := r.faultAtDispatch(req, x.Replica); fail {
 				r.failAttempt(req, x.Replica, delay)
@@ -688,16 +697,45 @@ func (r *runner) advance(i int) {
 	done := r.done
 	r.done = r.done[:0]
 	r.rearm(i)
+	firsts := r.firsts
+	r.firsts = r.firsts[:0]
+	for _, h := range firsts {
+		r.settleHedge(h.req, h.hedgeWon)
+	}
 	for _, req := range done {
 		r.complete(req)
 	}
 }
 
-// FirstToken implements engine.Sink.
-func (r *runner) FirstToken(s *engine.Seq, at time.Duration) { r.reqs[s.Tag].firstAt = at }
+// FirstToken implements engine.Sink. With a hedge in flight, the first
+// attempt to produce a token wins; the race is settled after the engine's
+// step (see advance).
+func (r *runner) FirstToken(s *engine.Seq, at time.Duration) {
+	req := r.reqs[s.Tag]
+	switch {
+	case s == req.seq && req.firstAt == 0:
+		req.firstAt = at
+		if req.hedgeSeq != nil {
+			r.firsts = append(r.firsts, hedgeResult{req, false})
+		}
+	case s == req.hedgeSeq && req.firstAt == 0:
+		req.firstAt = at
+		r.firsts = append(r.firsts, hedgeResult{req, true})
+	}
+}
 
 // Done implements engine.Sink.
-func (r *runner) Done(s *engine.Seq, _ time.Duration) { r.done = append(r.done, r.reqs[s.Tag]) }
+func (r *runner) Done(s *engine.Seq, _ time.Duration) {
+	req := r.reqs[s.Tag]
+	switch {
+	case s == req.seq || s == req.hedgeSeq:
+		// A hedge that finishes in the step it won settles first (see
+		// advance), and the request completes on it.
+		r.done = append(r.done, req)
+	default:
+		r.freeSeq(s) // an abandoned attempt ran to its end: recycle it
+	}
+}
 
 // Preempted implements engine.Sink; the engine counts preemptions.
 func (r *runner) Preempted(*engine.Seq, time.Duration) {}
@@ -847,6 +885,7 @@ func (r *runner) finish(req *request, outcome func(*Counts)) {
 	if req.measured {
 		r.count(req, outcome)
 	}
+	r.dropHedge(req)
 	ri := req.core.Replica
 	r.core.Finish(r.s.Now(), &req.core)
 	r.dispatch()
@@ -960,6 +999,7 @@ func (r *runner) assemble() *Report {
 		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
 		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: r.faultReports(),
 		Windows:             r.windowReports(window),
+		Hedges:              r.hedges,
 		Degradation:         r.ladderReport(),
 		ResidencyViolations: r.residency, Rejections: map[string]uint64{},
 		Timeline: append([]TimelineEvent{}, r.timeline...),

@@ -223,3 +223,61 @@ func (c *Core) Saturation() float64 {
 	}
 	return float64(n) / float64(len(c.replicas))
 }
+
+// Hedge sends a duplicate of a dispatched request to a second replica, the
+// least loaded other one with room that may serve it (same residency,
+// capability and quota rules), and returns it, or -1 when there is none.
+// The driver runs both attempts and calls EndHedge when one produces its
+// first token: the loser is cancelled. Routing considers every replica
+// here, O(replicas), which hedging's rarity affords.
+func (c *Core) Hedge(now time.Duration, req *Request) int {
+	if req.Replica < 0 || req.hedged {
+		return -1
+	}
+	m := req.Served
+	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
+	best := -1
+	for _, gi := range c.groupsOf[m] {
+		g := &c.groups[gi]
+		p := &c.cfg.Pools[g.pool]
+		if !p.Serves[m] || (tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency) ||
+			int64(req.Input+req.Output) > p.KVTokens[m] || !c.poolQuotaOK(now, g.pool, req) {
+			continue
+		}
+		for _, r := range g.heap {
+			if r != req.Replica && c.replicas[r].hasRoom() && (best < 0 || c.lessReplica(r, best)) {
+				best = r
+			}
+		}
+	}
+	if best < 0 {
+		return -1
+	}
+	rs := &c.replicas[best]
+	rs.inflight++
+	c.fix(best)
+	c.chargePool(now, rs.Pool, req)
+	req.Hedge, req.hedged = best, true
+	return best
+}
+
+// EndHedge settles a hedged request: keepHedge when the duplicate won (it
+// becomes the request's replica and the original's slot is freed),
+// otherwise the duplicate's slot is freed. Freed capacity may dispatch
+// queued requests (see Dispatches).
+func (c *Core) EndHedge(now time.Duration, req *Request, keepHedge bool) {
+	c.dispatches = c.dispatches[:0]
+	if !req.hedged {
+		return
+	}
+	loser := req.Hedge
+	if keepHedge {
+		loser, req.Replica = req.Replica, req.Hedge
+	}
+	req.Hedge, req.hedged = -1, false
+	if loser >= 0 {
+		c.replicas[loser].inflight--
+		c.fix(loser)
+		c.fill(now, loser)
+	}
+}

@@ -84,9 +84,11 @@ type Request struct {
 	// Set by the core.
 	Served   int  // model actually served (differs from Model after fallback)
 	Replica  int  // replica index while dispatched, else -1
+	Hedge    int  // replica of a hedged duplicate attempt, else -1 (see Hedge)
 	Fallback bool // served by a fallback model
 
-	queue  int // index of the queue holding it, -1 when not queued
+	queue  int  // index of the queue holding it, -1 when not queued
+	hedged bool // Hedge holds a slot
 	admitd bool
 	borrow bool // holds a concurrency slot borrowed from its cohort
 }
@@ -403,6 +405,8 @@ func (c *Core) SetBlocked(now time.Duration, r int, blocked bool) {
 func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 	c.dispatches = c.dispatches[:0]
 	req.Replica = -1
+	req.Hedge = -1
+	req.hedged = false
 	req.queue = -1
 	req.Served = req.Model
 	req.Fallback = false
@@ -500,6 +504,9 @@ func (c *Core) Finish(now time.Duration, req *Request) {
 		req.queue = -1
 	}
 	c.releaseTenant(req)
+	if req.hedged {
+		c.EndHedge(now, req, false)
+	}
 	if r := req.Replica; r >= 0 {
 		req.Replica = -1
 		c.replicas[r].inflight--

@@ -1,0 +1,103 @@
+package twin
+
+import "github.com/fleetdrill/fleetdrill/twin/engine"
+
+// Hedged requests: when a route enables them (routing.hedge_after), a
+// request with no first token after that long gets a duplicate attempt on a
+// second replica; the first attempt to produce a token wins and the other
+// is cancelled at once, freeing its slot and KV. The duplicate costs a
+// replica slot and its prefill: the report counts what was sent and won.
+
+// HedgeReport counts hedged duplicates.
+type HedgeReport struct {
+	Sent uint64 `json:"sent"`
+	Won  uint64 `json:"won"` // the duplicate answered first
+}
+
+type hedgeResult struct {
+	req      *request
+	hedgeWon bool
+}
+
+// hedge sends req's duplicate, if it still has no first token.
+func (r *runner) hedge(req *request) {
+	if req.state != stRunning || req.firstAt != 0 || req.hedgeSeq != nil {
+		return
+	}
+	now := r.s.Now()
+	h := r.core.Hedge(now, &req.core)
+	if h < 0 {
+		return
+	}
+	if r.faultState != nil {
+		if fail, _ := r.faultAtDispatch(req, h); fail || r.replicas[h].eng == nil {
+			// The duplicate went to a failing replica: it is lost, and
+			// the gateway hears of the failure.
+			if tr, changed := r.core.Observe(now, h, false); changed {
+				r.breakerChanged(tr)
+			}
+			r.core.EndHedge(now, &req.core, false)
+			r.dispatch()
+			return
+		}
+	}
+	if r.replicas[h].eng == nil {
+		r.core.EndHedge(now, &req.core, false)
+		r.dispatch()
+		return
+	}
+	hs := r.newSeq()
+	*hs = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
+	req.hedgeSeq, req.hedgeAt = hs, h
+	if req.measured {
+		r.hedges.Sent++
+	}
+	r.replicas[h].eng.Add(now, hs)
+	r.rearm(h)
+}
+
+// settleHedge ends a hedge race: the loser is cancelled.
+func (r *runner) settleHedge(req *request, hedgeWon bool) {
+	if req.hedgeSeq == nil || req.state != stRunning {
+		return
+	}
+	now := r.s.Now()
+	primary := req.core.Replica
+	if hedgeWon {
+		if req.measured {
+			r.hedges.Won++
+		}
+		r.cancelSeq(primary, req.seq)
+		req.seq, req.hedgeSeq = req.hedgeSeq, nil
+		r.core.EndHedge(now, &req.core, true)
+	} else {
+		r.cancelSeq(req.hedgeAt, req.hedgeSeq)
+		req.hedgeSeq = nil
+		r.core.EndHedge(now, &req.core, false)
+	}
+	r.dispatch()
+}
+
+// dropHedge cancels a finishing request's duplicate, if any.
+func (r *runner) dropHedge(req *request) {
+	req.hedgeTimer.Stop()
+	if req.hedgeSeq != nil {
+		r.cancelSeq(req.hedgeAt, req.hedgeSeq)
+		req.hedgeSeq = nil
+	}
+}
+
+// cancelSeq cancels a sequence that no request will own any more: the
+// engine drops it (Dropped recycles it), or, if it was only waiting, it is
+// recycled at once.
+func (r *runner) cancelSeq(ri int, s *engine.Seq) {
+	eng := r.replicas[ri].eng
+	if eng == nil {
+		return
+	}
+	eng.Cancel(r.s.Now(), s)
+	if !s.Held() {
+		r.freeSeq(s)
+	}
+	r.rearm(ri)
+}
