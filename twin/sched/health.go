@@ -60,6 +60,7 @@ func (t Transition) String() string {
 // it caused, if any (ok false when none). A success on a closed breaker only
 // resets its failure count.
 func (c *Core) Observe(now time.Duration, r int, ok bool) (Transition, bool) {
+	c.dispatches = c.dispatches[:0]
 	rs := &c.replicas[r]
 	b := &rs.br
 	from := b.state
@@ -85,7 +86,6 @@ func (c *Core) Observe(now time.Duration, r int, ok bool) (Transition, bool) {
 	if b.state != from {
 		t := Transition{Replica: r, From: from, To: b.state, At: now}
 		if b.state == Closed {
-			c.dispatches = c.dispatches[:0]
 			c.fill(now, r)
 		}
 		return t, true
@@ -139,12 +139,22 @@ func (c *Core) Serves(p, m int) bool { return c.cfg.Pools[p].Serves[m] }
 // minute; 0 is unlimited, as in Pool). Buckets keep their level, capped at
 // the new burst.
 func (c *Core) SetPoolQuota(now time.Duration, p int, rpm, tpm float64) {
+	c.dispatches = c.dispatches[:0]
 	c.refillPool(now, p)
 	pl := &c.cfg.Pools[p]
 	ps := &c.pools[p]
 	pl.RequestsPerMinute, pl.TokensPerMinute = rpm, tpm
 	ps.reqTokens = min(ps.reqTokens, rpm)
 	ps.tokTokens = min(ps.tokTokens, tpm)
+	// A wake-up computed at the old rate may be far too late (or too
+	// early): forget it and let the pool's replicas try now, which sets a
+	// new one if the quota still binds.
+	c.wakeAt = 0
+	for r := range c.replicas {
+		if c.replicas[r].Pool == p {
+			c.fill(now, r)
+		}
+	}
 }
 
 // Unroutable removes and returns the queued requests whose model no pool
@@ -156,7 +166,10 @@ func (c *Core) Unroutable() []*Request {
 		qs := &c.queues[qi]
 		served := false
 		for pi := range c.cfg.Pools {
-			if c.cfg.Pools[pi].Serves[qs.model] {
+			p := &c.cfg.Pools[pi]
+			// Served for this queue: by a pool in its residency key's
+			// jurisdiction (any pool for requests bound nowhere).
+			if p.Serves[qs.model] && (qs.key == "" || p.Jurisdiction == qs.key || c.cfg.IgnoreResidency) {
 				served = true
 				break
 			}
@@ -255,6 +268,9 @@ func (c *Core) Hedge(now time.Duration, req *Request) int {
 	}
 	rs := &c.replicas[best]
 	rs.inflight++
+	if rs.br.state == HalfOpen {
+		rs.br.trial = true // the duplicate is the half-open trial
+	}
 	c.fix(best)
 	c.chargePool(now, rs.Pool, req)
 	req.Hedge, req.hedged = best, true

@@ -556,7 +556,7 @@ func (c *Core) nextFor(now time.Duration, r int) *Request {
 			continue
 		}
 		req := c.reqOf(it)
-		if int64(req.Input+req.Output) > pool.KVTokens[rs.Model] || !c.poolQuotaOK(now, rs.Pool, req) {
+		if !pool.Serves[rs.Model] || int64(req.Input+req.Output) > pool.KVTokens[rs.Model] || !c.poolQuotaOK(now, rs.Pool, req) {
 			continue
 		}
 		if best == nil || c.before(req, best) {
@@ -861,7 +861,9 @@ func (c *Core) admitTenant(now time.Duration, req *Request, cls Class) (Decision
 	t := &c.cfg.Tenants[req.Tenant]
 	ts := &c.tenants[req.Tenant]
 	if t.TokensPerMinute > 0 {
-		cost := float64(req.Input + req.Output)
+		// A request larger than the bucket's burst waits for a full
+		// bucket rather than forever.
+		cost := min(float64(req.Input+req.Output), t.TokensPerMinute)
 		c.refillTenant(now, req.Tenant)
 		if ts.tokens < cost && c.lendable(now, req.Tenant) < cost-ts.tokens {
 			rate := t.TokensPerMinute / 60
@@ -889,7 +891,7 @@ func (c *Core) chargeTokens(now time.Duration, req *Request) {
 		return
 	}
 	ts := &c.tenants[req.Tenant]
-	cost := float64(req.Input + req.Output)
+	cost := min(float64(req.Input+req.Output), t.TokensPerMinute)
 	if ts.tokens >= cost {
 		ts.tokens -= cost
 		return
