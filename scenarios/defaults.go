@@ -18,6 +18,12 @@ const (
 // decoding and before validation, so that validation sees what the twin will
 // run, and it is idempotent, so that printing a parsed scenario and parsing
 // it again gives the same scenario.
+// ApplyDefaults fills the keys s leaves at zero with their defaults, as the
+// loader does. It is idempotent; the twin calls it so that a scenario built
+// in Go (not loaded) runs with the same defaults, rather than with, say, a
+// zero probe interval.
+func ApplyDefaults(s *Scenario) { applyDefaults(s) }
+
 func applyDefaults(s *Scenario) {
 	if s.Drain == 0 {
 		s.Drain = Duration(DefaultDrain)

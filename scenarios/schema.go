@@ -402,8 +402,9 @@ type Retries struct {
 	// default 500ms. MaxBackoff caps it; default 10s.
 	Backoff    Duration `yaml:"backoff,omitempty"`
 	MaxBackoff Duration `yaml:"max_backoff,omitempty"`
-	// Budget caps retries at this fraction of first attempts over the run
-	// so far (the retry budget of gRPC and Envoy); default 0.2.
+	// Budget caps the requests retrying at once at this fraction of the
+	// requests in flight (at least 10 may always retry), as Envoy's retry
+	// budget; 0 means the default, 0.2.
 	Budget float64 `yaml:"budget,omitempty"`
 	// RetryRejected makes clients retry rejected requests too, after the
 	// retry-after hint. IgnoreRetryAfter makes them retry at once, without

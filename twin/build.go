@@ -53,6 +53,7 @@ type streamPlan struct {
 // ranges; build reports what only the twin can judge (a pool that can serve
 // none of its models, a profile reference the table lacks), all at once.
 func build(sc *scenarios.Scenario) (*plan, error) {
+	scenarios.ApplyDefaults(sc)
 	p := &plan{
 		sc:      sc,
 		models:  map[string]int{},

@@ -38,10 +38,11 @@ type FaultReport struct {
 	TimeToDetectS   float64 `json:"time_to_detect_s"`
 	TimeToMitigateS float64 `json:"time_to_mitigate_s"`
 	TimeToRecoverS  float64 `json:"time_to_recover_s"`
-	// RequestsLost failed (after their retries) while the fault was active.
+	// RequestsLost ended without an answer (failed after their retries,
+	// rejected or timed out) while the fault was active.
 	RequestsLost uint64 `json:"requests_lost"`
 	// SLO attainment of requests arriving during the fault, and in the
-	// ten minutes after it ended.
+	// ten minutes after it ended; a request with no answer is a miss.
 	SLOAttainmentDuring float64 `json:"slo_attainment_during"`
 	SLOAttainmentAfter  float64 `json:"slo_attainment_after"`
 
@@ -293,6 +294,9 @@ func (r *runner) applyFaults() {
 	for ri := range r.faultState {
 		if r.faultState[ri].down && !prev[ri].down {
 			r.failReplicaWork(ri)
+			if r.jobs.byRepl != nil && r.jobs.byRepl[ri] != nil {
+				r.stopJob(r.jobs.byRepl[ri], "(a node under it was lost)")
+			}
 		}
 	}
 }
@@ -517,6 +521,15 @@ func (r *runner) noteServed(req *request, ri int) {
 	now := r.s.Now()
 	for _, f := range r.faults {
 		affected := slices.Contains(f.replicas, ri)
+		if f.spec.Kind == faults.ModelRetirement {
+			// A retirement is about one model, not replicas: it is
+			// mitigated when a request for the model is served by a
+			// fallback, and recovered when the model itself serves again.
+			if !slices.Contains(f.models, req.core.Model) {
+				continue
+			}
+			affected = req.core.Served == req.core.Model
+		}
 		switch {
 		case f.active && f.detected >= 0 && f.mitigated < 0 && !affected && r.servesFaultModels(f, req):
 			f.mitigated = now
@@ -540,9 +553,9 @@ func (r *runner) servesFaultModels(f *faultRT, req *request) bool {
 }
 
 // noteOutcome attributes a finished request to the faults active when it
-// arrived (SLO during), in the ten minutes after one ended (SLO after), and
-// to those active when it failed (requests lost).
-func (r *runner) noteOutcome(req *request, met, failed bool) {
+// arrived (SLO during), in the ten minutes after one ended (SLO after), and,
+// when it got no answer, to those active when it ended (requests lost).
+func (r *runner) noteOutcome(req *request, met, lost bool) {
 	now := r.s.Now()
 	for _, f := range r.faults {
 		arr := req.core.Arrived
@@ -559,7 +572,7 @@ func (r *runner) noteOutcome(req *request, met, failed bool) {
 				f.report.after.met++
 			}
 		}
-		if failed && f.active && now >= f.start {
+		if lost && f.active && now >= f.start {
 			f.lost++
 		}
 	}

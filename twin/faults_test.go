@@ -116,6 +116,18 @@ func TestModelRetirementFallsBackAboveTheQualityFloor(t *testing.T) {
 	require.Zero(t, rep.Rejections["no-compatible-pool"])
 	require.Contains(t, kinds(rep), "route-change")
 
+	// Retired for five minutes only: the model is served again after, and
+	// nothing falls back any more.
+	sc.Faults = []string{"model-retirement model=llama-big at=6m for=5m notice=1m"}
+	rep = run(t, sc)
+	require.True(t, rep.Requests.Balanced())
+	require.Positive(t, rep.Requests.Fallbacks)
+	w := rep.Faults["model-retirement(llama-big)"]
+	require.NotNil(t, w)
+	require.GreaterOrEqual(t, w.TimeToRecoverS, 0.0, "served again after the fault: %+v", w)
+	require.GreaterOrEqual(t, w.TimeToMitigateS, w.TimeToDetectS, "a fallback served the model's requests: %+v", w)
+	sc.Faults = []string{"model-retirement model=llama-big at=6m notice=1m"}
+
 	sc.Classes[0].QualityFloor = 0.85 // the 8B model is below it now
 	rep = run(t, sc)
 	require.Zero(t, rep.Requests.Fallbacks)
@@ -136,6 +148,24 @@ func TestDriverUpgradeMakesPairingsIncompatible(t *testing.T) {
 	}
 	require.Contains(t, changed, "driver 535.104 < 550.54 required by vllm")
 	require.Zero(t, rep.ResidencyViolations)
+
+	// A rollback (for=) restores the old driver: the pairing is served
+	// again, and the fault reports its recovery.
+	sc.Faults = []string{"driver-upgrade pool=east at=5m for=5m driver=535.104"}
+	rep = run(t, sc)
+	require.True(t, rep.Requests.Balanced())
+	require.Contains(t, kindsDetail(rep), "compatible again")
+	f := rep.Faults["driver-upgrade(east)"]
+	require.NotNil(t, f)
+	require.GreaterOrEqual(t, f.TimeToRecoverS, 0.0, "east serves again after the rollback")
+}
+
+func kindsDetail(rep *Report) string {
+	var b strings.Builder
+	for _, e := range rep.Timeline {
+		b.WriteString(e.Detail + "\n")
+	}
+	return b.String()
 }
 
 func TestBrownoutAndErrorBurstAreRetried(t *testing.T) {
@@ -194,7 +224,31 @@ func TestRetryStormAmplifiesLoad(t *testing.T) {
 	polite, storm := build(false), build(true)
 	require.True(t, storm.Requests.Balanced())
 	require.Greater(t, storm.Requests.Retries, 2*polite.Requests.Retries, "clients that ignore retry-after retry far more")
-	require.LessOrEqual(t, float64(polite.Requests.Retries), 0.2*float64(polite.Requests.Arrived)+10, "the retry budget holds")
+}
+
+func TestRetryBudgetBoundsConcurrentRetries(t *testing.T) {
+	build := func(budget float64) *runner {
+		sc := twoRegions(1, 20, 10*time.Minute) // overloaded
+		sc.Policy.Admission.QueueLimit = 50
+		sc.Policy.Retries.RetryRejected = true
+		sc.Policy.Retries.MaxAttempts = 5
+		sc.Policy.Retries.Budget = budget
+		sc.Classes[0].Deadline = dur(30 * time.Second)
+		return runInternal(t, sc, nil)
+	}
+	none, some, all := build(0.001), build(0.2), build(1)
+	// With almost no budget only the floor may retry at once, however many
+	// fail.
+	require.LessOrEqual(t, none.retryingPeak, retryFloor)
+	require.Equal(t, retryFloor, none.retryingPeak, "the overload fills the floor")
+	require.Zero(t, none.retrying, "every retrying request was released")
+	rn, rs, ra := none.report().Requests, some.report().Requests, all.report().Requests
+	require.Less(t, rn.Retries, rs.Retries)
+	require.Less(t, rs.Retries, ra.Retries, "a larger budget retries more")
+	require.Greater(t, all.retryingPeak, some.retryingPeak)
+	for _, c := range []Counts{rn, rs, ra} {
+		require.True(t, c.Balanced())
+	}
 }
 
 // TestFaultSequencesKeepTheBooks is the property test: random fault

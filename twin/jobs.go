@@ -108,14 +108,20 @@ type jobsRT struct {
 	held    []int  // replicas held by jobs, per pool
 	reports []*JobReport
 	byRepl  []*job // job holding each replica
-	tick    sim.Timer
-	nextID  int
+	// calmUntil holds jobs off a pool after a preemption there, so that a
+	// job is not placed in a lull of the queue and preempted again a
+	// minute later (a thrash that wastes both the job's work and the
+	// replicas' reloads).
+	calmUntil []time.Duration
+	tick      sim.Timer
+	nextID    int
 }
 
 func (r *runner) initJobs() error {
 	sc := r.p.sc
 	r.jobs.held = make([]int, len(r.p.pools))
 	r.jobs.byRepl = make([]*job, len(r.replicas))
+	r.jobs.calmUntil = make([]time.Duration, len(r.p.pools))
 	for i := range sc.Jobs {
 		js := &sc.Jobs[i]
 		r.jobs.reports = append(r.jobs.reports, &JobReport{Kind: js.Kind})
@@ -236,13 +242,15 @@ func (r *runner) placeJobs() {
 
 func (r *runner) placeJob(now time.Duration, j *job) bool {
 	for pi := range r.p.pools {
-		if !r.eligible(j, pi) || r.jobs.held[pi]+r.jobReplicas(j, pi) > r.jobCap(pi) || r.backlogged(pi) {
+		if !r.eligible(j, pi) || r.jobs.held[pi]+r.jobReplicas(j, pi) > r.jobCap(pi) || r.backlogged(pi) || now < r.jobs.calmUntil[pi] {
 			continue
 		}
 		// The least loaded free replicas drain fastest.
 		var free []int
 		for ri := range r.replicas {
-			if r.replicas[ri].pool == pi && r.jobs.byRepl[ri] == nil && !r.replicas[ri].loading {
+			// A lost node is no place for a job: it would look idle.
+			down := r.faultState != nil && r.faultState[ri].down
+			if r.replicas[ri].pool == pi && r.jobs.byRepl[ri] == nil && !r.replicas[ri].loading && !down {
 				free = append(free, ri)
 			}
 		}
@@ -352,9 +360,22 @@ func (r *runner) preemptFor(m int) {
 	if victim == nil {
 		return
 	}
+	r.stopJob(victim, fmt.Sprintf("for %s (queue %d)", r.p.sc.Models[m].Name, r.core.QueueLen(m)))
+}
+
+// preemptCalm is how long jobs stay off a pool after a preemption there:
+// long enough for the replicas given back to reload and drain the queue
+// that caused it.
+const preemptCalm = 10 * time.Minute
+
+// stopJob preempts a job (for serving, or because a node under it was lost):
+// it loses the work since its last checkpoint, gives its replicas back and
+// goes to the head of the job queue.
+func (r *runner) stopJob(victim *job, why string) {
 	now := r.s.Now()
 	rep := r.jobs.reports[victim.stream]
 	rep.Preemptions++
+	r.jobs.calmUntil[victim.pool] = now + preemptCalm
 	ran := victim.state == jobRunning
 	if ran {
 		victim.timer.Stop()
@@ -367,8 +388,8 @@ func (r *runner) preemptFor(m int) {
 		rep.GPUHoursWasted += (elapsed - saved).Hours() * float64(victim.gpus)
 		victim.work -= saved
 	}
-	r.event(now, "job-preempted", fmt.Sprintf("%s job %d on pool %s for %s (queue %d)", rep.Kind, victim.id,
-		r.p.pools[victim.pool].spec.Name, r.p.sc.Models[m].Name, r.core.QueueLen(m)))
+	r.event(now, "job-preempted", fmt.Sprintf("%s job %d on pool %s %s", rep.Kind, victim.id,
+		r.p.pools[victim.pool].spec.Name, why))
 	r.releaseJob(victim, ran)
 	victim.state = jobPending
 	r.jobs.pending = append([]*job{victim}, r.jobs.pending...)

@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +86,30 @@ func TestJobsThatCannotFitAreUnplaceable(t *testing.T) {
 		require.Equal(t, jr.Submitted, jr.Unplaceable, name)
 		require.True(t, jr.Balanced())
 	}
+}
+
+func TestJobsLeaveLostNodesAndAreNotPlacedOnThem(t *testing.T) {
+	// Jobs always waiting, and every node of the pool lost from 20m to
+	// 50m: the running jobs stop (their work since the checkpoint is
+	// wasted) and none runs on the lost nodes, which look idle.
+	sc := withJobs(azureLike(4, 0.5, 90*time.Minute), fineTune(2, 15*time.Minute, 1.0/120))
+	sc.Drain = dur(0)
+	sc.Faults = []string{"node-loss pool=h100 at=20m for=30m percent=100"}
+	r := runInternal(t, sc, nil)
+	rep := r.report()
+	jr := rep.Jobs["ft"]
+	require.True(t, jr.Balanced(), "%+v", jr)
+	var lost int
+	for _, e := range rep.Timeline {
+		if e.Kind == "job-preempted" && strings.Contains(e.Detail, "node under it was lost") {
+			require.Equal(t, 20*60.0, e.TS)
+			lost++
+		}
+	}
+	require.Positive(t, lost, "a job ran when the nodes were lost")
+	require.Positive(t, jr.GPUHoursWasted)
+	// Two GPUs at most (half the pool), never in the 30 lost minutes:
+	// at most 2 × 60 GPU-minutes.
+	require.LessOrEqual(t, jr.GPUHoursUsed, 2.0+1e-9)
+	require.True(t, rep.Requests.Balanced())
 }

@@ -49,7 +49,8 @@ type ReplicaState struct {
 }
 
 // Run simulates the scenario and returns its report. The scenario must have
-// been validated by the scenarios package. Run fails when the scenario
+// been validated by the scenarios package; keys it leaves at zero take their
+// defaults (scenarios.ApplyDefaults, which Run applies to sc). Run fails when the scenario
 // cannot be built, when an expectation names no report value, or when the
 // accounting invariant breaks (a twin bug). A failed expectation is not an
 // error: see Report.Passed.
@@ -74,6 +75,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	}
 	if err := r.run(ctx, opts.Progress); err != nil {
 		return nil, err
+	}
+	if r.doubleStarts > 0 {
+		return nil, fmt.Errorf("twin: %d dispatches of requests already started (a twin bug: exactly-once broken)", r.doubleStarts)
 	}
 	rep := r.report()
 	if err := rep.checkAccounting(); err != nil {
@@ -137,11 +141,12 @@ type runner struct {
 	ladder     *ladder
 	ladderRand *rand.Rand
 
-	faults     []*faultRT
-	faultState []replicaFault
-	faultRand  *rand.Rand
-	retried    uint64 // retries so far, against the retry budget
-	arrivals   uint64 // first attempts so far
+	faults       []*faultRT
+	faultState   []replicaFault
+	faultRand    *rand.Rand
+	doubleStarts int // dispatches of a request not waiting: a twin bug, fails the run
+	retrying     int // requests waiting for or making a retry, against the retry budget
+	retryingPeak int // the most at once (tests check the budget with it)
 }
 
 type replicaRT struct {
@@ -187,6 +192,7 @@ type request struct {
 	admitted     bool
 	held         bool        // finished, but an engine holds its sequence until Dropped
 	shed         bool        // deferred by the degradation ladder
+	inRetry      bool        // counted in runner.retrying
 	attempts     int         // attempts made, the current one included
 	hedgeSeq     *engine.Seq // a hedged duplicate attempt's sequence, on hedgeAt
 	hedgeAt      int
@@ -465,9 +471,6 @@ func (r *runner) arrive(i int) {
 func (r *runner) offer(req *request) {
 	now := r.s.Now()
 	req.attempts++
-	if req.attempts == 1 {
-		r.arrivals++
-	}
 	d := r.core.Arrive(now, &req.core)
 	switch d.Outcome {
 	case sched.Dispatched, sched.Queued:
@@ -501,8 +504,16 @@ func (r *runner) offer(req *request) {
 	r.armWake()
 }
 
+// retryFloor is the number of requests that may be retrying at once
+// whatever the budget, so that a quiet fleet can still retry (Envoy's
+// min_retry_concurrency plays the same part).
+const retryFloor = 10
+
 // canRetry reports whether req may be tried again: attempts left, and the
-// retry budget not spent (unless clients ignore it: a storm).
+// retry budget not spent (unless clients ignore it: a storm). The budget is
+// Envoy's: the requests retrying at once may be at most budget × the
+// requests in flight (or retryFloor), so it tracks the load of the moment
+// rather than the whole run's history.
 func (r *runner) canRetry(req *request) bool {
 	rt := r.p.sc.Policy.Retries
 	if req.attempts >= rt.MaxAttempts {
@@ -511,14 +522,18 @@ func (r *runner) canRetry(req *request) bool {
 	if rt.IgnoreRetryAfter {
 		return true
 	}
-	return float64(r.retried) < rt.Budget*float64(r.arrivals)+10
+	n := r.retrying
+	if !req.inRetry {
+		n++
+	}
+	return n <= max(retryFloor, int(rt.Budget*float64(r.live)))
 }
 
 // retryOrFail retries req after a backoff (exponential, full jitter, at
 // least retryAfter unless clients ignore it), or fails it for good.
 func (r *runner) retryOrFail(req *request, retryAfter time.Duration) {
 	if !r.canRetry(req) {
-		r.finish(req, func(c *Counts) { c.Failed++ })
+		r.finish(req, func(c *Counts) { c.Failed++ }, false)
 		return
 	}
 	rt := r.p.sc.Policy.Retries
@@ -528,7 +543,11 @@ func (r *runner) retryOrFail(req *request, retryAfter time.Duration) {
 		delay = time.Duration(r.faultRand.Float64() * float64(ceiling))
 		delay = max(delay, retryAfter)
 	}
-	r.retried++
+	if !req.inRetry {
+		req.inRetry = true
+		r.retrying++
+		r.retryingPeak = max(r.retryingPeak, r.retrying)
+	}
 	req.state = stRetrying
 	req.retry = r.s.After(delay, req.onRetry)
 }
@@ -550,7 +569,7 @@ func (r *runner) reject(req *request, d sched.Decision) {
 		}
 	}
 	r.note(reason, r.s.Now())
-	r.finish(req, func(c *Counts) { c.Rejected++ })
+	r.finish(req, func(c *Counts) { c.Rejected++ }, false)
 }
 
 // noteDeferral adds a timeline entry the first time requests are deferred
@@ -575,7 +594,7 @@ func (r *runner) note(reason string, at time.Duration) {
 // Starting one can make the core dispatch more (a replica unblocks); those
 // join the same work list, so no decision is lost or handled twice.
 func (r *runner) dispatch() {
-	r.dq = append(r.dq, r.core.Dispatches()...)
+	r.dq = append(r.dq, r.core.TakeDispatches()...)
 	if r.dispatching {
 		return
 	}
@@ -584,6 +603,12 @@ func (r *runner) dispatch() {
 	for i := 0; i < len(r.dq); i++ {
 		x := r.dq[i]
 		req := r.owner(x.Req)
+		if req.state != stWaiting {
+			// Only a waiting request can start; anything else is a stale
+			// dispatch replayed (see sched.TakeDispatches).
+			r.doubleStarts++
+			continue
+		}
 		rt := &r.replicas[x.Replica]
 		req.state = stRunning
 		req.dispatchedAt = now
@@ -836,7 +861,7 @@ func (r *runner) complete(req *request) {
 	if len(r.faults) > 0 {
 		r.noteOutcome(req, met, false)
 	}
-	r.finish(req, func(c *Counts) { c.Completed++ })
+	r.finish(req, func(c *Counts) { c.Completed++ }, true)
 }
 
 // expire handles a deadline: the request is cancelled wherever it is.
@@ -864,22 +889,27 @@ func (r *runner) expire(req *request) {
 	default:
 		return
 	}
-	r.finish(req, func(c *Counts) { c.TimedOut++ })
+	r.finish(req, func(c *Counts) { c.TimedOut++ }, false)
 }
 
 // finish records a request's outcome, releases what it holds in the core
-// (which may dispatch others), and recycles it.
-func (r *runner) finish(req *request, outcome func(*Counts)) {
+// (which may dispatch others), and recycles it. A request that ends without
+// an answer (failed, rejected, timed out) misses its SLO in the fault
+// windows it arrived in and is lost to the faults active now.
+func (r *runner) finish(req *request, outcome func(*Counts), answered bool) {
 	if req.state == stDone {
 		return
 	}
-	failed := req.state == stFailing || req.state == stRetrying
 	req.state = stDone
+	if req.inRetry {
+		req.inRetry = false
+		r.retrying--
+	}
 	req.deadline.Stop()
 	req.retry.Stop()
 	req.attemptTimer.Stop()
 	req.startTimer.Stop()
-	if len(r.faults) > 0 && failed {
+	if len(r.faults) > 0 && !answered {
 		r.noteOutcome(req, false, true)
 	}
 	if req.measured {

@@ -280,6 +280,13 @@ func New(cfg Config) (*Core, error) {
 	if cfg.QueueLimit <= 0 {
 		return nil, fmt.Errorf("sched: queue limit %d, want >= 1", cfg.QueueLimit)
 	}
+	// The core changes its pools as faults play out (SetServes,
+	// SetPoolQuota); the caller's Config must keep what was configured, so
+	// that a fault's end can restore it.
+	cfg.Pools = slices.Clone(cfg.Pools)
+	for i := range cfg.Pools {
+		cfg.Pools[i].Serves = slices.Clone(cfg.Pools[i].Serves)
+	}
 	c := &Core{
 		cfg:          cfg,
 		tenants:      make([]tenantState, len(cfg.Tenants)),
@@ -362,6 +369,16 @@ func New(cfg Config) (*Core, error) {
 // Dispatches returns the dispatches decided by the last call. The slice is
 // reused by the next call.
 func (c *Core) Dispatches() []Dispatch { return c.dispatches }
+
+// TakeDispatches returns the dispatches decided by the last call and forgets
+// them, so a driver that reads them again (after a call that decides
+// nothing, or none at all) cannot start a request twice. The slice is reused
+// by the next call: copy it before calling the core again.
+func (c *Core) TakeDispatches() []Dispatch {
+	d := c.dispatches
+	c.dispatches = c.dispatches[:0]
+	return d
+}
 
 // WakeAt returns when the core wants Tick to be called (a quota refills),
 // and false when it has nothing waiting on time.
