@@ -56,8 +56,9 @@ var ops = []string{"<=", ">=", "==", "!=", "<", ">"}
 // lhsPattern: dot-separated segments of names. Segments may contain dashes
 // and dots come only between segments, so model names such as llama-3.1-8b
 // read as segments "llama-3" and "1-8b", which is harmless: the report
-// resolves the full path.
-var lhsPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+// resolves the full path. A segment may end in a parenthesised target, as a
+// fault's label does: faults.regional-outage(us-east).time_to_detect_s.
+var lhsPattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(\([A-Za-z0-9_.,-]*\))?(\.[A-Za-z0-9_-]+(\([A-Za-z0-9_.,-]*\))?)*$`)
 
 // ParseExpectation parses one expectation line. Whitespace around the
 // operator is optional. A scope may come first:

@@ -37,6 +37,11 @@ func TestParseExpectation(t *testing.T) {
 		{in: "x < 1e999", wantErr: "neither a number nor a duration"},
 		{in: "x < 0x10", wantErr: "neither a number nor a duration"},
 		{in: "x < 2", want: Expectation{LHS: "x", Op: "<", Value: 2}},
+		{in: "faults.regional-outage(us-east).time_to_detect_s < 30s", want: Expectation{LHS: "faults.regional-outage(us-east).time_to_detect_s", Op: "<", Value: 30, IsDuration: true}},
+		{in: "faults.brownout(eu-west,pool.a).requests_lost == 0", want: Expectation{LHS: "faults.brownout(eu-west,pool.a).requests_lost", Op: "==", Value: 0}},
+		{in: "faults.x(a b).y < 1", wantErr: "is not a dotted name"},
+		{in: "faults.(a).y < 1", wantErr: "is not a dotted name"},
+		{in: "faults.x(a.y < 1", wantErr: "is not a dotted name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
