@@ -49,3 +49,35 @@ func BenchmarkReplayAzureConv(b *testing.B) {
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "wall-s/run")
 	b.ReportMetric(simulated/b.Elapsed().Seconds(), "x-realtime")
 }
+
+// benchGameDay runs one simulated hour on three pools in two
+// jurisdictions at 5.5 req/s per jurisdiction, with or without a game day:
+// an outage, a brownout, a node loss, a quota cut and an error burst, with
+// hedging. The ratio of the two x-realtime figures is the cost of the
+// fault machinery (probes, breakers, retries, hedges, per-fault books).
+func benchGameDay(b *testing.B, withFaults bool) {
+	sc := twoRegions(4, 5.5, time.Hour)
+	sc.Drain = dur(time.Minute)
+	if withFaults {
+		sc.Faults = []string{
+			"regional-outage region=us-east at=10m for=15m",
+			"brownout region=eu-west at=5m for=10m fail=0.05 latency=200ms",
+			"node-loss pool=west at=30m for=10m count=2",
+			"quota-exhaustion pool=west at=45m for=5m rpm=60 tpm=60000",
+			"error-burst pool=eu at=50m for=2m fail=0.3",
+		}
+		sc.Policy.Routing.HedgeAfter = dur(2 * time.Second)
+	}
+	var simulated float64
+	for b.Loop() {
+		rep, err := Run(context.Background(), sc, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		simulated += rep.SimDurationS
+	}
+	b.ReportMetric(simulated/b.Elapsed().Seconds(), "x-realtime")
+}
+
+func BenchmarkGameDayHourCalm(b *testing.B)   { benchGameDay(b, false) }
+func BenchmarkGameDayHourFaults(b *testing.B) { benchGameDay(b, true) }

@@ -497,21 +497,24 @@ func (r *runner) probe() {
 		if r.replicas[ri].loading {
 			continue
 		}
-		ok := !r.faultState[ri].down
-		delay := time.Duration(0)
-		if !ok {
-			delay = r.downDelay(ri)
+		if !r.faultState[ri].down {
+			// A live replica answers at once: no event, no allocation
+			// (the probe of every replica runs every probe interval).
+			r.observeProbe(ri, true)
+			continue
 		}
 		ri := ri
-		r.s.After(delay, func() {
-			if tr, changed := r.core.Observe(r.s.Now(), ri, ok); changed {
-				r.breakerChanged(tr)
-				r.dispatch()
-			}
-		})
+		r.s.After(r.downDelay(ri), func() { r.observeProbe(ri, false) })
 	}
 	if now+r.p.sc.Policy.Health.ProbeInterval.D() <= r.end && (r.live > 0 || !r.afterArrivals()) {
 		r.s.After(r.p.sc.Policy.Health.ProbeInterval.D(), r.probe)
+	}
+}
+
+func (r *runner) observeProbe(ri int, ok bool) {
+	if tr, changed := r.core.Observe(r.s.Now(), ri, ok); changed {
+		r.breakerChanged(tr)
+		r.dispatch()
 	}
 }
 

@@ -199,10 +199,11 @@ type request struct {
 	hedgeTimer   sim.Timer
 	attemptTimer sim.Timer
 	startTimer   sim.Timer // a dispatch delayed by injected latency
+	startAt      int       // the replica startTimer starts it on
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a retry allocates nothing.
-	onDeadline, onRetry func()
+	onDeadline, onRetry, onHedge, onStart func()
 }
 
 func newRunner(p *plan) (*runner, error) {
@@ -620,15 +621,15 @@ func (r *runner) dispatch() {
 		}
 		if h := r.p.sc.Policy.Routing.HedgeAfter.D(); h > 0 {
 			// The hedge clock starts when the request is sent.
-			req.hedgeTimer = r.s.After(h, func() { r.hedge(req) })
+			req.hedgeTimer = r.s.After(h, req.onHedge)
 		}
 		if r.faultState != nil {
 			if fail, delay := r.faultAtDispatch(req, x.Replica); fail {
 				r.failAttempt(req, x.Replica, delay)
 				continue
 			} else if delay > 0 {
-				ri := x.Replica
-				req.startTimer = r.s.After(delay, func() { r.startOn(req, ri) })
+				req.startAt = x.Replica
+				req.startTimer = r.s.After(delay, req.onStart)
 				continue
 			}
 		}
@@ -973,11 +974,13 @@ func (r *runner) alloc() *request {
 		i := r.free[n-1]
 		r.free = r.free[:n-1]
 		req := r.reqs[i]
-		*req = request{idx: i, onDeadline: req.onDeadline, onRetry: req.onRetry}
+		*req = request{idx: i, onDeadline: req.onDeadline, onRetry: req.onRetry, onHedge: req.onHedge, onStart: req.onStart}
 		return req
 	}
 	req := &request{idx: len(r.reqs)}
 	req.onDeadline = func() { r.expire(req) }
+	req.onHedge = func() { r.hedge(req) }
+	req.onStart = func() { r.startOn(req, req.startAt) }
 	req.onRetry = func() {
 		if req.shed && r.degrade(req) {
 			return // still shed: deferred again

@@ -688,22 +688,26 @@ func (c *Core) canEverServe(req *Request, m int, why *skipCounts) bool {
 	ok := false
 	for i := range c.cfg.Pools {
 		p := &c.cfg.Pools[i]
-		reason := ""
-		switch {
-		case !p.Serves[m]:
-			reason = "not serving " + c.cfg.Models[m].Name
-		case tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency:
-			reason = "outside jurisdiction " + tj
-		case int64(req.Input+req.Output) > p.KVTokens[m]:
-			reason = "too small for the request's KV"
-		default:
+		notServing := !p.Serves[m]
+		outside := !notServing && tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency
+		tooSmall := !notServing && !outside && int64(req.Input+req.Output) > p.KVTokens[m]
+		if !notServing && !outside && !tooSmall {
 			if why == nil {
 				return true
 			}
 			ok = true
+			continue
 		}
-		if why != nil && reason != "" {
-			why.add(reason)
+		// The reasons are built only when asked for: this runs on every
+		// arrival, and concatenation allocates.
+		switch {
+		case why == nil:
+		case notServing:
+			why.add("not serving " + c.cfg.Models[m].Name)
+		case outside:
+			why.add("outside jurisdiction " + tj)
+		default:
+			why.add("too small for the request's KV")
 		}
 	}
 	return ok
