@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
 // benchReplay runs one simulated hour of an Azure-2023-conversation-shaped
@@ -12,8 +14,14 @@ import (
 func benchReplay(b *testing.B, replicas int, rate float64) {
 	sc := azureLike(replicas, rate, time.Hour)
 	sc.Drain = dur(time.Minute)
+	events := benchRun(b, sc)
+	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+}
+
+// benchRun runs sc b.N times, reports simulated seconds per wall second
+// and returns the events fired.
+func benchRun(b *testing.B, sc *scenarios.Scenario) (events uint64) {
 	var simulated float64
-	var events uint64
 	for b.Loop() {
 		rep, err := Run(context.Background(), sc, Options{})
 		if err != nil {
@@ -23,7 +31,7 @@ func benchReplay(b *testing.B, replicas int, rate float64) {
 		events += rep.Events
 	}
 	b.ReportMetric(simulated/b.Elapsed().Seconds(), "x-realtime")
-	b.ReportMetric(float64(events)/float64(b.N), "events/op")
+	return events
 }
 
 // BenchmarkReplayHour: 8 H100 replicas at 5.5 req/s.
@@ -38,16 +46,8 @@ func BenchmarkReplayHourFleet(b *testing.B) { benchReplay(b, 64, 44) }
 // (19,366 requests over 58 minutes, README T2) through the default fleet.
 func BenchmarkReplayAzureConv(b *testing.B) {
 	sc := defaultWithTrace(b, shared(b, "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"))
-	var simulated float64
-	for b.Loop() {
-		rep, err := Run(context.Background(), sc, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		simulated += rep.SimDurationS
-	}
+	benchRun(b, sc)
 	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "wall-s/run")
-	b.ReportMetric(simulated/b.Elapsed().Seconds(), "x-realtime")
 }
 
 // benchGameDay runs one simulated hour on three pools in two
@@ -68,15 +68,7 @@ func benchGameDay(b *testing.B, withFaults bool) {
 		}
 		sc.Policy.Routing.HedgeAfter = dur(2 * time.Second)
 	}
-	var simulated float64
-	for b.Loop() {
-		rep, err := Run(context.Background(), sc, Options{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		simulated += rep.SimDurationS
-	}
-	b.ReportMetric(simulated/b.Elapsed().Seconds(), "x-realtime")
+	benchRun(b, sc)
 }
 
 func BenchmarkGameDayHourCalm(b *testing.B)   { benchGameDay(b, false) }

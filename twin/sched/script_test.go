@@ -580,31 +580,24 @@ func checkArgs(t *testing.T, td *datadriven.TestData, keys ...string) {
 	}
 }
 
-func str(t *testing.T, td *datadriven.TestData, key, def string) string {
+// arg reads key=V as a T (string, int, float64, bool), or def when absent.
+func arg[T any](t *testing.T, td *datadriven.TestData, key string, def T) T {
 	if !td.HasArg(key) {
 		return def
 	}
-	var s string
-	td.ScanArgs(t, key, &s)
-	return s
+	var v T
+	td.ScanArgs(t, key, &v)
+	return v
 }
 
+func str(t *testing.T, td *datadriven.TestData, key, def string) string { return arg(t, td, key, def) }
+
 func integer(t *testing.T, td *datadriven.TestData, key string, def int) int {
-	if !td.HasArg(key) {
-		return def
-	}
-	var n int
-	td.ScanArgs(t, key, &n)
-	return n
+	return arg(t, td, key, def)
 }
 
 func float(t *testing.T, td *datadriven.TestData, key string, def float64) float64 {
-	if !td.HasArg(key) {
-		return def
-	}
-	var f float64
-	td.ScanArgs(t, key, &f)
-	return f
+	return arg(t, td, key, def)
 }
 
 func dur(t *testing.T, td *datadriven.TestData, key string, def time.Duration) time.Duration {
