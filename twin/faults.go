@@ -402,6 +402,12 @@ func (r *runner) upgradeDriver(f *faultRT, driver, runtime string) {
 				what := "compatible again"
 				if !ok {
 					what = "incompatible: " + strings.Join(v.Reasons, "; ")
+					if f.active && f.detected < 0 {
+						// The compatibility registry is the control
+						// plane's: it flags the pairing as the upgrade
+						// lands, before any request fails.
+						f.detected = now
+					}
 				}
 				r.event(now, "route-change", fmt.Sprintf("%s: %s on %s %s (route version %d)", f.label,
 					r.p.sc.Models[mi].Name, pp.spec.Name, what, r.core.RouteVersion))

@@ -148,6 +148,7 @@ func TestDriverUpgradeMakesPairingsIncompatible(t *testing.T) {
 	}
 	require.Contains(t, changed, "driver 535.104 < 550.54 required by vllm")
 	require.Zero(t, rep.ResidencyViolations)
+	require.Zero(t, rep.Faults["driver-upgrade(east)"].TimeToDetectS, "the registry flags the pairing as the upgrade lands")
 
 	// A rollback (for=) restores the old driver: the pairing is served
 	// again, and the fault reports its recovery.
