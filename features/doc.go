@@ -1,5 +1,6 @@
-// Package features will hold the Gherkin failover specs (*.feature) and their
-// godog step definitions, run by go test ./features/...
+// Package features holds fleetdrill's Gherkin failover specs (*.feature),
+// run on the digital twin by go test ./features/... with the step library
+// of internal/spec, the same steps fleetdrill spec gives users.
 //
-// Nothing is here yet: the specs arrive with their own issue.
+//	go test ./features/ -godog.tags='@quota' -godog.format=pretty
 package features

@@ -179,6 +179,21 @@ func (g *Group) finish(window float64) {
 	}
 }
 
+// Check evaluates expectations (in the syntax of a scenario's expect list)
+// against the finished report and returns their values, without recording
+// them in r.Expectations. A scoped expectation needs its window, which the
+// run creates only for the scenario's own scoped expectations: put it in
+// the scenario's expect list before the run.
+func (r *Report) Check(exprs ...string) ([]Expectation, error) {
+	saved := r.Expectations
+	r.Expectations = nil
+	defer func() { r.Expectations = saved }()
+	if err := r.evaluate(exprs); err != nil {
+		return nil, err
+	}
+	return slices.Clone(r.Expectations), nil
+}
+
 // evaluate resolves and checks the scenario's expectations against the
 // report.
 func (r *Report) evaluate(exprs []string) error {
@@ -283,9 +298,12 @@ func nearest(flat map[string]float64, lhs string) string {
 	return "did you mean " + strings.Join(suggest.Closest(lhs, slices.Sorted(maps.Keys(flat)), 3), ", ") + "?"
 }
 
-// checkAccounting verifies the invariant for the whole run and for every
-// class and tenant.
-func (r *Report) checkAccounting() error {
+// CheckAccounting verifies that every request is accounted for exactly
+// once — arrived = rejected + completed + failed + cancelled + timed out +
+// in flight at the end — for the whole run, every class, tenant and
+// expectation window, and that every job is. Run checks it; a failure is a
+// twin bug.
+func (r *Report) CheckAccounting() error {
 	var bad []string
 	check := func(what string, c Counts) {
 		if !c.Balanced() {
@@ -299,6 +317,9 @@ func (r *Report) checkAccounting() error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Tenants)) {
 		check("tenants."+k, r.Tenants[k].Counts)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Windows)) {
+		check("windows."+k, r.Windows[k].Requests)
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Jobs)) {
 		if j := r.Jobs[k]; !j.Balanced() {

@@ -80,7 +80,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 		return nil, fmt.Errorf("twin: %d dispatches of requests already started (a twin bug: exactly-once broken)", r.doubleStarts)
 	}
 	rep := r.report()
-	if err := rep.checkAccounting(); err != nil {
+	if err := rep.CheckAccounting(); err != nil {
 		return nil, err
 	}
 	if err := rep.evaluate(sc.Expect); err != nil {

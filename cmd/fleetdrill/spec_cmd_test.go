@@ -1,0 +1,60 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func runSpecCmd(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := newSpecCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func exitCode(err error) int {
+	var ec exitCoder
+	if err == nil {
+		return exitOK
+	}
+	if asExitCoder(err, &ec) {
+		return ec.ExitCode()
+	}
+	return -1
+}
+
+func TestSpecCmd(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	pass := write("pass.feature", "Feature: f\n  Scenario: s\n    Given the fleet \"default\"\n    Then no request leaves its jurisdiction\n")
+	fail := write("fail.feature", "Feature: f\n  Scenario: s\n    Given the fleet \"default\"\n    Then interactive p99 TTFT stays below 1ms\n")
+	live := write("live.feature", "Feature: f\n  @live\n  Scenario: s\n    Given the fleet \"default\"\n")
+
+	out, err := runSpecCmd(t, pass, "--format", "progress")
+	require.Equal(t, exitOK, exitCode(err), out)
+	out, err = runSpecCmd(t, fail, "--format", "pretty,junit:"+filepath.Join(dir, "j.xml"))
+	require.Equal(t, exitFailed, exitCode(err), out)
+	require.Contains(t, out, "reproduce: fleetdrill run default")
+	require.FileExists(t, filepath.Join(dir, "j.xml"))
+	out, err = runSpecCmd(t, live, "--tags", "@live")
+	require.Equal(t, exitFailed, exitCode(err), out)
+	require.ErrorContains(t, err, "pending")
+	_, err = runSpecCmd(t, filepath.Join(dir, "missing.feature"))
+	require.Equal(t, exitInvalid, exitCode(err))
+	out, err = runSpecCmd(t, "--list")
+	require.NoError(t, err)
+	require.Contains(t, out, "region us-east goes down at 10m for 15m")
+}

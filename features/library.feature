@@ -1,0 +1,33 @@
+@twin @library
+Feature: The scenario library
+  Every library scenario runs on the twin, passes its own expectations and
+  accounts for every request. A scenario this build does not have, or one
+  that replays a trace not beside the checkout, is skipped with the reason.
+
+  Scenario Outline: <scenario>
+    Given the library scenario "<scenario>"
+    Then every expectation of the scenario holds
+    And every request is accounted for
+
+    Examples: the core library
+      | scenario        |
+      | default         |
+      | eu-residency    |
+      | mmc             |
+      | mooncake-prefix |
+
+    Examples: game days
+      | scenario                 |
+      | gameday-cpu-fallback     |
+      | gameday-driver-upgrade   |
+      | gameday-full             |
+      | gameday-model-retirement |
+      | gameday-quota-exhaustion |
+      | gameday-regional-outage  |
+      | gameday-retry-storm      |
+      | gameday-spot-loss        |
+
+  Scenario: The regional-outage game day keeps EU traffic in the EU
+    Given the library scenario "gameday-regional-outage"
+    Then the gateway detects the outage within 1m
+    And no request leaves its jurisdiction

@@ -1,0 +1,468 @@
+package spec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fleetdrill/fleetdrill/internal/suggest"
+)
+
+// A step definition: its pattern, a line of documentation and an example
+// that matches it (docs/specs.md is generated from this table, and a test
+// checks every example against its pattern).
+type step struct {
+	keyword string // Given, When or Then: how the reference groups it (godog matches any keyword)
+	pattern string
+	doc     string
+	example string
+
+	re *regexp.Regexp
+	// do runs a Given or When step, or an outcome that is not an
+	// expectation.
+	do func(ctx context.Context, w *world, a []string) error
+	// exprs gives an outcome's expectations (scenario expect syntax); the
+	// outcome passes when they all hold.
+	exprs func(w *world, a []string) ([]string, error)
+	// fault gives the label of the fault an outcome concerns, for the
+	// timeline excerpt of a failure.
+	fault func(w *world, a []string) string
+}
+
+// scope matches an optional window at the end of an outcome: during the
+// outage, after the quota exhaustion + 5m, after recovery + 2m,
+// during regional-outage(us-east).
+const scope = `((?: during| after) .+)?`
+
+// steps is the library, in matching order (set by init: the handlers
+// refer back to it).
+var steps []*step
+
+func table() []*step {
+	return []*step{
+		// The fleet.
+		{keyword: "Given", pattern: `^the (?:fleet|scenario) "([^"]+)"$`,
+			doc:     "Start from a library scenario (`fleetdrill scenarios list`) or a YAML file, relative to the feature file. Its faults and expectations come with it.",
+			example: `Given the fleet "default"`,
+			do:      func(_ context.Context, w *world, a []string) error { return w.setFleet(a[0], false) }},
+		{keyword: "Given", pattern: `^the library scenario "([^"]+)"$`,
+			doc:     "Start from a library scenario, skipping the spec (with the reason) when this build's library does not have it, or when it replays a trace that is not beside the checkout.",
+			example: `Given the library scenario "gameday-regional-outage"`,
+			do:      func(_ context.Context, w *world, a []string) error { return w.setFleet(a[0], true) }},
+		{keyword: "Given", pattern: `^pool (\S+) has (\d+) replicas?$`,
+			doc:     "Resize a pool (`--set pools.P.replicas=N`).",
+			example: "Given pool use-h100-8b has 2 replicas",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.set(fmt.Sprintf("pools.%s.replicas=%s", a[0], a[1]))
+			}},
+		{keyword: "Given", pattern: `^pool (\S+) runs driver (\S+)$`,
+			doc:     "Set a pool's driver version (`--set pools.P.driver=V`).",
+			example: "Given pool euw-a100-8b runs driver 550.127.05",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.set(fmt.Sprintf("pools.%s.driver=%q", a[0], a[1]))
+			}},
+		{keyword: "Given", pattern: `^tenant (\S+) is restricted to jurisdiction (\S+)$`,
+			doc:     "Bind a tenant's requests to the regions of a jurisdiction (`--set tenants.T.jurisdiction=J`).",
+			example: "Given tenant research is restricted to jurisdiction eu",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.set(fmt.Sprintf("tenants.%s.jurisdiction=%s", a[0], a[1]))
+			}},
+		{keyword: "Given", pattern: `^the seed is (\d+)$`,
+			doc:     "Set the run seed (`--set seed=N`); every random stream derives from it.",
+			example: "Given the seed is 7",
+			do:      func(_ context.Context, w *world, a []string) error { return w.set("seed=" + a[0]) }},
+		{keyword: "Given", pattern: `^the run lasts (\S+)$`,
+			doc:     "Set the simulated time during which requests arrive (`--set duration=D`).",
+			example: "Given the run lasts 20m",
+			do:      func(_ context.Context, w *world, a []string) error { return w.set("duration=" + a[0]) }},
+		{keyword: "Given", pattern: `^the setting (\S+) is (.*)$`,
+			doc:     "Any other edit, as a `--set path=value` override (docs/scenarios.md); the value is YAML.",
+			example: "Given the setting policy.admission.queue_limit is 200",
+			do:      func(_ context.Context, w *world, a []string) error { return w.set(a[0] + "=" + a[1]) }},
+
+		// The workload.
+		{keyword: "Given", pattern: `^the workload is scaled by (\S+)$`,
+			doc:     "Multiply every stream's rate: a synthetic stream's `arrivals.rate`, a trace's `rate_scale`. Takes a factor (1.5) or a percentage (150%).",
+			example: "Given the workload is scaled by 1.5",
+			do:      scaleWorkload},
+		{keyword: "Given", pattern: `^stream (\S+) sends (\S+) requests per second$`,
+			doc:     "Set a synthetic stream's mean arrival rate (`--set workload.S.arrivals.rate=R`).",
+			example: "Given stream retail-chat sends 3 requests per second",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.set(fmt.Sprintf("workload.%s.arrivals.rate=%s", a[0], a[1]))
+			}},
+		{keyword: "Given", pattern: `^stream (\S+) replays the trace "([^"]+)"$`,
+			doc:     "Point a trace stream at another trace file (`--set workload.S.trace.path=F`), relative to the scenario.",
+			example: `Given stream chat replays the trace "../shared/traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"`,
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.set(fmt.Sprintf("workload.%s.trace.path=%q", a[0], a[1]))
+			}},
+
+		// The policy.
+		{keyword: "Given", pattern: `^the scheduler is (\S+)$`,
+			doc:     "Choose the dispatch order: fifo, priority, wfq or edf (`--set policy.scheduler=X`).",
+			example: "Given the scheduler is wfq",
+			do:      func(_ context.Context, w *world, a []string) error { return w.set("policy.scheduler=" + a[0]) }},
+		{keyword: "Given", pattern: `^the routing strategy is (\S+)$`,
+			doc:     "Choose how pools are picked: least-loaded, cheapest, round-robin, ordered or lowest-latency (`--set policy.routing.strategy=X`).",
+			example: "Given the routing strategy is cheapest",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.set("policy.routing.strategy=" + a[0])
+			}},
+		{keyword: "Given", pattern: `^fallback to smaller models is (on|off)$`,
+			doc:     "Allow or forbid falling back to a model's `fallbacks` (`--set policy.routing.fallback=true|false`).",
+			example: "Given fallback to smaller models is on",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.set("policy.routing.fallback=" + strconv.FormatBool(a[0] == "on"))
+			}},
+		{keyword: "Given", pattern: `^the routing ignores residency$`,
+			doc:     "A deliberately broken policy: route regardless of tenants' jurisdictions (`--set policy.routing.ignore_residency=true`).",
+			example: "Given the routing ignores residency",
+			do: func(_ context.Context, w *world, _ []string) error {
+				return w.set("policy.routing.ignore_residency=true")
+			}},
+		{keyword: "Given", pattern: `^there are no faults$`,
+			doc:     "Drop the scenario's own faults (`--set faults=[]`), for a baseline or to add your own.",
+			example: "Given there are no faults",
+			do: func(_ context.Context, w *world, _ []string) error {
+				if err := w.requireFleet(); err != nil {
+					return err
+				}
+				w.faults, w.edited = nil, true
+				return nil
+			}},
+
+		// Faults. Times are from the start of the run; a fault without "for"
+		// lasts to the end.
+		{keyword: "When", pattern: `^region (\S+) goes down at (\S+)(?: for (\S+))?$`,
+			doc:     "A regional outage: every replica of the region's pools goes down and swallows connections.",
+			example: "When region us-east goes down at 10m for 15m",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.addFault(fault("regional-outage", "region="+a[0], "at="+a[1], opt("for", a[2])))
+			}},
+		{keyword: "When", pattern: `^the quota of provider (\S+) is exhausted at (\S+)(?: for (\S+))?$`,
+			doc:     "Quota exhaustion: the provider's rate limit drops to zero; requests over it are refused with a 429.",
+			example: "When the quota of provider gpu-cloud-a is exhausted at 20m for 10m",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.addFault(fault("quota-exhaustion", "provider="+a[0], "at="+a[1], opt("for", a[2])))
+			}},
+		{keyword: "When", pattern: `^the quota of (provider|pool) (\S+) drops to (\S+) requests and (\S+) tokens per minute at (\S+)(?: for (\S+))?$`,
+			doc:     "A quota cut rather than to zero: the provider's or pool's limits drop to these rates.",
+			example: "When the quota of pool use-h100-8b drops to 60 requests and 90000 tokens per minute at 5m for 10m",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.addFault(fault("quota-exhaustion", a[0]+"="+a[1], "rpm="+a[2], "tpm="+a[3], "at="+a[4], opt("for", a[5])))
+			}},
+		{keyword: "When", pattern: `^model (\S+) is retired at (\S+)(?: with (\S+) notice)?$`,
+			doc:     "Model retirement: the model is withdrawn from every pool at the time; with notice, new requests are steered to its fallbacks that long before.",
+			example: "When model llama-3.1-70b is retired at 30m with 10m notice",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.addFault(fault("model-retirement", "model="+a[0], "at="+a[1], opt("notice", a[2])))
+			}},
+		{keyword: "When", pattern: `^pool (\S+) upgrades its driver to (\S+) at (\S+)(?: for (\S+))?$`,
+			doc:     "Driver upgrade: the pool's replicas restart on the new driver; models it cannot serve are dropped. \"for\" rolls it back.",
+			example: "When pool use-h100-8b upgrades its driver to 560.28 at 40m",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.addFault(fault("driver-upgrade", "pool="+a[0], "driver="+a[1], "at="+a[2], opt("for", a[3])))
+			}},
+		{keyword: "When", pattern: `^pool (\S+) upgrades its driver to (\S+) and its runtime to (\S+) at (\S+)(?: for (\S+))?$`,
+			doc:     "Driver and runtime upgrade together (the runtime must be one of the scenario's).",
+			example: "When pool use-h100-8b upgrades its driver to 570.124.06 and its runtime to vllm-0.8.5 at 10m",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.addFault(fault("driver-upgrade", "pool="+a[0], "driver="+a[1], "runtime="+a[2], "at="+a[3], opt("for", a[4])))
+			}},
+		{keyword: "When", pattern: `^(\d+) replicas? of pool (\S+) (?:is|are) lost at (\S+)(?: for (\S+))?$`,
+			doc:     "Node loss: replicas fail and refuse connections; after \"for\" they come back and cold-start.",
+			example: "When 2 replicas of pool use-h100-8b are lost at 12m for 20m",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.addFault(fault("node-loss", "pool="+a[1], "count="+a[0], "at="+a[2], opt("for", a[3])))
+			}},
+		{keyword: "When", pattern: `^the fault "([^"]+)" is injected$`,
+			doc:     "Any fault, as a line of the fault syntax (docs/faults.md).",
+			example: `When the fault "brownout region=us-east at=10m for=5m fail=0.2" is injected`,
+			do:      func(_ context.Context, w *world, a []string) error { return w.addFault(a[0]) }},
+
+		// Outcomes. The first outcome runs the scenario on the twin; a window
+		// ("during the outage", "after the outage + 5m", "after recovery")
+		// names a fault by its kind (the last one of that kind) or by its
+		// label, regional-outage(us-east).
+		{keyword: "Then", pattern: `^(\S+) p(50|90|95|99) (TTFT|TPOT|E2E|queue wait) stays below (\S+)` + scope + `$`,
+			doc:     "A latency percentile of a class (time to first token, per output token, end to end, or waiting in the gateway's queue), over the run or a window.",
+			example: "Then interactive p99 TTFT stays below 2s during the outage",
+			exprs: func(w *world, a []string) ([]string, error) {
+				metric := map[string]string{"TTFT": "ttft", "TPOT": "tpot", "E2E": "e2e", "queue wait": "queue_wait"}[a[2]]
+				return scoped(w, a[4], fmt.Sprintf("%s.%s.p%s < %s", a[0], metric, a[1], a[3]))
+			},
+			fault: scopeFault(4)},
+		{keyword: "Then", pattern: `^(\S+) SLO attainment is at least (\S+)` + scope + `$`,
+			doc:     "The share of a class's finished requests that met every objective (a fraction or a percentage).",
+			example: "Then interactive SLO attainment is at least 99% after the outage + 5m",
+			exprs: func(w *world, a []string) ([]string, error) {
+				v, err := fraction(a[1])
+				if err != nil {
+					return nil, err
+				}
+				return scoped(w, a[2], fmt.Sprintf("%s.slo_attainment >= %g", a[0], v))
+			},
+			fault: scopeFault(2)},
+		{keyword: "Then", pattern: `^no request leaves its jurisdiction$`,
+			doc:     "Residency holds: no request was served outside its tenant's jurisdiction.",
+			example: "Then no request leaves its jurisdiction",
+			exprs:   func(*world, []string) ([]string, error) { return []string{"residency_violations == 0"}, nil }},
+		{keyword: "Then", pattern: `^every request is accounted for$`,
+			doc:     "Every request that arrived was counted once (rejected, completed, failed, cancelled, timed out or in flight at the end), for the run, each class, each tenant and each window.",
+			example: "Then every request is accounted for",
+			do:      accounted},
+		{keyword: "Then", pattern: `^the gateway detects (.+) within (\S+)$`,
+			doc:     "The fault was detected (a breaker opening, or the first 429 or retirement refusal) within this long of its start.",
+			example: "Then the gateway detects the outage within 30s",
+			exprs:   faultTime("time_to_detect_s", 0, 1),
+			fault:   faultArg(0)},
+		{keyword: "Then", pattern: `^the gateway mitigates (.+) within (\S+)$`,
+			doc:     "After detection, a request was served by an unaffected replica within this long of the fault's start.",
+			example: "Then the gateway mitigates the outage within 2m",
+			exprs:   faultTime("time_to_mitigate_s", 0, 1),
+			fault:   faultArg(0)},
+		{keyword: "Then", pattern: `^the fleet recovers from (.+) within (\S+)$`,
+			doc:     "An affected replica served a request again within this long of the fault's end.",
+			example: "Then the fleet recovers from the outage within 5m",
+			exprs:   faultTime("time_to_recover_s", 0, 1),
+			fault:   faultArg(0)},
+		{keyword: "Then", pattern: `^at most (\d+) requests? (?:is|are) lost during (.+)$`,
+			doc:     "Requests that ended without an answer (failed, rejected or timed out) while the fault was active.",
+			example: "Then at most 50 requests are lost during the quota exhaustion",
+			exprs: func(w *world, a []string) ([]string, error) {
+				l, err := w.labelFor(a[1])
+				if err != nil {
+					return nil, err
+				}
+				return []string{fmt.Sprintf("faults.%s.requests_lost <= %s", l, a[0])}, nil
+			},
+			fault: faultArg(1)},
+		{keyword: "Then", pattern: `^no request is lost during (.+)$`,
+			doc:     "Every request that arrived while the fault was active got an answer.",
+			example: "Then no request is lost during the driver upgrade",
+			exprs: func(w *world, a []string) ([]string, error) {
+				l, err := w.labelFor(a[0])
+				if err != nil {
+					return nil, err
+				}
+				return []string{fmt.Sprintf("faults.%s.requests_lost == 0", l)}, nil
+			},
+			fault: faultArg(0)},
+		{keyword: "Then", pattern: `^at most (\d+) requests are rejected$`,
+			doc:     "Requests rejected over the whole run (queue full, quota, no route).",
+			example: "Then at most 10 requests are rejected",
+			exprs: func(_ *world, a []string) ([]string, error) {
+				return []string{"requests.rejected <= " + a[0]}, nil
+			}},
+		{keyword: "Then", pattern: `^(\S+) requests complete within their deadline$`,
+			doc:     "No request of the class timed out or failed.",
+			example: "Then batch requests complete within their deadline",
+			exprs: func(_ *world, a []string) ([]string, error) {
+				return []string{a[0] + ".timed_out == 0", a[0] + ".failed == 0"}, nil
+			}},
+		{keyword: "Then", pattern: `^batch jobs complete within their window$`,
+			doc:     "Every GPU job submitted (the scenario's `jobs:` streams) completed within its window.",
+			example: "Then batch jobs complete within their window",
+			do:      jobsInWindow},
+		{keyword: "Then", pattern: `^the report shows (.+)$`,
+			doc:     "Any expectation of the scenario syntax (docs/scenarios.md#expect), scoped or not.",
+			example: "Then the report shows during regional-outage(us-east): requests.timed_out <= 100",
+			exprs: func(_ *world, a []string) ([]string, error) {
+				return []string{strings.Trim(a[0], `"`)}, nil
+			},
+			fault: func(w *world, a []string) string {
+				e := strings.Trim(a[0], `"`)
+				if rest, ok := strings.CutPrefix(e, "during "); ok {
+					l, _, _ := strings.Cut(rest, ":")
+					return strings.TrimSpace(l)
+				}
+				return ""
+			}},
+		{keyword: "Then", pattern: `^every expectation of the scenario holds$`,
+			doc:     "The scenario's own expect list passes, as fleetdrill run would judge it.",
+			example: "Then every expectation of the scenario holds",
+			exprs:   func(w *world, _ []string) ([]string, error) { return w.baseExpect(), nil }},
+	}
+}
+
+func init() {
+	steps = table()
+	for _, s := range steps {
+		s.re = regexp.MustCompile(s.pattern)
+	}
+}
+
+// match finds the step definition a text matches, as godog does (the
+// first one), and its arguments.
+func match(text string) (*step, []string) {
+	for _, s := range steps {
+		if m := s.re.FindStringSubmatch(text); m != nil {
+			return s, m[1:]
+		}
+	}
+	return nil, nil
+}
+
+// undefined explains a step no definition matches, with the nearest known
+// ones by edit distance to their examples.
+func undefined(text string) error {
+	var examples []string
+	byExample := map[string]*step{}
+	for _, s := range steps {
+		ex := exampleText(s)
+		examples = append(examples, ex)
+		byExample[ex] = s
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "undefined step %q; did you mean:", text)
+	for _, ex := range suggest.Closest(text, examples, 3) {
+		fmt.Fprintf(&b, "\n    %s %s    (%s)", byExample[ex].keyword, ex, byExample[ex].pattern)
+	}
+	b.WriteString("\n  (fleetdrill spec --list prints every step; docs/specs.md has the reference)")
+	return errors.New(b.String())
+}
+
+// exampleText is the example without its keyword.
+func exampleText(s *step) string {
+	_, rest, _ := strings.Cut(s.example, " ")
+	return rest
+}
+
+func fault(kind string, kv ...string) string {
+	parts := []string{kind}
+	for _, s := range kv {
+		if s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func opt(key, v string) string {
+	if v == "" {
+		return ""
+	}
+	return key + "=" + v
+}
+
+// scoped prefixes an expectation with its window, if the step names one.
+func scoped(w *world, phrase, expr string) ([]string, error) {
+	phrase = strings.TrimSpace(phrase)
+	if phrase == "" {
+		return []string{expr}, nil
+	}
+	word, rest, _ := strings.Cut(phrase, " ")
+	what, offset, hasOffset := strings.Cut(rest, "+")
+	what = strings.TrimSpace(what)
+	if word == "during" && hasOffset {
+		return nil, fmt.Errorf("%q: a during window takes no offset", phrase)
+	}
+	label := "recovery"
+	if what != "recovery" {
+		l, err := w.labelFor(what)
+		if err != nil {
+			return nil, err
+		}
+		label = l
+	}
+	prefix := word + " " + label
+	if hasOffset {
+		prefix += " + " + strings.TrimSpace(offset)
+	}
+	return []string{prefix + ": " + expr}, nil
+}
+
+func scopeFault(i int) func(w *world, a []string) string {
+	return func(w *world, a []string) string {
+		_, rest, _ := strings.Cut(strings.TrimSpace(a[i]), " ")
+		what, _, _ := strings.Cut(rest, "+")
+		l, _ := w.labelFor(strings.TrimSpace(what))
+		return l
+	}
+}
+
+func faultArg(i int) func(w *world, a []string) string {
+	return func(w *world, a []string) string {
+		l, _ := w.labelFor(a[i])
+		return l
+	}
+}
+
+// faultTime checks a fault's time figure: it happened (not -1) and took at
+// most the given duration.
+func faultTime(field string, faultIdx, durIdx int) func(w *world, a []string) ([]string, error) {
+	return func(w *world, a []string) ([]string, error) {
+		l, err := w.labelFor(a[faultIdx])
+		if err != nil {
+			return nil, err
+		}
+		p := fmt.Sprintf("faults.%s.%s", l, field)
+		return []string{p + " >= 0", p + " <= " + a[durIdx]}, nil
+	}
+}
+
+func fraction(s string) (float64, error) {
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.ParseFloat(p, 64)
+		return v / 100, err
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+func scaleWorkload(_ context.Context, w *world, a []string) error {
+	if err := w.requireFleet(); err != nil {
+		return err
+	}
+	k, err := fraction(a[0])
+	if err != nil || k <= 0 {
+		return fmt.Errorf("scale %q: want a factor > 0 (1.5) or a percentage (150%%)", a[0])
+	}
+	sc, err := w.load(nil)
+	if err != nil {
+		return err
+	}
+	var sets []string
+	for _, s := range sc.Workload {
+		if s.Trace != nil {
+			rs := s.Trace.RateScale
+			if rs == 0 {
+				rs = 1
+			}
+			sets = append(sets, fmt.Sprintf("workload.%s.trace.rate_scale=%g", s.Name, rs*k))
+			continue
+		}
+		sets = append(sets, fmt.Sprintf("workload.%s.arrivals.rate=%g", s.Name, s.Arrivals.Rate*k))
+	}
+	return w.set(sets...)
+}
+
+func accounted(ctx context.Context, w *world, _ []string) error {
+	if err := w.run(ctx); err != nil {
+		return err
+	}
+	if err := w.rep.CheckAccounting(); err != nil {
+		return fmt.Errorf("%w\n  scenario: %s, seed %d\n%s  reproduce: %s",
+			err, w.sc.Name, w.sc.Seed, w.timelineExcerpt(""), w.repro(nil))
+	}
+	return nil
+}
+
+func jobsInWindow(ctx context.Context, w *world, _ []string) error {
+	if err := w.run(ctx); err != nil {
+		return err
+	}
+	if len(w.rep.Jobs) == 0 {
+		return errors.New("the scenario has no GPU jobs (jobs:); for batch requests write: Then batch requests complete within their deadline")
+	}
+	var exprs []string
+	for _, k := range slices.Sorted(maps.Keys(w.rep.Jobs)) {
+		exprs = append(exprs, fmt.Sprintf("jobs.%s.completed_in_window >= %d", k, w.rep.Jobs[k].Submitted))
+	}
+	return w.check(ctx, exprs, "")
+}

@@ -1,0 +1,367 @@
+package spec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/cucumber/godog"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
+)
+
+// world is one Gherkin scenario's state: the fleet being edited, as a base
+// scenario (a library name or a file) plus --set overrides and fault lines,
+// and the report once run. Every edit is a --set override, so the command
+// that reproduces a failure is exact.
+type world struct {
+	base    string // library name, or a file path as the user should type it
+	path    string // the file to read, for a file base
+	library bool
+	sets    []string // --set overrides, in order
+	faults  []string // fault lines: the base's, then those the steps add
+	edited  bool     // faults changed: emit faults=[...]
+
+	live    bool     // tagged @live: pending until the live harness lands
+	featDir string   // the feature file's directory, for relative fleet paths
+	steps   []string // the scenario's step texts, for scoped outcomes
+
+	sc      *scenarios.Scenario
+	rep     *twin.Report
+	runErr  error
+	skipped string
+}
+
+func (w *world) requireFleet() error {
+	if w.base == "" {
+		return errors.New(`no fleet yet: start with a step like Given the fleet "default" (a library scenario or a YAML file)`)
+	}
+	if w.rep != nil || w.runErr != nil {
+		return errors.New("the scenario has already run (an outcome step came before this one); put every Given and When before the first Then")
+	}
+	return nil
+}
+
+// setFleet chooses the base scenario: a library name or a file, relative
+// to the feature file. optional: a library name that does not exist skips
+// the scenario rather than failing it.
+func (w *world) setFleet(name string, optional bool) error {
+	if scenarios.IsLibraryName(name) {
+		if _, err := scenarios.Source(name); err != nil {
+			if optional {
+				return w.skip(fmt.Sprintf("this build's library has no scenario %q", name))
+			}
+			return err
+		}
+		w.base, w.library = name, true
+	} else {
+		p := name
+		if !filepath.IsAbs(p) && w.featDir != "" {
+			p = filepath.Join(w.featDir, p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("fleet %q: %w", name, err)
+		}
+		w.base, w.path = p, p
+	}
+	sc, err := w.load(nil)
+	if err != nil {
+		return err
+	}
+	w.faults = append([]string(nil), sc.Faults...)
+	return nil
+}
+
+// skip marks the scenario skipped, with a reason printed by the suite.
+func (w *world) skip(reason string) error {
+	w.skipped = reason
+	return fmt.Errorf("%w: %s", godog.ErrSkip, reason)
+}
+
+// allSets is the overrides with the faults, as fleetdrill run takes them.
+func (w *world) allSets(extra ...string) []string {
+	out := append([]string(nil), w.sets...)
+	if w.edited {
+		out = append(out, "faults="+yamlList(w.faults))
+	}
+	return append(out, extra...)
+}
+
+// load parses the base with the overrides so far (and extra ones). A
+// scenario that needs the shared traces, when they are not beside the
+// checkout, skips.
+func (w *world) load(extra []string) (*scenarios.Scenario, error) {
+	sets := w.allSets(extra...)
+	var sc *scenarios.Scenario
+	var err error
+	if w.library {
+		sc, err = scenarios.LoadNamedWithSets(w.base, sets)
+	} else {
+		sc, err = scenarios.LoadWithSets(w.path, sets)
+	}
+	if err == nil {
+		return sc, nil
+	}
+	var ve *scenarios.ValidationError
+	if errors.As(err, &ve) {
+		missing := 0
+		for _, p := range ve.Problems {
+			if strings.HasSuffix(p.Path, ".trace.path") && strings.Contains(p.Msg, "no such file") {
+				missing++
+			}
+		}
+		if missing == len(ve.Problems) {
+			return nil, w.skip(fmt.Sprintf("%s replays a trace that is not here: %v", w.base, err))
+		}
+	}
+	return nil, err
+}
+
+// set adds an override after checking that the scenario still validates,
+// so that a bad edit fails at its own step with the loader's message.
+func (w *world) set(sets ...string) error {
+	if err := w.requireFleet(); err != nil {
+		return err
+	}
+	if _, err := w.load(sets); err != nil {
+		return err
+	}
+	w.sets = append(w.sets, sets...)
+	return nil
+}
+
+// addFault parses a fault line (so its errors come with the fault
+// syntax's messages) and adds it in canonical form.
+func (w *world) addFault(line string) error {
+	if err := w.requireFleet(); err != nil {
+		return err
+	}
+	sp, err := faults.Parse(line)
+	if err != nil {
+		return fmt.Errorf("fault %q: %w", line, err)
+	}
+	prev, prevEdited := w.faults, w.edited
+	w.faults = append(append([]string(nil), w.faults...), sp.String())
+	w.edited = true
+	if _, err := w.load(nil); err != nil {
+		w.faults, w.edited = prev, prevEdited
+		return err
+	}
+	return nil
+}
+
+// labelFor resolves how a step names a fault ("the outage", "the quota
+// exhaustion", or a label as reports print it, regional-outage(us-east))
+// to the label the report uses: the last fault of that kind.
+func (w *world) labelFor(what string) (string, error) {
+	what = strings.TrimSpace(what)
+	if strings.Contains(what, "(") {
+		return what, nil
+	}
+	kind, ok := faultWords[strings.TrimPrefix(what, "the ")]
+	if !ok {
+		return "", fmt.Errorf("%q names no fault; write the outage, the quota exhaustion, the retirement, the driver upgrade, the node loss, the fault, or a label like regional-outage(us-east)", what)
+	}
+	specs, err := faults.ParseAll(w.faults)
+	if err != nil {
+		return "", err
+	}
+	labels := make([]string, len(specs))
+	seen := map[string]int{}
+	for i, sp := range specs {
+		l := twin.Label(sp)
+		if n := seen[l]; n > 0 {
+			labels[i] = fmt.Sprintf("%s#%d", l, n+1)
+		} else {
+			labels[i] = l
+		}
+		seen[l]++
+	}
+	for i := len(specs) - 1; i >= 0; i-- {
+		if kind == "" || string(specs[i].Kind) == kind {
+			return labels[i], nil
+		}
+	}
+	if kind == "" {
+		return "", errors.New("the scenario has no faults")
+	}
+	return "", fmt.Errorf("the scenario has no %s fault (faults: %s)", kind, strings.Join(labels, ", "))
+}
+
+var faultWords = map[string]string{
+	"outage":            "regional-outage",
+	"regional outage":   "regional-outage",
+	"quota exhaustion":  "quota-exhaustion",
+	"retirement":        "model-retirement",
+	"model retirement":  "model-retirement",
+	"upgrade":           "driver-upgrade",
+	"driver upgrade":    "driver-upgrade",
+	"node loss":         "node-loss",
+	"brownout":          "brownout",
+	"fault":             "",
+	"last fault":        "",
+	"cold-start storm":  "cold-start-storm",
+	"error burst":       "error-burst",
+	"latency injection": "latency",
+}
+
+// run runs the twin once, at the first outcome step. The scoped
+// expectations of every outcome step of the scenario go into the run's
+// expect list first: the twin measures a window only when an expectation
+// names it.
+func (w *world) run(ctx context.Context) error {
+	if w.skipped != "" {
+		return w.skip(w.skipped)
+	}
+	if w.rep != nil {
+		return nil
+	}
+	if w.runErr != nil {
+		return w.runErr
+	}
+	if w.base == "" {
+		return errors.New(`no fleet: start with a step like Given the fleet "default"`)
+	}
+	w.runErr = w.doRun(ctx)
+	return w.runErr
+}
+
+func (w *world) doRun(ctx context.Context) error {
+	sc, err := w.load(nil)
+	if err != nil {
+		return err
+	}
+	for _, text := range w.steps {
+		d, args := match(text)
+		if d == nil || d.exprs == nil {
+			continue
+		}
+		exprs, err := d.exprs(w, args)
+		if err != nil {
+			continue // reported by its own step
+		}
+		for _, e := range exprs {
+			if p, err := scenarios.ParseExpectation(e); err == nil && p.Scope != "" {
+				sc.Expect = append(sc.Expect, e)
+			}
+		}
+	}
+	w.sc = sc
+	rep, err := twin.Run(ctx, sc, twin.Options{})
+	if err != nil {
+		return fmt.Errorf("run %s (seed %d): %w\nreproduce with: %s", w.base, sc.Seed, err, w.repro(nil))
+	}
+	w.rep = rep
+	return nil
+}
+
+// check evaluates an outcome's expectations and fails with what was
+// expected, what was measured, the seed, the timeline around the fault and
+// the command that reproduces it.
+func (w *world) check(ctx context.Context, exprs []string, label string) error {
+	if err := w.run(ctx); err != nil {
+		return err
+	}
+	got, err := w.rep.Check(exprs...)
+	if err != nil {
+		return err
+	}
+	for _, e := range got {
+		if e.Pass {
+			continue
+		}
+		return w.failure(e, label)
+	}
+	return nil
+}
+
+func (w *world) failure(e twin.Expectation, label string) error {
+	var b strings.Builder
+	measured := strconv.FormatFloat(e.Value, 'g', 6, 64)
+	if p, err := scenarios.ParseExpectation(e.Expr); err == nil && p.IsDuration {
+		measured += "s"
+	}
+	fmt.Fprintf(&b, "outcome failed\n  expected: %s\n  measured: %s\n  scenario: %s, seed %d\n", e.Expr, measured, w.sc.Name, w.sc.Seed)
+	b.WriteString(w.timelineExcerpt(label))
+	fmt.Fprintf(&b, "  reproduce: %s", w.repro([]string{e.Expr}))
+	return errors.New(b.String())
+}
+
+// repro is the fleetdrill run command that runs the same scenario with
+// these expectations added to its own.
+func (w *world) repro(expect []string) string {
+	args := []string{"fleetdrill", "run", shellQuote(w.base)}
+	extra := []string{}
+	if len(expect) > 0 {
+		all := append(append([]string(nil), w.baseExpect()...), expect...)
+		extra = append(extra, "expect="+yamlList(all))
+	}
+	for _, s := range w.allSets(extra...) {
+		args = append(args, "--set", shellQuote(s))
+	}
+	return strings.Join(args, " ")
+}
+
+func (w *world) baseExpect() []string {
+	sc, err := w.load(nil)
+	if err != nil {
+		return nil
+	}
+	return sc.Expect
+}
+
+// timelineExcerpt prints the timeline around a fault (a minute either
+// side), or its first events when no fault is concerned.
+func (w *world) timelineExcerpt(label string) string {
+	from, to := math.Inf(-1), math.Inf(1)
+	title := "timeline"
+	if f, ok := w.rep.Faults[label]; ok {
+		from = f.StartS - 60
+		if f.EndS >= 0 {
+			to = f.EndS + 60
+		}
+		title = fmt.Sprintf("timeline around %s (%s), a minute either side", label, f.Spec)
+	}
+	var lines []string
+	for _, ev := range w.rep.Timeline {
+		if ev.TS < from || ev.TS > to {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("    %9.1fs  %-20s %s", ev.TS, ev.Kind, ev.Detail))
+	}
+	const keep = 24
+	if len(lines) > keep {
+		n := len(lines) - keep
+		lines = append(append(lines[:keep/2:keep/2], fmt.Sprintf("    … %d more events …", n)), lines[len(lines)-keep/2:]...)
+	}
+	if len(lines) == 0 {
+		lines = []string{"    (no events)"}
+	}
+	return "  " + title + ":\n" + strings.Join(lines, "\n") + "\n"
+}
+
+// yamlList renders strings as a YAML flow list for a --set value.
+func yamlList(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = strconv.Quote(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
