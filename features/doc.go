@@ -2,5 +2,5 @@
 // run on the digital twin by go test ./features/... with the step library
 // of internal/spec, the same steps fleetdrill spec gives users.
 //
-//	go test ./features/ -godog.tags='@quota' -godog.format=pretty
+//	go test ./features/ -godog.tags='@quota-exhaustion' -godog.format=pretty
 package features
