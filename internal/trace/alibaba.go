@@ -116,25 +116,10 @@ func (b *base) count(c int, name string) (int, *RowError) {
 // Next reads the next job into j, returning io.EOF after the last. Jobs are
 // not required to be sorted.
 func (r *JobReader) Next(j *Job) error {
-	if r.err != nil {
-		return r.err
-	}
-	for {
-		line, err := r.src.next()
-		if err != nil {
-			r.err = err
-			return err
-		}
+	return r.nextRow(func(line []byte) *RowError {
 		*j = Job{GPUSpec: j.GPUSpec[:0], Line: r.src.line}
-		e := r.parse(line, j)
-		if e == nil {
-			return nil
-		}
-		if err := r.src.bad(e); err != nil {
-			r.err = err
-			return err
-		}
-	}
+		return r.parse(line, j)
+	})
 }
 
 func (r *JobReader) parse(line []byte, j *Job) *RowError {
@@ -227,25 +212,10 @@ func NewNodeReader(r io.Reader, name string, opts Options) (*NodeReader, error) 
 
 // Next reads the next node into n, returning io.EOF after the last.
 func (r *NodeReader) Next(n *Node) error {
-	if r.err != nil {
-		return r.err
-	}
-	for {
-		line, err := r.src.next()
-		if err != nil {
-			r.err = err
-			return err
-		}
+	return r.nextRow(func(line []byte) *RowError {
 		*n = Node{Line: r.src.line}
-		e := r.parse(line, n)
-		if e == nil {
-			return nil
-		}
-		if err := r.src.bad(e); err != nil {
-			r.err = err
-			return err
-		}
-	}
+		return r.parse(line, n)
+	})
 }
 
 func (r *NodeReader) parse(line []byte, n *Node) *RowError {

@@ -156,15 +156,7 @@ func (r *Reader) absolute() bool {
 // traces must be sorted by arrival (ties keep file order): a row earlier
 // than the one before it is a malformed row.
 func (r *Reader) Next(rec *Record) error {
-	if r.err != nil {
-		return r.err
-	}
-	for {
-		line, err := r.src.next()
-		if err != nil {
-			r.err = err
-			return err
-		}
+	return r.nextRow(func(line []byte) *RowError {
 		*rec = Record{Blocks: rec.Blocks[:0], Line: r.src.line}
 		var e *RowError
 		switch r.lay.f.name {
@@ -182,11 +174,30 @@ func (r *Reader) Next(rec *Record) error {
 		if e == nil {
 			e = r.inOrder(rec)
 		}
+		return e
+	})
+}
+
+// nextRow reads lines until parse accepts one (nil), skipping or failing
+// on malformed rows as the options say. Its error is sticky: io.EOF, or
+// what stopped reading, again on every later call. (parse does not escape,
+// so the closures the readers pass cost no allocation per row.)
+func (b *base) nextRow(parse func(line []byte) *RowError) error {
+	if b.err != nil {
+		return b.err
+	}
+	for {
+		line, err := b.src.next()
+		if err != nil {
+			b.err = err
+			return err
+		}
+		e := parse(line)
 		if e == nil {
 			return nil
 		}
-		if err := r.src.bad(e); err != nil {
-			r.err = err
+		if err := b.src.bad(e); err != nil {
+			b.err = err
 			return err
 		}
 	}
