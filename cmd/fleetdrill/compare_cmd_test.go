@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,25 +13,9 @@ import (
 // in milliseconds; see its comments.
 const smallScenario = "../../internal/compare/testdata/small.yaml"
 
-// runCompare runs `fleetdrill compare args...` on the command alone (the
-// root command wires it in; this test does not depend on that).
+// runCompare runs `fleetdrill compare args...` on the command alone.
 func runCompare(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	cmd := newCompareCmd()
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	var out, errb bytes.Buffer
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	if err := cmd.ExecuteContext(t.Context()); err != nil {
-		errb.WriteString(err.Error())
-		var ec exitCoder
-		if !asExitCoder(err, &ec) {
-			return exitInvalid, out.String(), errb.String()
-		}
-		return ec.ExitCode(), out.String(), errb.String()
-	}
-	return exitOK, out.String(), errb.String()
+	return runCommand(t, newCompareCmd(), args...)
 }
 
 // TestCompareEndToEnd: on the small, overloaded scenario, priority

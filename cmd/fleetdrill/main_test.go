@@ -9,8 +9,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 )
+
+// runCommand runs one command alone (not through the root), so a test of a
+// subcommand does not depend on its wiring, and returns its exit status as
+// main would, with the error text appended to stderr.
+func runCommand(t *testing.T, cmd *cobra.Command, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	var out, errb bytes.Buffer
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&errb)
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		errb.WriteString(err.Error())
+		var ec exitCoder
+		if !asExitCoder(err, &ec) {
+			return exitInvalid, out.String(), errb.String()
+		}
+		return ec.ExitCode(), out.String(), errb.String()
+	}
+	return exitOK, out.String(), errb.String()
+}
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()

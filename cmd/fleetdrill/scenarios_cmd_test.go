@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,28 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// runScenarios runs `fleetdrill scenarios ARGS` on the command alone, so it
-// is tested whether or not the root command wires it in.
+// runScenarios runs `fleetdrill scenarios ARGS` on the command alone.
 func runScenarios(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd := newScenariosCmd()
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	cmd.SilenceUsage = true
-	cmd.SilenceErrors = true
-	err := cmd.Execute()
-	code = exitOK
-	if err != nil {
-		code = exitInvalid
-		var ec exitCoder
-		if asExitCoder(err, &ec) {
-			code = ec.ExitCode()
-		}
-		errb.WriteString(err.Error())
-	}
-	return out.String(), errb.String(), code
+	code, stdout, stderr = runCommand(t, newScenariosCmd(), args...)
+	return stdout, stderr, code
 }
 
 func TestScenariosCmd(t *testing.T) {

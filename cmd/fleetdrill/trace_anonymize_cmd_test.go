@@ -16,24 +16,9 @@ import (
 )
 
 // runAnonymize runs `fleetdrill trace anonymize args...` on the command
-// alone (the trace command wires it in; this test does not depend on that).
+// alone.
 func runAnonymize(t *testing.T, args ...string) (code int, stdout, stderr string) {
-	t.Helper()
-	cmd := newTraceAnonymizeCmd()
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	var out, errb bytes.Buffer
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	cmd.SetErr(&errb)
-	if err := cmd.ExecuteContext(t.Context()); err != nil {
-		errb.WriteString(err.Error())
-		var ec exitCoder
-		if !asExitCoder(err, &ec) {
-			return exitInvalid, out.String(), errb.String()
-		}
-		return ec.ExitCode(), out.String(), errb.String()
-	}
-	return exitOK, out.String(), errb.String()
+	return runCommand(t, newTraceAnonymizeCmd(), args...)
 }
 
 const (
