@@ -40,6 +40,13 @@ tidy: ## Check that go.mod and go.sum are tidy
 .PHONY: check
 check: lint tidy test ## Everything CI runs
 
+.PHONY: image-node
+image-node: ## Build the emulated node image fleetdrill-node:dev (FROM scratch, static binary)
+	rm -rf bin/node-image && mkdir -p bin/node-image
+	CGO_ENABLED=0 GOOS=linux $(GO) build -o bin/node-image/fleetdrill ./cmd/fleetdrill
+	cp internal/node/Dockerfile bin/node-image/Dockerfile
+	docker build -t fleetdrill-node:dev bin/node-image
+
 .PHONY: clean
 clean: ## Remove build outputs
 	rm -rf bin

@@ -1,0 +1,254 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/fleetdrill/fleetdrill/internal/node"
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/latency"
+)
+
+// adminTokenEnv is read when --admin-token is not given, so the token need
+// not appear in a process listing.
+const adminTokenEnv = "FLEETDRILL_ADMIN_TOKEN"
+
+// defaultNodeDriver is the driver a node reports when neither --driver nor
+// a scenario pool names one.
+const defaultNodeDriver = "550.127.05"
+
+type nodeFlags struct {
+	listen, adminListen, adminToken string
+	profile, scenario, pool         string
+	sets, models, minDrivers        []string
+	maxBatch                        int
+	kvTokens                        int64
+	driver                          string
+	seed                            uint64
+	speed                           float64
+	drain                           time.Duration
+}
+
+func newNodeCmd() *cobra.Command {
+	var f nodeFlags
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Run an emulated OpenAI-compatible inference node",
+		Long: `Run an emulated inference node: /v1/chat/completions and /v1/completions
+(streaming or not), /v1/models, /healthz and /metrics, with token timing from the
+twin's continuous-batching model in wall time. Prompt content is only counted
+(ceil(characters/4), or the x_fleetdrill.input_tokens field or the
+X-Fleetdrill-Input-Tokens header), never logged; the node generates exactly
+max_tokens (or x_fleetdrill.output_tokens / X-Fleetdrill-Output-Tokens) tokens.
+
+The model comes from --profile (a built-in latency profile) or from a scenario
+pool (--scenario and --pool: its models, profiles, driver, max batch and the
+twin's compatibility rules).
+
+With --admin-listen, a second listener serves /admin/faults (GET, POST a JSON
+patch, DELETE to reset), which needs "Authorization: Bearer TOKEN"
+(--admin-token or $FLEETDRILL_ADMIN_TOKEN): quota exhaustion (429 with
+Retry-After), model retirement (404 model_not_found), a driver change (503 for
+models the driver cannot run) and an error rate (seeded 500s).
+
+SIGTERM or SIGINT drains: in-flight requests get up to --drain to finish.
+Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
+		Example: `  fleetdrill node --listen 127.0.0.1:8000
+  fleetdrill node --profile h100-sxm/llama-3.1-70b/tp4 --models llama-3.1-70b --max-batch 64
+  fleetdrill node --scenario gameday-driver-upgrade --pool use-h100-8b-a \
+      --admin-listen 127.0.0.1:9000 --admin-token "$TOKEN"
+  curl -H "Authorization: Bearer $TOKEN" -d '{"quota_exhausted":true,"retry_after_s":20}' \
+      http://127.0.0.1:9000/admin/faults`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("admin-token") {
+				f.adminToken = os.Getenv(adminTokenEnv)
+			}
+			cfg, err := nodeConfig(&f, cmd.Flags().Changed("profile"))
+			if err != nil {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("node: %w", err)}
+			}
+			return runNode(cmd.Context(), &f, cfg, cmd)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8000", "address of the OpenAI-compatible API")
+	fl.StringVar(&f.adminListen, "admin-listen", "", "address of the fault-control API (off when empty)")
+	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token the admin API requires (default $"+adminTokenEnv+")")
+	fl.StringVar(&f.profile, "profile", "h100-sxm/llama-3.1-8b/tp1", "built-in latency profile (see docs/profiles.md)")
+	fl.StringVar(&f.scenario, "scenario", "", "take the pool's models, profiles and driver from this scenario (library name or file)")
+	fl.StringVar(&f.pool, "pool", "", "the scenario pool to emulate (with --scenario)")
+	fl.StringArrayVar(&f.sets, "set", nil, "override a scenario field, as for run (repeatable)")
+	fl.StringSliceVar(&f.models, "models", nil, "models to serve (default: the profile's model, or the pool's models)")
+	fl.StringArrayVar(&f.minDrivers, "min-driver", nil, "MODEL=VERSION: lowest driver a model runs with, with --profile (repeatable)")
+	fl.IntVar(&f.maxBatch, "max-batch", 0, "sequences running at once (default: the pool's max_batch, else 256)")
+	fl.Int64Var(&f.kvTokens, "kv-tokens", 0, "KV cache capacity in tokens (default: the profile's or pool's, else 131072)")
+	fl.StringVar(&f.driver, "driver", "", "driver version the node reports (default: the pool's, else "+defaultNodeDriver+")")
+	fl.Uint64Var(&f.seed, "seed", 1, "seed of the error-rate fault's random stream")
+	fl.Float64Var(&f.speed, "speed", 1, "model seconds per wall second (1 is real time)")
+	fl.DurationVar(&f.drain, "drain", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
+	return cmd
+}
+
+// nodeConfig turns the flags into a node configuration, collecting every
+// problem.
+func nodeConfig(f *nodeFlags, profileSet bool) (node.Config, error) {
+	var cfg node.Config
+	var errs []error
+	switch {
+	case f.scenario != "":
+		if profileSet {
+			errs = append(errs, errors.New("--profile and --scenario: give one"))
+		}
+		if f.pool == "" {
+			return cfg, errors.Join(append(errs, errors.New("--scenario needs --pool"))...)
+		}
+		sc, err := scenarios.LoadNamedWithSets(f.scenario, f.sets)
+		if err != nil {
+			return cfg, errors.Join(append(errs, err)...)
+		}
+		cfg, err = node.FromScenario(sc, f.pool)
+		if err != nil {
+			return cfg, errors.Join(append(errs, err)...)
+		}
+		if len(f.minDrivers) > 0 {
+			errs = append(errs, errors.New("--min-driver: the scenario's compatibility rules apply with --scenario"))
+		}
+		if len(f.models) > 0 {
+			var keep []node.Model
+			for _, name := range f.models {
+				i := slices.IndexFunc(cfg.Models, func(m node.Model) bool { return m.Name == name })
+				if i < 0 {
+					errs = append(errs, fmt.Errorf("--models: pool %s does not serve %s", f.pool, name))
+					continue
+				}
+				keep = append(keep, cfg.Models[i])
+			}
+			cfg.Models = keep
+		}
+	default:
+		if f.pool != "" || len(f.sets) > 0 {
+			errs = append(errs, errors.New("--pool and --set need --scenario"))
+		}
+		prof, ok := latency.Builtin(f.profile)
+		if !ok {
+			return cfg, errors.Join(append(errs, fmt.Errorf("--profile %q: not a built-in profile (have %s)",
+				f.profile, strings.Join(latency.BuiltinRefs(), ", ")))...)
+		}
+		models := f.models
+		if len(models) == 0 {
+			// "h100-sxm/llama-3.1-8b/tp1" serves llama-3.1-8b.
+			parts := strings.Split(f.profile, "/")
+			models = []string{parts[min(1, len(parts)-1)]}
+		}
+		mins, err := node.ParseMinDrivers(f.minDrivers)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--min-driver: %w", err))
+		}
+		for _, m := range models {
+			cfg.Models = append(cfg.Models, node.Model{Name: m, Profile: prof, MinDriver: mins[m]})
+		}
+		cfg.Driver = defaultNodeDriver
+	}
+	if f.driver != "" {
+		cfg.Driver = f.driver
+	}
+	if f.maxBatch != 0 {
+		cfg.MaxBatch = f.maxBatch
+	}
+	cfg.KVTokens, cfg.Seed, cfg.Speed = f.kvTokens, f.seed, f.speed
+	if f.speed <= 0 {
+		errs = append(errs, fmt.Errorf("--speed: got %g, want > 0", f.speed))
+	}
+	if f.adminListen != "" && f.adminToken == "" {
+		errs = append(errs, fmt.Errorf("--admin-listen needs --admin-token or $%s", adminTokenEnv))
+	}
+	return cfg, errors.Join(errs...)
+}
+
+func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.Command) error {
+	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	cfg.Registerer, cfg.Gatherer = reg, reg
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	cfg.Logger = logger
+	n, err := node.New(cfg)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("node: --listen: %w", err)}
+	}
+	servers := []*http.Server{{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}}
+	listeners := []net.Listener{ln}
+	if f.adminListen != "" {
+		aln, err := net.Listen("tcp", f.adminListen)
+		if err != nil {
+			ln.Close()
+			return &exitError{code: exitInvalid, err: fmt.Errorf("node: --admin-listen: %w", err)}
+		}
+		servers = append(servers, &http.Server{Handler: n.AdminHandler(f.adminToken), ReadHeaderTimeout: 10 * time.Second})
+		listeners = append(listeners, aln)
+	}
+
+	engCtx, stopEngine := context.WithCancel(context.Background())
+	defer stopEngine()
+	go n.Run(engCtx)
+
+	names := make([]string, len(cfg.Models))
+	for i, m := range cfg.Models {
+		names[i] = m.Name
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "fleetdrill node: serving %s on http://%s\n", strings.Join(names, ", "), ln.Addr())
+	if len(listeners) > 1 {
+		fmt.Fprintf(out, "fleetdrill node: admin API on http://%s/admin/faults\n", listeners[1].Addr())
+	}
+
+	errc := make(chan error, len(servers))
+	for i, s := range servers {
+		go func() { errc <- s.Serve(listeners[i]) }()
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	logger.Info("shutting down", "drain", f.drain)
+	// Drain: stop accepting and let in-flight requests finish on the
+	// still-running engine; past the deadline, stop the engine (which
+	// fails what is left) and close the connections.
+	dctx, cancel := context.WithTimeout(context.Background(), f.drain)
+	defer cancel()
+	for _, s := range servers {
+		if err := s.Shutdown(dctx); err != nil {
+			stopEngine()
+			s.Close()
+		}
+	}
+	stopEngine()
+	<-n.Stopped()
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("node: %w", serveErr)
+	}
+	return nil
+}

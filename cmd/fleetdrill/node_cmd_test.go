@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// nodeOutput is a Writer the node command and the test share.
+type nodeOutput struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *nodeOutput) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *nodeOutput) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var nodeURLRE = regexp.MustCompile(`http://(127\.0\.0\.1:\d+)`)
+
+func TestNodeCommandServesAndDrains(t *testing.T) {
+	t.Setenv(adminTokenEnv, "tok")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb nodeOutput
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"node", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+			"--scenario", "gameday-driver-upgrade", "--pool", "use-h100-8b-a", "--speed", "10"}, &out, &errb)
+	}()
+	var addrs []string
+	deadline := time.Now().Add(10 * time.Second)
+	for len(addrs) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("node did not print its addresses; stdout %q stderr %q", out.String(), errb.String())
+		}
+		addrs = nil
+		for _, m := range nodeURLRE.FindAllStringSubmatch(out.String(), -1) {
+			addrs = append(addrs, m[1])
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	api, admin := addrs[0], addrs[1]
+
+	resp, err := http.Get("http://" + api + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// A stream in flight when the signal comes finishes (drain).
+	resp, err = http.Post("http://"+api+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"llama-3.1-8b","stream":true,"max_tokens":40,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("chat: %v %v", resp, err)
+	}
+	resp.Body.Read(make([]byte, 1))
+
+	req, _ := http.NewRequest(http.MethodGet, "http://"+admin+"/admin/faults", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	aresp, err := http.DefaultClient.Do(req)
+	if err != nil || aresp.StatusCode != http.StatusOK {
+		t.Fatalf("admin with the env token: %v %v", aresp, err)
+	}
+	aresp.Body.Close()
+
+	mresp, err := http.Get("http://" + api + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{"fleetdrill_node_running_sequences", "go_goroutines", "process_"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	cancel() // as SIGTERM would
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Errorf("stream in flight at shutdown did not finish: ...%q", body[max(0, len(body)-80):])
+	}
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Errorf("exit %d, want 0; stderr %s", c, errb.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("node did not exit after cancel")
+	}
+}
+
+func TestNodeCommandInvalid(t *testing.T) {
+	t.Setenv(adminTokenEnv, "")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--profile", "nope"}, "not a built-in profile"},
+		{[]string{"--scenario", "gameday-driver-upgrade"}, "--scenario needs --pool"},
+		{[]string{"--scenario", "gameday-driver-upgrade", "--pool", "nope"}, `no pool "nope"`},
+		{[]string{"--admin-listen", "127.0.0.1:0"}, "--admin-listen needs --admin-token"},
+		{[]string{"--min-driver", "x"}, "want MODEL=VERSION"},
+		{[]string{"--max-batch", "-1"}, "max batch"},
+		{[]string{"--listen", "256.0.0.1:1"}, "--listen"},
+	} {
+		code, _, stderr := runCommand(t, newNodeCmd(), tc.args...)
+		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
+			t.Errorf("node %v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitInvalid, tc.want)
+		}
+	}
+}

@@ -1,0 +1,160 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetdrill/fleetdrill/twin/fleet"
+	"github.com/fleetdrill/fleetdrill/twin/latency"
+)
+
+// Defaults for a Config field left zero.
+const (
+	DefaultMaxBatch = 256 // vLLM's default max_num_seqs
+	// DefaultKVTokens is the KV capacity when neither the config, the model
+	// nor its profile gives one: about what an 80 GB GPU holds for an 8B
+	// model in bf16 after its weights.
+	DefaultKVTokens  = 131072
+	DefaultMaxTokens = 128 // output tokens when a request names none
+)
+
+// Model is one model the node serves.
+type Model struct {
+	Name    string
+	Profile latency.Profile
+	// KVTokens is the replica's KV capacity for this model; 0 falls back
+	// to Config.KVTokens, then Profile.KVTokens, then DefaultKVTokens.
+	KVTokens int64
+	// MinDriver is the lowest driver version the model runs with, used by
+	// the default compatibility check; empty means any.
+	MinDriver string
+}
+
+// CompatFunc answers whether the node, running driver, can serve model; a
+// non-nil error says why not, in operator language.
+type CompatFunc func(model, driver string) error
+
+// Config configures a Node.
+type Config struct {
+	Models []Model
+	// MaxBatch is the number of sequences a replica runs at once.
+	MaxBatch int
+	// KVTokens, when > 0, overrides every model's KV capacity.
+	KVTokens int64
+	// Driver is the driver version the node starts with (the admin API
+	// can change it).
+	Driver string
+	// Compat checks a model against the current driver. Nil means the
+	// simple rule: driver >= Model.MinDriver (fleet.CompareVersions).
+	Compat CompatFunc
+	// Seed seeds the error-rate fault's random stream.
+	Seed uint64
+	// Speed is engine seconds per wall second; 0 means 1 (real time).
+	// Tests and benchmarks run faster than real time with it.
+	Speed float64
+	// DefaultMaxTokens is the output length of a request that names none.
+	DefaultMaxTokens int
+	// Logger receives one line per request (never its content); nil
+	// discards.
+	Logger *slog.Logger
+	// Registerer receives the node's metrics; nil registers nowhere.
+	// Never the global registry: the binary passes its own.
+	Registerer prometheus.Registerer
+	// Gatherer, when set, is served on /metrics.
+	Gatherer prometheus.Gatherer
+}
+
+func (c *Config) normalize() error {
+	var errs []error
+	if len(c.Models) == 0 {
+		errs = append(errs, errors.New("node: no models, want at least one"))
+	}
+	seen := map[string]bool{}
+	for i := range c.Models {
+		m := &c.Models[i]
+		if m.Name == "" {
+			errs = append(errs, fmt.Errorf("node: models[%d]: empty name", i))
+		}
+		if seen[m.Name] {
+			errs = append(errs, fmt.Errorf("node: models[%d]: %s listed twice", i, m.Name))
+		}
+		seen[m.Name] = true
+		if m.Profile.MaxBatchedTokens == 0 {
+			m.Profile.MaxBatchedTokens = 8192
+		}
+		if m.Profile.StepBase <= 0 && m.Profile.MinStep <= 0 {
+			errs = append(errs, fmt.Errorf("node: models[%d] (%s): profile has no step time", i, m.Name))
+		}
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.MaxBatch < 0 {
+		errs = append(errs, fmt.Errorf("node: max batch %d, want >= 1", c.MaxBatch))
+	}
+	if c.KVTokens < 0 {
+		errs = append(errs, fmt.Errorf("node: KV tokens %d, want >= 1", c.KVTokens))
+	}
+	if c.Speed == 0 {
+		c.Speed = 1
+	}
+	if c.Speed < 0 || c.Speed > 10_000 {
+		errs = append(errs, fmt.Errorf("node: speed %g, want in (0, 10000]", c.Speed))
+	}
+	if c.DefaultMaxTokens <= 0 {
+		c.DefaultMaxTokens = DefaultMaxTokens
+	}
+	if c.Compat == nil {
+		mins := map[string]string{}
+		for _, m := range c.Models {
+			mins[m.Name] = m.MinDriver
+		}
+		c.Compat = MinDriverCompat(mins)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Model) kvTokens(override int64) int64 {
+	switch {
+	case override > 0:
+		return override
+	case m.KVTokens > 0:
+		return m.KVTokens
+	case m.Profile.KVTokens > 0:
+		return int64(m.Profile.KVTokens)
+	}
+	return DefaultKVTokens
+}
+
+// MinDriverCompat is the simple compatibility rule: a model runs when the
+// driver is at least its minimum (dotted numeric comparison, as the twin's
+// registry does). A model absent from mins, or with an empty minimum, runs
+// on any driver.
+func MinDriverCompat(mins map[string]string) CompatFunc {
+	return func(model, driver string) error {
+		if min := mins[model]; min != "" && fleet.CompareVersions(driver, min) < 0 {
+			return fmt.Errorf("driver %s < %s required by %s", driver, min, model)
+		}
+		return nil
+	}
+}
+
+// ParseMinDrivers parses "model=version" pairs (the --min-driver flag).
+func ParseMinDrivers(pairs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, p := range pairs {
+		name, ver, ok := strings.Cut(p, "=")
+		if !ok || name == "" || ver == "" {
+			return nil, fmt.Errorf("min driver %q: want MODEL=VERSION", p)
+		}
+		out[name] = ver
+	}
+	return out, nil
+}

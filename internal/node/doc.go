@@ -1,0 +1,41 @@
+// Package node is fleetdrill's emulated inference node: an OpenAI-compatible
+// HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /healthz,
+// /metrics) whose timing comes from the twin's continuous-batching model
+// (twin/engine driven by a twin/latency profile) run against the wall clock,
+// plus an admin API that switches the application-level faults TCP cannot
+// express (quota exhaustion, model retirement, a driver change, an error
+// rate). It stands in for a vLLM/TGI replica in live drills: in a FROM
+// scratch container behind toxiproxy, or in-process in tests.
+//
+// # Timing
+//
+// One goroutine (the loop, loop.go) owns one engine.Replica per served
+// model. Engine time is wall time since the node started, times Config.Speed.
+// The loop sleeps until the earliest of: the end of a replica's current
+// segment (engine.Replica.Next), the next interpolated token release, a new
+// request, a cancellation, or shutdown. At a segment end it calls Advance and
+// releases to each request exactly the tokens the engine says it generated.
+// The engine skips ahead over runs of identical decode steps (one event per
+// batch composition change), so within such a run the loop releases tokens
+// one step at a time at evenly spaced times between the run's start and end:
+// step times in a run differ only by the KV term (PerKVToken·B per step, well
+// under a percent of StepBase), so even spacing is what a client of a real
+// engine sees, within scheduling jitter. The last token, and so [DONE],
+// arrives exactly at the engine's completion time.
+//
+// # Requests
+//
+// Prompt content is never stored, logged or exported: only its length is
+// used. Input tokens are the x_fleetdrill.input_tokens body field or the
+// X-Fleetdrill-Input-Tokens header when given, otherwise estimated as
+// ceil(characters/4) of the prompt (or of each message's content, summed),
+// at least 1. Output tokens are x_fleetdrill.output_tokens or
+// X-Fleetdrill-Output-Tokens, else max_completion_tokens, else max_tokens,
+// else Config.DefaultMaxTokens; the node always generates exactly that many
+// tokens of filler text. A client that disconnects cancels its sequence in
+// the engine, which frees its batch slot and KV at the end of the step in
+// progress.
+//
+// It must not be imported by twin/ or sim/. Start reading at New and
+// Node.Handler.
+package node

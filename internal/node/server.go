@@ -1,0 +1,537 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fleetdrill/fleetdrill/twin/engine"
+)
+
+// maxBody bounds a request body: prompts are only counted, but a client may
+// send long ones.
+const maxBody = 16 << 20
+
+// Headers a client may use instead of the x_fleetdrill body field.
+const (
+	HeaderInputTokens  = "X-Fleetdrill-Input-Tokens"
+	HeaderOutputTokens = "X-Fleetdrill-Output-Tokens"
+)
+
+// maxOutputTokens bounds the requested output length.
+const maxOutputTokens = 1 << 20
+
+// Handler returns the node's OpenAI-compatible API, /healthz and (when
+// Config.Gatherer is set) /metrics.
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { n.serveCompletion(w, r, true) })
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { n.serveCompletion(w, r, false) })
+	mux.HandleFunc("GET /v1/models", n.serveModels)
+	mux.HandleFunc("GET /healthz", n.serveHealth)
+	if n.cfg.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(n.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	}
+	return mux
+}
+
+func (n *Node) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	select {
+	case <-n.stopped:
+		http.Error(w, "stopped", http.StatusServiceUnavailable)
+	default:
+		io.WriteString(w, "ok\n")
+	}
+}
+
+// servable returns why model cannot be served now (status, error type and
+// code, message), or status 0.
+func (n *Node) servable(model string, f *Faults) (int, string, string, string) {
+	if n.byName[model] == nil || slices.Contains(f.Retired, model) {
+		return http.StatusNotFound, "invalid_request_error", "model_not_found",
+			fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model)
+	}
+	if err := n.cfg.Compat(model, f.Driver); err != nil {
+		return http.StatusServiceUnavailable, "server_error", "model_incompatible",
+			fmt.Sprintf("model %s cannot run on this node: %v", model, err)
+	}
+	return 0, "", "", ""
+}
+
+func (n *Node) serveModels(w http.ResponseWriter, _ *http.Request) {
+	f := n.Faults()
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, m := range n.cfg.Models {
+		if code, _, _, _ := n.servable(m.Name, &f); code == 0 {
+			out.Data = append(out.Data, model{ID: m.Name, Object: "model", Created: n.clk.start.Unix(), OwnedBy: "fleetdrill"})
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// request is the part of an OpenAI request the node reads. Message and
+// prompt content are held as raw JSON only long enough to count them.
+type request struct {
+	Model               string            `json:"model"`
+	Messages            []json.RawMessage `json:"messages"`
+	Prompt              json.RawMessage   `json:"prompt"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	Stream              bool              `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	X *struct {
+		InputTokens  int `json:"input_tokens"`
+		OutputTokens int `json:"output_tokens"`
+	} `json:"x_fleetdrill"`
+}
+
+// EstimateTokens is the node's token estimate for text: ceil(characters/4),
+// at least 1 for non-empty text.
+func EstimateTokens(text string) int {
+	return (utf8.RuneCountInString(text) + 3) / 4
+}
+
+// countRaw estimates the tokens of a prompt or message content: a string;
+// a list of strings; a list of token ids (counted exactly) or of such lists;
+// a list of content parts (their text fields); anything else by its JSON
+// length.
+func countRaw(raw json.RawMessage) int {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return EstimateTokens(s)
+	}
+	var ss []string
+	if json.Unmarshal(raw, &ss) == nil {
+		t := 0
+		for _, s := range ss {
+			t += EstimateTokens(s)
+		}
+		return t
+	}
+	var ids []int64
+	if json.Unmarshal(raw, &ids) == nil {
+		return len(ids)
+	}
+	var idss [][]int64
+	if json.Unmarshal(raw, &idss) == nil {
+		t := 0
+		for _, ids := range idss {
+			t += len(ids)
+		}
+		return t
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		t := 0
+		for _, p := range parts {
+			t += EstimateTokens(p.Text)
+		}
+		return t
+	}
+	return (len(raw) + 3) / 4
+}
+
+func (req *request) inputTokens(h http.Header, chat bool) (int, error) {
+	if req.X != nil && req.X.InputTokens > 0 {
+		return req.X.InputTokens, nil
+	}
+	if v := h.Get(HeaderInputTokens); v != "" {
+		t, err := strconv.Atoi(v)
+		if err != nil || t < 1 {
+			return 0, fmt.Errorf("%s: got %q, want an integer >= 1", HeaderInputTokens, v)
+		}
+		return t, nil
+	}
+	t := 0
+	if chat {
+		for _, m := range req.Messages {
+			var msg struct {
+				Content json.RawMessage `json:"content"`
+			}
+			if err := json.Unmarshal(m, &msg); err != nil {
+				return 0, fmt.Errorf("messages: %w", err)
+			}
+			t += countRaw(msg.Content)
+		}
+	} else {
+		t = countRaw(req.Prompt)
+	}
+	return max(t, 1), nil
+}
+
+func (req *request) outputTokens(h http.Header, def int) (int, error) {
+	t := def
+	switch {
+	case req.X != nil && req.X.OutputTokens != 0:
+		t = req.X.OutputTokens
+	case h.Get(HeaderOutputTokens) != "":
+		v, err := strconv.Atoi(h.Get(HeaderOutputTokens))
+		if err != nil {
+			return 0, fmt.Errorf("%s: got %q, want an integer >= 1", HeaderOutputTokens, h.Get(HeaderOutputTokens))
+		}
+		t = v
+	case req.MaxCompletionTokens != nil:
+		t = *req.MaxCompletionTokens
+	case req.MaxTokens != nil:
+		t = *req.MaxTokens
+	}
+	if t < 1 || t > maxOutputTokens {
+		return 0, fmt.Errorf("output tokens: got %d, want in [1, %d]", t, maxOutputTokens)
+	}
+	return t, nil
+}
+
+// apiError writes an OpenAI-style error body.
+func apiError(w http.ResponseWriter, status int, typ, code, msg string) {
+	writeJSON(w, status, map[string]any{"error": map[string]any{
+		"message": msg, "type": typ, "param": nil, "code": code,
+	}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// outcome is what the request log line and the metrics record.
+type outcome struct {
+	endpoint       string
+	model          string // a served model's name, or "" (never a name the client made up)
+	code           int
+	prompt, output int
+	written        int
+	ttft, e2e      time.Duration
+	stream         bool
+	cancelled      bool
+}
+
+func (n *Node) finish(o *outcome) {
+	n.metrics.request(o.endpoint, o.code)
+	if o.model != "" && o.code == http.StatusOK {
+		n.metrics.observe(o.model, o.ttft, o.e2e, o.written, o.prompt)
+		if o.cancelled {
+			n.metrics.cancelled.WithLabelValues(o.model).Inc()
+		}
+	}
+	// NB: never log the prompt, the request body, or a model name the
+	// node does not serve (the client chose it).
+	n.cfg.Logger.Info("request", "endpoint", o.endpoint, "model", o.model, "code", o.code, "stream", o.stream,
+		"prompt_tokens", o.prompt, "completion_tokens", o.written, "requested_tokens", o.output,
+		"ttft", o.ttft, "e2e", o.e2e, "cancelled", o.cancelled)
+}
+
+func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool) {
+	start := time.Now()
+	o := outcome{endpoint: "completions"}
+	if chat {
+		o.endpoint = "chat"
+	}
+	defer n.finish(&o)
+	fail := func(status int, typ, code, msg string) {
+		o.code = status
+		apiError(w, status, typ, code, msg)
+	}
+
+	var req request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	if err := dec.Decode(&req); err != nil {
+		fail(http.StatusBadRequest, "invalid_request_error", "invalid_body", "request body: "+err.Error())
+		return
+	}
+	if req.Model == "" {
+		fail(http.StatusBadRequest, "invalid_request_error", "missing_model", "model: required")
+		return
+	}
+	if chat && len(req.Messages) == 0 {
+		fail(http.StatusBadRequest, "invalid_request_error", "missing_messages", "messages: required, want at least one")
+		return
+	}
+	in, err := req.inputTokens(r.Header, chat)
+	if err != nil {
+		fail(http.StatusBadRequest, "invalid_request_error", "invalid_value", err.Error())
+		return
+	}
+	out, err := req.outputTokens(r.Header, n.cfg.DefaultMaxTokens)
+	if err != nil {
+		fail(http.StatusBadRequest, "invalid_request_error", "invalid_value", err.Error())
+		return
+	}
+	req.Messages, req.Prompt = nil, nil // counted; drop the content
+	o.prompt, o.output, o.stream = in, out, req.Stream
+
+	f := n.Faults()
+	if status, typ, code, msg := n.servable(req.Model, &f); status != 0 {
+		fail(status, typ, code, msg)
+		return
+	}
+	rep := n.byName[req.Model]
+	o.model = rep.model.Name
+	if f.QuotaExhausted {
+		w.Header().Set("Retry-After", strconv.Itoa(f.RetryAfterSeconds))
+		fail(http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota",
+			"You exceeded your current quota (injected fault); retry after "+strconv.Itoa(f.RetryAfterSeconds)+"s.")
+		return
+	}
+	if f.ErrorRate > 0 && n.draw() < f.ErrorRate {
+		fail(http.StatusInternalServerError, "server_error", "injected_error",
+			"The server had an error while processing your request (injected fault).")
+		return
+	}
+	if int64(in+out) > rep.kvCap {
+		fail(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
+			fmt.Sprintf("%d input + %d output tokens exceed the replica's KV capacity of %d tokens", in, out, rep.kvCap))
+		return
+	}
+
+	j := &job{seq: n.newSeq(in, out), rep: rep, notify: make(chan struct{}, 1)}
+	ctx := r.Context()
+	select {
+	case n.addc <- j:
+	case <-n.stopped:
+		fail(http.StatusServiceUnavailable, "server_error", "shutting_down", "the node is shutting down")
+		return
+	case <-ctx.Done():
+		o.code, o.cancelled = 499, true // nginx's "client closed request"
+		return
+	}
+
+	rw := newResponse(n, chat, rep.model.Name, out, in)
+	if req.Stream {
+		o.code = http.StatusOK
+		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+		n.stream(ctx, w, j, rw, includeUsage, start, &o)
+	} else {
+		n.wait(ctx, w, j, rw, start, &o)
+	}
+}
+
+func (n *Node) newSeq(in, out int) engine.Seq {
+	return engine.Seq{Tag: int(n.ids.Add(1)), Prompt: in, Output: out}
+}
+
+func (n *Node) draw() float64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.rng.Float64()
+}
+
+// cancel tells the loop that j's client went away.
+func (n *Node) cancel(j *job) {
+	select {
+	case n.cancelc <- j:
+	case <-n.stopped:
+	}
+}
+
+// stream writes j's tokens as server-sent events as the loop releases them.
+func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *response, includeUsage bool, start time.Time, o *outcome) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	buf := rw.buf[:0]
+	buf = rw.first(buf)
+	sent := 0
+	for {
+		end := j.end.Load() // before avail: a finished job's avail is final
+		avail := int(j.avail.Load())
+		for ; sent < avail; sent++ {
+			buf = rw.token(buf, sent)
+		}
+		if sent > 0 && o.ttft == 0 {
+			o.ttft = time.Since(start)
+		}
+		switch end {
+		case jobDone:
+			buf = rw.last(buf, includeUsage)
+			buf = append(buf, "data: [DONE]\n\n"...)
+		case jobFailed:
+			buf = append(buf, `data: {"error":{"message":"the node stopped before the sequence finished","type":"server_error","param":null,"code":"shutting_down"}}`+"\n\n"...)
+		}
+		if len(buf) > 0 {
+			_, err := w.Write(buf)
+			if err == nil {
+				err = rc.Flush()
+			}
+			buf = buf[:0]
+			if err != nil && end == jobActive {
+				n.cancel(j)
+				o.written, o.cancelled = sent, true
+				return
+			}
+		}
+		if end != jobActive {
+			o.written = sent
+			if end == jobDone {
+				o.e2e = time.Since(start)
+			}
+			return
+		}
+		select {
+		case <-j.notify:
+		case <-ctx.Done():
+			n.cancel(j)
+			o.written, o.cancelled = sent, true
+			return
+		}
+	}
+}
+
+// wait answers a non-streaming request once its last token is generated.
+func (n *Node) wait(ctx context.Context, w http.ResponseWriter, j *job, rw *response, start time.Time, o *outcome) {
+	for {
+		end := j.end.Load()
+		if o.ttft == 0 && j.avail.Load() > 0 {
+			o.ttft = time.Since(start)
+		}
+		switch end {
+		case jobDone:
+			o.code, o.written, o.e2e = http.StatusOK, j.seq.Output, time.Since(start)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			w.Write(rw.whole())
+			return
+		case jobFailed:
+			o.code = http.StatusServiceUnavailable
+			apiError(w, o.code, "server_error", "shutting_down", "the node stopped before the sequence finished")
+			return
+		}
+		select {
+		case <-j.notify:
+		case <-ctx.Done():
+			n.cancel(j)
+			o.code, o.cancelled = 499, true
+			return
+		}
+	}
+}
+
+// filler is the text the node generates, one word per token, cycled. The
+// words are JSON-safe, so they are written without escaping.
+var filler = strings.Fields("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor " +
+	"incididunt ut labore et dolore magna aliqua")
+
+// response renders one request's chunks and bodies.
+type response struct {
+	chat            bool
+	head            []byte // `{"id":...,"model":...,` shared by every chunk
+	model           string
+	output, prompt  int
+	buf             []byte
+	created         int64
+	id              string
+	tokPre, tokPost string
+}
+
+func newResponse(n *Node, chat bool, model string, output, prompt int) *response {
+	rw := &response{chat: chat, model: model, output: output, prompt: prompt, created: time.Now().Unix(),
+		buf: make([]byte, 0, 512)}
+	mj, _ := json.Marshal(model)
+	object := "text_completion"
+	prefix := "cmpl-"
+	if chat {
+		object, prefix = "chat.completion.chunk", "chatcmpl-"
+	}
+	rw.id = fmt.Sprintf("%s%x%06x", prefix, n.clk.start.UnixNano()&0xffffffff, n.ids.Add(1))
+	rw.head = fmt.Appendf(nil, `{"id":"%s","object":"%s","created":%d,"model":%s,`, rw.id, object, rw.created, mj)
+	if chat {
+		rw.tokPre, rw.tokPost = `"choices":[{"index":0,"delta":{"content":"`, `"},"logprobs":null,"finish_reason":null}]}`
+	} else {
+		rw.tokPre, rw.tokPost = `"choices":[{"index":0,"text":"`, `","logprobs":null,"finish_reason":null}]}`
+	}
+	return rw
+}
+
+func word(i int) string {
+	if i == 0 {
+		return filler[0]
+	}
+	return " " + filler[i%len(filler)]
+}
+
+func (rw *response) first(buf []byte) []byte {
+	if !rw.chat {
+		return buf
+	}
+	buf = append(buf, "data: "...)
+	buf = append(buf, rw.head...)
+	buf = append(buf, `"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	return buf
+}
+
+func (rw *response) token(buf []byte, i int) []byte {
+	buf = append(buf, "data: "...)
+	buf = append(buf, rw.head...)
+	buf = append(buf, rw.tokPre...)
+	buf = append(buf, word(i)...)
+	buf = append(buf, rw.tokPost...)
+	return append(buf, "\n\n"...)
+}
+
+func (rw *response) usage() string {
+	return fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, rw.prompt, rw.output, rw.prompt+rw.output)
+}
+
+func (rw *response) last(buf []byte, includeUsage bool) []byte {
+	buf = append(buf, "data: "...)
+	buf = append(buf, rw.head...)
+	if rw.chat {
+		buf = append(buf, `"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}]}`+"\n\n"...)
+	} else {
+		buf = append(buf, `"choices":[{"index":0,"text":"","logprobs":null,"finish_reason":"length"}]}`+"\n\n"...)
+	}
+	if includeUsage {
+		buf = append(buf, "data: "...)
+		buf = append(buf, rw.head...)
+		buf = append(buf, `"choices":[],"usage":`...)
+		buf = append(buf, rw.usage()...)
+		buf = append(buf, "}\n\n"...)
+	}
+	return buf
+}
+
+// whole is the non-streaming body.
+func (rw *response) whole() []byte {
+	var text strings.Builder
+	for i := range rw.output {
+		text.WriteString(word(i))
+	}
+	tj, _ := json.Marshal(text.String())
+	mj, _ := json.Marshal(rw.model)
+	if rw.chat {
+		return fmt.Appendf(nil, `{"id":"%s","object":"chat.completion","created":%d,"model":%s,"choices":[{"index":0,"message":{"role":"assistant","content":%s},"logprobs":null,"finish_reason":"length"}],"usage":%s}`+"\n",
+			rw.id, rw.created, mj, tj, rw.usage())
+	}
+	return fmt.Appendf(nil, `{"id":"%s","object":"text_completion","created":%d,"model":%s,"choices":[{"index":0,"text":%s,"logprobs":null,"finish_reason":"length"}],"usage":%s}`+"\n",
+		rw.id, rw.created, mj, tj, rw.usage())
+}
