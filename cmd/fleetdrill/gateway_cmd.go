@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/fleetdrill/fleetdrill/internal/gateway"
+	"github.com/fleetdrill/fleetdrill/scenarios"
+)
+
+// newGatewayCmd is `fleetdrill gateway`: the live gateway, the twin's
+// scheduler core on the wall clock in front of real OpenAI-compatible
+// backends.
+func newGatewayCmd() *cobra.Command {
+	var (
+		sets         []string
+		backendsFile string
+		backendFlags []string
+		keysFile     string
+		listen       string
+		class        string
+		maxTokens    int
+		queueTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "gateway [SCENARIO] --keys FILE (--backends FILE | --backend POOL=URL...)",
+		Short: "Serve an OpenAI-compatible gateway driven by the scheduler core on the wall clock",
+		Long: `The scenario gives tenants, classes, models, pools and policy; the backends say
+where each pool's replicas answer; the keys say which API key is which tenant.
+
+Backends file, one replica per line (a pool gets as many replicas as lines):
+  # POOL         BASE-URL
+  euw-a100-8b    http://10.0.1.5:8000
+  use-h100-8b    http://10.0.2.5:8000
+Keys file, one "TENANT KEY" per line, TENANT a scenario tenant name:
+  bank-eu  sk-...
+
+Endpoints: POST /v1/chat/completions, POST /v1/completions (stream or not),
+GET /v1/models, GET /healthz, GET /metrics. A request names its class with the
+header X-Fleetdrill-Class (default: the scenario's first class).`,
+		Example: `  fleetdrill gateway eu-residency --keys keys.txt --backends backends.txt
+  fleetdrill gateway my-fleet.yaml --keys keys.txt --backend use-h100-8b=http://127.0.0.1:8001`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			invalid := func(err error) error { return &exitError{code: exitInvalid, err: fmt.Errorf("gateway: %w", err)} }
+			sc, err := scenarios.LoadNamedWithSets(name, sets)
+			if err != nil {
+				return invalid(err)
+			}
+			if keysFile == "" {
+				return invalid(errors.New("--keys FILE is required"))
+			}
+			keys, err := gateway.ReadKeysFile(keysFile)
+			if err != nil {
+				return invalid(err)
+			}
+			backends := map[string][]string{}
+			if backendsFile != "" {
+				if backends, err = gateway.ReadBackendsFile(backendsFile); err != nil {
+					return invalid(err)
+				}
+			}
+			for _, b := range backendFlags {
+				if err := gateway.AddBackend(backends, b); err != nil {
+					return invalid(err)
+				}
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
+			gw, err := gateway.New(gateway.Config{Scenario: sc, Backends: backends, Keys: keys, DefaultClass: class,
+				DefaultMaxTokens: maxTokens, QueueTimeout: queueTimeout, Registry: reg, Logger: logger, Seed: sc.Seed})
+			if err != nil {
+				return invalid(err)
+			}
+			defer gw.Close()
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return invalid(err)
+			}
+			return serveGateway(cmd.Context(), cmd, ln, gw, sc.Name)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&sets, "set", nil, "override a scenario field: `path=value` (repeatable)")
+	f.StringVar(&backendsFile, "backends", "", "backends file: one `POOL BASE-URL` per replica")
+	f.StringArrayVar(&backendFlags, "backend", nil, "add a replica: `POOL=URL` (repeatable)")
+	f.StringVar(&keysFile, "keys", "", "keys file: one `TENANT KEY` per line")
+	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&class, "class", "", "class of requests without X-Fleetdrill-Class (default: the scenario's first)")
+	f.IntVar(&maxTokens, "default-max-tokens", 256, "output token estimate of a request without max_tokens")
+	f.DurationVar(&queueTimeout, "queue-timeout", 30*time.Second, "longest wait in the core's queue for a replica")
+	return cmd
+}
+
+// serveGateway serves gw on ln until ctx ends, then shuts down gracefully.
+func serveGateway(ctx context.Context, cmd *cobra.Command, ln net.Listener, gw *gateway.Gateway, scenario string) error {
+	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: scenario %s, listening on http://%s\n", scenario, ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return err
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

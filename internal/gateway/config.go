@@ -1,0 +1,155 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+)
+
+// Config configures a gateway.
+type Config struct {
+	// Scenario gives tenants, classes, models, pools and policy. The
+	// gateway works on a copy.
+	Scenario *scenarios.Scenario
+	// Backends maps a pool name to its replicas' base URLs, one per replica.
+	Backends map[string][]string
+	// Keys are the API keys and their tenants.
+	Keys []Key
+	// DefaultClass is the class of requests that name none (header
+	// X-Fleetdrill-Class); "" is the scenario's first class.
+	DefaultClass string
+	// DefaultMaxTokens is the output estimate of a request without
+	// max_tokens; default 256.
+	DefaultMaxTokens int
+	// QueueTimeout bounds how long a request waits in the core's queue for
+	// a replica; default 30s.
+	QueueTimeout time.Duration
+	// Registry receives the gateway's metrics and is served at /metrics;
+	// nil: a new registry.
+	Registry *prometheus.Registry
+	// Logger logs one line per request (never its prompt or key); nil:
+	// nothing is logged.
+	Logger *slog.Logger
+	// Transport carries upstream requests; nil: a transport tuned for many
+	// connections to few hosts, which ignores proxy environment variables.
+	Transport http.RoundTripper
+	// Seed seeds the retry jitter.
+	Seed uint64
+}
+
+// Key is an API key and the scenario tenant it identifies.
+type Key struct {
+	Tenant string
+	Key    string
+}
+
+// ParseKeys reads a keys file: one "TENANT KEY" per line; blank lines and
+// lines starting with '#' are skipped.
+func ParseKeys(r io.Reader) ([]Key, error) {
+	var keys []Key
+	seen := map[string]bool{}
+	err := eachLine(r, func(n int, f []string) error {
+		if len(f) != 2 {
+			return fmt.Errorf("line %d: want \"TENANT KEY\", got %d fields", n, len(f))
+		}
+		if seen[f[1]] {
+			return fmt.Errorf("line %d: key repeated (a key identifies one tenant)", n)
+		}
+		seen[f[1]] = true
+		keys = append(keys, Key{Tenant: f[0], Key: f[1]})
+		return nil
+	})
+	return keys, err
+}
+
+// ParseBackends reads a backends file: one "POOL BASE-URL" per line, one
+// line per replica; blank lines and lines starting with '#' are skipped.
+func ParseBackends(r io.Reader) (map[string][]string, error) {
+	out := map[string][]string{}
+	err := eachLine(r, func(n int, f []string) error {
+		if len(f) != 2 {
+			return fmt.Errorf("line %d: want \"POOL BASE-URL\", got %d fields", n, len(f))
+		}
+		if err := checkURL(f[1]); err != nil {
+			return fmt.Errorf("line %d: %w", n, err)
+		}
+		out[f[0]] = append(out[f[0]], strings.TrimRight(f[1], "/"))
+		return nil
+	})
+	return out, err
+}
+
+// AddBackend adds a "POOL=URL" flag value to backends.
+func AddBackend(backends map[string][]string, flag string) error {
+	pool, u, ok := strings.Cut(flag, "=")
+	if !ok || pool == "" {
+		return fmt.Errorf("backend %q: want POOL=URL", flag)
+	}
+	if err := checkURL(u); err != nil {
+		return fmt.Errorf("backend %q: %w", flag, err)
+	}
+	backends[pool] = append(backends[pool], strings.TrimRight(u, "/"))
+	return nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("base URL must be http(s)://host[:port][/path]")
+	}
+	return nil
+}
+
+func eachLine(r io.Reader, fn func(n int, fields []string) error) error {
+	sc := bufio.NewScanner(r)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if err := fn(n, strings.Fields(line)); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// ReadKeysFile and ReadBackendsFile read the files at path.
+func ReadKeysFile(path string) ([]Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	k, err := ParseKeys(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// ReadBackendsFile reads a backends file (see ParseBackends).
+func ReadBackendsFile(path string) (map[string][]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := ParseBackends(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return b, nil
+}

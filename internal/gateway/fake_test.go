@@ -1,0 +1,249 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+)
+
+// Fake backend modes.
+const (
+	modeOK       int32 = iota
+	modeFail           // 500
+	modeThrottle       // 429 Retry-After: 0.01
+	modeBlock          // wait for the request's context, or release
+)
+
+// fake is an OpenAI-compatible backend.
+type fake struct {
+	srv       *httptest.Server
+	mode      atomic.Int32
+	unhealthy atomic.Bool
+	hits      atomic.Int64
+	started   chan struct{} // one per blocked request
+	cancelled chan struct{} // one per blocked request whose context ended
+	release   chan struct{}
+	once      sync.Once
+}
+
+func newFake(t testing.TB) *fake {
+	f := &fake{started: make(chan struct{}, 1024), cancelled: make(chan struct{}, 1024), release: make(chan struct{})}
+	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	t.Cleanup(func() { f.Release(); f.srv.Close() })
+	return f
+}
+
+func (f *fake) Release() { f.once.Do(func() { close(f.release) }) }
+
+func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" {
+		if f.unhealthy.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	f.hits.Add(1)
+	if r.Header.Get("Authorization") != "" {
+		w.WriteHeader(http.StatusTeapot) // the tenant's key must never reach a backend
+		return
+	}
+	switch f.mode.Load() {
+	case modeFail:
+		w.WriteHeader(http.StatusInternalServerError)
+		return
+	case modeThrottle:
+		w.Header().Set("Retry-After", "0.01")
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	case modeBlock:
+		f.started <- struct{}{}
+		select {
+		case <-r.Context().Done():
+			f.cancelled <- struct{}{}
+			return
+		case <-f.release:
+		}
+	}
+	var req struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if req.Stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		for i := range 3 {
+			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d\"}}]}\n\n", i)
+			fl.Flush()
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`, req.Model)
+}
+
+// Test keys.
+const (
+	keyEU     = "sk-eu-0123456789abcdef"
+	keyGlobal = "sk-global-0123456789abcdef"
+)
+
+// testScenario is the eu-residency library scenario (pools use-h100-8b in
+// the US, euw-a100-8b in the EU; tenants bank-eu and health-eu bound to the
+// EU, global anywhere) with fast health checks and retries.
+func testScenario(t testing.TB, sets ...string) *scenarios.Scenario {
+	t.Helper()
+	data, err := scenarios.Source("eu-residency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []string{
+		"policy.health.probe_interval=50ms", "policy.health.timeout=2s",
+		"policy.health.threshold=1", "policy.health.open_for=100ms",
+		"policy.retries.backoff=1ms", "policy.retries.max_backoff=5ms",
+	}
+	sc, err := scenarios.ParseWithSets("eu-residency.yaml", data, append(base, sets...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+type harness struct {
+	t   testing.TB
+	gw  *Gateway
+	srv *httptest.Server
+	reg *prometheus.Registry
+	log *bytes.Buffer
+}
+
+func newHarness(t testing.TB, sc *scenarios.Scenario, backends map[string][]string) *harness {
+	t.Helper()
+	h := &harness{t: t, reg: prometheus.NewPedanticRegistry(), log: &bytes.Buffer{}}
+	gw, err := New(Config{Scenario: sc, Backends: backends, Registry: h.reg, Seed: 1,
+		Keys:         []Key{{"bank-eu", keyEU}, {"global", keyGlobal}},
+		Logger:       slog.New(slog.NewJSONHandler(&lockedWriter{w: h.log}, nil)),
+		QueueTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.gw = gw
+	h.srv = httptest.NewServer(gw.Handler())
+	t.Cleanup(h.close)
+	return h
+}
+
+func (h *harness) close() {
+	h.srv.Close()
+	h.gw.Close()
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func chatBody(stream bool, prompt string) string {
+	b, _ := json.Marshal(map[string]any{"model": "llama-3.1-8b", "stream": stream, "max_tokens": 16,
+		"messages": []map[string]string{{"role": "user", "content": prompt}}})
+	return string(b)
+}
+
+func (h *harness) post(ctx context.Context, key, body string) (*http.Response, string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.srv.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, string(b), err
+}
+
+func (h *harness) mustPost(key, body string) (*http.Response, string) {
+	h.t.Helper()
+	resp, b, err := h.post(context.Background(), key, body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp, b
+}
+
+// metric returns the value of the series of name whose labels include
+// want, summed over the matching series.
+func (h *harness) metric(name string, want map[string]string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == k && lp.GetValue() == v {
+						found = true
+					}
+				}
+				if !found {
+					continue next
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+// eventually polls cond for up to 5s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,0 +1,380 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Gateway is the live gateway. Create it with New, serve Handler, and Close
+// it when the server has shut down.
+type Gateway struct {
+	sc      *scenarios.Scenario
+	cfg     Config
+	log     *slog.Logger
+	client  *http.Client
+	start   time.Time
+	reg     *prometheus.Registry
+	metrics *metrics
+
+	replicas []replica
+	models   map[string]int
+	served   []string // models some replica serves, sorted
+	classes  map[string]int
+	defClass int
+	keys     []keyEntry
+
+	// mu owns the core and everything below it.
+	mu       sync.Mutex
+	core     *sched.Core
+	waiting  map[uint64]*call // requests the core holds, awaiting dispatch
+	nextID   uint64
+	live     int // requests being handled
+	retrying int // of which retrying (the budget's numerator)
+	rng      *rand.Rand
+	wake     *time.Timer
+	wakeAt   time.Duration // when wake fires; 0: disarmed
+	closed   bool
+
+	probeCancel context.CancelFunc
+	probeWG     sync.WaitGroup
+}
+
+type replica struct {
+	pool    string
+	url     string
+	host    string // for the breaker metric: host:port, never userinfo or path
+	model   int
+	healthz string
+}
+
+type keyEntry struct {
+	digest [sha256.Size]byte
+	tenant int
+}
+
+// call is one client request as the driver tracks it.
+type call struct {
+	req   sched.Request
+	ready chan int // the replica, when the core dispatches the request
+}
+
+// New builds a gateway and starts its health probes.
+func New(cfg Config) (*Gateway, error) {
+	if cfg.Scenario == nil {
+		return nil, errors.New("gateway: no scenario")
+	}
+	sc := *cfg.Scenario
+	sc.Pools = slices.Clone(sc.Pools)
+	for pool := range cfg.Backends {
+		if !slices.ContainsFunc(sc.Pools, func(p scenarios.Pool) bool { return p.Name == pool }) {
+			return nil, fmt.Errorf("gateway: backends for pool %q, which the scenario lacks", pool)
+		}
+	}
+	for i := range sc.Pools {
+		sc.Pools[i].Replicas = len(cfg.Backends[sc.Pools[i].Name])
+		sc.Pools[i].StartCold = false
+	}
+	core, err := twin.CoreConfig(&sc)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	if len(core.Replicas) == 0 {
+		return nil, errors.New("gateway: no backends: give at least one pool a replica URL")
+	}
+	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, start: time.Now(), reg: cfg.Registry,
+		models: map[string]int{}, classes: map[string]int{}, waiting: map[uint64]*call{},
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6761746577617921))}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.reg == nil {
+		g.reg = prometheus.NewRegistry()
+	}
+	if g.cfg.DefaultMaxTokens <= 0 {
+		g.cfg.DefaultMaxTokens = 256
+	}
+	if g.cfg.QueueTimeout <= 0 {
+		g.cfg.QueueTimeout = 30 * time.Second
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = &http.Transport{
+			Proxy:               nil,
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 256,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		}
+	}
+	g.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i, m := range sc.Models {
+		g.models[m.Name] = i
+	}
+	for i, c := range sc.Classes {
+		g.classes[c.Name] = i
+	}
+	if cfg.DefaultClass != "" {
+		ci, ok := g.classes[cfg.DefaultClass]
+		if !ok {
+			return nil, fmt.Errorf("gateway: default class %q is not a scenario class", cfg.DefaultClass)
+		}
+		g.defClass = ci
+	}
+	tenants := map[string]int{}
+	for i, t := range sc.Tenants {
+		tenants[t.Name] = i
+	}
+	for _, k := range cfg.Keys {
+		ti, ok := tenants[k.Tenant]
+		if !ok {
+			return nil, fmt.Errorf("gateway: key for tenant %q, which the scenario lacks", k.Tenant)
+		}
+		if k.Key == "" {
+			return nil, fmt.Errorf("gateway: empty key for tenant %q", k.Tenant)
+		}
+		g.keys = append(g.keys, keyEntry{digest: sha256.Sum256([]byte(k.Key)), tenant: ti})
+	}
+	// Replicas in the core's order: pools in scenario order, a pool's
+	// replicas in the order of its URLs.
+	next := map[int]int{}
+	for _, r := range core.Replicas {
+		p := sc.Pools[r.Pool].Name
+		u := cfg.Backends[p][next[r.Pool]]
+		next[r.Pool]++
+		pu, err := url.Parse(u)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: pool %s: %w", p, err)
+		}
+		g.replicas = append(g.replicas, replica{pool: p, url: u, host: pu.Host, model: r.Model, healthz: u + "/healthz"})
+		if name := sc.Models[r.Model].Name; !slices.Contains(g.served, name) {
+			g.served = append(g.served, name)
+		}
+	}
+	slices.Sort(g.served)
+	g.core, err = sched.New(core)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
+	g.wake = time.AfterFunc(time.Hour, g.onWake)
+	g.wake.Stop()
+	g.metrics = newMetrics(g)
+	if err := g.metrics.register(g.reg); err != nil {
+		return nil, fmt.Errorf("gateway: metrics: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.probeCancel = cancel
+	g.probeWG.Add(1)
+	go g.probeLoop(ctx)
+	return g, nil
+}
+
+// Registry returns the registry the gateway's metrics are on.
+func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
+
+// Close stops the probes and the wake-up timer and closes idle upstream
+// connections. Call it after the HTTP server has shut down.
+func (g *Gateway) Close() {
+	g.probeCancel()
+	g.probeWG.Wait()
+	g.mu.Lock()
+	g.closed = true
+	g.wake.Stop()
+	g.wakeAt = 0
+	g.mu.Unlock()
+	g.client.CloseIdleConnections()
+}
+
+// now is the core's clock: time since the gateway started, never zero.
+func (g *Gateway) now() time.Duration { return time.Since(g.start) + time.Nanosecond }
+
+// deliver hands the core's dispatches to their waiting requests and arms the
+// wake-up timer. Called with mu held after every core call.
+func (g *Gateway) deliver() {
+	for _, d := range g.core.TakeDispatches() {
+		c, ok := g.waiting[d.Req.ID]
+		if !ok {
+			continue
+		}
+		delete(g.waiting, d.Req.ID)
+		c.ready <- d.Replica
+	}
+	if g.closed {
+		return
+	}
+	if at, ok := g.core.WakeAt(); ok && (g.wakeAt == 0 || at < g.wakeAt) {
+		g.wakeAt = at
+		g.wake.Reset(max(at-g.now(), 0))
+	}
+}
+
+func (g *Gateway) onWake() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.wakeAt = 0
+	if g.closed {
+		return
+	}
+	g.core.Tick(g.now())
+	g.deliver()
+}
+
+// admit offers c to the core: its decision, and the replica when it was
+// dispatched at once (-1 otherwise).
+func (g *Gateway) admit(c *call) (sched.Decision, int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-c.ready: // a dispatch raced with the end of the last attempt
+	default:
+	}
+	now := g.now()
+	c.req.Arrived = now
+	g.waiting[c.req.ID] = c
+	d := g.core.Arrive(now, &c.req)
+	g.deliver()
+	if d.Outcome != sched.Dispatched && d.Outcome != sched.Queued {
+		delete(g.waiting, c.req.ID)
+	}
+	return d, -1
+}
+
+// finish tells the core that c's attempt ended (wherever it was), with
+// the replica's health when observed is set.
+func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	delete(g.waiting, c.req.ID)
+	if observed && replica >= 0 {
+		if tr, changed := g.core.Observe(now, replica, ok); changed {
+			g.breakerChanged(tr)
+		}
+		g.deliver()
+		if ok && ttft > 0 {
+			g.core.ObserveLatency(replica, ttft)
+		}
+	}
+	g.core.Finish(now, &c.req)
+	g.deliver()
+}
+
+func (g *Gateway) breakerChanged(tr sched.Transition) {
+	r := g.replicas[tr.Replica]
+	g.log.Info("breaker", "pool", r.pool, "replica", tr.Replica, "backend", r.host, "from", tr.From.String(), "to", tr.To.String())
+}
+
+// authenticate returns the tenant of the request's bearer key, or -1. Every
+// key is compared, in constant time, whatever matches.
+func (g *Gateway) authenticate(r *http.Request) int {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) <= len(prefix) || !equalFoldASCII(h[:len(prefix)], prefix) {
+		return -1
+	}
+	d := sha256.Sum256([]byte(h[len(prefix):]))
+	tenant := -1
+	for _, k := range g.keys {
+		eq := subtle.ConstantTimeCompare(d[:], k.digest[:])
+		tenant = subtle.ConstantTimeSelect(eq, k.tenant, tenant)
+	}
+	return tenant
+}
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i]|0x20, b[i]|0x20
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// probeLoop probes every backend's /healthz every probe interval, with the
+// health timeout, and feeds the results to the breakers.
+func (g *Gateway) probeLoop(ctx context.Context) {
+	defer g.probeWG.Done()
+	t := time.NewTicker(g.sc.Policy.Health.ProbeInterval.D())
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var wg sync.WaitGroup
+		for i := range g.replicas {
+			wg.Go(func() { g.probe(ctx, i) })
+		}
+		wg.Wait()
+	}
+}
+
+func (g *Gateway) probe(ctx context.Context, i int) {
+	pctx, cancel := context.WithTimeout(ctx, g.sc.Policy.Health.Timeout.D())
+	defer cancel()
+	ok := false
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, g.replicas[i].healthz, nil)
+	if err == nil {
+		resp, err := g.client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+			resp.Body.Close()
+			ok = resp.StatusCode >= 200 && resp.StatusCode < 300
+		}
+	}
+	if ctx.Err() != nil {
+		return // shutting down: not the backend's fault
+	}
+	g.metrics.probes.WithLabelValues(g.replicas[i].pool, boolResult(ok)).Inc()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if tr, changed := g.core.Observe(g.now(), i, ok); changed {
+		g.breakerChanged(tr)
+	}
+	g.deliver()
+}
+
+func boolResult(ok bool) string {
+	if ok {
+		return "ok"
+	}
+	return "error"
+}
+
+// Handler returns the gateway's HTTP handler.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", g.serveCompletion)
+	mux.HandleFunc("POST /v1/completions", g.serveCompletion)
+	mux.HandleFunc("GET /v1/models", g.serveModels)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg, EnableOpenMetrics: true}))
+	return mux
+}

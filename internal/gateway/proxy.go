@@ -1,0 +1,486 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// maxBody bounds a request body.
+const maxBody = 16 << 20
+
+// completionRequest is what the gateway reads of an OpenAI request; the body
+// goes upstream as it came (bar the model, after a fallback).
+type completionRequest struct {
+	Model               string          `json:"model"`
+	Stream              bool            `json:"stream"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Prompt              json.RawMessage `json:"prompt"`
+	Messages            []struct {
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+// EstimateTokens returns the input and output token estimates of a request
+// (see the package documentation).
+func EstimateTokens(body []byte, defaultMax int) (in, out int, err error) {
+	var cr completionRequest
+	if err := json.Unmarshal(body, &cr); err != nil {
+		return 0, 0, err
+	}
+	return estimate(&cr, defaultMax)
+}
+
+func estimate(cr *completionRequest, defaultMax int) (in, out int, err error) {
+	b := len(cr.Prompt)
+	for _, m := range cr.Messages {
+		b += len(m.Content)
+	}
+	in = (b+3)/4 + 4*len(cr.Messages)
+	in = max(in, 1)
+	out = defaultMax
+	switch {
+	case cr.MaxCompletionTokens != nil:
+		out = *cr.MaxCompletionTokens
+	case cr.MaxTokens != nil:
+		out = *cr.MaxTokens
+	}
+	if out < 0 {
+		return 0, 0, errors.New("max_tokens must not be negative")
+	}
+	return in, out, nil
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func writeError(w http.ResponseWriter, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": status}})
+	_, _ = w.Write(b)
+}
+
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	s := int64(math.Ceil(d.Seconds()))
+	w.Header().Set("Retry-After", strconv.FormatInt(max(s, 1), 10))
+}
+
+func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
+	if g.authenticate(r) < 0 {
+		g.metrics.unauthorized.Inc()
+		writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid API key")
+		return
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	out := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, m := range g.served {
+		out.Data = append(out.Data, model{ID: m, Object: "model", Created: g.start.Unix(), OwnedBy: "fleetdrill"})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// attempt results.
+type result uint8
+
+const (
+	resDone      result = iota // answered the client (see outcome)
+	resRetry                   // failed before answering: retry or fail
+	resCancelled               // the client went away
+)
+
+// request is the per-request state of serveCompletion.
+type request struct {
+	c          call
+	path       string
+	body       []byte
+	stream     bool
+	tenant     string
+	class      string
+	arrived    time.Time
+	attempts   int
+	inRetry    bool
+	lastStatus int           // of the last failed attempt: 0 transport error
+	lastRetry  time.Duration // upstream Retry-After of the last attempt
+	lastMsg    string
+	ttft       time.Duration
+}
+
+func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	tenant := g.authenticate(r)
+	if tenant < 0 {
+		g.metrics.unauthorized.Inc()
+		writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid API key")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body unreadable or too large")
+		return
+	}
+	var cr completionRequest
+	if err := json.Unmarshal(body, &cr); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not valid JSON")
+		return
+	}
+	model, ok := g.models[cr.Model]
+	if !ok {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "model not found")
+		return
+	}
+	class := g.defClass
+	if name := r.Header.Get("X-Fleetdrill-Class"); name != "" {
+		if class, ok = g.classes[name]; !ok {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "unknown request class")
+			return
+		}
+	}
+	in, out, err := estimate(&cr, g.cfg.DefaultMaxTokens)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	q := &request{path: r.URL.Path, body: body, stream: cr.Stream, arrived: arrived,
+		tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name}
+	q.c.ready = make(chan int, 1)
+	q.c.req = sched.Request{Tenant: tenant, Class: class, Model: model, Input: in, Output: out}
+
+	ctx := r.Context()
+	var deadline time.Time
+	if d := g.sc.Classes[class].Deadline.D(); d > 0 {
+		deadline = arrived.Add(d)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+
+	g.mu.Lock()
+	g.nextID++
+	q.c.req.ID = g.nextID
+	if !deadline.IsZero() {
+		q.c.req.Deadline = g.now() + time.Until(deadline)
+	}
+	g.live++
+	g.mu.Unlock()
+
+	outcome, status := g.run(ctx, w, q)
+
+	g.mu.Lock()
+	g.live--
+	if q.inRetry {
+		g.retrying--
+	}
+	g.mu.Unlock()
+	g.metrics.requests.WithLabelValues(q.tenant, q.class, outcome).Inc()
+	if outcome == outCompleted {
+		g.metrics.e2e.WithLabelValues(q.tenant, q.class).Observe(time.Since(arrived).Seconds())
+	}
+	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", cr.Model, "stream", q.stream,
+		"outcome", outcome, "status", status, "attempts", q.attempts, "input_tokens_est", in,
+		"max_output_tokens", out, "duration", time.Since(arrived))
+}
+
+// run drives one request through admission, dispatch and its attempts, and
+// answers the client. It returns the outcome and the status sent (0: none).
+func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (string, int) {
+	rt := g.sc.Policy.Retries
+	for {
+		q.attempts++
+		d, _ := g.admit(&q.c)
+		switch d.Outcome {
+		case sched.Rejected, sched.Deferred:
+			if rt.RetryRejected && d.Reason != sched.ReasonNoRoute && g.canRetry(q) {
+				if !g.backoff(ctx, q, d.RetryAfter) {
+					return g.ctxOutcome(ctx), 0
+				}
+				continue
+			}
+			if d.Reason == sched.ReasonNoRoute {
+				writeError(w, http.StatusServiceUnavailable, "no_route", "no pool may serve this request")
+				return outRejected, http.StatusServiceUnavailable
+			}
+			setRetryAfter(w, d.RetryAfter)
+			writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "request refused: "+d.Reason)
+			return outRejected, http.StatusTooManyRequests
+		}
+		// Wait for a replica.
+		var rep int
+		select {
+		case rep = <-q.c.ready:
+		default:
+			t := time.NewTimer(g.cfg.QueueTimeout)
+			select {
+			case rep = <-q.c.ready:
+				t.Stop()
+			case <-t.C:
+				g.finish(&q.c, -1, false, false, 0)
+				setRetryAfter(w, time.Second)
+				writeError(w, http.StatusServiceUnavailable, "timeout", "no replica became free in time")
+				return outTimedOut, http.StatusServiceUnavailable
+			case <-ctx.Done():
+				t.Stop()
+				g.finish(&q.c, -1, false, false, 0)
+				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w)
+			}
+		}
+		res, outcome, status := g.forward(ctx, w, q, rep)
+		switch res {
+		case resDone:
+			return outcome, status
+		case resCancelled:
+			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w)
+		}
+		if !g.canRetry(q) {
+			break
+		}
+		g.metrics.retries.WithLabelValues(q.tenant, q.class).Inc()
+		if !g.backoff(ctx, q, q.lastRetry) {
+			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w)
+		}
+	}
+	if q.lastStatus == http.StatusTooManyRequests {
+		setRetryAfter(w, q.lastRetry)
+		writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "upstream quota exhausted")
+		return outRejected, http.StatusTooManyRequests
+	}
+	writeError(w, http.StatusBadGateway, "upstream_error", q.lastMsg)
+	return outFailed, http.StatusBadGateway
+}
+
+// ctxOutcome classifies a done context: the class deadline, or the client
+// gone.
+func (g *Gateway) ctxOutcome(ctx context.Context) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return outTimedOut
+	}
+	return outCancelled
+}
+
+func (g *Gateway) ctxStatus(ctx context.Context, w http.ResponseWriter) int {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		writeError(w, http.StatusGatewayTimeout, "timeout", "request deadline exceeded")
+		return http.StatusGatewayTimeout
+	}
+	return 0 // nobody is listening
+}
+
+// canRetry reports whether q may be tried again, as the twin decides: attempts
+// left and the retry budget not spent. It enters q in the budget.
+func (g *Gateway) canRetry(q *request) bool {
+	rt := g.sc.Policy.Retries
+	if q.attempts >= rt.MaxAttempts {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if rt.IgnoreRetryAfter {
+		return true
+	}
+	n := g.retrying
+	if !q.inRetry {
+		n++
+	}
+	if n > max(retryFloor, int(rt.Budget*float64(g.live))) {
+		return false
+	}
+	if !q.inRetry {
+		q.inRetry = true
+		g.retrying++
+	}
+	return true
+}
+
+// retryFloor is the requests that may retry at once whatever the budget
+// (the twin's, and Envoy's min_retry_concurrency).
+const retryFloor = 10
+
+// backoff sleeps before a retry: exponential with full jitter, at least
+// retryAfter; false when ctx ended first.
+func (g *Gateway) backoff(ctx context.Context, q *request, retryAfter time.Duration) bool {
+	rt := g.sc.Policy.Retries
+	var delay time.Duration
+	if !rt.IgnoreRetryAfter {
+		ceiling := min(rt.MaxBackoff.D(), rt.Backoff.D()<<min(q.attempts-1, 20))
+		g.mu.Lock()
+		f := g.rng.Float64()
+		g.mu.Unlock()
+		delay = max(time.Duration(f*float64(ceiling)), retryAfter)
+	}
+	if delay <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// forward runs one attempt of q on replica rep and, unless it failed in a
+// way worth retrying, answers the client. It always tells the core the
+// attempt ended.
+func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request, rep int) (result, string, int) {
+	be := &g.replicas[rep]
+	body := q.body
+	if q.c.req.Served != q.c.req.Model {
+		body = withModel(body, g.sc.Models[q.c.req.Served].Name)
+	}
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	up, err := http.NewRequestWithContext(actx, http.MethodPost, be.url+q.path, bytes.NewReader(body))
+	if err != nil {
+		g.finish(&q.c, rep, true, false, 0)
+		q.lastStatus, q.lastMsg = 0, "bad backend URL"
+		return resRetry, "", 0
+	}
+	up.Header.Set("Content-Type", "application/json")
+	if q.stream {
+		up.Header.Set("Accept", "text/event-stream")
+	}
+	// No response headers within the health timeout: the backend is
+	// unresponsive (the twin's policy.health.timeout).
+	headerTimer := time.AfterFunc(g.sc.Policy.Health.Timeout.D(), cancel)
+	resp, err := g.client.Do(up)
+	headerTimer.Stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			g.metrics.attempts.WithLabelValues(be.pool, "cancelled").Inc()
+			g.finish(&q.c, rep, false, false, 0)
+			return resCancelled, "", 0
+		}
+		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
+		g.finish(&q.c, rep, true, false, 0)
+		q.lastStatus, q.lastRetry, q.lastMsg = 0, 0, "upstream unreachable or unresponsive"
+		return resRetry, "", 0
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 500:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
+		g.finish(&q.c, rep, true, false, 0)
+		q.lastStatus, q.lastRetry = resp.StatusCode, 0
+		q.lastMsg = fmt.Sprintf("upstream answered %d", resp.StatusCode)
+		return resRetry, "", 0
+	case resp.StatusCode == http.StatusTooManyRequests:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
+		g.finish(&q.c, rep, false, false, 0) // quota, not ill health
+		q.lastStatus, q.lastRetry = resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"))
+		q.lastMsg = "upstream quota exhausted"
+		return resRetry, "", 0
+	}
+
+	// The backend answered: pass it through.
+	h := w.Header()
+	for _, k := range []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms"} {
+		if v := resp.Header.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	rc := http.NewResponseController(w)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
+	first := true
+	var readErr, writeErr error
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if first {
+				first = false
+				q.ttft = time.Since(q.arrived)
+				g.metrics.ttft.WithLabelValues(q.tenant, q.class).Observe(q.ttft.Seconds())
+			}
+			if _, writeErr = w.Write(buf[:n]); writeErr != nil {
+				break
+			}
+			if q.stream {
+				if writeErr = rc.Flush(); writeErr != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			if err != io.EOF {
+				readErr = err
+			}
+			break
+		}
+	}
+	switch {
+	case ctx.Err() != nil || writeErr != nil:
+		// The client went away (or its deadline passed) mid-response.
+		cancel()
+		g.metrics.attempts.WithLabelValues(be.pool, "cancelled").Inc()
+		g.finish(&q.c, rep, false, false, 0)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return resDone, outTimedOut, resp.StatusCode
+		}
+		return resDone, outCancelled, resp.StatusCode
+	case readErr != nil:
+		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
+		g.finish(&q.c, rep, true, false, 0)
+		return resDone, outFailed, resp.StatusCode
+	}
+	g.metrics.attempts.WithLabelValues(be.pool, "ok").Inc()
+	g.finish(&q.c, rep, true, true, q.ttft)
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resDone, outCompleted, resp.StatusCode
+	}
+	return resDone, outFailed, resp.StatusCode
+}
+
+// withModel returns body with its "model" replaced (a fallback).
+func withModel(body []byte, model string) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return body
+	}
+	b, _ := json.Marshal(model)
+	m["model"] = b
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// parseRetryAfter reads a Retry-After header in seconds (an HTTP date is
+// also accepted); 0 when absent or unreadable.
+func parseRetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}

@@ -1,0 +1,19 @@
+package twin
+
+import (
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// CoreConfig resolves a validated scenario into the scheduler core's
+// configuration, exactly as a twin run does: the live gateway drives a core
+// built by the same code, so a policy proven in the twin is the one that runs
+// live. It applies the scenario's defaults (scenarios.ApplyDefaults) to sc.
+// The config's replicas are the scenario pools' replicas, in pool order.
+func CoreConfig(sc *scenarios.Scenario) (sched.Config, error) {
+	p, err := build(sc)
+	if err != nil {
+		return sched.Config{}, err
+	}
+	return p.core, nil
+}
