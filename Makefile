@@ -1,5 +1,5 @@
 # fleetdrill — build, test and benchmark targets. `make help` lists them.
-# CI (.ci/run) runs `make check`, which is `make lint test`.
+# CI (.ci/run) runs `make lint`, `make tidy` and `make test` (together: `make check`).
 
 GO      ?= go
 PKGS    ?= ./...
