@@ -62,22 +62,10 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 	}
 	var errs []error
 
-	accels := make([]fleet.Accelerator, len(sc.Accelerators))
-	for i, a := range sc.Accelerators {
-		accels[i] = fleet.Accelerator{Name: a.Name, MemoryGiB: a.MemoryGiB, UsableFraction: a.UsableFraction, Precisions: a.Precisions}
-	}
-	runtimes := make([]fleet.Runtime, len(sc.Runtimes))
-	for i, r := range sc.Runtimes {
-		runtimes[i] = fleet.Runtime{Name: r.Name, Server: r.Server, Version: r.Version, CUDA: r.CUDA, MinDriver: r.MinDriver}
-	}
-	models := make([]fleet.Model, len(sc.Models))
 	for i, m := range sc.Models {
 		p.models[m.Name] = i
-		models[i] = fleet.Model{Name: m.Name, ParametersB: m.ParametersB, Layers: m.Layers, KVHeads: m.KVHeads,
-			HeadDim: m.HeadDim, Precision: m.Precision, ContextLength: m.ContextLength, Runtimes: m.Runtimes,
-			MinDriver: m.MinDriver, Quality: m.Quality, Fallbacks: m.Fallbacks}
 	}
-	p.registry = fleet.NewRegistry(accels, runtimes, models)
+	p.registry = Registry(sc)
 
 	for i, t := range sc.Tenants {
 		p.tenants[t.Name] = i
@@ -228,8 +216,33 @@ func firstProfile(ps []latency.Profile) latency.Profile {
 	return latency.Profile{}
 }
 
-// resolveProfile turns a scenario profile (a built-in reference with
-// overrides, or explicit numbers) into a latency profile.
+// Registry is the compatibility registry of a scenario's accelerators,
+// runtimes and models: the rules by which the twin (and the emulated node,
+// when a driver changes) decide whether a pool can serve a model.
+func Registry(sc *scenarios.Scenario) *fleet.Registry {
+	accels := make([]fleet.Accelerator, len(sc.Accelerators))
+	for i, a := range sc.Accelerators {
+		accels[i] = fleet.Accelerator{Name: a.Name, MemoryGiB: a.MemoryGiB, UsableFraction: a.UsableFraction, Precisions: a.Precisions}
+	}
+	runtimes := make([]fleet.Runtime, len(sc.Runtimes))
+	for i, r := range sc.Runtimes {
+		runtimes[i] = fleet.Runtime{Name: r.Name, Server: r.Server, Version: r.Version, CUDA: r.CUDA, MinDriver: r.MinDriver}
+	}
+	models := make([]fleet.Model, len(sc.Models))
+	for i, m := range sc.Models {
+		models[i] = fleet.Model{Name: m.Name, ParametersB: m.ParametersB, Layers: m.Layers, KVHeads: m.KVHeads,
+			HeadDim: m.HeadDim, Precision: m.Precision, ContextLength: m.ContextLength, Runtimes: m.Runtimes,
+			MinDriver: m.MinDriver, Quality: m.Quality, Fallbacks: m.Fallbacks}
+	}
+	return fleet.NewRegistry(accels, runtimes, models)
+}
+
+// ResolveProfile turns a scenario profile (a built-in reference with
+// overrides, or explicit numbers) into a latency profile. The emulated node
+// (internal/node) resolves its pool's profile with it, so the node and the
+// twin time the same pool the same way.
+func ResolveProfile(sp scenarios.Profile) (latency.Profile, error) { return resolveProfile(sp) }
+
 func resolveProfile(sp scenarios.Profile) (latency.Profile, error) {
 	var p latency.Profile
 	if sp.Ref != "" {
