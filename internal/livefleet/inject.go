@@ -1,0 +1,322 @@
+package livefleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/internal/node"
+)
+
+// OutageMode is how a regional outage is emulated on the region's proxies.
+type OutageMode int
+
+const (
+	// OutageRefuse disables the proxies: their listeners close, live
+	// connections drop and new ones are refused at once. A client sees a
+	// transport error immediately, so breakers open within one request per
+	// backend, and the drill's timing does not depend on the client's
+	// timeouts. This is the default: a region whose load balancers are gone
+	// (or whose routes are withdrawn with an ICMP reject) looks like this.
+	OutageRefuse OutageMode = iota
+	// OutageHang adds a timeout toxic with timeout 0: connections are
+	// accepted and then carry no data until the fault ends (black-holed
+	// traffic). Detection then rests on the client's own deadlines
+	// (policy.health.timeout in the gateway), which is the harder case.
+	// When the toxic is removed toxiproxy closes the held connections.
+	OutageHang
+)
+
+// Undo ends a fault injected by Inject.
+type Undo func(ctx context.Context) error
+
+// Inject applies spec to the fleet now (spec.At and spec.For are the
+// caller's schedule) and returns the undo for the fault's end.
+func (f *Fleet) Inject(ctx context.Context, spec faults.Spec) (Undo, error) {
+	if spec.Target.Tenant != "" {
+		return nil, fmt.Errorf("livefleet: %s: tenant targets have no live emulation", spec.Kind)
+	}
+	nodes, err := f.Select(spec.Target, spec.Radius)
+	if err != nil {
+		return nil, fmt.Errorf("livefleet: %s: %w", spec.Kind, err)
+	}
+	f.mu.Lock()
+	f.injected++
+	id := fmt.Sprintf("fd-%s-%d", spec.Kind, f.injected)
+	f.mu.Unlock()
+
+	switch spec.Kind {
+	case faults.RegionalOutage:
+		if f.OutageMode == OutageHang {
+			return f.addToxic(ctx, nodes, id, "timeout", map[string]any{"timeout": 0})
+		}
+		return f.disable(nodes)
+	case faults.Latency:
+		return f.addToxic(ctx, nodes, id, "latency", map[string]any{"latency": spec.AddLatency.Milliseconds()})
+	case faults.Brownout:
+		var undos []Undo
+		if spec.AddLatency > 0 {
+			u, err := f.addToxic(ctx, nodes, id, "latency", map[string]any{"latency": spec.AddLatency.Milliseconds()})
+			if err != nil {
+				return nil, err
+			}
+			undos = append(undos, u)
+		}
+		if spec.FailRate > 0 {
+			u, err := f.errorRate(ctx, nodes, spec.FailRate)
+			if err != nil {
+				return nil, errors.Join(err, runUndos(ctx, undos))
+			}
+			undos = append(undos, u)
+		}
+		return func(ctx context.Context) error { return runUndos(ctx, undos) }, nil
+	case faults.ErrorBurst:
+		return f.errorRate(ctx, nodes, spec.FailRate)
+	case faults.QuotaExhaustion:
+		if spec.QuotaRPM != 0 || spec.QuotaTPM != 0 {
+			return nil, fmt.Errorf("livefleet: quota-exhaustion: the node emulates a quota of zero only (got rpm %g, tpm %g)", spec.QuotaRPM, spec.QuotaTPM)
+		}
+		return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
+			on, off := true, cur.QuotaExhausted
+			return node.FaultsPatch{QuotaExhausted: &on}, node.FaultsPatch{QuotaExhausted: &off}
+		})
+	case faults.ModelRetirement:
+		m := spec.Target.Model
+		if m == "" {
+			return nil, errors.New("livefleet: model-retirement needs a model")
+		}
+		return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
+			if slices.Contains(cur.Retired, m) { // already retired: leave it so
+				return node.FaultsPatch{}, node.FaultsPatch{}
+			}
+			return node.FaultsPatch{Retire: []string{m}}, node.FaultsPatch{Unretire: []string{m}}
+		})
+	case faults.DriverUpgrade:
+		if spec.Driver == "" {
+			return nil, errors.New("livefleet: driver-upgrade: no driver (a runtime change alone has no live emulation)")
+		}
+		d := spec.Driver
+		return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
+			old := cur.Driver
+			return node.FaultsPatch{Driver: &d}, node.FaultsPatch{Driver: &old}
+		})
+	case faults.NodeLoss:
+		return f.stopNodes(ctx, nodes)
+	default:
+		return nil, fmt.Errorf("livefleet: %s has no live emulation", spec.Kind)
+	}
+}
+
+// Select returns the nodes a fault target covers, in fleet order, cut to
+// the radius (the first Count, or the first ceil(Percent%) of them).
+func (f *Fleet) Select(t faults.Target, r faults.Radius) ([]*Node, error) {
+	var out []*Node
+	for _, n := range f.Nodes {
+		if (t.Region == "" || n.Region == t.Region) && (t.Pool == "" || n.Pool == t.Pool) &&
+			(t.Provider == "" || n.Provider == t.Provider) && (t.Model == "" || slices.Contains(n.Models, t.Model)) {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no node of the fleet matches %+v", t)
+	}
+	k := len(out)
+	switch {
+	case r.Count > 0:
+		k = min(k, r.Count)
+	case r.Percent > 0:
+		k = min(k, max(1, int(math.Ceil(r.Percent/100*float64(len(out))-1e-9))))
+	}
+	return out[:k], nil
+}
+
+func runUndos(ctx context.Context, undos []Undo) error {
+	var errs []error
+	for _, u := range slices.Backward(undos) {
+		errs = append(errs, u(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// disable takes the nodes' proxies down.
+func (f *Fleet) disable(nodes []*Node) (Undo, error) {
+	for _, n := range nodes {
+		n.proxy.Stop()
+	}
+	return func(context.Context) error {
+		var errs []error
+		for _, n := range nodes {
+			if err := n.proxy.Start(); err != nil && !strings.Contains(err.Error(), "already started") {
+				errs = append(errs, fmt.Errorf("livefleet: enable proxy %s: %w", n.Name, err))
+			}
+		}
+		return errors.Join(errs...)
+	}, nil
+}
+
+// addToxic adds a downstream toxic called name to the nodes' proxies.
+func (f *Fleet) addToxic(ctx context.Context, nodes []*Node, name, typ string, attrs map[string]any) (Undo, error) {
+	body, err := json.Marshal(map[string]any{"name": name, "type": typ, "stream": "downstream", "toxicity": 1.0, "attributes": attrs})
+	if err != nil {
+		return nil, err
+	}
+	var done []*Node
+	undo := func(ctx context.Context) error {
+		var errs []error
+		for _, n := range done {
+			if err := n.proxy.Toxics.RemoveToxic(ctx, name); err != nil {
+				errs = append(errs, fmt.Errorf("livefleet: remove toxic %s from %s: %w", name, n.Name, err))
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, n := range nodes {
+		if _, err := n.proxy.Toxics.AddToxicJson(bytes.NewReader(body)); err != nil {
+			return nil, errors.Join(fmt.Errorf("livefleet: %s toxic on %s: %w", typ, n.Name, err), undo(ctx))
+		}
+		done = append(done, n)
+	}
+	return undo, nil
+}
+
+func (f *Fleet) errorRate(ctx context.Context, nodes []*Node, rate float64) (Undo, error) {
+	return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
+		old := cur.ErrorRate
+		return node.FaultsPatch{ErrorRate: &rate}, node.FaultsPatch{ErrorRate: &old}
+	})
+}
+
+// patchAll reads each node's faults, applies the patch mk returns and
+// keeps the matching undo patch.
+func (f *Fleet) patchAll(ctx context.Context, nodes []*Node, mk func(node.Faults) (do, undo node.FaultsPatch)) (Undo, error) {
+	type step struct {
+		n    *Node
+		undo node.FaultsPatch
+	}
+	var done []step
+	undo := func(ctx context.Context) error {
+		var errs []error
+		for _, s := range slices.Backward(done) {
+			if _, err := f.Admin(ctx, s.n, http.MethodPost, &s.undo); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, n := range nodes {
+		cur, err := f.Admin(ctx, n, http.MethodGet, nil)
+		if err == nil {
+			do, u := mk(cur)
+			if _, err = f.Admin(ctx, n, http.MethodPost, &do); err == nil {
+				done = append(done, step{n, u})
+				continue
+			}
+		}
+		return nil, errors.Join(err, undo(ctx))
+	}
+	return undo, nil
+}
+
+// Admin calls a node's admin API: GET the faults, POST a patch, or DELETE
+// to reset them. It returns the node's faults after the call.
+func (f *Fleet) Admin(ctx context.Context, n *Node, method string, patch *node.FaultsPatch) (node.Faults, error) {
+	var out node.Faults
+	var body io.Reader
+	if patch != nil {
+		b, err := json.Marshal(patch)
+		if err != nil {
+			return out, err
+		}
+		body = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, n.AdminURL()+"/admin/faults", body)
+	if err != nil {
+		return out, err
+	}
+	req.Header.Set("Authorization", "Bearer "+f.AdminToken)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return out, fmt.Errorf("livefleet: admin %s %s: %w", method, n.Name, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return out, fmt.Errorf("livefleet: admin %s %s: %s: %s", method, n.Name, resp.Status, bytes.TrimSpace(b))
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		return out, fmt.Errorf("livefleet: admin %s %s: %w", method, n.Name, err)
+	}
+	return out, nil
+}
+
+// stopNodes stops the nodes' containers; undo starts them again (a fresh
+// node process: its admin faults are reset) and re-points their proxies at
+// the new published ports.
+func (f *Fleet) stopNodes(ctx context.Context, nodes []*Node) (Undo, error) {
+	var stopped []*Node
+	undo := func(ctx context.Context) error {
+		var errs []error
+		for _, n := range stopped {
+			errs = append(errs, f.RestartNode(ctx, n))
+		}
+		return errors.Join(errs...)
+	}
+	for _, n := range nodes {
+		n.mu.Lock()
+		already := n.stopped
+		n.mu.Unlock()
+		if already {
+			continue
+		}
+		d := time.Second
+		if err := n.Container.Stop(ctx, &d); err != nil {
+			return nil, errors.Join(fmt.Errorf("livefleet: stop %s: %w", n.Name, err), undo(ctx))
+		}
+		n.mu.Lock()
+		n.stopped = true
+		n.mu.Unlock()
+		stopped = append(stopped, n)
+	}
+	return undo, nil
+}
+
+// RestartNode starts a stopped node's container, waits for it to be ready,
+// and points its proxy at its new published port (Docker assigns new host
+// ports on every start).
+func (f *Fleet) RestartNode(ctx context.Context, n *Node) error {
+	if err := n.Container.Start(ctx); err != nil {
+		return fmt.Errorf("livefleet: start %s: %w", n.Name, err)
+	}
+	up, admin, err := n.endpoints(ctx)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.adminURL = "http://" + admin
+	n.stopped = false
+	n.mu.Unlock()
+	n.proxy.Lock()
+	enabled := n.proxy.Enabled
+	n.proxy.Unlock()
+	if err := n.proxy.Update(&toxiproxy.Proxy{Listen: n.proxy.Listen, Upstream: up, Enabled: enabled}); err != nil {
+		return fmt.Errorf("livefleet: re-point proxy %s: %w", n.Name, err)
+	}
+	f.log.Info("node restarted", "node", n.Name, "upstream", up, "admin", n.adminURL)
+	return nil
+}
