@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/internal/openai"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -82,19 +83,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid API key")
 		return
 	}
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	out := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}{Object: "list", Data: []model{}}
-	for _, m := range g.served {
-		out.Data = append(out.Data, model{ID: m, Object: "model", Created: g.start.Unix(), OwnedBy: "fleetdrill"})
-	}
+	out := openai.NewModelList(g.served, g.start.Unix())
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
 }

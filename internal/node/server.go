@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fleetdrill/fleetdrill/internal/openai"
 	"github.com/fleetdrill/fleetdrill/twin/engine"
 )
 
@@ -70,22 +71,13 @@ func (n *Node) servable(model string, f *Faults) (int, string, string, string) {
 
 func (n *Node) serveModels(w http.ResponseWriter, _ *http.Request) {
 	f := n.Faults()
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	out := struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}{Object: "list", Data: []model{}}
+	var ids []string
 	for _, m := range n.cfg.Models {
 		if code, _, _, _ := n.servable(m.Name, &f); code == 0 {
-			out.Data = append(out.Data, model{ID: m.Name, Object: "model", Created: n.clk.start.Unix(), OwnedBy: "fleetdrill"})
+			ids = append(ids, m.Name)
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, openai.NewModelList(ids, n.clk.start.Unix()))
 }
 
 // request is the part of an OpenAI request the node reads. Message and

@@ -1,0 +1,27 @@
+// Package openai holds the pieces of the OpenAI HTTP API's wire format that
+// fleetdrill's emulated node and live gateway both speak.
+package openai
+
+// Model is one entry of GET /v1/models.
+type Model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// ModelList is the body of GET /v1/models.
+type ModelList struct {
+	Object string  `json:"object"`
+	Data   []Model `json:"data"`
+}
+
+// NewModelList lists the models ids, created at the Unix time created, owned
+// by fleetdrill. An empty list encodes as "data": [], never null.
+func NewModelList(ids []string, created int64) ModelList {
+	out := ModelList{Object: "list", Data: make([]Model, 0, len(ids))}
+	for _, id := range ids {
+		out.Data = append(out.Data, Model{ID: id, Object: "model", Created: created, OwnedBy: "fleetdrill"})
+	}
+	return out
+}
