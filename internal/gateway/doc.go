@@ -65,6 +65,10 @@
 // Retry-After, and does not count against the breaker. Where a retry goes
 // is the core's routing decision (breakers, residency, fallbacks).
 //
+// A served response carries X-Fleetdrill-Pool, X-Fleetdrill-Replica,
+// X-Fleetdrill-Model (the model that served it: a fallback shows) and
+// X-Fleetdrill-Attempts, so a drill can check routing from the client side.
+//
 // Cancellation runs end to end: the upstream request's context derives from
 // the client's, so a client that disconnects cancels the backend request,
 // and the core is told Finish.

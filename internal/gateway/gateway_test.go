@@ -20,6 +20,11 @@ func TestRoutingAndStreaming(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"chat.completion"`) {
 		t.Fatalf("non-streaming: %d %s", resp.StatusCode, body)
 	}
+	for k, want := range map[string]string{"X-Fleetdrill-Pool": "use-h100-8b", "X-Fleetdrill-Model": "llama-3.1-8b", "X-Fleetdrill-Attempts": "1"} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
 	resp, body = h.mustPost(keyGlobal, chatBody(true, "hello"))
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
 		t.Fatalf("streaming: %d %q", resp.StatusCode, ct)
@@ -148,6 +153,12 @@ func TestRetryOn5xxToAnotherBackend(t *testing.T) {
 	}
 	if got := h.metric("fleetdrill_gateway_retries_total", nil); got != 1 {
 		t.Errorf("retries = %v, want 1", got)
+	}
+	if got := resp.Header.Get("X-Fleetdrill-Attempts"); got != "2" {
+		t.Errorf("X-Fleetdrill-Attempts = %q, want 2 (the failed one and the retry)", got)
+	}
+	if got := resp.Header.Get("X-Fleetdrill-Replica"); got != "1" {
+		t.Errorf("X-Fleetdrill-Replica = %q, want 1 (the good backend)", got)
 	}
 }
 

@@ -383,13 +383,19 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		return resRetry, "", 0
 	}
 
-	// The backend answered: pass it through.
+	// The backend answered: pass it through, saying where it was served
+	// (scenario names only), so a drill can check routing from the client
+	// side and a fallback is visible.
 	h := w.Header()
 	for _, k := range []string{"Content-Type", "Cache-Control", "X-Request-Id", "Openai-Processing-Ms"} {
 		if v := resp.Header.Get(k); v != "" {
 			h.Set(k, v)
 		}
 	}
+	h.Set("X-Fleetdrill-Pool", be.pool)
+	h.Set("X-Fleetdrill-Replica", strconv.Itoa(rep))
+	h.Set("X-Fleetdrill-Model", g.sc.Models[q.c.req.Served].Name)
+	h.Set("X-Fleetdrill-Attempts", strconv.Itoa(q.attempts))
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	bp := bufPool.Get().(*[]byte)
