@@ -18,6 +18,7 @@ import (
 type plan struct {
 	sc       *scenarios.Scenario
 	registry *fleet.Registry
+	retry    sched.RetryPolicy
 	core     sched.Config
 
 	models   map[string]int
@@ -66,6 +67,7 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 		p.models[m.Name] = i
 	}
 	p.registry = Registry(sc)
+	p.retry = RetryPolicy(sc)
 
 	for i, t := range sc.Tenants {
 		p.tenants[t.Name] = i
@@ -235,6 +237,14 @@ func Registry(sc *scenarios.Scenario) *fleet.Registry {
 			MinDriver: m.MinDriver, Quality: m.Quality, Fallbacks: m.Fallbacks}
 	}
 	return fleet.NewRegistry(accels, runtimes, models)
+}
+
+// RetryPolicy is the scenario's retry policy (policy.retries) as the twin
+// and the live gateway apply it.
+func RetryPolicy(sc *scenarios.Scenario) sched.RetryPolicy {
+	rt := sc.Policy.Retries
+	return sched.RetryPolicy{MaxAttempts: rt.MaxAttempts, Backoff: rt.Backoff.D(), MaxBackoff: rt.MaxBackoff.D(),
+		Budget: rt.Budget, IgnoreRetryAfter: rt.IgnoreRetryAfter}
 }
 
 // ResolveProfile turns a scenario profile (a built-in reference with

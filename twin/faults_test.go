@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // twoRegions is the azureLike fleet split over us-east and us-west (one
@@ -240,8 +241,8 @@ func TestRetryBudgetBoundsConcurrentRetries(t *testing.T) {
 	none, some, all := build(0.001), build(0.2), build(1)
 	// With almost no budget only the floor may retry at once, however many
 	// fail.
-	require.LessOrEqual(t, none.retryingPeak, retryFloor)
-	require.Equal(t, retryFloor, none.retryingPeak, "the overload fills the floor")
+	require.LessOrEqual(t, none.retryingPeak, sched.RetryFloor)
+	require.Equal(t, sched.RetryFloor, none.retryingPeak, "the overload fills the floor")
 	require.Zero(t, none.retrying, "every retrying request was released")
 	rn, rs, ra := none.report().Requests, some.report().Requests, all.report().Requests
 	require.Less(t, rn.Retries, rs.Retries)

@@ -505,29 +505,10 @@ func (r *runner) offer(req *request) {
 	r.armWake()
 }
 
-// retryFloor is the number of requests that may be retrying at once
-// whatever the budget, so that a quiet fleet can still retry (Envoy's
-// min_retry_concurrency plays the same part).
-const retryFloor = 10
-
-// canRetry reports whether req may be tried again: attempts left, and the
-// retry budget not spent (unless clients ignore it: a storm). The budget is
-// Envoy's: the requests retrying at once may be at most budget × the
-// requests in flight (or retryFloor), so it tracks the load of the moment
-// rather than the whole run's history.
+// canRetry reports whether req may be tried again, by the retry policy the
+// live gateway uses too (sched.RetryPolicy).
 func (r *runner) canRetry(req *request) bool {
-	rt := r.p.sc.Policy.Retries
-	if req.attempts >= rt.MaxAttempts {
-		return false
-	}
-	if rt.IgnoreRetryAfter {
-		return true
-	}
-	n := r.retrying
-	if !req.inRetry {
-		n++
-	}
-	return n <= max(retryFloor, int(rt.Budget*float64(r.live)))
+	return r.p.retry.Allow(req.attempts, r.retrying, r.live, req.inRetry)
 }
 
 // retryOrFail retries req after a backoff (exponential, full jitter, at
@@ -537,12 +518,9 @@ func (r *runner) retryOrFail(req *request, retryAfter time.Duration) {
 		r.finish(req, func(c *Counts) { c.Failed++ }, false)
 		return
 	}
-	rt := r.p.sc.Policy.Retries
 	var delay time.Duration
-	if !rt.IgnoreRetryAfter {
-		ceiling := min(rt.MaxBackoff.D(), rt.Backoff.D()<<min(req.attempts-1, 20))
-		delay = time.Duration(r.faultRand.Float64() * float64(ceiling))
-		delay = max(delay, retryAfter)
+	if !r.p.retry.IgnoreRetryAfter {
+		delay = r.p.retry.Delay(req.attempts, r.faultRand.Float64(), retryAfter)
 	}
 	if !req.inRetry {
 		req.inRetry = true

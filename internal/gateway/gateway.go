@@ -49,6 +49,7 @@ type Gateway struct {
 	nextID   uint64
 	live     int // requests being handled
 	retrying int // of which retrying (the budget's numerator)
+	retry    sched.RetryPolicy
 	rng      *rand.Rand
 	wake     *time.Timer
 	wakeAt   time.Duration // when wake fires; 0: disarmed
@@ -102,7 +103,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, start: time.Now(), reg: cfg.Registry,
 		models: map[string]int{}, classes: map[string]int{}, waiting: map[uint64]*call{},
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6761746577617921))}
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6761746577617921)), retry: twin.RetryPolicy(&sc)}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}

@@ -276,44 +276,27 @@ func (g *Gateway) ctxStatus(ctx context.Context, w http.ResponseWriter) int {
 // canRetry reports whether q may be tried again, as the twin decides: attempts
 // left and the retry budget not spent. It enters q in the budget.
 func (g *Gateway) canRetry(q *request) bool {
-	rt := g.sc.Policy.Retries
-	if q.attempts >= rt.MaxAttempts {
-		return false
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if rt.IgnoreRetryAfter {
-		return true
-	}
-	n := g.retrying
-	if !q.inRetry {
-		n++
-	}
-	if n > max(retryFloor, int(rt.Budget*float64(g.live))) {
+	if !g.retry.Allow(q.attempts, g.retrying, g.live, q.inRetry) {
 		return false
 	}
-	if !q.inRetry {
+	if !q.inRetry && !g.retry.IgnoreRetryAfter {
 		q.inRetry = true
 		g.retrying++
 	}
 	return true
 }
 
-// retryFloor is the requests that may retry at once whatever the budget
-// (the twin's, and Envoy's min_retry_concurrency).
-const retryFloor = 10
-
 // backoff sleeps before a retry: exponential with full jitter, at least
 // retryAfter; false when ctx ended first.
 func (g *Gateway) backoff(ctx context.Context, q *request, retryAfter time.Duration) bool {
-	rt := g.sc.Policy.Retries
 	var delay time.Duration
-	if !rt.IgnoreRetryAfter {
-		ceiling := min(rt.MaxBackoff.D(), rt.Backoff.D()<<min(q.attempts-1, 20))
+	if !g.retry.IgnoreRetryAfter {
 		g.mu.Lock()
-		f := g.rng.Float64()
+		u := g.rng.Float64()
 		g.mu.Unlock()
-		delay = max(time.Duration(f*float64(ceiling)), retryAfter)
+		delay = g.retry.Delay(q.attempts, u, retryAfter)
 	}
 	if delay <= 0 {
 		return ctx.Err() == nil
