@@ -636,20 +636,27 @@ func (v *validator) common(p string, st Stream) {
 	}
 }
 
+// traceSource checks what a request or pod trace is read from: the file
+// (what names the kind, "trace file" or "pod trace"), its format and the
+// window.
+func (v *validator) traceSource(tp, what, path, format string, formats []string, start, duration Duration) {
+	if path == "" {
+		v.add(tp+".path", "", "missing; want the "+what+", relative to the scenario file")
+	} else if found := v.s.TracePath(path); !fileExists(found) {
+		v.add(tp+".path", q(path), fmt.Sprintf("no such file (looked for %s); want a %s, relative to the scenario file", found, what))
+	}
+	if format != "" {
+		v.enum(tp+".format", format, formats)
+	}
+	v.nonNegDuration(tp+".start", start)
+	v.nonNegDuration(tp+".duration", duration)
+}
+
 // trace checks a trace stream: its source, and its mapping rules.
 func (v *validator) trace(p string, st Stream, tenants, classes, models map[string]int) {
 	tr := st.Trace
 	tp := p + ".trace"
-	if tr.Path == "" {
-		v.add(tp+".path", "", "missing; want the trace file, relative to the scenario file")
-	} else if path := v.s.TracePath(tr.Path); !fileExists(path) {
-		v.add(tp+".path", q(tr.Path), fmt.Sprintf("no such file (looked for %s); want a trace file, relative to the scenario file", path))
-	}
-	if tr.Format != "" {
-		v.enum(tp+".format", tr.Format, traceFormats)
-	}
-	v.nonNegDuration(tp+".start", tr.Start)
-	v.nonNegDuration(tp+".duration", tr.Duration)
+	v.traceSource(tp, "trace file", tr.Path, tr.Format, traceFormats, tr.Start, tr.Duration)
 	v.nonNegative(tp+".time_scale", tr.TimeScale)
 	v.nonNegative(tp+".rate_scale", tr.RateScale)
 	if tr.RateScale > 64 {
@@ -884,16 +891,7 @@ func (v *validator) job(i int, tenants, accels map[string]int) {
 	v.nonNegDuration(p+".checkpoint_interval", j.CheckpointInterval)
 	if tr := j.Trace; tr != nil {
 		tp := p + ".trace"
-		if tr.Path == "" {
-			v.add(tp+".path", "", "missing; want the pod trace, relative to the scenario file")
-		} else if path := v.s.TracePath(tr.Path); !fileExists(path) {
-			v.add(tp+".path", q(tr.Path), fmt.Sprintf("no such file (looked for %s); want a pod trace, relative to the scenario file", path))
-		}
-		if tr.Format != "" {
-			v.enum(tp+".format", tr.Format, jobTraceFormats)
-		}
-		v.nonNegDuration(tp+".start", tr.Start)
-		v.nonNegDuration(tp+".duration", tr.Duration)
+		v.traceSource(tp, "pod trace", tr.Path, tr.Format, jobTraceFormats, tr.Start, tr.Duration)
 		v.positive(tp+".time_scale", tr.TimeScale)
 		for _, k := range sortedKeys(tr.GPUMap) {
 			v.ref(tp+".gpu_map."+k, tr.GPUMap[k], accels, "accelerator")

@@ -517,40 +517,30 @@ func (e *scriptEnv) running(t *testing.T, td *datadriven.TestData) *Core {
 	return e.core
 }
 
-func (e *scriptEnv) tenant(t *testing.T, td *datadriven.TestData) int {
-	n := str(t, td, "tenant", "")
-	i := slices.IndexFunc(e.cfg.Tenants, func(x Tenant) bool { return x.Name == n })
+// index finds the entry of xs named by the command's key= argument.
+func index[T any](t *testing.T, td *datadriven.TestData, key, what string, xs []T, name func(T) string) int {
+	n := str(t, td, key, "")
+	i := slices.IndexFunc(xs, func(x T) bool { return name(x) == n })
 	if i < 0 {
-		td.Fatalf(t, "unknown tenant %q", n)
+		td.Fatalf(t, "unknown %s %q", what, n)
 	}
 	return i
+}
+
+func (e *scriptEnv) tenant(t *testing.T, td *datadriven.TestData) int {
+	return index(t, td, "tenant", "tenant", e.cfg.Tenants, func(x Tenant) string { return x.Name })
 }
 
 func (e *scriptEnv) class(t *testing.T, td *datadriven.TestData) int {
-	n := str(t, td, "class", "")
-	i := slices.IndexFunc(e.cfg.Classes, func(x Class) bool { return x.Name == n })
-	if i < 0 {
-		td.Fatalf(t, "unknown class %q", n)
-	}
-	return i
+	return index(t, td, "class", "class", e.cfg.Classes, func(x Class) string { return x.Name })
 }
 
 func (e *scriptEnv) model(t *testing.T, td *datadriven.TestData, key string) int {
-	n := str(t, td, key, "")
-	i := slices.IndexFunc(e.cfg.Models, func(x Model) bool { return x.Name == n })
-	if i < 0 {
-		td.Fatalf(t, "unknown model %q", n)
-	}
-	return i
+	return index(t, td, key, "model", e.cfg.Models, func(x Model) string { return x.Name })
 }
 
 func (e *scriptEnv) pool(t *testing.T, td *datadriven.TestData) int {
-	n := str(t, td, "pool", "")
-	i := slices.IndexFunc(e.cfg.Pools, func(x Pool) bool { return x.Name == n })
-	if i < 0 {
-		td.Fatalf(t, "unknown pool %q", n)
-	}
-	return i
+	return index(t, td, "pool", "pool", e.cfg.Pools, func(x Pool) string { return x.Name })
 }
 
 func (e *scriptEnv) replica(t *testing.T, td *datadriven.TestData) int {
