@@ -101,15 +101,17 @@ func Label(s faults.Spec) string {
 	return fmt.Sprintf("%s(%s)", s.Kind, strings.Join(parts, ","))
 }
 
-// initFaults parses the scenario's faults and schedules them.
-func (r *runner) initFaults() error {
-	specs, err := faults.ParseAll(r.p.sc.Faults)
+// newFaults parses a scenario's fault lines into faults with their labels
+// (a repeated label gets #2, #3…) and active spans; what they hit is
+// resolved later.
+func newFaults(lines []string) ([]*faultRT, error) {
+	specs, err := faults.ParseAll(lines)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.faultState = make([]replicaFault, len(r.replicas))
+	var out []*faultRT
 	seen := map[string]int{}
-	for i, sp := range specs {
+	for _, sp := range specs {
 		label := Label(sp)
 		if n := seen[label]; n > 0 {
 			label = fmt.Sprintf("%s#%d", label, n+1)
@@ -123,11 +125,34 @@ func (r *runner) initFaults() error {
 		if end, ok := sp.End(); ok {
 			f.end = end
 		}
-		if err := r.resolveFault(f); err != nil {
-			return fmt.Errorf("faults[%d] %q: %w", i, sp.String(), err)
-		}
-		r.faults = append(r.faults, f)
+		out = append(out, f)
 	}
+	return out, nil
+}
+
+func spansOf(fs []*faultRT) []faultSpan {
+	var out []faultSpan
+	for _, f := range fs {
+		out = append(out, faultSpan{label: f.label, start: f.start, end: f.end})
+	}
+	return out
+}
+
+func (r *runner) faultSpans() []faultSpan { return spansOf(r.faults) }
+
+// initFaults parses the scenario's faults and resolves their targets.
+func (r *runner) initFaults() error {
+	fs, err := newFaults(r.p.sc.Faults)
+	if err != nil {
+		return err
+	}
+	r.faultState = make([]replicaFault, len(r.replicas))
+	for i, f := range fs {
+		if err := r.resolveFault(f); err != nil {
+			return fmt.Errorf("faults[%d] %q: %w", i, f.spec.String(), err)
+		}
+	}
+	r.faults = fs
 	return nil
 }
 
@@ -488,11 +513,20 @@ func (r *runner) breakerChanged(tr sched.Transition) {
 		return
 	}
 	for _, f := range r.faults {
-		if f.active && f.detected < 0 && slices.Contains(f.replicas, tr.Replica) {
-			f.detected = now
+		if f.breakerOpened(now, tr.Replica) {
 			r.event(now, "detected", fmt.Sprintf("%s after %v", f.label, now-f.start))
 		}
 	}
+}
+
+// breakerOpened records the detection of an active fault when a breaker
+// opened on one of its replicas; it reports whether this detected it.
+func (f *faultRT) breakerOpened(now time.Duration, replica int) bool {
+	if f.active && f.detected < 0 && slices.Contains(f.replicas, replica) {
+		f.detected = now
+		return true
+	}
+	return false
 }
 
 // probe checks every replica's health, as a gateway's health checker does:
@@ -531,23 +565,33 @@ func (r *runner) noteServed(req *request, ri int) {
 	for _, f := range r.faults {
 		affected := slices.Contains(f.replicas, ri)
 		if f.spec.Kind == faults.ModelRetirement {
-			// A retirement is about one model, not replicas: it is
-			// mitigated when a request for the model is served by a
-			// fallback, and recovered when the model itself serves again.
 			if !slices.Contains(f.models, req.core.Model) {
 				continue
 			}
 			affected = req.core.Served == req.core.Model
 		}
-		switch {
-		case f.active && f.detected >= 0 && f.mitigated < 0 && !affected && r.servesFaultModels(f, req):
-			f.mitigated = now
-			r.event(now, "mitigated", fmt.Sprintf("%s: first request served elsewhere, %v after the fault began", f.label, now-f.start))
-		case !f.active && f.end > 0 && now >= f.end && f.recovered < 0 && affected:
-			f.recovered = now
-			r.event(now, "recovered", fmt.Sprintf("%s: affected replicas serve again, %v after the fault ended", f.label, now-f.end))
+		if ev, detail := f.served(now, affected, r.servesFaultModels(f, req)); ev != "" {
+			r.event(now, ev, detail)
 		}
 	}
+}
+
+// served updates the fault's mitigation and recovery when a request it may
+// concern completes at now: on one of its affected replicas or not, for a
+// model its pools serve (the traffic it displaced) or not. A retirement is
+// about one model, not replicas: it is mitigated when a request for the
+// model is served by a fallback, and recovered when the model itself serves
+// again. It returns the timeline event to record, if any.
+func (f *faultRT) served(now time.Duration, affected, displaced bool) (kind, detail string) {
+	switch {
+	case f.active && f.detected >= 0 && f.mitigated < 0 && !affected && displaced:
+		f.mitigated = now
+		return "mitigated", fmt.Sprintf("%s: first request served elsewhere, %v after the fault began", f.label, now-f.start)
+	case !f.active && f.end > 0 && now >= f.end && f.recovered < 0 && affected:
+		f.recovered = now
+		return "recovered", fmt.Sprintf("%s: affected replicas serve again, %v after the fault ended", f.label, now-f.end)
+	}
+	return "", ""
 }
 
 // servesFaultModels reports whether req asked for a model the fault's pools
@@ -567,28 +611,32 @@ func (r *runner) servesFaultModels(f *faultRT, req *request) bool {
 func (r *runner) noteOutcome(req *request, met, lost bool) {
 	now := r.s.Now()
 	for _, f := range r.faults {
-		arr := req.core.Arrived
-		inFault := arr >= f.start && (f.end == 0 || arr < f.end)
-		if inFault {
-			f.report.during.done++
-			if met {
-				f.report.during.met++
-			}
+		f.outcome(req.core.Arrived, now, met, lost)
+	}
+}
+
+// outcome attributes a request that arrived at arr and finished at now.
+func (f *faultRT) outcome(arr, now time.Duration, met, lost bool) {
+	inFault := arr >= f.start && (f.end == 0 || arr < f.end)
+	if inFault {
+		f.report.during.done++
+		if met {
+			f.report.during.met++
 		}
-		if f.end > 0 && arr >= f.end && arr < f.end+10*time.Minute {
-			f.report.after.done++
-			if met {
-				f.report.after.met++
-			}
+	}
+	if f.end > 0 && arr >= f.end && arr < f.end+10*time.Minute {
+		f.report.after.done++
+		if met {
+			f.report.after.met++
 		}
-		if lost && f.active && now >= f.start {
-			f.lost++
-		}
+	}
+	if lost && f.active && now >= f.start {
+		f.lost++
 	}
 }
 
 // faultReports assembles the per-fault reports.
-func (r *runner) faultReports() map[string]*FaultReport {
+func faultReports(fs []*faultRT) map[string]*FaultReport {
 	out := map[string]*FaultReport{}
 	since := func(t, from time.Duration) float64 {
 		if t < 0 {
@@ -596,7 +644,7 @@ func (r *runner) faultReports() map[string]*FaultReport {
 		}
 		return round((t - from).Seconds(), 6)
 	}
-	for _, f := range r.faults {
+	for _, f := range fs {
 		fr := f.report
 		fr.StartS = round(f.start.Seconds(), 6)
 		fr.EndS = -1

@@ -114,15 +114,11 @@ type runner struct {
 	coreWake   sim.Timer
 	coreWakeAt time.Duration
 
-	total      Counts
-	classes    []*Group
-	tenants    []*Group
-	pools      []*PoolReport
-	residency  uint64
-	rejections map[string]uint64
-	firstSeen  map[string]bool
-	timeline   []TimelineEvent
-	succeeded  uint64 // all requests that met their SLO, warm-up included
+	tally
+	pools     []*PoolReport
+	residency uint64
+	firstSeen map[string]bool
+	timeline  []TimelineEvent
 
 	done   []*request    // completions collected during an engine Advance
 	firsts []hedgeResult // hedge races decided during an engine Advance
@@ -137,7 +133,6 @@ type runner struct {
 	streams    []StreamReport
 
 	jobs       jobsRT
-	windows    []*window
 	ladder     *ladder
 	ladderRand *rand.Rand
 
@@ -209,18 +204,12 @@ type request struct {
 func newRunner(p *plan) (*runner, error) {
 	sc := p.sc
 	r := &runner{
-		p:          p,
-		s:          sim.New(sim.Config{Seed: sc.Seed}),
-		warmup:     sc.Warmup.D(),
-		duration:   sc.Duration.D(),
-		rejections: map[string]uint64{},
-		firstSeen:  map[string]bool{},
-	}
-	// Every reason appears in the report, zero or not, so expectations
-	// such as `rejections.queue-full == 0` resolve before the run.
-	for _, reason := range []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens,
-		sched.ReasonQueueFull, sched.ReasonDeadline, sched.ReasonNoRoute} {
-		r.rejections[reason] = 0
+		p:         p,
+		s:         sim.New(sim.Config{Seed: sc.Seed}),
+		warmup:    sc.Warmup.D(),
+		duration:  sc.Duration.D(),
+		tally:     newTally(sc),
+		firstSeen: map[string]bool{},
 	}
 	drain := sc.Drain.D()
 	if drain == 0 {
@@ -278,12 +267,6 @@ func newRunner(p *plan) (*runner, error) {
 		}
 		r.sources = append(r.sources, src)
 	}
-	for range sc.Classes {
-		r.classes = append(r.classes, &Group{})
-	}
-	for range sc.Tenants {
-		r.tenants = append(r.tenants, &Group{})
-	}
 	for _, pp := range p.pools {
 		r.pools = append(r.pools, &PoolReport{Region: pp.spec.Region, Replicas: pp.spec.Replicas})
 	}
@@ -298,7 +281,7 @@ func newRunner(p *plan) (*runner, error) {
 		return nil, err
 	}
 	r.initLadder()
-	if err := r.initWindows(); err != nil {
+	if err := r.initWindows(r.faultSpans()); err != nil {
 		r.closeSources()
 		return nil, err
 	}
@@ -785,19 +768,10 @@ func (r *runner) complete(req *request) {
 	if req.state != stRunning {
 		return
 	}
-	cls := &r.p.sc.Classes[req.core.Class]
-	e2e := now - req.core.Arrived
-	ttft := req.firstAt - req.core.Arrived
-	var tpot time.Duration
-	if req.core.Output > 1 {
-		tpot = (now - req.firstAt) / time.Duration(req.core.Output-1)
-	}
-	met := (cls.SLO.TTFT == 0 || ttft <= cls.SLO.TTFT.D()) &&
-		(cls.SLO.E2E == 0 || e2e <= cls.SLO.E2E.D()) &&
-		(cls.SLO.TPOT == 0 || req.core.Output <= 1 || tpot <= cls.SLO.TPOT.D())
-	if met {
-		r.succeeded++
-	}
+	sv := served{class: req.core.Class, tenant: req.core.Tenant, arrived: req.core.Arrived,
+		ttft: req.firstAt - req.core.Arrived, e2e: now - req.core.Arrived, wait: req.dispatchedAt - req.core.Arrived,
+		output: req.core.Output, fallback: req.core.Fallback}
+	ttft := sv.ttft
 	if r.onComplete != nil {
 		sched := req.dispatchedAt
 		if req.seq.Admitted {
@@ -806,27 +780,7 @@ func (r *runner) complete(req *request) {
 		r.onComplete(RequestLog{ID: req.core.ID, Input: req.core.Input, Output: req.core.Output,
 			Arrived: req.core.Arrived, Dispatched: req.dispatchedAt, Scheduled: sched, FirstToken: req.firstAt, Done: now})
 	}
-	if req.measured {
-		wait := req.dispatchedAt - req.core.Arrived
-		gs := r.groups(req)
-		for _, g := range r.windowGroups(gs[:], req) {
-			g.ttft.AddDuration(ttft)
-			g.e2e.AddDuration(e2e)
-			g.wait.AddDuration(wait)
-			if req.core.Output > 1 {
-				g.tpot.AddDuration(tpot)
-			}
-			if met {
-				g.SLOMet++
-			}
-			if req.core.Fallback {
-				g.Fallbacks++
-			}
-		}
-		if req.core.Fallback {
-			r.total.Fallbacks++
-		}
-	}
+	met := r.tally.complete(&sv, req.measured)
 	if ri := req.core.Replica; ri >= 0 {
 		r.core.ObserveLatency(ri, ttft)
 		r.noteAttempt(false)
@@ -925,20 +879,7 @@ func (r *runner) armWake() {
 }
 
 func (r *runner) count(req *request, f func(*Counts)) {
-	f(&r.total)
-	for _, g := range r.groups(req) {
-		f(&g.Counts)
-	}
-	for _, w := range r.windows {
-		if w.contains(req.core.Arrived) {
-			f(&w.total)
-			f(&w.classes[req.core.Class].Counts)
-		}
-	}
-}
-
-func (r *runner) groups(req *request) [2]*Group {
-	return [2]*Group{r.classes[req.core.Class], r.tenants[req.core.Tenant]}
+	r.tally.count(req.core.Class, req.core.Tenant, req.core.Arrived, f)
 }
 
 func (r *runner) owner(cr *sched.Request) *request {
@@ -1006,28 +947,15 @@ func (r *runner) assemble() *Report {
 	rep := &Report{
 		Schema: ReportSchema, Scenario: sc.Name, Seed: sc.Seed,
 		SimDurationS: round(end.Seconds(), 6), WarmupS: round(r.warmup.Seconds(), 6),
-		Events: r.s.Events(), Requests: r.total,
+		Events:  r.s.Events(),
 		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
-		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: r.faultReports(),
-		Windows:             r.windowReports(window),
+		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: faultReports(r.faults),
 		Hedges:              r.hedges,
 		Degradation:         r.ladderReport(),
 		ResidencyViolations: r.residency, Rejections: map[string]uint64{},
 		Timeline: append([]TimelineEvent{}, r.timeline...),
 	}
-	for k, v := range r.rejections {
-		rep.Rejections[k] = v
-	}
-	for i, c := range sc.Classes {
-		g := r.classes[i]
-		g.finish(window)
-		rep.Classes[c.Name] = g
-	}
-	for i, t := range sc.Tenants {
-		g := r.tenants[i]
-		g.finish(window)
-		rep.Tenants[t.Name] = g
-	}
+	r.tally.fill(rep, window)
 	hours := r.duration.Hours()
 	for i, pp := range r.p.pools {
 		pr := r.pools[i]

@@ -3,6 +3,7 @@ package twin
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
@@ -31,10 +32,17 @@ type window struct {
 
 func (w *window) contains(t time.Duration) bool { return t >= w.from && t < w.to }
 
-// initWindows creates the windows the scenario's scoped expectations need.
-func (r *runner) initWindows() error {
+// faultSpan is when a fault is active, by its label.
+type faultSpan struct {
+	label      string
+	start, end time.Duration // end 0: to the end of the run
+}
+
+// initWindows creates the windows the scenario's scoped expectations need,
+// given the scenario's faults.
+func (t *tally) initWindows(spans []faultSpan) error {
 	seen := map[string]bool{}
-	for _, s := range r.p.sc.Expect {
+	for _, s := range t.sc.Expect {
 		e, err := scenarios.ParseExpectation(s)
 		if err != nil || e.Scope == "" || seen[e.Window()] {
 			continue // syntax errors surface when expectations are evaluated
@@ -42,27 +50,27 @@ func (r *runner) initWindows() error {
 		seen[e.Window()] = true
 		var start, end time.Duration
 		if e.Fault == "recovery" {
-			if len(r.faults) == 0 {
+			if len(spans) == 0 {
 				return fmt.Errorf("expect %q: the scenario has no faults to recover from", s)
 			}
-			for _, f := range r.faults {
+			for _, f := range spans {
 				if f.end == 0 {
 					return fmt.Errorf("expect %q: fault %s never ends (no for=), so there is no recovery", s, f.label)
 				}
 				end = max(end, f.end)
 			}
 		} else {
-			f := r.faultByLabel(e.Fault)
-			if f == nil {
+			i := slices.IndexFunc(spans, func(f faultSpan) bool { return f.label == e.Fault })
+			if i < 0 {
 				var labels []string
-				for _, f := range r.faults {
+				for _, f := range spans {
 					labels = append(labels, f.label)
 				}
 				return fmt.Errorf("expect %q: no fault labelled %s (faults: %v)", s, e.Fault, labels)
 			}
-			start, end = f.start, f.end
+			start, end = spans[i].start, spans[i].end
 			if e.Scope == "after" && end == 0 {
-				return fmt.Errorf("expect %q: fault %s never ends (no for=), so it has no after", s, f.label)
+				return fmt.Errorf("expect %q: fault %s never ends (no for=), so it has no after", s, e.Fault)
 			}
 		}
 		w := &window{key: e.Window()}
@@ -75,36 +83,28 @@ func (r *runner) initWindows() error {
 		case "after":
 			w.from, w.to = end+e.Offset, math.MaxInt64
 		}
-		for range r.p.sc.Classes {
+		for range t.sc.Classes {
 			w.classes = append(w.classes, &Group{})
 		}
-		r.windows = append(r.windows, w)
+		t.windows = append(t.windows, w)
 	}
 	return nil
 }
 
-func (r *runner) faultByLabel(label string) *faultRT {
-	for _, f := range r.faults {
-		if f.label == label {
-			return f
-		}
-	}
-	return nil
-}
-
-// windowGroups appends to gs the class groups of the windows req arrived in.
-func (r *runner) windowGroups(gs []*Group, req *request) []*Group {
-	for _, w := range r.windows {
-		if w.contains(req.core.Arrived) {
-			gs = append(gs, w.classes[req.core.Class])
+// windowGroups appends to gs the groups of class in the windows a request
+// arriving at arrived belongs to.
+func (t *tally) windowGroups(gs []*Group, class int, arrived time.Duration) []*Group {
+	for _, w := range t.windows {
+		if w.contains(arrived) {
+			gs = append(gs, w.classes[class])
 		}
 	}
 	return gs
 }
 
-func (r *runner) windowReports(window float64) map[string]*WindowReport {
+func (t *tally) windowReports(window float64) map[string]*WindowReport {
 	out := map[string]*WindowReport{}
-	for _, w := range r.windows {
+	for _, w := range t.windows {
 		wr := &WindowReport{FromS: round(w.from.Seconds(), 6), ToS: -1, Requests: w.total, Classes: map[string]*Group{}}
 		if w.to != math.MaxInt64 {
 			wr.ToS = round(w.to.Seconds(), 6)
@@ -113,7 +113,7 @@ func (r *runner) windowReports(window float64) map[string]*WindowReport {
 		if w.to != math.MaxInt64 {
 			span = (w.to - w.from).Seconds()
 		}
-		for i, c := range r.p.sc.Classes {
+		for i, c := range t.sc.Classes {
 			g := w.classes[i]
 			g.finish(span)
 			wr.Classes[c.Name] = g
