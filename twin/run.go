@@ -252,20 +252,8 @@ func newRunner(p *plan) (*runner, error) {
 		r.replicas[i].onTimer = func() { r.advance(i) }
 	}
 	r.streams = make([]StreamReport, len(p.streams))
-	for _, sp := range p.streams {
-		name := sp.spec.Name
-		var src source
-		if sp.spec.Trace != nil {
-			ts, err := newTraceSource(p, sp, r.s.Rand("trace/"+name), r.duration, &r.streams[len(r.sources)].SkippedRows)
-			if err != nil {
-				r.closeSources()
-				return nil, fmt.Errorf("workload %s: %w", name, err)
-			}
-			src = ts
-		} else {
-			src = newGenerator(sp.spec, r.s.Rand("arrivals/"+name), r.s.Rand("tokens/"+name), r.duration)
-		}
-		r.sources = append(r.sources, src)
+	if r.sources, err = openSources(p, r.s.Rand, r.duration, r.streams); err != nil {
+		return nil, err
 	}
 	for _, pp := range p.pools {
 		r.pools = append(r.pools, &PoolReport{Region: pp.spec.Region, Replicas: pp.spec.Replicas})
