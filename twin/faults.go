@@ -3,6 +3,7 @@ package twin
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -148,7 +149,7 @@ func (r *runner) initFaults() error {
 	}
 	r.faultState = make([]replicaFault, len(r.replicas))
 	for i, f := range fs {
-		if err := r.resolveFault(f); err != nil {
+		if err := r.p.resolveFault(f); err != nil {
 			return fmt.Errorf("faults[%d] %q: %w", i, f.spec.String(), err)
 		}
 	}
@@ -158,9 +159,9 @@ func (r *runner) initFaults() error {
 
 // resolveFault finds the pools and models a fault hits; replicas are chosen
 // when it starts (the blast radius draws from a seeded stream).
-func (r *runner) resolveFault(f *faultRT) error {
+func (p *plan) resolveFault(f *faultRT) error {
 	t := f.spec.Target
-	for pi, pp := range r.p.pools {
+	for pi, pp := range p.pools {
 		switch {
 		case t.Pool != "" && pp.spec.Name != t.Pool:
 		case t.Region != "" && pp.spec.Region != t.Region:
@@ -171,7 +172,7 @@ func (r *runner) resolveFault(f *faultRT) error {
 		}
 	}
 	if t.Model != "" {
-		m, ok := r.p.models[t.Model]
+		m, ok := p.models[t.Model]
 		if !ok {
 			return fmt.Errorf("no model %s in the scenario", t.Model)
 		}
@@ -194,10 +195,17 @@ func (r *runner) scheduleFaults() {
 
 // chooseReplicas picks the blast radius among the fault's pools' replicas.
 func (r *runner) chooseReplicas(f *faultRT) []int {
+	return r.p.faultReplicas(f, r.s.Rand("faults/"+f.label))
+}
+
+// faultReplicas picks the blast radius among the fault's pools' replicas,
+// shuffled by rng (the run's "faults/LABEL" stream, used for nothing else, so
+// the choice is a function of the scenario and seed alone).
+func (p *plan) faultReplicas(f *faultRT, rng *rand.Rand) []int {
 	var all []int
-	for ri := range r.replicas {
-		if slices.Contains(f.pools, r.replicas[ri].pool) {
-			if len(f.models) > 0 && f.spec.Kind != faults.ModelRetirement && !slices.Contains(f.models, r.replicas[ri].model) {
+	for ri, rp := range p.replicas {
+		if slices.Contains(f.pools, rp.pool) {
+			if len(f.models) > 0 && f.spec.Kind != faults.ModelRetirement && !slices.Contains(f.models, rp.model) {
 				continue
 			}
 			all = append(all, ri)
@@ -210,7 +218,6 @@ func (r *runner) chooseReplicas(f *faultRT) []int {
 	case rad.Percent > 0:
 		n = int(math.Ceil(rad.Percent / 100 * float64(len(all))))
 	}
-	rng := r.s.Rand("faults/" + f.label)
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	out := all[:n]
 	slices.Sort(out)
@@ -561,17 +568,23 @@ func (r *runner) observeProbe(ri int, ok bool) {
 // noteServed updates the faults' mitigation and recovery times when a
 // request completes on replica ri.
 func (r *runner) noteServed(req *request, ri int) {
-	now := r.s.Now()
-	for _, f := range r.faults {
+	noteServed(r.p, r.faults, r.s.Now(), ri, req.core.Model, req.core.Served, r.event)
+}
+
+// noteServed updates faults' mitigation and recovery when a request for
+// model completes at now on replica ri, answered by model served, and
+// records what changed with event.
+func noteServed(p *plan, fs []*faultRT, now time.Duration, ri, model, served int, event func(time.Duration, string, string)) {
+	for _, f := range fs {
 		affected := slices.Contains(f.replicas, ri)
 		if f.spec.Kind == faults.ModelRetirement {
-			if !slices.Contains(f.models, req.core.Model) {
+			if !slices.Contains(f.models, model) {
 				continue
 			}
-			affected = req.core.Served == req.core.Model
+			affected = served == model
 		}
-		if ev, detail := f.served(now, affected, r.servesFaultModels(f, req)); ev != "" {
-			r.event(now, ev, detail)
+		if ev, detail := f.served(now, affected, p.displaced(f, model)); ev != "" {
+			event(now, ev, detail)
 		}
 	}
 }
@@ -594,11 +607,11 @@ func (f *faultRT) served(now time.Duration, affected, displaced bool) (kind, det
 	return "", ""
 }
 
-// servesFaultModels reports whether req asked for a model the fault's pools
-// served: the traffic the fault displaced.
-func (r *runner) servesFaultModels(f *faultRT, req *request) bool {
+// displaced reports whether a request for model is traffic the fault
+// displaced: a model the fault's pools served.
+func (p *plan) displaced(f *faultRT, model int) bool {
 	for _, pi := range f.pools {
-		if r.p.core.Pools[pi].Serves[req.core.Model] {
+		if p.core.Pools[pi].Serves[model] {
 			return true
 		}
 	}

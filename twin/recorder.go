@@ -1,0 +1,313 @@
+package twin
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/sim"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Result is how a request observed outside the twin ended.
+type Result uint8
+
+const (
+	Completed Result = iota
+	Rejected
+	Failed
+	TimedOut
+	Cancelled
+	InFlight // still unanswered when the replay stopped waiting
+)
+
+var resultNames = [...]string{"completed", "rejected", "failed", "timed_out", "cancelled", "in_flight"}
+
+func (r Result) String() string { return resultNames[r] }
+
+// Outcome is one request as a replay outside the twin saw it, in model
+// (simulated) time since the replay began.
+type Outcome struct {
+	Arrival
+	Result Result
+	// Reason is a rejection's reason (a sched reason such as tenant-tokens,
+	// or upstream-quota).
+	Reason string
+	Ended  time.Duration
+	// Completed requests: time to the first token, time waited in the
+	// gateway's queue, the replica that served (the gateway's index; -1
+	// unknown), its pool, and the model that answered (a fallback when it
+	// is not Model).
+	TTFT        time.Duration
+	Wait        time.Duration
+	Replica     int
+	Pool        string
+	ServedModel int
+	Attempts    int // attempts made, 1 without retries
+	Deferrals   int
+}
+
+// FaultPlan is one of the scenario's faults, as a replay must inject it to
+// match the twin: when (model time) and on which replicas (indices in the
+// gateway's order: pools in scenario order, each pool's replicas in order).
+type FaultPlan struct {
+	Label      string
+	Spec       faults.Spec
+	Start, End time.Duration // End 0: lasts to the end
+	Replicas   []int
+}
+
+// Recorder builds a twin Report from requests served outside the twin — the
+// live harness's replay of a scenario — so that both are counted, judged
+// against the SLOs, windowed and attributed to faults by the same code.
+// Feed it outcomes and the gateway's breaker transitions in any order;
+// Report sorts them by time.
+type Recorder struct {
+	p      *plan
+	t      tally
+	faults []*faultRT
+	outs   []Outcome
+	marks  []mark
+}
+
+type markKind uint8
+
+const (
+	markStart markKind = iota
+	markEnd
+	markBreaker
+	markRefusal
+	markOutcome
+)
+
+type mark struct {
+	at      time.Duration
+	kind    markKind
+	fault   int // markStart, markEnd
+	replica int // markBreaker, markRefusal
+	to      sched.BreakerState
+	from    sched.BreakerState
+	status  int // markRefusal
+	out     int // markOutcome: index in outs
+}
+
+// NewRecorder prepares a report for the scenario as the replay runs it (its
+// pools' replicas set to the replicas the replay has). It checks the
+// expectations against the report's shape at once.
+func NewRecorder(sc *scenarios.Scenario) (*Recorder, error) {
+	p, err := build(sc)
+	if err != nil {
+		return nil, err
+	}
+	rec := &Recorder{p: p, t: newTally(sc)}
+	rec.faults, err = newFaults(sc.Faults)
+	if err != nil {
+		return nil, err
+	}
+	for i, f := range rec.faults {
+		if err := p.resolveFault(f); err != nil {
+			return nil, fmt.Errorf("faults[%d] %q: %w", i, f.spec.String(), err)
+		}
+		f.replicas = p.faultReplicas(f, randFor(sc.Seed, "faults/"+f.label))
+	}
+	if err := rec.t.initWindows(spansOf(rec.faults)); err != nil {
+		return nil, err
+	}
+	if err := rec.assemble(0, nil).evaluate(sc.Expect); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Faults returns the scenario's faults with the replicas the twin hits.
+func (rec *Recorder) Faults() []FaultPlan {
+	var out []FaultPlan
+	for _, f := range rec.faults {
+		out = append(out, FaultPlan{Label: f.label, Spec: f.spec, Start: f.start, End: f.end, Replicas: slices.Clone(f.replicas)})
+	}
+	return out
+}
+
+// Replicas is the number of replicas (the gateway's indices are 0..n-1).
+func (rec *Recorder) Replicas() int { return len(rec.p.replicas) }
+
+// FaultStarted and FaultEnded record when the replay injected and undid
+// fault i (an index into Faults).
+func (rec *Recorder) FaultStarted(i int, at time.Duration) {
+	rec.marks = append(rec.marks, mark{at: at, kind: markStart, fault: i})
+}
+
+// FaultEnded records when the replay undid fault i.
+func (rec *Recorder) FaultEnded(i int, at time.Duration) {
+	rec.marks = append(rec.marks, mark{at: at, kind: markEnd, fault: i})
+}
+
+// Breaker records a circuit-breaker transition of the gateway's replica.
+func (rec *Recorder) Breaker(at time.Duration, replica int, from, to sched.BreakerState) {
+	rec.marks = append(rec.marks, mark{at: at, kind: markBreaker, replica: replica, from: from, to: to})
+}
+
+// Refusal records an upstream attempt refused with status (429: quota,
+// 404: model retired), which detects a quota or retirement fault on that
+// replica as the twin's provider answer does.
+func (rec *Recorder) Refusal(at time.Duration, replica, status int) {
+	rec.marks = append(rec.marks, mark{at: at, kind: markRefusal, replica: replica, status: status})
+}
+
+// Add records a request's outcome.
+func (rec *Recorder) Add(o Outcome) {
+	rec.marks = append(rec.marks, mark{at: o.Ended, kind: markOutcome, out: len(rec.outs)})
+	rec.outs = append(rec.outs, o)
+}
+
+// Report replays what was recorded in time order into a report. end is
+// when the replay stopped (model time); streams is what the workload sent
+// (Arrivals' return). It fails when the accounting invariant breaks.
+func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) (*Report, error) {
+	slices.SortStableFunc(rec.marks, func(a, b mark) int {
+		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.kind, b.kind))
+	})
+	var timeline []TimelineEvent
+	event := func(at time.Duration, kind, detail string) {
+		timeline = append(timeline, TimelineEvent{TS: round(at.Seconds(), 6), Kind: kind, Detail: detail})
+	}
+	sc := rec.p.sc
+	warmup := sc.Warmup.D()
+	dispatched := make([]uint64, len(rec.p.pools))
+	for _, m := range rec.marks {
+		switch m.kind {
+		case markStart:
+			f := rec.faults[m.fault]
+			f.active = true
+			event(m.at, "fault-start", fmt.Sprintf("%s: %s (%d replicas)", f.label, f.spec.String(), len(f.replicas)))
+		case markEnd:
+			f := rec.faults[m.fault]
+			f.active = false
+			event(m.at, "fault-end", f.label)
+		case markBreaker:
+			pool := rec.p.pools[rec.p.replicas[m.replica].pool].spec.Name
+			tr := sched.Transition{Replica: m.replica, From: m.from, To: m.to, At: m.at}
+			event(m.at, "breaker-"+m.to.String(), fmt.Sprintf("pool %s replica %d: %s", pool, m.replica, tr))
+			if m.to != sched.Open {
+				continue
+			}
+			for _, f := range rec.faults {
+				if f.breakerOpened(m.at, m.replica) {
+					event(m.at, "detected", fmt.Sprintf("%s after %v", f.label, m.at-f.start))
+				}
+			}
+		case markRefusal:
+			for _, f := range rec.faults {
+				kind := f.spec.Kind
+				if f.active && f.detected < 0 && slices.Contains(f.replicas, m.replica) &&
+					(kind == faults.QuotaExhaustion && m.status == 429 || kind == faults.ModelRetirement && m.status == 404) {
+					f.detected = m.at
+					event(m.at, "detected", fmt.Sprintf("%s: upstream answered %d, %v after the fault began", f.label, m.status, m.at-f.start))
+				}
+			}
+		case markOutcome:
+			o := &rec.outs[m.out]
+			rec.record(o, warmup, event)
+			if o.Result == Completed && o.Replica >= 0 && o.Replica < len(rec.p.replicas) {
+				dispatched[rec.p.replicas[o.Replica].pool]++
+			}
+		}
+	}
+	if warmup > 0 {
+		event(warmup, "warmup-end", "measurement starts")
+	}
+	event(sc.Duration.D(), "arrivals-end", "no new requests; draining")
+	slices.SortStableFunc(timeline, func(a, b TimelineEvent) int { return cmp.Compare(a.TS, b.TS) })
+	rep := rec.assemble(end, dispatched)
+	rep.Timeline = timeline
+	for k, v := range streams {
+		rep.Workload[k] = v
+	}
+	if err := rep.CheckAccounting(); err != nil {
+		return nil, err
+	}
+	if err := rep.evaluate(sc.Expect); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// record counts one outcome as the twin's runner counts a request.
+func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(time.Duration, string, string)) {
+	measured := o.At >= warmup
+	count := func(f func(*Counts)) {
+		if measured {
+			rec.t.count(o.Class, o.Tenant, o.At, f)
+		}
+	}
+	count(func(c *Counts) {
+		c.Arrived++
+		c.Retries += uint64(max(o.Attempts-1, 0))
+		c.Deferred += uint64(o.Deferrals)
+		if o.Result != Rejected {
+			c.Admitted++
+		}
+	})
+	met := false
+	switch o.Result {
+	case Completed:
+		met = rec.t.complete(&served{class: o.Class, tenant: o.Tenant, arrived: o.At, ttft: o.TTFT, e2e: o.Ended - o.At,
+			wait: o.Wait, output: o.Output, fallback: o.ServedModel != o.Model}, measured)
+		if o.Replica >= 0 {
+			noteServed(rec.p, rec.faults, o.Ended, o.Replica, o.Model, o.ServedModel, event)
+		}
+		count(func(c *Counts) { c.Completed++ })
+	case Rejected:
+		if measured {
+			rec.t.rejections[o.Reason]++
+		}
+		count(func(c *Counts) { c.Rejected++ })
+	case Failed:
+		count(func(c *Counts) { c.Failed++ })
+	case TimedOut:
+		count(func(c *Counts) { c.TimedOut++ })
+	case Cancelled:
+		count(func(c *Counts) { c.Cancelled++ })
+	case InFlight:
+		count(func(c *Counts) { c.InFlightAtEnd++ })
+		return // not finished: no fault attribution
+	}
+	for _, f := range rec.faults {
+		f.outcome(o.At, o.Ended, met, o.Result != Completed)
+	}
+}
+
+func (rec *Recorder) assemble(end time.Duration, dispatched []uint64) *Report {
+	sc := rec.p.sc
+	window := (sc.Duration.D() - sc.Warmup.D()).Seconds()
+	rep := &Report{
+		Schema: ReportSchema, Scenario: sc.Name, Seed: sc.Seed,
+		SimDurationS: round(end.Seconds(), 6), WarmupS: round(sc.Warmup.D().Seconds(), 6),
+		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
+		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: faultReports(rec.faults),
+		Rejections: map[string]uint64{}, Timeline: []TimelineEvent{},
+	}
+	rec.t.fill(rep, window)
+	hours := sc.Duration.D().Hours()
+	for i, pp := range rec.p.pools {
+		pr := &PoolReport{Region: pp.spec.Region, Replicas: pp.spec.Replicas}
+		if dispatched != nil {
+			pr.Dispatched = dispatched[i]
+		}
+		pr.Cost = round(float64(pp.spec.Replicas)*float64(pp.spec.GPUsPerReplica)*pp.spec.PricePerGPUHour*hours, 6)
+		rep.Cost.Total += pr.Cost
+		rep.Pools[pp.spec.Name] = pr
+	}
+	rep.Cost.Total = round(rep.Cost.Total, 6)
+	if rec.t.succeeded > 0 {
+		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(rec.t.succeeded), 9)
+	}
+	return rep
+}
+
+// randFor is the stream a run named name would draw from.
+func randFor(seed uint64, name string) *rand.Rand { return rand.New(sim.NewSource(seed, name)) }
