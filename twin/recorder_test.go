@@ -88,7 +88,9 @@ func TestRecorderAttributesFaults(t *testing.T) {
 	rec.FaultEnded(0, fp.End)
 	rec.Breaker(fp.Start+12*time.Second, hit, sched.Closed, sched.Open)
 	s := func(d int) time.Duration { return time.Duration(d) * time.Second }
-	arr := func(at time.Duration) Arrival { return Arrival{At: at, Tenant: 2, Class: 0, Model: 0, Input: 100, Output: 10} }
+	arr := func(at time.Duration) Arrival {
+		return Arrival{At: at, Tenant: 2, Class: 0, Model: 0, Input: 100, Output: 10}
+	}
 	rec.Add(Outcome{Arrival: arr(s(60)), Result: Completed, Ended: s(61), TTFT: s(1) / 2, Replica: hit, ServedModel: 0, Attempts: 1})
 	rec.Add(Outcome{Arrival: arr(s(125)), Result: Failed, Ended: s(131), Replica: -1, Attempts: 3})
 	rec.Add(Outcome{Arrival: arr(s(140)), Result: Completed, Ended: s(141), TTFT: s(1) / 2, Replica: spare, ServedModel: 0, Attempts: 1})
