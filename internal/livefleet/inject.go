@@ -51,6 +51,18 @@ func (f *Fleet) Inject(ctx context.Context, spec faults.Spec) (Undo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("livefleet: %s: %w", spec.Kind, err)
 	}
+	return f.InjectOn(ctx, spec, nodes)
+}
+
+// InjectOn applies spec to the given nodes rather than those Select picks:
+// a replay that must hit the replicas the twin chose (twin.FaultPlan).
+func (f *Fleet) InjectOn(ctx context.Context, spec faults.Spec, nodes []*Node) (Undo, error) {
+	if spec.Target.Tenant != "" {
+		return nil, fmt.Errorf("livefleet: %s: tenant targets have no live emulation", spec.Kind)
+	}
+	if len(nodes) == 0 {
+		return nil, fmt.Errorf("livefleet: %s: no node to inject into", spec.Kind)
+	}
 	f.mu.Lock()
 	f.injected++
 	id := fmt.Sprintf("fd-%s-%d", spec.Kind, f.injected)

@@ -351,6 +351,15 @@ func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *re
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// The headers go now (the gateway's header timeout is about a live
+	// backend, not a queue); the first event waits for the first token,
+	// so the first body byte marks the time to first token for whoever
+	// measures it there, as with vLLM.
+	if err := rc.Flush(); err != nil {
+		n.cancel(j)
+		o.cancelled = true
+		return
+	}
 	buf := rw.buf[:0]
 	buf = rw.first(buf)
 	sent := 0
@@ -370,7 +379,7 @@ func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *re
 		case jobFailed:
 			buf = append(buf, `data: {"error":{"message":"the node stopped before the sequence finished","type":"server_error","param":null,"code":"shutting_down"}}`+"\n\n"...)
 		}
-		if len(buf) > 0 {
+		if len(buf) > 0 && (sent > 0 || end != jobActive) {
 			_, err := w.Write(buf)
 			if err == nil {
 				err = rc.Flush()
