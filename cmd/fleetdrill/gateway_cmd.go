@@ -30,6 +30,7 @@ func newGatewayCmd() *cobra.Command {
 		class        string
 		maxTokens    int
 		queueTimeout time.Duration
+		speed        float64
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway [SCENARIO] --keys FILE (--backends FILE | --backend POOL=URL...)",
@@ -46,7 +47,12 @@ Keys file, one "TENANT KEY" per line, TENANT a scenario tenant name:
 
 Endpoints: POST /v1/chat/completions, POST /v1/completions (stream or not),
 GET /v1/models, GET /healthz, GET /metrics. A request names its class with the
-header X-Fleetdrill-Class (default: the scenario's first class).`,
+header X-Fleetdrill-Class (default: the scenario's first class).
+
+--speed N runs the gateway N times faster than real time, in front of nodes
+started with the same --speed: the scenario's durations (probe interval,
+health timeout, backoff, deadlines) and --queue-timeout are model time, and so
+are the Retry-After sent and the latencies in /metrics.`,
 		Example: `  fleetdrill gateway eu-residency --keys keys.txt --backends backends.txt
   fleetdrill gateway my-fleet.yaml --keys keys.txt --backend use-h100-8b=http://127.0.0.1:8001`,
 		Args: cobra.MaximumNArgs(1),
@@ -82,7 +88,7 @@ header X-Fleetdrill-Class (default: the scenario's first class).`,
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			gw, err := gateway.New(gateway.Config{Scenario: sc, Backends: backends, Keys: keys, DefaultClass: class,
-				DefaultMaxTokens: maxTokens, QueueTimeout: queueTimeout, Registry: reg, Logger: logger, Seed: sc.Seed})
+				DefaultMaxTokens: maxTokens, QueueTimeout: queueTimeout, Speed: speed, Registry: reg, Logger: logger, Seed: sc.Seed})
 			if err != nil {
 				return invalid(err)
 			}
@@ -102,7 +108,8 @@ header X-Fleetdrill-Class (default: the scenario's first class).`,
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&class, "class", "", "class of requests without X-Fleetdrill-Class (default: the scenario's first)")
 	f.IntVar(&maxTokens, "default-max-tokens", 256, "output token estimate of a request without max_tokens")
-	f.DurationVar(&queueTimeout, "queue-timeout", 30*time.Second, "longest wait in the core's queue for a replica")
+	f.DurationVar(&queueTimeout, "queue-timeout", 30*time.Second, "longest wait in the core's queue for a replica (model time)")
+	f.Float64Var(&speed, "speed", 1, "model seconds per wall second, as the nodes' --speed (1 is real time)")
 	return cmd
 }
 

@@ -48,7 +48,7 @@ func TestGatewayCmdServesAndShutsDown(t *testing.T) {
 
 	var out syncBuffer
 	cmd := newGatewayCmd()
-	cmd.SetArgs([]string{"eu-residency", "--keys", keys, "--backends", backends, "--listen", "127.0.0.1:0"})
+	cmd.SetArgs([]string{"eu-residency", "--keys", keys, "--backends", backends, "--listen", "127.0.0.1:0", "--speed", "10"})
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true
@@ -100,6 +100,8 @@ func TestGatewayCmdErrors(t *testing.T) {
 		"no backends":  {"eu-residency", "--keys", keys},
 		"unknown pool": {"eu-residency", "--keys", keys, "--backend", "nope=http://127.0.0.1:1"},
 		"bad url":      {"eu-residency", "--keys", keys, "--backend", "use-h100-8b=ftp://x"},
+		"bad speed":    {"eu-residency", "--keys", keys, "--backend", "use-h100-8b=http://127.0.0.1:1", "--speed", "-2"},
+		"too fast":     {"eu-residency", "--keys", keys, "--backend", "use-h100-8b=http://127.0.0.1:1", "--speed", "20000"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cmd := newGatewayCmd()

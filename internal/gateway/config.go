@@ -32,8 +32,17 @@ type Config struct {
 	// max_tokens; default 256.
 	DefaultMaxTokens int
 	// QueueTimeout bounds how long a request waits in the core's queue for
-	// a replica; default 30s.
+	// a replica, in model time; default 30s.
 	QueueTimeout time.Duration
+	// Speed is the time compression: model seconds per wall second, as the
+	// emulated nodes' --speed. Every duration the gateway reads from the
+	// scenario or this config is model time, and so are the core's clock,
+	// the Retry-After it sends and the latencies it reports (see the
+	// package documentation). 0 means 1 (real time); at most 10000.
+	Speed float64
+	// Observer, when set, is told the gateway's breaker transitions and
+	// failed upstream attempts as they happen.
+	Observer *Observer
 	// Registry receives the gateway's metrics and is served at /metrics;
 	// nil: a new registry.
 	Registry *prometheus.Registry

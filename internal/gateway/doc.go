@@ -5,12 +5,33 @@
 //
 // # How the wall clock drives the core
 //
-// One mutex owns the core. Every input carries now = time.Since(start) (the
-// gateway's start): an arrival (Arrive), a finished attempt (Finish), a
-// result or probe (Observe). After each call the dispatches the core decided
-// are handed to the waiting requests (each has a one-slot channel), and when
-// the core asks to be woken (WakeAt: a provider quota refills) one
-// time.Timer is armed to call Tick then. The core itself never reads a clock.
+// One mutex owns the core. Every input carries now, the model time since
+// the gateway started (see Time compression): an arrival (Arrive), a
+// finished attempt (Finish), a result or probe (Observe). After each call
+// the dispatches the core decided are handed to the waiting requests (each
+// has a one-slot channel), and when the core asks to be woken (WakeAt: a
+// provider quota refills) one time.Timer is armed to call Tick then. The
+// core itself never reads a clock.
+//
+// # Time compression
+//
+// Config.Speed (fleetdrill gateway --speed) is model seconds per wall
+// second, as the emulated nodes' --speed, so that a scenario can be replayed
+// through the gateway and nodes N times faster than real time. The gateway
+// lives in model time: the core's clock is wall time since the start ×
+// Speed ([Gateway.Now]), and every duration it takes from the scenario or
+// its config is model time, turned into wall time (÷ Speed) only where a
+// timer is armed: the core's wake-up, the probe interval (at least 1 ms of
+// wall time) and the health timeout (policy.health), the retry backoff, an
+// upstream's Retry-After (a node at the same speed gives it in model
+// seconds), Config.QueueTimeout and the class deadline. What the gateway
+// reports is model time too: the Retry-After it sends, the TTFT and
+// end-to-end histograms (fleetdrill_gateway_ttft_seconds, _e2e_seconds), the
+// TTFT fed to the lowest-latency routing strategy, X-Fleetdrill-Queue-Wait
+// and the Observer's stamps. Speed 1 (the default) is real time. The
+// network's own latency is compressed with the rest: a millisecond of HTTP
+// overhead counts as Speed milliseconds of model time, so choose a speed
+// that keeps it small beside the scenario's latencies and timeouts.
 //
 // # Backends
 //
@@ -56,6 +77,14 @@
 // 429 with Retry-After), cancelled (the client went away), timed_out (the
 // class deadline or the queue timeout passed).
 //
+// A request of a deferrable class that the core defers (sched.Deferred: its
+// tenant's quota or a full queue) is not refused: as in the twin, it waits
+// the core's retry-after (policy.admission.defer_for at least) and is
+// offered again, until it is admitted, its class deadline passes (504,
+// timed_out) or its client goes away. Each deferral is counted in
+// fleetdrill_gateway_deferrals_total{tenant, class, reason}. Every offer to
+// the core counts as an attempt, deferred ones included, as in the twin.
+//
 // A failed attempt (transport error, 5xx, no response headers within
 // policy.health.timeout) counts against its backend's breaker (core.Observe)
 // and is retried as in the twin: up to policy.retries.max_attempts, after an
@@ -65,9 +94,42 @@
 // Retry-After, and does not count against the breaker. Where a retry goes
 // is the core's routing decision (breakers, residency, fallbacks).
 //
-// A served response carries X-Fleetdrill-Pool, X-Fleetdrill-Replica,
+// # Response headers
+//
+// Every answer to a request that passed authentication and validation
+// says what happened, so that a drill (or a replay driver) can account for
+// each request from the client side as the twin does:
+//
+//   - X-Fleetdrill-Outcome: completed, rejected, failed or timed_out, the
+//     outcome label of fleetdrill_gateway_requests_total. On a response
+//     passed through it is completed for a 2xx and failed otherwise; it goes
+//     out with the first byte, so a stream that breaks afterwards (failed in
+//     the metric) still says completed, and ends without its final event.
+//   - X-Fleetdrill-Reason: on a rejection, the core's reason
+//     (tenant-concurrency, tenant-token-rate, queue-full,
+//     deadline-infeasible, no-compatible-pool), or upstream-quota when
+//     upstream 429s outlasted the retries; absent otherwise.
+//   - X-Fleetdrill-Attempts: the offers to the core (the first, retries and
+//     re-offers after a deferral).
+//   - X-Fleetdrill-Deferrals: how many times the core deferred the request;
+//     absent when none.
+//
+// A response passed through from a backend also carries X-Fleetdrill-Pool,
+// X-Fleetdrill-Replica (the replica's index, see [Gateway.ReplicaIndex]),
 // X-Fleetdrill-Model (the model that served it: a fallback shows) and
-// X-Fleetdrill-Attempts, so a drill can check routing from the client side.
+// X-Fleetdrill-Queue-Wait: the model seconds the request waited in the
+// core's queue between its last offer and its dispatch, in decimal (0 when
+// dispatched at once). Answers to requests that fail authentication or
+// validation (401, 400, 404 for an unknown model) carry none of these.
+//
+// # Observer and control
+//
+// Config.Observer is told, as they happen, every breaker transition and
+// every failed upstream attempt (transport error or timeout as status 0,
+// else the upstream's status), stamped with the core's clock and naming the
+// replica by its index. [Gateway.SetRetiring] announces a model's
+// retirement, as a model-retirement fault's notice does in the twin: new
+// requests for it go to its fallbacks first.
 //
 // Cancellation runs end to end: the upstream request's context derives from
 // the client's, so a client that disconnects cancels the backend request,

@@ -26,6 +26,7 @@ const (
 	modeFail           // 500
 	modeThrottle       // 429 Retry-After: 0.01
 	modeBlock          // wait for the request's context, or release
+	modeNotFound       // 404
 )
 
 // fake is an OpenAI-compatible backend.
@@ -34,6 +35,10 @@ type fake struct {
 	mode      atomic.Int32
 	unhealthy atomic.Bool
 	hits      atomic.Int64
+	delay     atomic.Int64  // wall nanoseconds before answering
+	throttleN atomic.Int64  // answer this many requests 429 first, whatever the mode
+	retryHdr  atomic.Value  // string: Retry-After of a 429; default "0.01"
+	lastModel atomic.Value  // string: the "model" of the last request body
 	started   chan struct{} // one per blocked request
 	cancelled chan struct{} // one per blocked request whose context ended
 	release   chan struct{}
@@ -64,12 +69,32 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTeapot) // the tenant's key must never reach a backend
 		return
 	}
-	switch f.mode.Load() {
+	var req struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	_ = json.Unmarshal(body, &req)
+	f.lastModel.Store(req.Model)
+	if d := f.delay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
+	mode := f.mode.Load()
+	if f.throttleN.Add(-1) >= 0 {
+		mode = modeThrottle
+	}
+	switch mode {
+	case modeNotFound:
+		w.WriteHeader(http.StatusNotFound)
+		return
 	case modeFail:
 		w.WriteHeader(http.StatusInternalServerError)
 		return
 	case modeThrottle:
-		w.Header().Set("Retry-After", "0.01")
+		ra, _ := f.retryHdr.Load().(string)
+		if ra == "" {
+			ra = "0.01"
+		}
+		w.Header().Set("Retry-After", ra)
 		w.WriteHeader(http.StatusTooManyRequests)
 		return
 	case modeBlock:
@@ -81,11 +106,6 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 		case <-f.release:
 		}
 	}
-	var req struct {
-		Model  string `json:"model"`
-		Stream bool   `json:"stream"`
-	}
-	_ = json.Unmarshal(body, &req)
 	if req.Stream {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
@@ -111,7 +131,14 @@ const (
 // EU, global anywhere) with fast health checks and retries.
 func testScenario(t testing.TB, sets ...string) *scenarios.Scenario {
 	t.Helper()
-	data, err := scenarios.Source("eu-residency")
+	return libraryScenario(t, "eu-residency", sets...)
+}
+
+// libraryScenario is a library scenario with testScenario's fast health
+// checks and retries, then sets.
+func libraryScenario(t testing.TB, name string, sets ...string) *scenarios.Scenario {
+	t.Helper()
+	data, err := scenarios.Source(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +147,7 @@ func testScenario(t testing.TB, sets ...string) *scenarios.Scenario {
 		"policy.health.threshold=1", "policy.health.open_for=100ms",
 		"policy.retries.backoff=1ms", "policy.retries.max_backoff=5ms",
 	}
-	sc, err := scenarios.ParseWithSets("eu-residency.yaml", data, append(base, sets...))
+	sc, err := scenarios.ParseWithSets(name+".yaml", data, append(base, sets...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,13 +162,19 @@ type harness struct {
 	log *bytes.Buffer
 }
 
-func newHarness(t testing.TB, sc *scenarios.Scenario, backends map[string][]string) *harness {
+// newHarness starts a gateway on sc in front of backends, its config
+// adjusted by opts, and serves it.
+func newHarness(t testing.TB, sc *scenarios.Scenario, backends map[string][]string, opts ...func(*Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, reg: prometheus.NewPedanticRegistry(), log: &bytes.Buffer{}}
-	gw, err := New(Config{Scenario: sc, Backends: backends, Registry: h.reg, Seed: 1,
+	cfg := Config{Scenario: sc, Backends: backends, Registry: h.reg, Seed: 1,
 		Keys:         []Key{{"bank-eu", keyEU}, {"global", keyGlobal}},
 		Logger:       slog.New(slog.NewJSONHandler(&lockedWriter{w: h.log}, nil)),
-		QueueTimeout: 5 * time.Second})
+		QueueTimeout: 5 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	gw, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,6 +267,61 @@ func (h *harness) metric(name string, want map[string]string) float64 {
 		}
 	}
 	return sum
+}
+
+// histSum returns the sum of the observations of histogram name, over the
+// series whose labels include want.
+func (h *harness) histSum(name string, want map[string]string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, lp := range m.GetLabel() {
+					found = found || (lp.GetName() == k && lp.GetValue() == v)
+				}
+				if !found {
+					continue next
+				}
+			}
+			sum += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return sum
+}
+
+// postAs posts a chat request with the given class header ("" for none) and
+// body.
+func (h *harness) postAs(key, class, body string) (*http.Response, string) {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	if class != "" {
+		req.Header.Set("X-Fleetdrill-Class", class)
+	}
+	resp, err := h.srv.Client().Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func chatBodyFor(model, prompt string) string {
+	b, _ := json.Marshal(map[string]any{"model": model, "max_tokens": 16,
+		"messages": []map[string]string{{"role": "user", "content": prompt}}})
+	return string(b)
 }
 
 // eventually polls cond for up to 5s.

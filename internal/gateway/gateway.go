@@ -31,11 +31,13 @@ type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
 	client  *http.Client
-	start   time.Time
+	clk     clock
+	obs     Observer
 	reg     *prometheus.Registry
 	metrics *metrics
 
 	replicas []replica
+	byPool   map[string][]int // pool → its replicas, in the order of its URLs
 	models   map[string]int
 	served   []string // models some replica serves, sorted
 	classes  map[string]int
@@ -52,8 +54,11 @@ type Gateway struct {
 	retry    sched.RetryPolicy
 	rng      *rand.Rand
 	wake     *time.Timer
-	wakeAt   time.Duration // when wake fires; 0: disarmed
+	wakeAt   time.Duration // when wake fires (model time); 0: disarmed
 	closed   bool
+	breakers []sched.BreakerState // as last reported, per replica
+	held     int                  // requests the core holds (queued or dispatched)
+	heldPeak int                  // most held at once
 
 	probeCancel context.CancelFunc
 	probeWG     sync.WaitGroup
@@ -74,14 +79,22 @@ type keyEntry struct {
 
 // call is one client request as the driver tracks it.
 type call struct {
-	req   sched.Request
-	ready chan int // the replica, when the core dispatches the request
+	req        sched.Request
+	ready      chan int      // the replica, when the core dispatches the request
+	dispatched time.Duration // model time of the last dispatch; set before ready is sent
+	held       bool          // the core holds it (admitted, not finished)
 }
 
 // New builds a gateway and starts its health probes.
 func New(cfg Config) (*Gateway, error) {
 	if cfg.Scenario == nil {
 		return nil, errors.New("gateway: no scenario")
+	}
+	if !(cfg.Speed >= 0 && cfg.Speed <= MaxSpeed) {
+		return nil, fmt.Errorf("gateway: speed %g, want in (0, %d] model seconds per wall second (0 means 1)", cfg.Speed, MaxSpeed)
+	}
+	if cfg.Speed == 0 {
+		cfg.Speed = 1
 	}
 	sc := *cfg.Scenario
 	sc.Pools = slices.Clone(sc.Pools)
@@ -101,14 +114,17 @@ func New(cfg Config) (*Gateway, error) {
 	if len(core.Replicas) == 0 {
 		return nil, errors.New("gateway: no backends: give at least one pool a replica URL")
 	}
-	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, start: time.Now(), reg: cfg.Registry,
-		models: map[string]int{}, classes: map[string]int{}, waiting: map[uint64]*call{},
+	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, clk: clock{start: time.Now(), speed: cfg.Speed}, reg: cfg.Registry,
+		models: map[string]int{}, classes: map[string]int{}, waiting: map[uint64]*call{}, byPool: map[string][]int{},
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6761746577617921)), retry: twin.RetryPolicy(&sc)}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
 	if g.reg == nil {
 		g.reg = prometheus.NewRegistry()
+	}
+	if cfg.Observer != nil {
+		g.obs = *cfg.Observer
 	}
 	if g.cfg.DefaultMaxTokens <= 0 {
 		g.cfg.DefaultMaxTokens = 256
@@ -166,12 +182,14 @@ func New(cfg Config) (*Gateway, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: pool %s: %w", p, err)
 		}
+		g.byPool[p] = append(g.byPool[p], len(g.replicas))
 		g.replicas = append(g.replicas, replica{pool: p, url: u, host: pu.Host, model: r.Model, healthz: u + "/healthz"})
 		if name := sc.Models[r.Model].Name; !slices.Contains(g.served, name) {
 			g.served = append(g.served, name)
 		}
 	}
 	slices.Sort(g.served)
+	g.breakers = make([]sched.BreakerState, len(g.replicas))
 	g.core, err = sched.New(core)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -205,18 +223,55 @@ func (g *Gateway) Close() {
 	g.client.CloseIdleConnections()
 }
 
-// now is the core's clock: time since the gateway started, never zero.
-func (g *Gateway) now() time.Duration { return time.Since(g.start) + time.Nanosecond }
+// now is the core's clock: model time since the gateway started, never
+// zero.
+func (g *Gateway) now() time.Duration { return g.clk.now() }
+
+// Now returns the core's clock: model time since the gateway started (wall
+// time × Config.Speed). Observer callbacks are stamped with it.
+func (g *Gateway) Now() time.Duration { return g.clk.now() }
+
+// ReplicaIndex returns the index of a replica, as X-Fleetdrill-Replica and
+// the Observer name it: the replica at position i of pool's URLs in
+// Config.Backends. Replicas are numbered across the fleet in the core's
+// order: the scenario's pools in order, each pool's replicas in the order
+// of its URLs. It returns -1 when the pool has no such replica.
+func (g *Gateway) ReplicaIndex(pool string, i int) int {
+	rs := g.byPool[pool]
+	if i < 0 || i >= len(rs) {
+		return -1
+	}
+	return rs[i]
+}
+
+// SetRetiring announces model's retirement (on) or withdraws the notice, as
+// the twin does when a model-retirement fault's notice starts: new requests
+// for the model go to its fallbacks first (when policy.routing.fallback is
+// on and the class's quality floor accepts them), and to the model only
+// when no fallback can take them. Requests already queued or running are
+// left where they are.
+func (g *Gateway) SetRetiring(model string, on bool) error {
+	m, ok := g.models[model]
+	if !ok {
+		return fmt.Errorf("gateway: retiring %q: not a model of scenario %s", model, g.sc.Name)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.core.SetRetiring(m, on)
+	return nil
+}
 
 // deliver hands the core's dispatches to their waiting requests and arms the
-// wake-up timer. Called with mu held after every core call.
-func (g *Gateway) deliver() {
+// wake-up timer. Called with mu held after every core call, with the now
+// that call was given.
+func (g *Gateway) deliver(now time.Duration) {
 	for _, d := range g.core.TakeDispatches() {
 		c, ok := g.waiting[d.Req.ID]
 		if !ok {
 			continue
 		}
 		delete(g.waiting, d.Req.ID)
+		c.dispatched = now
 		c.ready <- d.Replica
 	}
 	if g.closed {
@@ -224,7 +279,7 @@ func (g *Gateway) deliver() {
 	}
 	if at, ok := g.core.WakeAt(); ok && (g.wakeAt == 0 || at < g.wakeAt) {
 		g.wakeAt = at
-		g.wake.Reset(max(at-g.now(), 0))
+		g.wake.Reset(g.clk.wall(max(at-now, 0)))
 	}
 }
 
@@ -235,8 +290,9 @@ func (g *Gateway) onWake() {
 	if g.closed {
 		return
 	}
-	g.core.Tick(g.now())
-	g.deliver()
+	now := g.now()
+	g.core.Tick(now)
+	g.deliver(now)
 }
 
 // admit offers c to the core: its decision, and the replica when it was
@@ -252,7 +308,12 @@ func (g *Gateway) admit(c *call) (sched.Decision, int) {
 	c.req.Arrived = now
 	g.waiting[c.req.ID] = c
 	d := g.core.Arrive(now, &c.req)
-	g.deliver()
+	if d.Outcome == sched.Dispatched || d.Outcome == sched.Queued {
+		c.held = true
+		g.held++
+		g.heldPeak = max(g.heldPeak, g.held)
+	}
+	g.deliver(now)
 	if d.Outcome != sched.Dispatched && d.Outcome != sched.Queued {
 		delete(g.waiting, c.req.ID)
 	}
@@ -267,21 +328,51 @@ func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Dura
 	now := g.now()
 	delete(g.waiting, c.req.ID)
 	if observed && replica >= 0 {
-		if tr, changed := g.core.Observe(now, replica, ok); changed {
-			g.breakerChanged(tr)
-		}
-		g.deliver()
+		g.observe(now, replica, ok)
 		if ok && ttft > 0 {
 			g.core.ObserveLatency(replica, ttft)
 		}
 	}
+	if c.held {
+		c.held = false
+		g.held--
+	}
 	g.core.Finish(now, &c.req)
-	g.deliver()
+	g.deliver(now)
 }
 
-func (g *Gateway) breakerChanged(tr sched.Transition) {
-	r := g.replicas[tr.Replica]
-	g.log.Info("breaker", "pool", r.pool, "replica", tr.Replica, "backend", r.host, "from", tr.From.String(), "to", tr.To.String())
+// observe feeds a result or probe of replica r to its breaker. Called with
+// mu held.
+func (g *Gateway) observe(now time.Duration, r int, ok bool) {
+	// The core moves an open breaker to half-open lazily; reading the
+	// state first makes that step a transition of its own.
+	g.noteBreaker(now, r, g.core.Breaker(now, r))
+	if tr, changed := g.core.Observe(now, r, ok); changed {
+		g.noteBreaker(now, r, tr.To)
+	}
+	g.deliver(now)
+}
+
+// noteBreaker logs and reports replica r's breaker when its state differs
+// from the one last reported. Called with mu held.
+func (g *Gateway) noteBreaker(now time.Duration, r int, to sched.BreakerState) {
+	from := g.breakers[r]
+	if from == to {
+		return
+	}
+	g.breakers[r] = to
+	rep := g.replicas[r]
+	g.log.Info("breaker", "pool", rep.pool, "replica", r, "backend", rep.host, "from", from.String(), "to", to.String())
+	if g.obs.Breaker != nil {
+		g.obs.Breaker(now, r, rep.pool, from, to)
+	}
+}
+
+// attemptFailed reports a failed upstream attempt to the observer.
+func (g *Gateway) attemptFailed(r, status int, err bool) {
+	if g.obs.Attempt != nil {
+		g.obs.Attempt(g.now(), r, g.replicas[r].pool, status, err)
+	}
 }
 
 // authenticate returns the tenant of the request's bearer key, or -1. Every
@@ -315,10 +406,12 @@ func equalFoldASCII(a, b string) bool {
 }
 
 // probeLoop probes every backend's /healthz every probe interval, with the
-// health timeout, and feeds the results to the breakers.
+// health timeout (both model time), and feeds the results to the breakers.
 func (g *Gateway) probeLoop(ctx context.Context) {
 	defer g.probeWG.Done()
-	t := time.NewTicker(g.sc.Policy.Health.ProbeInterval.D())
+	// Probe rounds at most every millisecond of wall time, whatever the
+	// speed.
+	t := time.NewTicker(max(g.clk.wall(g.sc.Policy.Health.ProbeInterval.D()), time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -335,7 +428,7 @@ func (g *Gateway) probeLoop(ctx context.Context) {
 }
 
 func (g *Gateway) probe(ctx context.Context, i int) {
-	pctx, cancel := context.WithTimeout(ctx, g.sc.Policy.Health.Timeout.D())
+	pctx, cancel := context.WithTimeout(ctx, g.clk.wall(g.sc.Policy.Health.Timeout.D()))
 	defer cancel()
 	ok := false
 	req, err := http.NewRequestWithContext(pctx, http.MethodGet, g.replicas[i].healthz, nil)
@@ -353,10 +446,7 @@ func (g *Gateway) probe(ctx context.Context, i int) {
 	g.metrics.probes.WithLabelValues(g.replicas[i].pool, boolResult(ok)).Inc()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if tr, changed := g.core.Observe(g.now(), i, ok); changed {
-		g.breakerChanged(tr)
-	}
-	g.deliver()
+	g.observe(g.now(), i, ok)
 }
 
 func boolResult(ok bool) string {

@@ -22,6 +22,7 @@ type metrics struct {
 	unauthorized prometheus.Counter
 	attempts     *prometheus.CounterVec // pool, result
 	retries      *prometheus.CounterVec // tenant, class
+	deferrals    *prometheus.CounterVec // tenant, class, reason
 	probes       *prometheus.CounterVec // pool, result
 	ttft         *prometheus.HistogramVec
 	e2e          *prometheus.HistogramVec
@@ -44,12 +45,15 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "Upstream attempts by pool and result (ok, error, throttled, cancelled)."}, []string{"pool", "result"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retries_total",
 			Help: "Retries by tenant and class."}, []string{"tenant", "class"}),
+		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deferrals_total",
+			Help: "Deferrals of requests of deferrable classes by tenant, class and the core's reason; a request deferred twice counts twice."},
+			[]string{"tenant", "class", "reason"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "probes_total",
 			Help: "Health probes by pool and result."}, []string{"pool", "result"}),
 		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "ttft_seconds",
-			Help: "Time to the first response byte from the backend, from arrival.", Buckets: latencyBuckets}, []string{"tenant", "class"}),
+			Help: "Time to the first response byte from the backend, from arrival, in model seconds (wall seconds × the gateway's speed).", Buckets: latencyBuckets}, []string{"tenant", "class"}),
 		e2e: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "e2e_seconds",
-			Help: "End-to-end latency of completed requests.", Buckets: latencyBuckets}, []string{"tenant", "class"}),
+			Help: "End-to-end latency of completed requests, in model seconds (wall seconds × the gateway's speed).", Buckets: latencyBuckets}, []string{"tenant", "class"}),
 		queueDesc: prometheus.NewDesc("fleetdrill_gateway_queue_length", "Requests waiting in the core's queues, by model.",
 			[]string{"model"}, nil),
 		breakerDesc: prometheus.NewDesc("fleetdrill_gateway_breaker_state", "Breaker state per backend: 0 closed, 1 open, 2 half-open.",
@@ -61,7 +65,7 @@ func newMetrics(g *Gateway) *metrics {
 
 func (m *metrics) register(reg prometheus.Registerer) error {
 	return errors.Join(reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
-		reg.Register(m.retries), reg.Register(m.probes), reg.Register(m.ttft), reg.Register(m.e2e),
+		reg.Register(m.retries), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.ttft), reg.Register(m.e2e),
 		reg.Register(coreCollector{m}))
 }
 

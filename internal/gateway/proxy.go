@@ -72,6 +72,22 @@ func writeError(w http.ResponseWriter, status int, typ, msg string) {
 	_, _ = w.Write(b)
 }
 
+// Response headers that say what happened to a request (see the package
+// documentation).
+const (
+	hdrOutcome   = "X-Fleetdrill-Outcome"
+	hdrReason    = "X-Fleetdrill-Reason"
+	hdrQueueWait = "X-Fleetdrill-Queue-Wait"
+	hdrDeferrals = "X-Fleetdrill-Deferrals"
+	hdrAttempts  = "X-Fleetdrill-Attempts"
+)
+
+// reasonUpstreamQuota is X-Fleetdrill-Reason when upstream 429s outlasted
+// the retries.
+const reasonUpstreamQuota = "upstream-quota"
+
+// setRetryAfter sets Retry-After to d, model time, in whole seconds (at
+// least 1).
 func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 	s := int64(math.Ceil(d.Seconds()))
 	w.Header().Set("Retry-After", strconv.FormatInt(max(s, 1), 10))
@@ -83,7 +99,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid API key")
 		return
 	}
-	out := openai.NewModelList(g.served, g.start.Unix())
+	out := openai.NewModelList(g.served, g.clk.start.Unix())
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
 }
@@ -107,11 +123,32 @@ type request struct {
 	class      string
 	arrived    time.Time
 	attempts   int
+	deferrals  int
 	inRetry    bool
 	lastStatus int           // of the last failed attempt: 0 transport error
-	lastRetry  time.Duration // upstream Retry-After of the last attempt
+	lastRetry  time.Duration // upstream Retry-After of the last attempt (model time)
 	lastMsg    string
-	ttft       time.Duration
+	ttft       time.Duration // model time
+}
+
+// fail answers q with an error of the gateway's own, saying its outcome
+// (and reason: "" for none) in the X-Fleetdrill headers.
+func (q *request) fail(w http.ResponseWriter, outcome, reason string, status int, typ, msg string) {
+	q.setHeaders(w, outcome, reason)
+	writeError(w, status, typ, msg)
+}
+
+// setHeaders sets the X-Fleetdrill headers every answer carries.
+func (q *request) setHeaders(w http.ResponseWriter, outcome, reason string) {
+	h := w.Header()
+	h.Set(hdrOutcome, outcome)
+	if reason != "" {
+		h.Set(hdrReason, reason)
+	}
+	if q.deferrals > 0 {
+		h.Set(hdrDeferrals, strconv.Itoa(q.deferrals))
+	}
+	h.Set(hdrAttempts, strconv.Itoa(q.attempts))
 }
 
 func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
@@ -154,21 +191,19 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	q.c.ready = make(chan int, 1)
 	q.c.req = sched.Request{Tenant: tenant, Class: class, Model: model, Input: in, Output: out}
 
+	// The class deadline is model time from arrival: the core sees it on
+	// its clock, the request's context on the wall clock.
 	ctx := r.Context()
-	var deadline time.Time
 	if d := g.sc.Classes[class].Deadline.D(); d > 0 {
-		deadline = arrived.Add(d)
+		q.c.req.Deadline = g.clk.at(arrived) + d
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, deadline)
+		ctx, cancel = context.WithDeadline(ctx, arrived.Add(g.clk.wall(d)))
 		defer cancel()
 	}
 
 	g.mu.Lock()
 	g.nextID++
 	q.c.req.ID = g.nextID
-	if !deadline.IsZero() {
-		q.c.req.Deadline = g.now() + time.Until(deadline)
-	}
 	g.live++
 	g.mu.Unlock()
 
@@ -182,11 +217,11 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	g.mu.Unlock()
 	g.metrics.requests.WithLabelValues(q.tenant, q.class, outcome).Inc()
 	if outcome == outCompleted {
-		g.metrics.e2e.WithLabelValues(q.tenant, q.class).Observe(time.Since(arrived).Seconds())
+		g.metrics.e2e.WithLabelValues(q.tenant, q.class).Observe(g.clk.model(time.Since(arrived)).Seconds())
 	}
 	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", cr.Model, "stream", q.stream,
-		"outcome", outcome, "status", status, "attempts", q.attempts, "input_tokens_est", in,
-		"max_output_tokens", out, "duration", time.Since(arrived))
+		"outcome", outcome, "status", status, "attempts", q.attempts, "deferrals", q.deferrals, "input_tokens_est", in,
+		"max_output_tokens", out, "duration", g.clk.model(time.Since(arrived)))
 }
 
 // run drives one request through admission, dispatch and its attempts, and
@@ -197,19 +232,28 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 		q.attempts++
 		d, _ := g.admit(&q.c)
 		switch d.Outcome {
-		case sched.Rejected, sched.Deferred:
+		case sched.Deferred:
+			// A deferrable class waits and is offered again, as in the
+			// twin, until its deadline.
+			q.deferrals++
+			g.metrics.deferrals.WithLabelValues(q.tenant, q.class, d.Reason).Inc()
+			if !g.sleep(ctx, d.RetryAfter) {
+				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
+			}
+			continue
+		case sched.Rejected:
 			if rt.RetryRejected && d.Reason != sched.ReasonNoRoute && g.canRetry(q) {
 				if !g.backoff(ctx, q, d.RetryAfter) {
-					return g.ctxOutcome(ctx), 0
+					return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
 				}
 				continue
 			}
 			if d.Reason == sched.ReasonNoRoute {
-				writeError(w, http.StatusServiceUnavailable, "no_route", "no pool may serve this request")
+				q.fail(w, outRejected, d.Reason, http.StatusServiceUnavailable, "no_route", "no pool may serve this request")
 				return outRejected, http.StatusServiceUnavailable
 			}
 			setRetryAfter(w, d.RetryAfter)
-			writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "request refused: "+d.Reason)
+			q.fail(w, outRejected, d.Reason, http.StatusTooManyRequests, "rate_limit_exceeded", "request refused: "+d.Reason)
 			return outRejected, http.StatusTooManyRequests
 		}
 		// Wait for a replica.
@@ -217,19 +261,19 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 		select {
 		case rep = <-q.c.ready:
 		default:
-			t := time.NewTimer(g.cfg.QueueTimeout)
+			t := time.NewTimer(g.clk.wall(g.cfg.QueueTimeout))
 			select {
 			case rep = <-q.c.ready:
 				t.Stop()
 			case <-t.C:
 				g.finish(&q.c, -1, false, false, 0)
 				setRetryAfter(w, time.Second)
-				writeError(w, http.StatusServiceUnavailable, "timeout", "no replica became free in time")
+				q.fail(w, outTimedOut, "", http.StatusServiceUnavailable, "timeout", "no replica became free in time")
 				return outTimedOut, http.StatusServiceUnavailable
 			case <-ctx.Done():
 				t.Stop()
 				g.finish(&q.c, -1, false, false, 0)
-				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w)
+				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
 			}
 		}
 		res, outcome, status := g.forward(ctx, w, q, rep)
@@ -237,22 +281,22 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 		case resDone:
 			return outcome, status
 		case resCancelled:
-			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w)
+			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
 		}
 		if !g.canRetry(q) {
 			break
 		}
 		g.metrics.retries.WithLabelValues(q.tenant, q.class).Inc()
 		if !g.backoff(ctx, q, q.lastRetry) {
-			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w)
+			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
 		}
 	}
 	if q.lastStatus == http.StatusTooManyRequests {
 		setRetryAfter(w, q.lastRetry)
-		writeError(w, http.StatusTooManyRequests, "rate_limit_exceeded", "upstream quota exhausted")
+		q.fail(w, outRejected, reasonUpstreamQuota, http.StatusTooManyRequests, "rate_limit_exceeded", "upstream quota exhausted")
 		return outRejected, http.StatusTooManyRequests
 	}
-	writeError(w, http.StatusBadGateway, "upstream_error", q.lastMsg)
+	q.fail(w, outFailed, "", http.StatusBadGateway, "upstream_error", q.lastMsg)
 	return outFailed, http.StatusBadGateway
 }
 
@@ -265,9 +309,11 @@ func (g *Gateway) ctxOutcome(ctx context.Context) string {
 	return outCancelled
 }
 
-func (g *Gateway) ctxStatus(ctx context.Context, w http.ResponseWriter) int {
+// ctxStatus answers a request whose context is done: 504 when its deadline
+// passed; nothing when the client went away.
+func (g *Gateway) ctxStatus(ctx context.Context, w http.ResponseWriter, q *request) int {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		writeError(w, http.StatusGatewayTimeout, "timeout", "request deadline exceeded")
+		q.fail(w, outTimedOut, "", http.StatusGatewayTimeout, "timeout", "request deadline exceeded")
 		return http.StatusGatewayTimeout
 	}
 	return 0 // nobody is listening
@@ -289,7 +335,7 @@ func (g *Gateway) canRetry(q *request) bool {
 }
 
 // backoff sleeps before a retry: exponential with full jitter, at least
-// retryAfter; false when ctx ended first.
+// retryAfter (model time); false when ctx ended first.
 func (g *Gateway) backoff(ctx context.Context, q *request, retryAfter time.Duration) bool {
 	var delay time.Duration
 	if !g.retry.IgnoreRetryAfter {
@@ -298,14 +344,20 @@ func (g *Gateway) backoff(ctx context.Context, q *request, retryAfter time.Durat
 		g.mu.Unlock()
 		delay = g.retry.Delay(q.attempts, u, retryAfter)
 	}
-	if delay <= 0 {
+	return g.sleep(ctx, delay)
+}
+
+// sleep waits d of model time; false when ctx ended first.
+func (g *Gateway) sleep(ctx context.Context, d time.Duration) bool {
+	wall := g.clk.wall(d)
+	if wall <= 0 {
 		return ctx.Err() == nil
 	}
-	t := time.NewTimer(delay)
+	t := time.NewTimer(wall)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+		return ctx.Err() == nil
 	case <-ctx.Done():
 		return false
 	}
@@ -334,7 +386,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	}
 	// No response headers within the health timeout: the backend is
 	// unresponsive (the twin's policy.health.timeout).
-	headerTimer := time.AfterFunc(g.sc.Policy.Health.Timeout.D(), cancel)
+	headerTimer := time.AfterFunc(g.clk.wall(g.sc.Policy.Health.Timeout.D()), cancel)
 	resp, err := g.client.Do(up)
 	headerTimer.Stop()
 	if err != nil {
@@ -344,6 +396,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			return resCancelled, "", 0
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
+		g.attemptFailed(rep, 0, true)
 		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry, q.lastMsg = 0, 0, "upstream unreachable or unresponsive"
 		return resRetry, "", 0
@@ -353,6 +406,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	case resp.StatusCode >= 500:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
+		g.attemptFailed(rep, resp.StatusCode, true)
 		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry = resp.StatusCode, 0
 		q.lastMsg = fmt.Sprintf("upstream answered %d", resp.StatusCode)
@@ -360,8 +414,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	case resp.StatusCode == http.StatusTooManyRequests:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
+		g.attemptFailed(rep, resp.StatusCode, false)
 		g.finish(&q.c, rep, false, false, 0) // quota, not ill health
-		q.lastStatus, q.lastRetry = resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"))
+		q.lastStatus, q.lastRetry = resp.StatusCode, g.parseRetryAfter(resp.Header.Get("Retry-After"))
 		q.lastMsg = "upstream quota exhausted"
 		return resRetry, "", 0
 	}
@@ -378,7 +433,12 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	h.Set("X-Fleetdrill-Pool", be.pool)
 	h.Set("X-Fleetdrill-Replica", strconv.Itoa(rep))
 	h.Set("X-Fleetdrill-Model", g.sc.Models[q.c.req.Served].Name)
-	h.Set("X-Fleetdrill-Attempts", strconv.Itoa(q.attempts))
+	outcome := outFailed
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		outcome = outCompleted
+	}
+	q.setHeaders(w, outcome, "")
+	h.Set(hdrQueueWait, strconv.FormatFloat((q.c.dispatched-q.c.req.Arrived).Seconds(), 'f', -1, 64))
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	bp := bufPool.Get().(*[]byte)
@@ -391,7 +451,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		if n > 0 {
 			if first {
 				first = false
-				q.ttft = time.Since(q.arrived)
+				q.ttft = g.clk.model(time.Since(q.arrived))
 				g.metrics.ttft.WithLabelValues(q.tenant, q.class).Observe(q.ttft.Seconds())
 			}
 			if _, writeErr = w.Write(buf[:n]); writeErr != nil {
@@ -422,15 +482,16 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		return resDone, outCancelled, resp.StatusCode
 	case readErr != nil:
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
+		g.attemptFailed(rep, 0, true)
 		g.finish(&q.c, rep, true, false, 0)
 		return resDone, outFailed, resp.StatusCode
 	}
 	g.metrics.attempts.WithLabelValues(be.pool, "ok").Inc()
-	g.finish(&q.c, rep, true, true, q.ttft)
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		return resDone, outCompleted, resp.StatusCode
+	if outcome != outCompleted {
+		g.attemptFailed(rep, resp.StatusCode, false)
 	}
-	return resDone, outFailed, resp.StatusCode
+	g.finish(&q.c, rep, true, true, q.ttft)
+	return resDone, outcome, resp.StatusCode
 }
 
 // withModel returns body with its "model" replaced (a fallback).
@@ -448,17 +509,19 @@ func withModel(body []byte, model string) []byte {
 	return out
 }
 
-// parseRetryAfter reads a Retry-After header in seconds (an HTTP date is
-// also accepted); 0 when absent or unreadable.
-func parseRetryAfter(v string) time.Duration {
+// parseRetryAfter reads an upstream Retry-After header as model time: in
+// seconds, which a node running at the gateway's speed gives in model
+// seconds; an HTTP date is a wall-clock instant, converted. 0 when absent or
+// unreadable.
+func (g *Gateway) parseRetryAfter(v string) time.Duration {
 	if v == "" {
 		return 0
 	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && s <= math.MaxInt64/float64(time.Second) {
 		return time.Duration(s * float64(time.Second))
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
+		return g.clk.model(max(time.Until(t), 0))
 	}
 	return 0
 }

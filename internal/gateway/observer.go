@@ -1,0 +1,31 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Observer receives the gateway's decisions as they happen, stamped with the
+// core's clock (model time since the gateway started, see [Gateway.Now]). A
+// replica is named by its index, as in the X-Fleetdrill-Replica header (see
+// [Gateway.ReplicaIndex]). Callbacks run on request and probe goroutines,
+// some with the gateway's lock held: they must be quick and must not call
+// the gateway. A nil field is not called.
+type Observer struct {
+	// Breaker is called on every circuit-breaker transition. The core moves
+	// an open breaker to half-open lazily, when it next hears of the
+	// replica after policy.health.open_for (a probe, usually), as in the
+	// twin; the gateway reports that step then, so a failed trial shows
+	// as open → half-open → open.
+	Breaker func(at time.Duration, replica int, pool string, from, to sched.BreakerState)
+	// Attempt is called on every upstream attempt that failed: status 0
+	// for a transport error, a timeout waiting for response headers
+	// (policy.health.timeout) or a response broken midway, else the HTTP
+	// status the upstream answered (429, 404, 503, other 5xx or 4xx). err
+	// is true when the failure counts against the replica's breaker (0 and
+	// 5xx), false when the upstream answered but refused (429 is quota, not
+	// ill health; other 4xx are passed through). An attempt the client
+	// cancelled is not reported.
+	Attempt func(at time.Duration, replica int, pool string, status int, err bool)
+}
