@@ -58,6 +58,10 @@ func TestCLI(t *testing.T) {
 		{"run invalid value", []string{"run", "--set", "policy.scheduler=lottery"}, exitInvalid, "", "lottery"},
 		{"failing expectation exits 1", []string{"run", "--set", "expect[0]=interactive.ttft.p99 < 1ms",
 			"--set", "duration=5m", "--set", "warmup=1m"}, exitFailed, "FAIL  interactive.ttft.p99 < 1ms", "reproduce with: fleetdrill run"},
+		{"live options need --live", []string{"run", "--speed", "5"}, exitInvalid, "", "need --live"},
+		{"live refuses what it cannot emulate", []string{"run", "--live", "--set",
+			`faults=["cold-start-storm pool=use-h100-8b at=1m"]`}, exitInvalid, "", "cold-start storms have no live emulation"},
+		{"live speed out of range", []string{"run", "--live", "--speed", "5000"}, exitInvalid, "", "speed 5000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ func newRunCmd() *cobra.Command {
 		seed     uint64
 		jsonPath string
 		sets     []string
+		live     liveFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO]",
@@ -30,11 +31,19 @@ func newRunCmd() *cobra.Command {
 SCENARIO is a name from the embedded library (see "fleetdrill scenarios list")
 or a YAML file; without it, the library's "default" runs.
 
+With --live the scenario is replayed through the live harness instead: a
+live fleet of emulated nodes in Docker containers (one network per region,
+toxiproxy in front of each node), the live gateway, the scenario's requests
+with synthetic prompts and its faults injected for real, all compressed by
+--speed. The report is the live one; the twin runs the same scenario too and
+a comparison follows (--compare FILE writes it as JSON). See docs/live.md.
+
 Exit status: 0 when every expectation passes, 1 when one fails, 2 for invalid
 input.`,
 		Example: `  fleetdrill run
   fleetdrill run default --seed 7 --json report.json
-  fleetdrill run my-fleet.yaml --set pools.use-h100-8b.replicas=2 --set policy.scheduler=wfq`,
+  fleetdrill run my-fleet.yaml --set pools.use-h100-8b.replicas=2 --set policy.scheduler=wfq
+  fleetdrill run gameday-regional-outage --live --speed 10 --replicas 1`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := "default"
@@ -43,6 +52,12 @@ input.`,
 			}
 			if cmd.Flags().Changed("seed") {
 				sets = append(sets, "seed="+strconv.FormatUint(seed, 10))
+			}
+			if live.on {
+				return runLive(cmd, name, sets, jsonPath, live)
+			}
+			if live.changed(cmd) {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("--speed, --replicas, --image and --compare need --live")}
 			}
 			sc, err := scenarios.LoadNamedWithSets(name, sets)
 			if err != nil {
@@ -72,23 +87,29 @@ input.`,
 			if err := report.Text(cmd.OutOrStdout(), rep); err != nil {
 				return err
 			}
-			if !rep.Passed() {
-				var failed []string
-				for _, e := range rep.Expectations {
-					if !e.Pass {
-						failed = append(failed, fmt.Sprintf("%s (value %g)", e.Expr, e.Value))
-					}
-				}
-				return &exitError{code: exitFailed, err: fmt.Errorf("%d expectation(s) failed: %s; reproduce with: fleetdrill run %s --seed %d",
-					len(failed), strings.Join(failed, "; "), name, sc.Seed)}
-			}
-			return nil
+			return failedExpectations(rep, fmt.Sprintf("fleetdrill run %s --seed %d", name, sc.Seed))
 		},
 	}
+	live.register(cmd)
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "run seed (overrides the scenario's)")
 	cmd.Flags().StringVar(&jsonPath, "json", "", "write the JSON report to `FILE`")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a scenario field: `path=value` (repeatable), e.g. pools.use-h100-8b.replicas=2")
 	return cmd
+}
+
+// failedExpectations is the run's exit error when an expectation failed.
+func failedExpectations(rep *twin.Report, reproduce string) error {
+	if rep.Passed() {
+		return nil
+	}
+	var failed []string
+	for _, e := range rep.Expectations {
+		if !e.Pass {
+			failed = append(failed, fmt.Sprintf("%s (value %g)", e.Expr, e.Value))
+		}
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("%d expectation(s) failed: %s; reproduce with: %s",
+		len(failed), strings.Join(failed, "; "), reproduce)}
 }
 
 // progressBar returns a progress callback that draws a bar on w once the

@@ -1,0 +1,190 @@
+package liverun
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/fleetdrill/fleetdrill/sim/stats"
+	"github.com/fleetdrill/fleetdrill/twin"
+)
+
+// Comparison sets a live report beside the twin's for the same scenario:
+// how far the twin's prediction is from what the live fleet did.
+type Comparison struct {
+	Latency []LatencyRow `json:"latency"`
+	Faults  []FaultRow   `json:"faults"`
+	Counts  []CountRow   `json:"counts"`
+}
+
+// LatencyRow is one class's quantile of TTFT or end-to-end latency.
+type LatencyRow struct {
+	Class    string  `json:"class"`
+	Metric   string  `json:"metric"`   // ttft or e2e
+	Quantile string  `json:"quantile"` // p50, p95, p99
+	TwinS    float64 `json:"twin_s"`
+	LiveS    float64 `json:"live_s"`
+	// RelErr is (live − twin) / live: the twin's error relative to what
+	// happened; nil when live is 0 and twin is not.
+	RelErr *float64 `json:"rel_err"`
+}
+
+// FaultRow is one fault's times, twin and live (-1: did not happen).
+type FaultRow struct {
+	Fault         string  `json:"fault"`
+	TwinDetectS   float64 `json:"twin_detect_s"`
+	LiveDetectS   float64 `json:"live_detect_s"`
+	TwinMitigateS float64 `json:"twin_mitigate_s"`
+	LiveMitigateS float64 `json:"live_mitigate_s"`
+	TwinRecoverS  float64 `json:"twin_recover_s"`
+	LiveRecoverS  float64 `json:"live_recover_s"`
+	TwinLost      uint64  `json:"twin_lost"`
+	LiveLost      uint64  `json:"live_lost"`
+	TwinSLODuring float64 `json:"twin_slo_during"`
+	LiveSLODuring float64 `json:"live_slo_during"`
+}
+
+// CountRow is one request count, twin and live.
+type CountRow struct {
+	Count string `json:"count"`
+	Twin  uint64 `json:"twin"`
+	Live  uint64 `json:"live"`
+}
+
+// Compare sets live beside tw.
+func Compare(tw, live *twin.Report) *Comparison {
+	c := &Comparison{}
+	classes := make([]string, 0, len(live.Classes))
+	for name := range live.Classes {
+		classes = append(classes, name)
+	}
+	slices.Sort(classes)
+	for _, name := range classes {
+		lg, tg := live.Classes[name], tw.Classes[name]
+		if tg == nil {
+			continue
+		}
+		for _, m := range []struct {
+			name       string
+			twin, live stats.Summary
+		}{{"ttft", tg.TTFT, lg.TTFT}, {"e2e", tg.E2E, lg.E2E}} {
+			for _, q := range []struct {
+				name string
+				pick func(stats.Summary) float64
+			}{{"p50", func(s stats.Summary) float64 { return s.P50 }},
+				{"p95", func(s stats.Summary) float64 { return s.P95 }},
+				{"p99", func(s stats.Summary) float64 { return s.P99 }}} {
+				t, l := q.pick(m.twin), q.pick(m.live)
+				c.Latency = append(c.Latency, LatencyRow{Class: name, Metric: m.name, Quantile: q.name,
+					TwinS: t, LiveS: l, RelErr: relErr(t, l)})
+			}
+		}
+	}
+	labels := make([]string, 0, len(live.Faults))
+	for l := range live.Faults {
+		labels = append(labels, l)
+	}
+	slices.Sort(labels)
+	for _, l := range labels {
+		lf, tf := live.Faults[l], tw.Faults[l]
+		if tf == nil {
+			continue
+		}
+		c.Faults = append(c.Faults, FaultRow{Fault: l,
+			TwinDetectS: tf.TimeToDetectS, LiveDetectS: lf.TimeToDetectS,
+			TwinMitigateS: tf.TimeToMitigateS, LiveMitigateS: lf.TimeToMitigateS,
+			TwinRecoverS: tf.TimeToRecoverS, LiveRecoverS: lf.TimeToRecoverS,
+			TwinLost: tf.RequestsLost, LiveLost: lf.RequestsLost,
+			TwinSLODuring: tf.SLOAttainmentDuring, LiveSLODuring: lf.SLOAttainmentDuring})
+	}
+	t, l := tw.Requests, live.Requests
+	for _, r := range []CountRow{
+		{"arrived", t.Arrived, l.Arrived}, {"completed", t.Completed, l.Completed},
+		{"rejected", t.Rejected, l.Rejected}, {"failed", t.Failed, l.Failed},
+		{"timed_out", t.TimedOut, l.TimedOut}, {"cancelled", t.Cancelled, l.Cancelled},
+		{"in_flight_at_end", t.InFlightAtEnd, l.InFlightAtEnd}, {"retries", t.Retries, l.Retries},
+		{"deferred", t.Deferred, l.Deferred}, {"fallbacks", t.Fallbacks, l.Fallbacks},
+	} {
+		c.Counts = append(c.Counts, r)
+	}
+	return c
+}
+
+func relErr(twin, live float64) *float64 {
+	var e float64
+	switch {
+	case live != 0:
+		e = (live - twin) / live
+	case twin != 0:
+		return nil
+	}
+	return &e
+}
+
+// MaxRelErr returns the largest |relative error| of the quantile q (p50,
+// p95, p99) over every class and both metrics; rows without one are skipped.
+func (c *Comparison) MaxRelErr(q string) float64 {
+	m := 0.0
+	for _, r := range c.Latency {
+		if r.Quantile == q && r.RelErr != nil {
+			m = max(m, math.Abs(*r.RelErr))
+		}
+	}
+	return m
+}
+
+// Text writes the comparison as tables.
+func (c *Comparison) Text(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\tmetric\tquantile\ttwin\tlive\terror\t")
+	for _, r := range c.Latency {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Class, r.Metric, r.Quantile, secs(r.TwinS), secs(r.LiveS), pct(r.RelErr))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(c.Faults) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "fault\tdetect twin/live\tmitigate twin/live\trecover twin/live\tlost twin/live\tSLO during twin/live\t")
+		for _, r := range c.Faults {
+			fmt.Fprintf(tw, "%s\t%s / %s\t%s / %s\t%s / %s\t%d / %d\t%.3f / %.3f\t\n", r.Fault,
+				opt(r.TwinDetectS), opt(r.LiveDetectS), opt(r.TwinMitigateS), opt(r.LiveMitigateS),
+				opt(r.TwinRecoverS), opt(r.LiveRecoverS), r.TwinLost, r.LiveLost, r.TwinSLODuring, r.LiveSLODuring)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(w)
+	var parts []string
+	for _, r := range c.Counts {
+		parts = append(parts, fmt.Sprintf("%s %d/%d", r.Count, r.Twin, r.Live))
+	}
+	_, err := fmt.Fprintf(w, "requests twin/live: %s\n", strings.Join(parts, ", "))
+	return err
+}
+
+func secs(s float64) string {
+	if s < 1 {
+		return fmt.Sprintf("%.1fms", s*1000)
+	}
+	return fmt.Sprintf("%.3fs", s)
+}
+
+func pct(x *float64) string {
+	if x == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f%%", 100**x)
+}
+
+func opt(s float64) string {
+	if s < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fs", s)
+}

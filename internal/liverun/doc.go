@@ -1,0 +1,48 @@
+// Package liverun replays a scenario through the live harness — a live fleet
+// of emulated nodes in containers (internal/livefleet), behind toxiproxy,
+// fronted by the live gateway (internal/gateway) — and reports it in the
+// twin's own report shape, beside the twin's prediction for the same
+// requests and faults.
+//
+// # Time
+//
+// Everything runs in model time compressed by Options.Speed: the nodes'
+// engines, the gateway's scheduler clock (probes, breakers, backoff,
+// deadlines) and the replay's arrival schedule all run Speed model seconds
+// per wall second, so a 5-minute scenario at speed 10 takes 30 seconds.
+// Times in the report are model times, read from the gateway's clock. What
+// does not compress — HTTP, the loopback proxies, Docker's port forwarding,
+// goroutine scheduling on a busy machine — is multiplied by Speed when seen
+// in model time, so a higher speed costs fidelity: see docs/live.md for the
+// measured trade-off.
+//
+// # Requests
+//
+// The replay sends exactly the requests the twin simulates (twin.Arrivals:
+// same arrival times, tenants, classes, models and token counts), as
+// streamed chat completions with a synthetic prompt of the right length
+// (" the" repeated: about one token per word for common tokenizers; never
+// real text), max_tokens set to the output length, and the exact lengths in
+// the x_fleetdrill extension for emulated nodes (ignore_eos and min_tokens
+// for vLLM). Each tenant gets a random API key for the run; classes travel
+// in X-Fleetdrill-Class.
+//
+// # Accounting
+//
+// Every request ends as exactly one twin.Outcome — completed, rejected,
+// failed, timed out, cancelled, or in flight when the replay stopped
+// waiting — read from the gateway's X-Fleetdrill-Outcome header and from the
+// stream itself (a stream cut before its end is a failure), and a
+// twin.Recorder builds the report, so the accounting invariant is checked
+// on the live report as on the twin's.
+//
+// # Faults
+//
+// Each scenario fault is injected at its (compressed) time on the replicas
+// the twin hits (twin.FaultPlan), through livefleet.InjectOn, and undone at
+// its end; a model retirement's notice steers new requests to fallbacks
+// through Gateway.SetRetiring, as the twin's gateway is told. Faults the
+// live fleet cannot emulate (cold-start storms, tenant targets, non-zero
+// quota cuts, a runtime-only driver upgrade) are refused before anything
+// starts, with the fault named.
+package liverun

@@ -1,0 +1,86 @@
+package liverun
+
+import (
+	"context"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// requireDocker skips, loudly, when no Docker engine answers.
+func requireDocker(t *testing.T) {
+	t.Helper()
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		lines := strings.SplitN(string(out), "\n", 4)
+		t.Skipf("SKIPPING LIVE REPLAY TEST: `docker info` failed (%v): no Docker engine, so no containers can run.\n%s",
+			err, strings.Join(lines[:min(3, len(lines))], "\n"))
+	}
+}
+
+// ours lists the goroutines still running code of the live path: the
+// gateway, the replay, the fleet's proxies.
+func ours() []string {
+	buf := make([]byte, 1<<22)
+	buf = buf[:runtime.Stack(buf, true)]
+	var out []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "TestLive") {
+			continue // this test's own goroutine
+		}
+		for _, pkg := range []string{"fleetdrill/internal/gateway", "fleetdrill/internal/liverun", "toxiproxy"} {
+			if strings.Contains(g, pkg) {
+				out = append(out, g)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// A short replay of the default scenario through the live fleet: every
+// request accounted for once and in the report, the same requests as the
+// twin, end-to-end latency close to the twin's, and nothing of the live path
+// left running afterwards.
+func TestLiveReplayMatchesTheTwin(t *testing.T) {
+	requireDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Options{Scenario: "default", Speed: 4, Replicas: 1,
+		Sets: []string{"duration=40s", "warmup=0s", "drain=1m", "faults=[]"}})
+	require.NoError(t, err)
+	live, tw := res.Live, res.Twin
+	require.NoError(t, live.CheckAccounting())
+	require.Equal(t, tw.Requests.Arrived, live.Requests.Arrived, "the replay sends the twin's requests")
+	require.Equal(t, live.Requests.Arrived, live.Requests.Completed, "a healthy fleet at this load completes everything: %+v", live.Requests)
+	for name, g := range live.Classes {
+		require.Equal(t, tw.Classes[name].Arrived, g.Arrived, "class %s", name)
+	}
+	for _, r := range res.Comparison.Latency {
+		if r.Metric == "e2e" && r.Quantile == "p50" && r.RelErr != nil {
+			require.Less(t, *r.RelErr, 0.10, "%s e2e p50: twin %.3fs live %.3fs", r.Class, r.TwinS, r.LiveS)
+			require.Greater(t, *r.RelErr, -0.10, "%s e2e p50: twin %.3fs live %.3fs", r.Class, r.TwinS, r.LiveS)
+		}
+	}
+	t.Logf("replay %.1fs wall; p50 max error %.1f%%, p99 max error %.1f%%", res.WallS,
+		100*res.Comparison.MaxRelErr("p50"), 100*res.Comparison.MaxRelErr("p99"))
+
+	deadline := time.Now().Add(10 * time.Second)
+	for len(ours()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Empty(t, ours(), "goroutines of the live path outlive the run")
+}
+
+// Faults the live fleet cannot emulate are refused before anything starts.
+func TestUnsupportedFaultsAreRefusedUpFront(t *testing.T) {
+	_, err := Run(context.Background(), Options{Scenario: "default", NoTwin: true, Sets: []string{
+		`faults=["cold-start-storm pool=use-h100-8b at=1m", "quota-exhaustion provider=gpu-cloud-a at=1m rpm=10 tpm=5000"]`}})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "cold-start-storm(use-h100-8b)")
+	require.Contains(t, err.Error(), "quota of zero only")
+	require.Contains(t, err.Error(), "--set faults=")
+}
