@@ -41,7 +41,10 @@ func TestSpecCmd(t *testing.T) {
 	}
 	pass := write("pass.feature", "Feature: f\n  Scenario: s\n    Given the fleet \"default\"\n    Then no request leaves its jurisdiction\n")
 	fail := write("fail.feature", "Feature: f\n  Scenario: s\n    Given the fleet \"default\"\n    Then interactive p99 TTFT stays below 1ms\n")
-	live := write("live.feature", "Feature: f\n  @live\n  Scenario: s\n    Given the fleet \"default\"\n")
+	// A @live scenario whose fault the live harness refuses up front: the
+	// spec fails without starting a container.
+	live := write("live.feature", "Feature: f\n  @live\n  Scenario: s\n    Given the fleet \"default\"\n"+
+		"    When the fault \"cold-start-storm pool=use-h100-8b at=1m\" is injected\n    Then every request is accounted for\n")
 
 	out, err := runSpecCmd(t, pass, "--format", "progress")
 	require.Equal(t, exitOK, exitCode(err), out)
@@ -51,7 +54,7 @@ func TestSpecCmd(t *testing.T) {
 	require.FileExists(t, filepath.Join(dir, "j.xml"))
 	out, err = runSpecCmd(t, live, "--tags", "@live")
 	require.Equal(t, exitFailed, exitCode(err), out)
-	require.ErrorContains(t, err, "pending")
+	require.Contains(t, out, "reproduce with: fleetdrill run default --live")
 	_, err = runSpecCmd(t, filepath.Join(dir, "missing.feature"))
 	require.Equal(t, exitInvalid, exitCode(err))
 	out, err = runSpecCmd(t, "--list")

@@ -27,6 +27,7 @@ const (
 	modeThrottle       // 429 Retry-After: 0.01
 	modeBlock          // wait for the request's context, or release
 	modeNotFound       // 404
+	modeStall          // stream one token, then nothing until the request ends
 )
 
 // fake is an OpenAI-compatible backend.
@@ -109,6 +110,13 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	if req.Stream {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
+		if mode == modeStall {
+			_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok0\"}}]}\n\n")
+			fl.Flush()
+			<-r.Context().Done()
+			f.cancelled <- struct{}{}
+			return
+		}
 		for i := range 3 {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d\"}}]}\n\n", i)
 			fl.Flush()

@@ -7,8 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestRoutingAndStreaming(t *testing.T) {
@@ -336,4 +339,36 @@ func TestParseFiles(t *testing.T) {
 	if _, err := ParseBackends(strings.NewReader("p ftp://a\n")); err == nil {
 		t.Errorf("ParseBackends accepted ftp")
 	}
+}
+
+// A backend that goes silent under a stream (a black-holed route: no data,
+// no close) fails the attempt after the health timeout, and the upstream
+// request is cancelled, rather than hanging the client to its deadline.
+func TestStalledStreamFailsAfterTheHealthTimeout(t *testing.T) {
+	us := newFake(t)
+	us.mode.Store(modeStall)
+	var attempts atomic.Int32
+	h := newHarness(t, testScenario(t, "policy.health.timeout=300ms", "classes.interactive.deadline=1h"),
+		map[string][]string{"use-h100-8b": {us.srv.URL}}, func(c *Config) {
+			c.Observer = &Observer{Attempt: func(_ time.Duration, _ int, _ string, status int, err bool) {
+				if status == 0 && err {
+					attempts.Add(1)
+				}
+			}}
+		})
+	start := time.Now()
+	resp, body := h.mustPost(keyGlobal, chatBody(true, "x"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the headers went before the stall")
+	require.Contains(t, body, "tok0")
+	require.NotContains(t, body, "[DONE]", "a stalled stream does not end as if complete")
+	require.Less(t, time.Since(start), 10*time.Second)
+	select {
+	case <-us.cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stalled upstream request was not cancelled")
+	}
+	eventually(t, "the failure counted", func() bool {
+		return h.metric("fleetdrill_gateway_requests_total", map[string]string{"outcome": "failed"}) == 1
+	})
+	require.Equal(t, int32(1), attempts.Load(), "one failed attempt reported")
 }

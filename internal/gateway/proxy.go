@@ -446,9 +446,18 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	buf := *bp
 	first := true
 	var readErr, writeErr error
+	// Once tokens flow, a backend silent for the health timeout has died
+	// under the stream (a black-holed route answers nothing and closes
+	// nothing): the attempt fails rather than hanging to the deadline. The
+	// wait for the first token is not bounded here: it may queue.
+	stall := g.clk.wall(g.sc.Policy.Health.Timeout.D())
+	stallTimer := time.AfterFunc(time.Hour, cancel)
+	stallTimer.Stop()
+	defer stallTimer.Stop()
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
+			stallTimer.Reset(stall)
 			if first {
 				first = false
 				q.ttft = g.clk.model(time.Since(q.arrived))

@@ -31,6 +31,8 @@ type Options struct {
 	// Scenario is a library name or a YAML file; Sets override it.
 	Scenario string
 	Sets     []string
+	// Expect adds expectations to the scenario's (scoped ones included).
+	Expect []string
 	// Speed is model seconds per wall second; 0: DefaultSpeed.
 	Speed float64
 	// Replicas caps each pool's containers; 0: the scenario's replicas.
@@ -99,6 +101,10 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer fl.Close(context.WithoutCancel(ctx))
+	// The twin's regional outage swallows connections (attempts fail after
+	// the health timeout), as a black-holing route does: so does the live
+	// one.
+	fl.OutageMode = livefleet.OutageHang
 	if len(fl.Nodes) != rec.Replicas() {
 		return nil, fmt.Errorf("live: the fleet has %d nodes, the scenario %d replicas (a harness bug)", len(fl.Nodes), rec.Replicas())
 	}
@@ -195,6 +201,7 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("live: %w", err)
 	}
+	sc.Expect = append(sc.Expect, opts.Expect...)
 	return sets, sc, nil
 }
 

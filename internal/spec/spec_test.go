@@ -90,20 +90,36 @@ func TestUndefinedStepSuggestsTheNearest(t *testing.T) {
 	require.Contains(t, out, "When region us-east goes down at 10m for 15m")
 }
 
-func TestLiveIsPendingNotPassed(t *testing.T) {
+// @live scenarios are not selected by default; selected, they run on the
+// live harness, which refuses (before starting anything) a fault it cannot
+// emulate, and the failure reproduces with run --live.
+func TestLiveRunsOnTheLiveHarness(t *testing.T) {
 	feature := `Feature: f
   @live
   Scenario: on the real fleet
     Given the fleet "default"
-    When region us-east goes down at 10m for 10m
-    Then no request leaves its jurisdiction
+    And the live fleet runs at speed 5 with 1 replica per pool
+    When the fault "cold-start-storm pool=use-h100-8b at=1m" is injected
+    Then every request is accounted for
 `
 	res, out := runSpec(t, feature, "")
 	require.Equal(t, 0, res.Status, out)
-	require.Equal(t, 0, res.Tally.Pending, "@live is not selected by default")
+	require.NotContains(t, out, "cold-start", "@live is not selected by default")
 	res, out = runSpec(t, feature, LiveTag)
-	require.Equal(t, 1, res.Tally.Pending, out)
-	require.Contains(t, out, "1 pending")
+	require.Equal(t, 1, res.Status, out)
+	require.Contains(t, out, "cold-start storms have no live emulation")
+	require.Contains(t, out, "fleetdrill run default --live --speed 5 --replicas 1")
+}
+
+func TestLiveSpeedNeedsTheLiveTag(t *testing.T) {
+	res, out := runSpec(t, `Feature: f
+  Scenario: on the twin
+    Given the fleet "default"
+    And the live fleet runs at speed 5
+    Then every request is accounted for
+`, "")
+	require.Equal(t, 1, res.Status, out)
+	require.Contains(t, out, "tag this one @live")
 }
 
 func TestBadEditFailsAtItsStep(t *testing.T) {

@@ -80,6 +80,23 @@ func table() []*step {
 			doc:     "Set the simulated time during which requests arrive (`--set duration=D`).",
 			example: "Given the run lasts 20m",
 			do:      func(_ context.Context, w *world, a []string) error { return w.set("duration=" + a[0]) }},
+		{keyword: "Given", pattern: `^the live fleet runs at speed (\S+)(?: with (\d+) replicas? per pool)?$`,
+			doc:     "For a @live scenario: the time compression (model seconds per wall second) and at most how many containers each pool gets (`fleetdrill run --live --speed X --replicas N`).",
+			example: "Given the live fleet runs at speed 5 with 1 replica per pool",
+			do: func(_ context.Context, w *world, a []string) error {
+				if !w.live {
+					return fmt.Errorf("the live fleet's speed applies to %s scenarios only; tag this one %s", LiveTag, LiveTag)
+				}
+				v, err := strconv.ParseFloat(a[0], 64)
+				if err != nil || v <= 0 || v > 1000 {
+					return fmt.Errorf("speed %q: want a number in (0, 1000]", a[0])
+				}
+				w.speed = v
+				if a[1] != "" {
+					w.perPool, _ = strconv.Atoi(a[1])
+				}
+				return nil
+			}},
 		{keyword: "Given", pattern: `^the setting (\S+) is (.*)$`,
 			doc:     "Any other edit, as a `--set path=value` override (docs/scenarios.md); the value is YAML.",
 			example: "Given the setting policy.admission.queue_limit is 200",

@@ -13,6 +13,7 @@ import (
 	"github.com/cucumber/godog"
 
 	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/internal/liverun"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
@@ -29,7 +30,9 @@ type world struct {
 	faults  []string // fault lines: the base's, then those the steps add
 	edited  bool     // faults changed: emit faults=[...]
 
-	live    bool     // tagged @live: pending until the live harness lands
+	live    bool     // tagged @live: runs on the live harness
+	speed   float64  // live: time compression (0: liverun's default)
+	perPool int      // live: at most this many containers per pool (0: all)
 	featDir string   // the feature file's directory, for relative fleet paths
 	steps   []string // the scenario's step texts, for scoped outcomes
 
@@ -238,6 +241,7 @@ func (w *world) doRun(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	scoped := 0
 	for _, text := range w.steps {
 		d, args := match(text)
 		if d == nil || d.exprs == nil {
@@ -250,15 +254,35 @@ func (w *world) doRun(ctx context.Context) error {
 		for _, e := range exprs {
 			if p, err := scenarios.ParseExpectation(e); err == nil && p.Scope != "" {
 				sc.Expect = append(sc.Expect, e)
+				scoped++
 			}
 		}
 	}
 	w.sc = sc
+	if w.live {
+		return w.runLive(ctx, sc.Expect[len(sc.Expect)-scoped:])
+	}
 	rep, err := twin.Run(ctx, sc, twin.Options{})
 	if err != nil {
 		return fmt.Errorf("run %s (seed %d): %w\nreproduce with: %s", w.base, sc.Seed, err, w.repro(nil))
 	}
 	w.rep = rep
+	return nil
+}
+
+// runLive replays the scenario on the live harness; expect are the scoped
+// expectations the steps add (their windows must exist before the run).
+func (w *world) runLive(ctx context.Context, expect []string) error {
+	name := w.base
+	if !w.library {
+		name = w.path
+	}
+	res, err := liverun.Run(ctx, liverun.Options{Scenario: name, Sets: w.allSets(), Expect: expect,
+		Speed: w.speed, Replicas: w.perPool, NoTwin: true})
+	if err != nil {
+		return fmt.Errorf("live run %s: %w\nreproduce with: %s", w.base, err, w.repro(nil))
+	}
+	w.sc, w.rep = res.Scenario, res.Live
 	return nil
 }
 
@@ -298,6 +322,15 @@ func (w *world) failure(e twin.Expectation, label string) error {
 // these expectations added to its own.
 func (w *world) repro(expect []string) string {
 	args := []string{"fleetdrill", "run", shellQuote(w.base)}
+	if w.live {
+		args = append(args, "--live")
+		if w.speed > 0 {
+			args = append(args, "--speed", strconv.FormatFloat(w.speed, 'g', -1, 64))
+		}
+		if w.perPool > 0 {
+			args = append(args, "--replicas", strconv.Itoa(w.perPool))
+		}
+	}
 	extra := []string{}
 	if len(expect) > 0 {
 		all := append(append([]string(nil), w.baseExpect()...), expect...)
