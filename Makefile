@@ -19,7 +19,10 @@ build: ## Build the fleetdrill binary into bin/
 	$(GO) build -o bin/fleetdrill ./cmd/fleetdrill
 
 .PHONY: test
-test: ## Run every test with the race detector
+test: ## Run every test with the race detector (live tests: the node image is built once, when Docker answers)
+	@if docker info >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory image-node >/dev/null && export FLEETDRILL_NODE_IMAGE=fleetdrill-node:dev; \
+	else echo "make test: no Docker engine answers: the live tests will skip"; fi; \
 	$(GO) test -race -count=1 $(PKGS)
 
 .PHONY: bench

@@ -3,6 +3,7 @@ package features
 import (
 	"flag"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -17,7 +18,7 @@ var opts = godog.Options{Format: "progress", Tags: spec.DefaultTags, Strict: fal
 func init() { godog.BindFlags("godog.", flag.CommandLine, &opts) }
 
 // TestFeatures runs every spec of this directory on the twin; scenarios
-// tagged @live are left to the live harness.
+// tagged @live are left to TestLiveFeatures.
 func TestFeatures(t *testing.T) {
 	o := opts
 	o.TestingT = t
@@ -25,6 +26,27 @@ func TestFeatures(t *testing.T) {
 	suite := godog.TestSuite{Name: "features", ScenarioInitializer: spec.Initializer(os.Stdout, nil), Options: &o}
 	if suite.Run() != 0 {
 		t.Fatal("failing specs; the output above says what was expected, what was measured and how to reproduce it")
+	}
+}
+
+// TestLiveFeatures runs the @live specs on the live harness: Docker
+// containers, toxiproxy and the live gateway. It skips, loudly, where no
+// Docker engine answers.
+func TestLiveFeatures(t *testing.T) {
+	if out, err := exec.Command("docker", "info").CombinedOutput(); err != nil {
+		t.Skipf("SKIPPING LIVE SPECS: `docker info` failed (%v): no Docker engine, so no live fleet.\n%.300s", err, out)
+	}
+	if testing.Short() {
+		t.Skip("SKIPPING LIVE SPECS in -short mode")
+	}
+	o := opts
+	o.TestingT = t
+	o.Paths = []string{"."}
+	o.Tags = spec.LiveTag
+	o.Strict = true
+	suite := godog.TestSuite{Name: "live", ScenarioInitializer: spec.Initializer(os.Stdout, nil), Options: &o}
+	if suite.Run() != 0 {
+		t.Fatal("failing live specs; the output above says what was expected, what was measured and how to reproduce it")
 	}
 }
 

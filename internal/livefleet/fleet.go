@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/rs/zerolog"
 	"github.com/testcontainers/testcontainers-go"
+	tclog "github.com/testcontainers/testcontainers-go/log"
 	"github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
@@ -55,7 +56,9 @@ type Options struct {
 	// AdminToken is the nodes' admin bearer token; "": a random one.
 	AdminToken string
 	// Image runs this existing image instead of building ImageName (e.g.
-	// fleetdrill-node:dev from make image-node).
+	// fleetdrill-node:dev from make image-node); "": $FLEETDRILL_NODE_IMAGE
+	// (ImageEnv), which make test sets after building the image once for
+	// every test process.
 	Image string
 	// ModuleDir is the fleetdrill module root to build from; "": found with
 	// go env GOMOD.
@@ -172,6 +175,9 @@ func Build(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	}
 	image := opts.Image
 	if image == "" {
+		image = os.Getenv(ImageEnv)
+	}
+	if image == "" {
 		if err := buildImage(ctx, opts.ModuleDir, opts.BuildLog); err != nil {
 			return nil, err
 		}
@@ -192,6 +198,9 @@ func Build(ctx context.Context, opts Options) (_ *Fleet, err error) {
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
+	// testcontainers logs every container's life to stderr by default: it
+	// goes to the fleet's logger, at debug level, instead.
+	tclog.SetDefault(debugLogger{f.log})
 	defer func() {
 		if err != nil {
 			f.Close(context.WithoutCancel(ctx))
@@ -441,4 +450,12 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// debugLogger passes testcontainers' log lines to a slog logger at debug
+// level.
+type debugLogger struct{ l *slog.Logger }
+
+func (d debugLogger) Printf(format string, v ...any) {
+	d.l.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)), "component", "testcontainers")
 }

@@ -18,6 +18,10 @@ import (
 // runs as a build cache and carries no fleetdrill labels.
 const ImageName = "fleetdrill-node:livefleet"
 
+// ImageEnv names an existing node image for Build to run instead of
+// building one (Options.Image takes precedence).
+const ImageEnv = "FLEETDRILL_NODE_IMAGE"
+
 var (
 	imageOnce sync.Once
 	imageErr  error
