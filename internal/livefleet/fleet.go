@@ -272,7 +272,7 @@ func Build(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		args := []string{"--listen", "0.0.0.0:8000", "--admin-listen", "0.0.0.0:9000",
 			"--scenario", "/scenario.yaml", "--pool", n.Pool,
 			"--seed", strconv.Itoa(i + 1), "--speed", strconv.FormatFloat(speed, 'g', -1, 64), "--drain", "1s"}
-		for _, s := range opts.Sets {
+		for _, s := range append(slices.Clone(opts.Sets), nodeSets(sc)...) {
 			args = append(args, "--set", s)
 		}
 		wg.Go(func() {
@@ -290,7 +290,7 @@ func Build(ctx context.Context, opts Options) (_ *Fleet, err error) {
 			)
 			n.Container = ctr // may be set on error too: Close removes it
 			if err != nil {
-				errs[i] = fmt.Errorf("livefleet: node %s: %w", n.Name, err)
+				errs[i] = fmt.Errorf("livefleet: node %s: %w%s", n.Name, err, logTail(ctx, ctr))
 			}
 		})
 	}
@@ -458,4 +458,38 @@ type debugLogger struct{ l *slog.Logger }
 
 func (d debugLogger) Printf(format string, v ...any) {
 	d.l.Debug(strings.TrimSpace(fmt.Sprintf(format, v...)), "component", "testcontainers")
+}
+
+// nodeSets strip what a node does not use from its copy of the scenario:
+// the workload (whose trace files are not in the container) becomes one
+// synthetic stream, and jobs, faults and expectations go.
+func nodeSets(sc *scenarios.Scenario) []string {
+	if len(sc.Tenants) == 0 || len(sc.Classes) == 0 || len(sc.Models) == 0 {
+		return nil // the loader has refused such a scenario already
+	}
+	stream := fmt.Sprintf(`workload=[{name: node-stub, tenant: %q, class: %q, model: %q, arrivals: {process: poisson, rate: 1}, `+
+		`input_tokens: {dist: constant, mean: 1}, output_tokens: {dist: constant, mean: 1}}]`,
+		sc.Tenants[0].Name, sc.Classes[0].Name, sc.Models[0].Name)
+	return []string{stream, "jobs=[]", "faults=[]", "expect=[]"}
+}
+
+// logTail is the end of a failed container's output, to say why it failed.
+func logTail(ctx context.Context, ctr *testcontainers.DockerContainer) string {
+	if ctr == nil {
+		return ""
+	}
+	rc, err := ctr.Logs(context.WithoutCancel(ctx))
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 1<<16))
+	out := strings.TrimSpace(string(b))
+	if len(out) > 600 {
+		out = "…" + out[len(out)-600:]
+	}
+	if out == "" {
+		return ""
+	}
+	return "; its output: " + out
 }
