@@ -101,14 +101,12 @@ func Compare(tw, live *twin.Report) *Comparison {
 			TwinSLODuring: tf.SLOAttainmentDuring, LiveSLODuring: lf.SLOAttainmentDuring})
 	}
 	t, l := tw.Requests, live.Requests
-	for _, r := range []CountRow{
+	c.Counts = []CountRow{
 		{"arrived", t.Arrived, l.Arrived}, {"completed", t.Completed, l.Completed},
 		{"rejected", t.Rejected, l.Rejected}, {"failed", t.Failed, l.Failed},
 		{"timed_out", t.TimedOut, l.TimedOut}, {"cancelled", t.Cancelled, l.Cancelled},
 		{"in_flight_at_end", t.InFlightAtEnd, l.InFlightAtEnd}, {"retries", t.Retries, l.Retries},
 		{"deferred", t.Deferred, l.Deferred}, {"fallbacks", t.Fallbacks, l.Fallbacks},
-	} {
-		c.Counts = append(c.Counts, r)
 	}
 	return c
 }
