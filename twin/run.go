@@ -277,6 +277,30 @@ func newRunner(p *plan) (*runner, error) {
 }
 
 func (r *runner) run(ctx context.Context, progress func(float64)) error {
+	r.start()
+	defer r.closeSources()
+	for t := slice; ; t += slice {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if r.err != nil {
+			return r.err
+		}
+		until := min(t, r.end)
+		done := r.runTo(until)
+		if progress != nil {
+			progress(float64(until) / float64(r.end))
+		}
+		if done {
+			break
+		}
+	}
+	return r.err
+}
+
+// start schedules what a run begins with: cold starts, the first arrival of
+// each stream, jobs, the ladder, the faults, probes and the run's marks.
+func (r *runner) start() {
 	s := r.s
 	// Cold pools load their model first.
 	for i := range r.replicas {
@@ -302,41 +326,28 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 	if r.ladder != nil {
 		r.s.At(degradeEvery, r.evaluateLadder)
 	}
-	if len(r.faults) > 0 {
-		r.scheduleFaults()
-		// Probes only matter when something can fail; without faults they
-		// would only add events.
-		r.s.At(r.p.sc.Policy.Health.ProbeInterval.D(), r.probe)
-	}
+	r.scheduleFaults()
+	// The gateway probes its replicas whether or not the scenario has
+	// faults, as a real one does: a drill may inject one at any time, and
+	// its run must match the scenario that lists it.
+	r.s.At(r.p.sc.Policy.Health.ProbeInterval.D(), r.probe)
 	if r.warmup > 0 {
 		s.At(r.warmup, func() { r.event(s.Now(), "warmup-end", "measurement starts") })
 	}
 	s.At(r.duration, func() { r.event(s.Now(), "arrivals-end", "no new requests; draining") })
+}
 
-	// Run in slices so that cancellation, progress and a failed source
-	// are noticed.
-	defer r.closeSources()
-	const slice = time.Minute
-	for t := slice; ; t += slice {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if r.err != nil {
-			return r.err
-		}
-		until := min(t, r.end)
-		s.RunUntil(until)
-		if progress != nil {
-			progress(float64(until) / float64(r.end))
-		}
-		if until == r.end {
-			break
-		}
-		if r.live == 0 && r.afterArrivals() {
-			break
-		}
-	}
-	return r.err
+// slice is how far the run advances between checks of cancellation,
+// progress, a failed source and the end of the drain. The run ends early
+// at the first slice boundary with nothing left to do, so a drill advances
+// by the same boundaries.
+const slice = time.Minute
+
+// runTo runs the simulation to until, a slice boundary or the end, and
+// reports whether the run is over there.
+func (r *runner) runTo(until time.Duration) bool {
+	r.s.RunUntil(until)
+	return until == r.end || (r.live == 0 && r.afterArrivals())
 }
 
 // schedule draws stream i's next arrival and schedules it.
@@ -772,16 +783,12 @@ func (r *runner) complete(req *request) {
 	if ri := req.core.Replica; ri >= 0 {
 		r.core.ObserveLatency(ri, ttft)
 		r.noteAttempt(false)
-		if len(r.faults) > 0 {
-			if tr, changed := r.core.Observe(now, ri, true); changed {
-				r.breakerChanged(tr)
-			}
-			r.noteServed(req, ri)
+		if tr, changed := r.core.Observe(now, ri, true); changed {
+			r.breakerChanged(tr)
 		}
+		r.noteServed(req, ri)
 	}
-	if len(r.faults) > 0 {
-		r.noteOutcome(req, met, false)
-	}
+	r.noteOutcome(req, met, false)
 	r.finish(req, func(c *Counts) { c.Completed++ }, true)
 }
 
@@ -830,7 +837,7 @@ func (r *runner) finish(req *request, outcome func(*Counts), answered bool) {
 	req.retry.Stop()
 	req.attemptTimer.Stop()
 	req.startTimer.Stop()
-	if len(r.faults) > 0 && !answered {
+	if !answered {
 		r.noteOutcome(req, false, true)
 	}
 	if req.measured {
