@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/sim"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
@@ -70,6 +71,7 @@ type faultRT struct {
 	start    time.Duration
 	end      time.Duration // 0: none
 
+	endTimer                       sim.Timer     // the scheduled end, so a drill can move it
 	detected, mitigated, recovered time.Duration // -1: not yet
 	lost                           uint64
 	saved                          []savedQuota
@@ -188,7 +190,7 @@ func (r *runner) scheduleFaults() {
 	for _, f := range r.faults {
 		r.s.At(f.start, func() { r.startFault(f) })
 		if f.end > 0 {
-			r.s.At(f.end, func() { r.endFault(f) })
+			f.endTimer = r.s.At(f.end, func() { r.endFault(f) })
 		}
 	}
 }

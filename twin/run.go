@@ -129,6 +129,7 @@ type runner struct {
 	dispatching bool
 
 	onArrive   func(*request) // tests: observe every arrival
+	recent     *recent        // a drill's recent window per class; nil in Run
 	onComplete func(RequestLog)
 	streams    []StreamReport
 
@@ -187,6 +188,7 @@ type request struct {
 	admitted     bool
 	held         bool        // finished, but an engine holds its sequence until Dropped
 	shed         bool        // deferred by the degradation ladder
+	rejected     bool        // finished by a rejection
 	inRetry      bool        // counted in runner.retrying
 	attempts     int         // attempts made, the current one included
 	hedgeSeq     *engine.Seq // a hedged duplicate attempt's sequence, on hedgeAt
@@ -480,6 +482,7 @@ func (r *runner) offer(req *request) {
 		if req.measured {
 			r.count(req, func(c *Counts) { c.Deferred++ })
 		}
+		r.recent.deferred(req.core.Class, now)
 		r.noteDeferral(d.Reason, now)
 		req.state = stDeferred
 		req.retry = r.s.After(d.RetryAfter, req.onRetry)
@@ -530,6 +533,7 @@ func (r *runner) reject(req *request, d sched.Decision) {
 		}
 	}
 	r.note(reason, r.s.Now())
+	req.rejected = true
 	r.finish(req, func(c *Counts) { c.Rejected++ }, false)
 }
 
@@ -780,6 +784,7 @@ func (r *runner) complete(req *request) {
 			Arrived: req.core.Arrived, Dispatched: req.dispatchedAt, Scheduled: sched, FirstToken: req.firstAt, Done: now})
 	}
 	met := r.tally.complete(&sv, req.measured)
+	r.recent.complete(req.core.Class, now, sv.ttft, sv.e2e, met)
 	if ri := req.core.Replica; ri >= 0 {
 		r.core.ObserveLatency(ri, ttft)
 		r.noteAttempt(false)
@@ -839,6 +844,7 @@ func (r *runner) finish(req *request, outcome func(*Counts), answered bool) {
 	req.startTimer.Stop()
 	if !answered {
 		r.noteOutcome(req, false, true)
+		r.recent.unanswered(req.core.Class, r.s.Now(), req.rejected)
 	}
 	if req.measured {
 		r.count(req, outcome)
