@@ -10,6 +10,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim"
+	"github.com/fleetdrill/fleetdrill/sim/stats"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -311,3 +312,140 @@ func (rec *Recorder) assemble(end time.Duration, dispatched []uint64) *Report {
 
 // randFor is the stream a run named name would draw from.
 func randFor(seed uint64, name string) *rand.Rand { return rand.New(sim.NewSource(seed, name)) }
+
+// AddFault adds a fault injected during the replay (an operator's, from a
+// console): its label (#2… when repeated), the replicas the twin's seeded
+// blast radius picks, and its index for FaultStarted and FaultEnded. Its
+// spec's At and For are the replay's (model time from its start).
+func (rec *Recorder) AddFault(sp faults.Spec) (FaultPlan, int, error) {
+	if _, err := faults.ParseAll([]string{sp.String()}); err != nil {
+		return FaultPlan{}, 0, err
+	}
+	base, n := Label(sp), 0
+	for _, f := range rec.faults {
+		if Label(f.spec) == base {
+			n++
+		}
+	}
+	label := base
+	if n > 0 {
+		label = fmt.Sprintf("%s#%d", base, n+1)
+	}
+	f := &faultRT{spec: sp, label: label, start: sp.At, detected: -1, mitigated: -1, recovered: -1,
+		report: &FaultReport{Spec: sp.String()}}
+	if sp.Kind == faults.ModelRetirement {
+		f.start = max(sp.At-sp.Notice, 0)
+	}
+	if end, ok := sp.End(); ok {
+		f.end = end
+	}
+	if err := rec.p.resolveFault(f); err != nil {
+		return FaultPlan{}, 0, err
+	}
+	f.replicas = rec.p.faultReplicas(f, randFor(rec.p.sc.Seed, "faults/"+f.label))
+	rec.faults = append(rec.faults, f)
+	return FaultPlan{Label: f.label, Spec: f.spec, Start: f.start, End: f.end, Replicas: slices.Clone(f.replicas)}, len(rec.faults) - 1, nil
+}
+
+// SetFaultEnd records that fault i ends at end (an operator ended it).
+func (rec *Recorder) SetFaultEnd(i int, end time.Duration) {
+	f := rec.faults[i]
+	f.end = end
+	f.spec.For = end - f.spec.At
+	f.report.Spec = f.spec.String()
+}
+
+// FaultLines returns every fault's line as the replay ran it, with its at=
+// and, when it ends, for=.
+func (rec *Recorder) FaultLines() []string {
+	var out []string
+	for _, f := range rec.faults {
+		sp := f.spec
+		if f.end == 0 {
+			sp.For = 0
+		}
+		out = append(out, sp.String())
+	}
+	return out
+}
+
+// Recent summarizes each class over the window of model time ending at
+// now, from the outcomes added so far: for a console following a replay.
+func (rec *Recorder) Recent(now, window time.Duration) []ClassState {
+	sc := rec.p.sc
+	type acc struct {
+		ttft, e2e                         stats.Sketch
+		completed, finished, met, rejects uint64
+		deferrals                         uint64
+	}
+	accs := make([]acc, len(sc.Classes))
+	arrived, metAll := make([]uint64, len(sc.Classes)), make([]uint64, len(sc.Classes))
+	for i := range rec.outs {
+		o := &rec.outs[i]
+		arrived[o.Class]++
+		if o.Result == Completed && rec.t.met(&served{class: o.Class, ttft: o.TTFT, e2e: o.Ended - o.At, output: o.Output}) {
+			metAll[o.Class]++
+		}
+		if o.Ended > now || o.Ended <= now-window || o.Result == InFlight {
+			continue
+		}
+		a := &accs[o.Class]
+		a.finished++
+		a.deferrals += uint64(o.Deferrals)
+		switch o.Result {
+		case Completed:
+			a.completed++
+			a.ttft.AddDuration(o.TTFT)
+			a.e2e.AddDuration(o.Ended - o.At)
+			if rec.t.met(&served{class: o.Class, ttft: o.TTFT, e2e: o.Ended - o.At, output: o.Output}) {
+				a.met++
+			}
+		case Rejected:
+			a.rejects++
+		}
+	}
+	span := min(now, window).Seconds()
+	out := make([]ClassState, len(sc.Classes))
+	for i, c := range sc.Classes {
+		a := &accs[i]
+		cs := ClassState{Name: c.Name, SLOTTFT: c.SLO.TTFT.D(), SLOE2E: c.SLO.E2E.D(), Window: window, Attainment: 1,
+			Completed: a.completed, Finished: a.finished, TotalArrived: arrived[i], TotalSLOMet: metAll[i],
+			TTFTP99: time.Duration(a.ttft.Quantile(0.99) * float64(time.Second)),
+			E2EP99:  time.Duration(a.e2e.Quantile(0.99) * float64(time.Second))}
+		if a.finished > 0 {
+			cs.Attainment = float64(a.met) / float64(a.finished)
+		}
+		if span > 0 {
+			cs.RejectedPS, cs.DeferredPS = float64(a.rejects)/span, float64(a.deferrals)/span
+		}
+		out[i] = cs
+	}
+	return out
+}
+
+// Counts tallies the outcomes added so far (every arrival, warm-up
+// included).
+func (rec *Recorder) Counts() Counts {
+	var c Counts
+	for i := range rec.outs {
+		o := &rec.outs[i]
+		c.Arrived++
+		c.Retries += uint64(max(o.Attempts-1, 0))
+		c.Deferred += uint64(o.Deferrals)
+		switch o.Result {
+		case Completed:
+			c.Completed++
+		case Rejected:
+			c.Rejected++
+		case Failed:
+			c.Failed++
+		case TimedOut:
+			c.TimedOut++
+		case Cancelled:
+			c.Cancelled++
+		case InFlight:
+			c.InFlightAtEnd++
+		}
+	}
+	return c
+}

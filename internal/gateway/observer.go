@@ -29,3 +29,14 @@ type Observer struct {
 	// cancelled is not reported.
 	Attempt func(at time.Duration, replica int, pool string, status int, err bool)
 }
+
+// View calls fn with the scheduler core and the core's clock, under the
+// gateway's lock: for a console reading queues, breakers and routes. fn
+// must only read (BreakerView, Explain, QueueLen, Inflight, Serves, Ready:
+// never Breaker, which advances state) and return quickly: requests wait
+// for the lock meanwhile.
+func (g *Gateway) View(fn func(core *sched.Core, now time.Duration)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fn(g.core, g.now())
+}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/twin"
 )
 
 // requireDocker skips, loudly, when no Docker engine answers.
@@ -50,14 +52,19 @@ func TestLiveReplayMatchesTheTwin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// A generous health timeout: CI runs this beside other packages'
-	// tests on two cores, and at speed 4 the default 5 s is 1.25 s of wall
+	// tests on two cores, and at speed 2 the default 5 s is 2.5 s of wall
 	// time, which a starved stream can miss.
-	res, err := Run(ctx, Options{Scenario: "default", Speed: 4, Replicas: 1,
+	res, err := Run(ctx, Options{Scenario: "default", Speed: 2, Replicas: 1,
 		Sets: []string{"duration=40s", "warmup=0s", "drain=1m", "faults=[]", "policy.health.timeout=30s"}})
 	require.NoError(t, err)
 	live, tw := res.Live, res.Twin
 	require.NoError(t, live.CheckAccounting())
 	require.Equal(t, tw.Requests.Arrived, live.Requests.Arrived, "the replay sends the twin's requests")
+	if live.Requests.Arrived != live.Requests.Completed {
+		for _, ev := range live.Timeline {
+			t.Logf("%8.3fs %-16s %s", ev.TS, ev.Kind, ev.Detail)
+		}
+	}
 	require.Equal(t, live.Requests.Arrived, live.Requests.Completed, "a healthy fleet at this load completes everything: %+v", live.Requests)
 	for name, g := range live.Classes {
 		require.Equal(t, tw.Classes[name].Arrived, g.Arrived, "class %s", name)
@@ -88,4 +95,56 @@ func TestUnsupportedFaultsAreRefusedUpFront(t *testing.T) {
 	require.Contains(t, err.Error(), "cold-start-storm(use-h100-8b)")
 	require.Contains(t, err.Error(), "quota of zero only")
 	require.Contains(t, err.Error(), "--set faults=")
+}
+
+// A console's session: snapshots follow the replay from the gateway's view,
+// a fault injected from the console shows as open breakers and a detection,
+// ends on request, and lands in the report and the record; every request is
+// accounted for when the console stops the replay early.
+func TestSessionInjectsFromTheConsole(t *testing.T) {
+	requireDocker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Options{Scenario: "default", Speed: 5, Replicas: 1, NoTwin: true,
+		Sets: []string{"duration=3m", "warmup=0s", "drain=1m", "faults=[]", "workload.retail-chat.arrivals.rate=1"}})
+	require.NoError(t, err)
+	defer s.Close()
+	waitFor := func(what string, cond func(twin.Snapshot) bool) twin.Snapshot {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for time.Now().Before(deadline) {
+			if snap := s.Snapshot(); cond(snap) {
+				return snap
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("timed out waiting for %s", what)
+		return twin.Snapshot{}
+	}
+	waitFor("requests completed", func(sn twin.Snapshot) bool { return sn.Requests.Completed > 5 })
+	label, err := s.Inject("regional-outage region=us-east at=0s")
+	require.NoError(t, err)
+	require.Equal(t, "regional-outage(us-east)", label)
+	snap := waitFor("the outage detected", func(sn twin.Snapshot) bool {
+		return len(sn.Faults) == 1 && sn.Faults[0].Detect >= 0
+	})
+	require.True(t, snap.Faults[0].Injected)
+	var us twin.RegionState
+	for _, r := range snap.Regions {
+		if r.Name == "us-east" {
+			us = r
+		}
+	}
+	require.NotEmpty(t, us.Pools)
+	require.Positive(t, us.Pools[0].Open+us.Pools[1].Open, "the router sees open breakers in us-east")
+	require.NoError(t, s.EndFault(label))
+	require.Error(t, s.EndFault(label), "ended already")
+	rep, err := s.Report() // stops the replay early
+	require.NoError(t, err)
+	require.NoError(t, rep.CheckAccounting())
+	require.Contains(t, rep.Faults, label)
+	rec := s.Recorded()
+	require.Len(t, rec, 1)
+	require.Contains(t, rec[0], "regional-outage region=us-east at=")
+	require.Contains(t, rec[0], " for=")
 }

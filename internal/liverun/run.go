@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -20,7 +19,6 @@ import (
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
-	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // DefaultSpeed is the time compression when Options.Speed is 0.
@@ -66,111 +64,12 @@ type Result struct {
 
 // Run replays the scenario through a live fleet and returns its report.
 func Run(ctx context.Context, opts Options) (*Result, error) {
-	speed := opts.Speed
-	if speed == 0 {
-		speed = DefaultSpeed
-	}
-	if speed < 0 || speed > 1000 {
-		return nil, fmt.Errorf("live: speed %g, want in (0, 1000]", speed)
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	sets, sc, err := liveScenario(opts)
+	s, err := Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
-	rec, err := twin.NewRecorder(sc)
-	if err != nil {
-		return nil, err
-	}
-	plans := rec.Faults()
-	if err := checkFaults(plans); err != nil {
-		return nil, err
-	}
-	var arrivals []twin.Arrival
-	streams, err := twin.Arrivals(sc, func(a twin.Arrival) error { arrivals = append(arrivals, a); return nil })
-	if err != nil {
-		return nil, err
-	}
-
-	fl, err := livefleet.Build(ctx, livefleet.Options{Scenario: opts.Scenario, Sets: sets, Speed: speed,
-		Image: opts.Image, BuildLog: opts.BuildLog, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	defer fl.Close(context.WithoutCancel(ctx))
-	// The twin's regional outage swallows connections (attempts fail after
-	// the health timeout), as a black-holing route does: so does the live
-	// one.
-	fl.OutageMode = livefleet.OutageHang
-	if len(fl.Nodes) != rec.Replicas() {
-		return nil, fmt.Errorf("live: the fleet has %d nodes, the scenario %d replicas (a harness bug)", len(fl.Nodes), rec.Replicas())
-	}
-
-	r := &replay{sc: sc, rec: rec, speed: speed, log: log, keys: map[int]string{}}
-	var keys []gateway.Key
-	for i, t := range sc.Tenants {
-		k := "sk-live-" + randomHex(16)
-		r.keys[i] = k
-		keys = append(keys, gateway.Key{Tenant: t.Name, Key: k})
-	}
-	obs := &gateway.Observer{
-		Breaker: func(at time.Duration, replica int, _ string, from, to sched.BreakerState) {
-			r.mark(func(t0 time.Duration) { rec.Breaker(at-t0, replica, from, to) })
-		},
-		Attempt: func(at time.Duration, replica int, _ string, status int, _ bool) {
-			if status == http.StatusTooManyRequests || status == http.StatusNotFound {
-				r.mark(func(t0 time.Duration) { rec.Refusal(at-t0, replica, status) })
-			}
-		},
-	}
-	gw, err := gateway.New(gateway.Config{Scenario: sc, Backends: fl.Backends(), Keys: keys, Seed: sc.Seed,
-		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D()})
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		gw.Close()
-		return nil, err
-	}
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	r.gw, r.url = gw, "http://"+ln.Addr().String()
-	r.client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096,
-		IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_ = srv.Shutdown(sctx)
-		cancel()
-		gw.Close()
-		r.client.CloseIdleConnections()
-	}()
-
-	start := time.Now()
-	end, err := r.run(ctx, fl, plans, arrivals)
-	if err != nil {
-		return nil, err
-	}
-	live, err := rec.Report(end, streams)
-	if err != nil {
-		return nil, fmt.Errorf("live report: %w", err)
-	}
-	res := &Result{Scenario: sc, Sets: sets, Speed: speed, Live: live, WallS: time.Since(start).Seconds()}
-	if opts.NoTwin {
-		return res, nil
-	}
-	_, twinSc, err := liveScenario(opts)
-	if err != nil {
-		return nil, err
-	}
-	if res.Twin, err = twin.Run(ctx, twinSc, twin.Options{}); err != nil {
-		return nil, fmt.Errorf("twin: %w", err)
-	}
-	res.Comparison = Compare(res.Twin, res.Live)
-	return res, nil
+	defer s.Close()
+	return s.Wait(ctx)
 }
 
 // liveScenario loads the scenario as the live fleet will run it: pools that
@@ -210,25 +109,30 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 func checkFaults(plans []twin.FaultPlan) error {
 	var errs []error
 	for _, p := range plans {
-		s := p.Spec
-		var why string
-		switch {
-		case s.Target.Tenant != "":
-			why = "tenant targets have no live emulation"
-		case s.Kind == faults.ColdStartStorm:
-			why = "cold-start storms have no live emulation (nodes cannot reload a model)"
-		case s.Kind == faults.QuotaExhaustion && (s.QuotaRPM != 0 || s.QuotaTPM != 0):
-			why = "the node emulates a quota of zero only"
-		case s.Kind == faults.DriverUpgrade && s.Driver == "":
-			why = "a runtime-only upgrade has no live emulation"
-		case len(p.Replicas) == 0:
+		why := unsupported(p.Spec)
+		if why == "" && len(p.Replicas) == 0 {
 			why = "it hits no replica of the live fleet"
 		}
 		if why != "" {
-			errs = append(errs, fmt.Errorf("fault %s (%s): %s; drop it with --set faults=[...] to run live", p.Label, s.String(), why))
+			errs = append(errs, fmt.Errorf("fault %s (%s): %s; drop it with --set faults=[...] to run live", p.Label, p.Spec.String(), why))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unsupported says why the live fleet cannot emulate a fault, or "".
+func unsupported(s faults.Spec) string {
+	switch {
+	case s.Target.Tenant != "":
+		return "tenant targets have no live emulation"
+	case s.Kind == faults.ColdStartStorm:
+		return "cold-start storms have no live emulation (nodes cannot reload a model)"
+	case s.Kind == faults.QuotaExhaustion && (s.QuotaRPM != 0 || s.QuotaTPM != 0):
+		return "the node emulates a quota of zero only"
+	case s.Kind == faults.DriverUpgrade && s.Driver == "":
+		return "a runtime-only upgrade has no live emulation"
+	}
+	return ""
 }
 
 // replay is one live run in progress.
@@ -242,7 +146,8 @@ type replay struct {
 	url    string
 	client *http.Client
 
-	mu      sync.Mutex // guards rec and t0
+	mu      sync.Mutex                                  // guards rec and t0
+	onEvent func(at time.Duration, kind, detail string) // a console's timeline; called with mu held
 	t0      time.Duration
 	started bool
 	pending []func(t0 time.Duration) // marks before t0 was known
@@ -259,6 +164,9 @@ func (r *replay) mark(fn func(t0 time.Duration)) {
 	}
 	fn(r.t0)
 }
+
+// wallNow is model time since the replay began, for a caller holding mu.
+func (r *replay) wallNow() time.Duration { return r.gw.Now() - r.t0 }
 
 // now is model time since the replay began.
 func (r *replay) now() time.Duration {
@@ -289,7 +197,7 @@ func (r *replay) sleepUntil(ctx context.Context, at time.Duration) bool {
 
 // run replays the arrivals and the faults, waits for the drain, and returns
 // when it stopped (model time).
-func (r *replay) run(ctx context.Context, fl *livefleet.Fleet, plans []twin.FaultPlan, arrivals []twin.Arrival) (time.Duration, error) {
+func (r *replay) run(ctx context.Context, fl *livefleet.Fleet, plans []twin.FaultPlan, arrivals []twin.Arrival, stop <-chan struct{}) (time.Duration, error) {
 	r.mu.Lock()
 	r.t0, r.started = r.gw.Now(), true
 	for _, fn := range r.pending {
@@ -310,8 +218,17 @@ func (r *replay) run(ctx context.Context, fl *livefleet.Fleet, plans []twin.Faul
 	fwg.Go(func() { faultErr = r.runFaults(faultCtx, fl, plans) })
 
 	var wg sync.WaitGroup
+	sendCtx, stopSending := context.WithCancel(ctx)
+	defer stopSending()
+	go func() {
+		select {
+		case <-stop:
+			stopSending()
+		case <-sendCtx.Done():
+		}
+	}()
 	for _, a := range arrivals {
-		if !r.sleepUntil(ctx, a.At) {
+		if !r.sleepUntil(sendCtx, a.At) {
 			break
 		}
 		wg.Go(func() { r.send(reqCtx, a) })
@@ -328,6 +245,7 @@ func (r *replay) run(ctx context.Context, fl *livefleet.Fleet, plans []twin.Faul
 	case <-done:
 	case <-deadline.C:
 	case <-ctx.Done():
+	case <-stop:
 	}
 	deadline.Stop()
 	end := r.now()
@@ -363,7 +281,13 @@ func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twi
 			return err
 		}
 		begin := func(ctx context.Context) error {
-			r.mark(func(t0 time.Duration) { r.rec.FaultStarted(i, r.gw.Now()-t0) })
+			r.mark(func(t0 time.Duration) {
+				at := r.gw.Now() - t0
+				r.rec.FaultStarted(i, at)
+				if r.onEvent != nil {
+					r.onEvent(at, "fault-start", fmt.Sprintf("%s: %s (%d replicas)", p.Label, p.Spec.String(), len(p.Replicas)))
+				}
+			})
 			if p.Spec.Kind == faults.ModelRetirement {
 				// The notice: new requests go to fallbacks; the model goes
 				// at spec.At.
@@ -385,7 +309,13 @@ func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twi
 				if p.Spec.Kind == faults.ModelRetirement {
 					err = errors.Join(err, r.gw.SetRetiring(p.Spec.Target.Model, false))
 				}
-				r.mark(func(t0 time.Duration) { r.rec.FaultEnded(i, r.gw.Now()-t0) })
+				r.mark(func(t0 time.Duration) {
+					at := r.gw.Now() - t0
+					r.rec.FaultEnded(i, at)
+					if r.onEvent != nil {
+						r.onEvent(at, "fault-end", p.Label)
+					}
+				})
 				return err
 			}})
 		}

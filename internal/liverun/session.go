@@ -1,0 +1,545 @@
+package liverun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/internal/gateway"
+	"github.com/fleetdrill/fleetdrill/internal/livefleet"
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Session is a live replay in progress. Start it, then either Wait for its
+// result or, from a console, follow it with Snapshot, inject faults with
+// Inject and EndFault, and stop it with Report. Close it in every case.
+//
+// Its methods mirror twin.Drill's, so a console drives either: the wall
+// clock drives a live replay, so Advance and Step only report where it is,
+// and it cannot pause.
+type Session struct {
+	opts    Options
+	speed   float64
+	sc      *scenarios.Scenario
+	sets    []string
+	rec     *twin.Recorder
+	streams map[string]twin.StreamReport
+	fl      *livefleet.Fleet
+	gw      *gateway.Gateway
+	srv     *http.Server
+	r       *replay
+	log     *slog.Logger
+
+	cancel context.CancelFunc
+	stop   chan struct{}
+	once   sync.Once
+	done   chan struct{}
+	end    time.Duration
+	runErr error
+	wallS  float64
+
+	// Guarded by r.mu: operator faults and the console's timeline.
+	ops      map[int]*operatorFault
+	timeline []twin.TimelineEvent
+	detected map[int]time.Duration
+
+	reportOnce sync.Once
+	report     *twin.Report
+	reportErr  error
+	closeOnce  sync.Once
+}
+
+type operatorFault struct {
+	plan      twin.FaultPlan
+	undo      livefleet.Undo
+	injecting chan struct{} // closed once the fleet has the fault (nil: not async)
+	timer     *time.Timer   // its scheduled end, or retirement
+	ended     bool
+}
+
+// Start builds the fleet and the gateway and starts the replay.
+func Start(ctx context.Context, opts Options) (_ *Session, err error) {
+	speed := opts.Speed
+	if speed == 0 {
+		speed = DefaultSpeed
+	}
+	if speed < 0 || speed > 1000 {
+		return nil, fmt.Errorf("live: speed %g, want in (0, 1000]", speed)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sets, sc, err := liveScenario(opts)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := twin.NewRecorder(sc)
+	if err != nil {
+		return nil, err
+	}
+	plans := rec.Faults()
+	if err := checkFaults(plans); err != nil {
+		return nil, err
+	}
+	var arrivals []twin.Arrival
+	streams, err := twin.Arrivals(sc, func(a twin.Arrival) error { arrivals = append(arrivals, a); return nil })
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{opts: opts, speed: speed, sc: sc, sets: sets, rec: rec, streams: streams, log: log,
+		stop: make(chan struct{}), done: make(chan struct{}), ops: map[int]*operatorFault{}, detected: map[int]time.Duration{}}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if s.fl, err = livefleet.Build(ctx, livefleet.Options{Scenario: opts.Scenario, Sets: sets, Speed: speed,
+		Image: opts.Image, BuildLog: opts.BuildLog, Logger: log}); err != nil {
+		return nil, err
+	}
+	// The twin's regional outage swallows connections (attempts fail after
+	// the health timeout), as a black-holing route does: so does the live
+	// one.
+	s.fl.OutageMode = livefleet.OutageHang
+	if len(s.fl.Nodes) != rec.Replicas() {
+		return nil, fmt.Errorf("live: the fleet has %d nodes, the scenario %d replicas (a harness bug)", len(s.fl.Nodes), rec.Replicas())
+	}
+
+	r := &replay{sc: sc, rec: rec, speed: speed, log: log, keys: map[int]string{}}
+	r.onEvent = s.event
+	s.r = r
+	var keys []gateway.Key
+	for i, t := range sc.Tenants {
+		k := "sk-live-" + randomHex(16)
+		r.keys[i] = k
+		keys = append(keys, gateway.Key{Tenant: t.Name, Key: k})
+	}
+	obs := &gateway.Observer{
+		Breaker: func(at time.Duration, replica int, pool string, from, to sched.BreakerState) {
+			r.mark(func(t0 time.Duration) {
+				rec.Breaker(at-t0, replica, from, to)
+				s.event(at-t0, "breaker-"+to.String(), fmt.Sprintf("pool %s replica %d: %s → %s", pool, replica, from, to))
+				if to == sched.Open {
+					s.noteDetection(at-t0, replica)
+				}
+			})
+		},
+		Attempt: func(at time.Duration, replica int, _ string, status int, _ bool) {
+			if status == http.StatusTooManyRequests || status == http.StatusNotFound {
+				r.mark(func(t0 time.Duration) { rec.Refusal(at-t0, replica, status) })
+			}
+		},
+	}
+	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.fl.Backends(), Keys: keys, Seed: sc.Seed,
+		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D()}); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.srv = &http.Server{Handler: s.gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	r.gw, r.url = s.gw, "http://"+ln.Addr().String()
+	r.client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096,
+		IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go func() {
+		defer close(s.done)
+		start := time.Now()
+		s.end, s.runErr = r.run(runCtx, s.fl, plans, arrivals, s.stop)
+		s.runErr = errors.Join(s.runErr, s.undoOperatorFaults())
+		s.wallS = time.Since(start).Seconds()
+	}()
+	return s, nil
+}
+
+// Wait waits for the replay to end and returns its result, with the twin's
+// run and the comparison unless Options.NoTwin.
+func (s *Session) Wait(ctx context.Context) (*Result, error) {
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		s.halt()
+		<-s.done
+		return nil, ctx.Err()
+	}
+	live, err := s.Report()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Scenario: s.sc, Sets: s.sets, Speed: s.speed, Live: live, WallS: s.wallS}
+	if s.opts.NoTwin {
+		return res, nil
+	}
+	_, twinSc, err := liveScenario(s.opts)
+	if err != nil {
+		return nil, err
+	}
+	if res.Twin, err = twin.Run(ctx, twinSc, twin.Options{}); err != nil {
+		return nil, fmt.Errorf("twin: %w", err)
+	}
+	res.Comparison = Compare(res.Twin, res.Live)
+	return res, nil
+}
+
+// halt stops sending requests and waiting for them: what is running is in
+// flight at the end.
+func (s *Session) halt() { s.once.Do(func() { close(s.stop) }) }
+
+// Close stops the replay if it runs and removes the gateway and the fleet.
+func (s *Session) Close() {
+	s.closeOnce.Do(func() {
+		if s.r != nil && s.cancel != nil {
+			s.halt()
+			<-s.done
+		}
+		if s.cancel != nil {
+			s.cancel()
+		}
+		if s.srv != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_ = s.srv.Shutdown(sctx)
+			cancel()
+		}
+		if s.gw != nil {
+			s.gw.Close()
+		}
+		if s.r != nil && s.r.client != nil {
+			s.r.client.CloseIdleConnections()
+		}
+		if s.fl != nil {
+			_ = s.fl.Close(context.Background())
+		}
+	})
+}
+
+// Now is model time since the replay began.
+func (s *Session) Now() time.Duration {
+	select {
+	case <-s.done:
+		return s.end
+	default:
+	}
+	return s.r.now()
+}
+
+// End is when the replay stops waiting at the latest: duration plus drain.
+func (s *Session) End() time.Duration {
+	d := s.sc.Drain.D()
+	if d == 0 {
+		d = 10 * time.Minute
+	}
+	return s.sc.Duration.D() + d
+}
+
+// Done reports whether the replay has ended.
+func (s *Session) Done() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Advance does nothing: the wall clock drives a live replay.
+func (s *Session) Advance(time.Duration) {}
+
+// Step reports where the replay is: it cannot be stepped.
+func (s *Session) Step() (time.Duration, bool) { return s.Now(), !s.Done() }
+
+// Scenario is the scenario as the live fleet runs it; Sets the overrides
+// that make it from the base scenario.
+func (s *Session) Scenario() *scenarios.Scenario { return s.sc }
+
+// Sets returns the overrides that make the live scenario from the base.
+func (s *Session) Sets() []string { return slices.Clone(s.sets) }
+
+// Live reports that the session runs on the wall clock (no pause, no step).
+func (s *Session) Live() bool { return true }
+
+// Inject injects a fault now, on the replicas the twin would pick: a line of
+// the fault syntax whose at= is replaced by now (a model retirement's
+// notice starts now); with for=, it ends that much later.
+func (s *Session) Inject(line string) (string, error) {
+	if s.Done() {
+		return "", errors.New("the replay has ended")
+	}
+	sp, err := faults.Parse(line)
+	if err != nil {
+		return "", err
+	}
+	if why := unsupported(sp); why != "" {
+		return "", fmt.Errorf("%s: %s", sp.Kind, why)
+	}
+	now := s.Now()
+	sp.At = now
+	if sp.Kind == faults.ModelRetirement {
+		sp.At = now + sp.Notice
+	}
+	s.r.mu.Lock()
+	plan, idx, err := s.rec.AddFault(sp)
+	s.r.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	op := &operatorFault{plan: plan}
+	nodes := s.nodes(plan)
+	ctx := context.Background()
+	if sp.Kind == faults.ModelRetirement {
+		if err := s.gw.SetRetiring(sp.Target.Model, true); err != nil {
+			return "", err
+		}
+		op.timer = time.AfterFunc(s.r.wall(sp.At-now), func() {
+			u, err := s.fl.InjectOn(ctx, sp, nodes)
+			s.r.mu.Lock()
+			op.undo = u
+			s.r.mu.Unlock()
+			if err != nil {
+				s.log.Warn("retire", "fault", plan.Label, "err", err)
+			}
+		})
+	} else {
+		// The fleet's side (toxics, admin calls, containers) can take a
+		// while under load: the console's driver must not wait for it.
+		op.injecting = make(chan struct{})
+		go func() {
+			defer close(op.injecting)
+			u, err := s.fl.InjectOn(ctx, sp, nodes)
+			s.r.mu.Lock()
+			defer s.r.mu.Unlock()
+			op.undo = u
+			if err != nil {
+				s.event(s.r.wallNow(), "inject-failed", fmt.Sprintf("%s: %v", plan.Label, err))
+			}
+		}()
+	}
+	s.r.mu.Lock()
+	s.ops[idx] = op
+	s.rec.FaultStarted(idx, now)
+	s.timeline = append(s.timeline, twin.TimelineEvent{TS: now.Seconds(), Kind: "fault-start",
+		Detail: fmt.Sprintf("%s: %s (%d replicas, by the operator)", plan.Label, sp.String(), len(plan.Replicas))})
+	s.r.mu.Unlock()
+	if sp.For > 0 {
+		time.AfterFunc(s.r.wall(sp.At+sp.For-now), func() { _ = s.EndFault(plan.Label) })
+	}
+	return plan.Label, nil
+}
+
+func (s *Session) nodes(p twin.FaultPlan) []*livefleet.Node {
+	var out []*livefleet.Node
+	for _, ri := range p.Replicas {
+		out = append(out, s.fl.Nodes[ri])
+	}
+	return out
+}
+
+// EndFault ends an operator's fault now. (The scenario's own faults keep
+// their schedule.)
+func (s *Session) EndFault(label string) error {
+	now := s.Now()
+	s.r.mu.Lock()
+	var idx = -1
+	for i, op := range s.ops {
+		if op.plan.Label == label && !op.ended {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		s.r.mu.Unlock()
+		return fmt.Errorf("no active fault %s injected from the console", label)
+	}
+	op := s.ops[idx]
+	op.ended = true
+	if op.timer != nil {
+		op.timer.Stop()
+	}
+	injecting := op.injecting
+	s.rec.SetFaultEnd(idx, now)
+	s.rec.FaultEnded(idx, now)
+	s.timeline = append(s.timeline, twin.TimelineEvent{TS: now.Seconds(), Kind: "fault-end", Detail: label})
+	s.r.mu.Unlock()
+	if injecting != nil {
+		<-injecting
+	}
+	s.r.mu.Lock()
+	undo := op.undo
+	s.r.mu.Unlock()
+	var err error
+	if undo != nil {
+		err = undo(context.Background())
+	}
+	if op.plan.Spec.Kind == faults.ModelRetirement {
+		err = errors.Join(err, s.gw.SetRetiring(op.plan.Spec.Target.Model, false))
+	}
+	return err
+}
+
+func (s *Session) undoOperatorFaults() error {
+	s.r.mu.Lock()
+	var labels []string
+	for _, op := range s.ops {
+		if !op.ended {
+			labels = append(labels, op.plan.Label)
+		}
+	}
+	s.r.mu.Unlock()
+	var errs []error
+	for _, l := range labels {
+		errs = append(errs, s.EndFault(l))
+	}
+	return errors.Join(errs...)
+}
+
+// event adds to the console's timeline; called with r.mu held.
+func (s *Session) event(at time.Duration, kind, detail string) {
+	s.timeline = append(s.timeline, twin.TimelineEvent{TS: at.Seconds(), Kind: kind, Detail: detail})
+}
+
+// noteDetection marks the faults a breaker opening on replica detects;
+// called with r.mu held.
+func (s *Session) noteDetection(at time.Duration, replica int) {
+	for i, fp := range s.rec.Faults() {
+		active := at >= fp.Start && (fp.End == 0 || at < fp.End)
+		if _, ok := s.detected[i]; !ok && active && slices.Contains(fp.Replicas, replica) {
+			s.detected[i] = at
+			s.event(at, "detected", fmt.Sprintf("%s after %v", fp.Label, at-fp.Start))
+		}
+	}
+}
+
+// Report stops the replay if it still runs and returns its report.
+func (s *Session) Report() (*twin.Report, error) {
+	s.reportOnce.Do(func() {
+		s.halt()
+		<-s.done
+		if s.runErr != nil {
+			s.reportErr = s.runErr
+			return
+		}
+		s.r.mu.Lock()
+		defer s.r.mu.Unlock()
+		s.report, s.reportErr = s.rec.Report(s.end, s.streams)
+		if s.reportErr != nil {
+			s.reportErr = fmt.Errorf("live report: %w", s.reportErr)
+		}
+	})
+	return s.report, s.reportErr
+}
+
+// Recorded returns every fault line as the replay ran it.
+func (s *Session) Recorded() []string {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	return s.rec.FaultLines()
+}
+
+// Snapshot is the replay's state now, from the gateway's view of the fleet.
+func (s *Session) Snapshot() twin.Snapshot {
+	now := s.Now()
+	sc := s.sc
+	snap := twin.Snapshot{Scenario: sc.Name, Seed: sc.Seed, Now: now, End: s.End(), Duration: sc.Duration.D(), Done: s.Done()}
+	var replicaPool []int
+	for pi, p := range sc.Pools {
+		for range p.Replicas {
+			replicaPool = append(replicaPool, pi)
+		}
+	}
+	s.gw.View(func(core *sched.Core, cnow time.Duration) {
+		for _, reg := range sc.Regions {
+			rs := twin.RegionState{Name: reg.Name, Jurisdiction: reg.Jurisdiction}
+			for pi, p := range sc.Pools {
+				if p.Region != reg.Name || p.Replicas == 0 {
+					continue
+				}
+				ps := twin.PoolState{Name: p.Name, Provider: p.Provider, Replicas: p.Replicas}
+				for m, model := range sc.Models {
+					if core.Serves(pi, m) {
+						ps.Models = append(ps.Models, model.Name)
+					}
+				}
+				busy := 0
+				for ri, rp := range replicaPool {
+					if rp != pi {
+						continue
+					}
+					switch {
+					case core.BreakerView(cnow, ri) == sched.Open:
+						ps.Open++
+					case core.Ready(ri):
+						ps.Up++
+					}
+					n := core.Inflight(ri)
+					ps.Inflight += n
+					if n > 0 {
+						busy++
+					}
+				}
+				switch {
+				case ps.Up == ps.Replicas:
+					ps.Health = "healthy"
+				case ps.Up > 0:
+					ps.Health = "degraded"
+				default:
+					ps.Health = "down"
+				}
+				ps.Utilization = float64(busy) / float64(ps.Replicas)
+				rs.Pools = append(rs.Pools, ps)
+			}
+			snap.Regions = append(snap.Regions, rs)
+		}
+		for m, model := range sc.Models {
+			ms := twin.ModelState{Name: model.Name, Queue: core.QueueLen(m)}
+			for t, tn := range sc.Tenants {
+				rt := core.Explain(cnow, t, 0, m)
+				st := twin.RouteState{Tenant: tn.Name, Fallback: rt.Fallback}
+				if rt.Served >= 0 {
+					st.Served = sc.Models[rt.Served].Name
+				}
+				for _, pi := range rt.Pools {
+					st.Pools = append(st.Pools, sc.Pools[pi].Name)
+				}
+				for _, sk := range rt.Skipped {
+					st.Skipped = append(st.Skipped, twin.ReasonCount{Reason: sk.Reason, Count: sk.Count})
+				}
+				ms.Routes = append(ms.Routes, st)
+			}
+			snap.Models = append(snap.Models, ms)
+		}
+	})
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	snap.Classes = s.rec.Recent(now, twin.DrillWindow)
+	snap.Requests = s.rec.Counts()
+	for i, fp := range s.rec.Faults() {
+		fs := twin.FaultState{Label: fp.Label, Spec: fp.Spec.String(), Start: fp.Start, End: fp.End,
+			Active: now >= fp.Start && (fp.End == 0 || now < fp.End), Detect: -1, Mitigate: -1, Recover: -1}
+		if op, ok := s.ops[i]; ok {
+			fs.Injected = true
+			fs.Active = !op.ended
+		}
+		if d, ok := s.detected[i]; ok {
+			fs.Detect = d - fp.Start
+		}
+		snap.Faults = append(snap.Faults, fs)
+	}
+	ev := s.timeline
+	if len(ev) > 500 {
+		ev = ev[len(ev)-500:]
+	}
+	snap.Events = slices.Clone(ev)
+	return snap
+}
