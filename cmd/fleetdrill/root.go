@@ -50,7 +50,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newRunCmd(), newCompareCmd(), newScenariosCmd(), newTraceCmd(), newCalibrateCmd(), newFidelityCmd(), newFaultsCmd(), newSpecCmd(), newGatewayCmd(), newNodeCmd(), newVersionCmd())
+	root.AddCommand(newRunCmd(), newCompareCmd(), newScenariosCmd(), newTraceCmd(), newCalibrateCmd(), newFidelityCmd(), newFaultsCmd(), newSpecCmd(), newTUICmd(), newGatewayCmd(), newNodeCmd(), newVersionCmd())
 	return root
 }
 

@@ -1,0 +1,256 @@
+package tui
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/fleetdrill/fleetdrill/twin"
+)
+
+// pathKinds are the timeline events of the degradation and recovery path.
+var pathKinds = []string{
+	"fault-start", "retirement-notice", "detected", "mitigated", "route-change",
+	"degrade", "restore", "fault-end", "recovered",
+}
+
+// summary is the screen after q (or when the run ends): the run's totals,
+// per fault the time to detect, mitigate and recover, the path as lanes
+// over the run's time, and the path's events.
+func (m *Model) summary(w, h int) []string {
+	st := m.st
+	s := &m.frame.Snap
+	if m.final == nil {
+		return st.box("Summary", []string{st.dim.Render("finishing the drill…")}, w, h, true)
+	}
+	inner := w - 2
+	var out []string
+	// Blank lines between sections only where there is room for them.
+	gap := func() {
+		if h >= 30 {
+			out = append(out, "")
+		}
+	}
+	how := "stopped at " + clock(m.final.At) + " of " + clock(s.End)
+	if m.final.Ended {
+		how = "ran to its end at " + clock(m.final.At)
+	}
+	out = append(out, st.bold.Render(s.Scenario)+st.dim.Render(" · seed "+utoa(s.Seed)+" · ")+how)
+	rq := s.Requests
+	out = append(out, strings.Split(lipgloss.Wrap("requests "+count(rq.Arrived)+" arrived"+st.dim.Render(" · ")+count(rq.Completed)+" completed"+
+		st.dim.Render(" · ")+count(rq.Rejected)+" rejected"+st.dim.Render(" · ")+count(rq.Deferred)+" deferred"+
+		st.dim.Render(" · ")+count(rq.Failed)+" failed"+st.dim.Render(" · ")+count(rq.TimedOut)+" timed out"+
+		st.dim.Render(" · ")+count(rq.Retries)+" retries", inner, " "), "\n")...)
+	var cl []string
+	for _, c := range s.Classes {
+		att := 1.0
+		if c.TotalArrived > 0 {
+			att = float64(c.TotalSLOMet) / float64(c.TotalArrived)
+		}
+		cl = append(cl, c.Name+" SLO met "+m.attainment(att)+st.dim.Render(" ("+count(c.TotalSLOMet)+" of "+count(c.TotalArrived)+")"))
+	}
+	if len(cl) > 0 {
+		out = append(out, strings.Join(cl, st.dim.Render(" · ")))
+	}
+	if m.final.Err != nil {
+		out = append(out, st.bad.Render("report: "+m.final.Err.Error()))
+	}
+
+	lw := 10
+	for _, f := range s.Faults {
+		lw = max(lw, ansi.StringWidth(f.Label)+2)
+	}
+	lw = min(lw, max(inner*2/5, 12))
+	gap()
+	if len(s.Faults) == 0 {
+		out = append(out, st.dim.Render("no faults in this drill"))
+	} else {
+		const cw = 9
+		col := func(x string) string { return padLeft(x, cw) }
+		out = append(out, st.bold.Render(padRight("fault", lw)+col("start")+col("end")+col("detect")+col("mitigate")+col("recover")))
+		for _, f := range s.Faults {
+			label := f.Label
+			if f.Injected {
+				label += " *"
+			}
+			label = fit(label, lw)
+			if f.Start > s.Now {
+				out = append(out, st.dim.Render(label+col(clock(f.Start))+"  not reached"))
+				continue
+			}
+			end := "—"
+			if f.End > 0 {
+				end = clock(f.End)
+			} else if f.Active {
+				end = "open"
+			}
+			out = append(out, label+col(clock(f.Start))+col(end)+
+				col(since(f.Detect))+col(since(f.Mitigate))+col(since(f.Recover)))
+		}
+		out = append(out, st.dim.Render("* injected; detect and mitigate from the fault's start, recover from its end"))
+	}
+
+	// Lanes: each fault's active span with its detection (D), mitigation
+	// (M) and recovery (R), and the ladder's engaged steps, over the run.
+	laneW := inner - lw
+	span := max(s.Now, time.Second)
+	if laneW >= 10 && len(s.Faults) > 0 {
+		gap()
+		out = append(out, st.bold.Render(padRight("path", lw))+st.dim.Render(padRight("0:00", laneW-len(clock(span)))+clock(span)))
+		for _, f := range s.Faults {
+			if f.Start <= s.Now {
+				out = append(out, fit(f.Label, lw-1)+" "+m.faultLane(f, span, laneW))
+			}
+		}
+		if d := s.Degradation; d != nil && len(d.Steps) > 0 {
+			out = append(out, fit("ladder", lw-1)+" "+m.ladderLane(s.Events, len(d.Steps), span, laneW))
+		}
+		if h >= 30 {
+			legend := "━ active  D detected  M mitigated  R recovered"
+			if s.Degradation != nil {
+				legend += "  ▁▂▃ ladder steps engaged"
+			}
+			out = append(out, st.dim.Render(padRight("", lw)+legend))
+		}
+	}
+
+	// The path's events, scrollable.
+	// The report's timeline is whole; a snapshot's keeps the latest
+	// events only.
+	events := s.Events
+	if m.final.Report != nil && len(m.final.Report.Timeline) > 0 {
+		events = m.final.Report.Timeline
+	}
+	var path []string
+	for _, e := range events {
+		if slices.Contains(pathKinds, e.Kind) {
+			path = append(path, st.dim.Render(clockTenths(eventTime(e)))+" "+m.eventStyle(padRight(e.Kind, 17))+" "+e.Detail)
+		}
+	}
+	gap()
+	out = append(out, st.bold.Render("degradation and recovery path")+st.dim.Render(" ("+itoa(len(path))+" events)"))
+	room := h - 2 - len(out)
+	if room > 0 && len(path) > 0 {
+		m.scroll = min(m.scroll, max(len(path)-room, 0))
+		end := min(m.scroll+room, len(path))
+		out = append(out, path[m.scroll:end]...)
+	} else if len(path) == 0 {
+		out = append(out, st.dim.Render("nothing happened"))
+	}
+	return st.box("Game day summary", out, w, h, true)
+}
+
+// laneCell is one cell of a lane: a glyph and its style.
+type laneCell struct {
+	r     rune
+	style int // 0 dim, 1 bad (active), 2 warn (D), 3 info (M), 4 ok (R), 5 note (ladder)
+}
+
+func (m *Model) renderLane(cells []laneCell) string {
+	var b, run strings.Builder
+	cur := -1
+	flush := func() {
+		if run.Len() == 0 {
+			return
+		}
+		st := m.st
+		s := []func(string) string{st.dim.Render, st.bad.Render, st.warn.Render, st.info.Render, st.ok.Render, st.note.Render}[cur]
+		b.WriteString(s(run.String()))
+		run.Reset()
+	}
+	for _, c := range cells {
+		if c.style != cur {
+			flush()
+			cur = c.style
+		}
+		run.WriteRune(c.r)
+	}
+	flush()
+	return b.String()
+}
+
+// faultLane draws a fault over [0, span] in w cells.
+func (m *Model) faultLane(f twin.FaultState, span time.Duration, w int) string {
+	at := func(t time.Duration) int {
+		return max(0, min(int(float64(t)/float64(span)*float64(w-1)+0.5), w-1))
+	}
+	cells := make([]laneCell, w)
+	for i := range cells {
+		cells[i] = laneCell{r: '─'}
+	}
+	end := span
+	if f.End > 0 && f.End < span {
+		end = f.End
+	}
+	for i := at(f.Start); i <= at(end); i++ {
+		cells[i] = laneCell{r: '━', style: 1}
+	}
+	// A marker that lands on another moves right, so that D and M a
+	// tenth of a second apart both show.
+	mark := func(t time.Duration, r rune, style int) {
+		i := at(t)
+		for i < w-1 && cells[i].style >= 2 {
+			i++
+		}
+		cells[i] = laneCell{r: r, style: style}
+	}
+	if f.Detect >= 0 {
+		mark(f.Start+f.Detect, 'D', 2)
+	}
+	if f.Mitigate >= 0 {
+		mark(f.Start+f.Mitigate, 'M', 3)
+	}
+	if f.Recover >= 0 && f.End > 0 {
+		mark(f.End+f.Recover, 'R', 4)
+	}
+	return m.renderLane(cells)
+}
+
+// ladderLane draws the ladder's engaged steps over [0, span] in w cells,
+// from the timeline's degrade and restore events ("step 2 cap-output
+// ...": step 2 engaged; "step 2 ... released": back to 1).
+func (m *Model) ladderLane(events []twin.TimelineEvent, steps int, span time.Duration, w int) string {
+	type change struct {
+		at    time.Duration
+		level int
+	}
+	var changes []change
+	for _, e := range events {
+		if e.Kind != "degrade" && e.Kind != "restore" {
+			continue
+		}
+		f := strings.Fields(e.Detail)
+		if len(f) < 2 || f[0] != "step" {
+			continue
+		}
+		n, err := strconv.Atoi(f[1])
+		if err != nil {
+			continue
+		}
+		if e.Kind == "restore" {
+			n--
+		}
+		changes = append(changes, change{eventTime(e), n})
+	}
+	cells := make([]laneCell, w)
+	level, j := 0, 0
+	for i := range cells {
+		t := time.Duration(float64(span) * float64(i) / float64(max(w-1, 1)))
+		for j < len(changes) && changes[j].at <= t {
+			level = changes[j].level
+			j++
+		}
+		idx := 0
+		if level > 0 {
+			idx = max(1, min(level*7/steps, 7))
+			cells[i] = laneCell{r: sparkLevels[idx], style: 5}
+			continue
+		}
+		cells[i] = laneCell{r: sparkLevels[0]}
+	}
+	return m.renderLane(cells)
+}
