@@ -18,12 +18,19 @@ help: ## List the targets
 build: ## Build the fleetdrill binary into bin/
 	$(GO) build -o bin/fleetdrill ./cmd/fleetdrill
 
+# Packages whose tests start containers: they run one package at a time,
+# after the others, so two live fleets never share the two cores.
+LIVE_RE ?= /internal/livefleet$$|/internal/liverun$$|/features$$
+
 .PHONY: test
 test: ## Run every test with the race detector (live tests: the node image is built once, when Docker answers)
 	@if docker info >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory image-node >/dev/null && export FLEETDRILL_NODE_IMAGE=fleetdrill-node:dev; \
 	else echo "make test: no Docker engine answers: the live tests will skip"; fi; \
-	$(GO) test -race -count=1 $(PKGS)
+	pkgs=$$($(GO) list $(PKGS)) || exit 1; \
+	rest=$$(echo "$$pkgs" | grep -v -E '$(LIVE_RE)'); live=$$(echo "$$pkgs" | grep -E '$(LIVE_RE)'); \
+	if [ -n "$$rest" ]; then $(GO) test -race -count=1 $$rest || exit 1; fi; \
+	if [ -n "$$live" ]; then $(GO) test -race -count=1 -p 1 $$live || exit 1; fi
 
 .PHONY: bench
 bench: ## Run the benchmarks (BENCH_COUNT runs each; compare runs with benchstat)
