@@ -25,10 +25,11 @@
 // wall time) and the health timeout (policy.health), the retry backoff, an
 // upstream's Retry-After (a node at the same speed gives it in model
 // seconds), Config.QueueTimeout and the class deadline. What the gateway
-// reports is model time too: the Retry-After it sends, the TTFT and
-// end-to-end histograms (fleetdrill_gateway_ttft_seconds, _e2e_seconds), the
-// TTFT fed to the lowest-latency routing strategy, X-Fleetdrill-Queue-Wait
-// and the Observer's stamps. Speed 1 (the default) is real time. The
+// reports is model time too: the Retry-After it sends, every latency
+// histogram (gen_ai_server_time_to_first_token_seconds and the rest of the
+// catalogue's, fleetdrill_gateway_ttft_seconds, _e2e_seconds), the TTFT fed
+// to the lowest-latency routing strategy, X-Fleetdrill-Queue-Wait and the
+// Observer's stamps. Speed 1 (the default) is real time. The
 // network's own latency is compressed with the rest: a millisecond of HTTP
 // overhead counts as Speed milliseconds of model time, so choose a speed
 // that keeps it small beside the scenario's latencies and timeouts.
@@ -121,6 +122,19 @@
 // core's queue between its last offer and its dispatch, in decimal (0 when
 // dispatched at once). Answers to requests that fail authentication or
 // validation (401, 400, 404 for an unknown model) carry none of these.
+//
+// # Metrics
+//
+// /metrics serves the gateway's registry (Config.Registry, never the global
+// one): the shared catalogue's series that the gateway observes ([Exported];
+// names, help and labels from internal/signals, as the twin writes them, so
+// one dashboard reads both) and its own fleetdrill_gateway_* series. The
+// time to first token and per output token come from the server-sent events
+// of streamed responses as they pass through (metrics.go: streamMeter);
+// queue depth, saturation, breakers and deployment state are read from the
+// core at scrape time, without advancing its breakers. Each request's class
+// goes upstream in X-Fleetdrill-Class, so an emulated node labels its own
+// latencies alike. docs/metrics.md has every series and what it counts.
 //
 // # Observer and control
 //

@@ -65,11 +65,13 @@ type Gateway struct {
 }
 
 type replica struct {
-	pool    string
-	url     string
-	host    string // for the breaker metric: host:port, never userinfo or path
-	model   int
-	healthz string
+	pool     string
+	region   string // the pool's
+	url      string
+	host     string // for the inflight metric: host:port, never userinfo or path
+	model    int
+	maxBatch int // the core's: sequences it sends the replica at once
+	healthz  string
 }
 
 type keyEntry struct {
@@ -183,7 +185,8 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: pool %s: %w", p, err)
 		}
 		g.byPool[p] = append(g.byPool[p], len(g.replicas))
-		g.replicas = append(g.replicas, replica{pool: p, url: u, host: pu.Host, model: r.Model, healthz: u + "/healthz"})
+		g.replicas = append(g.replicas, replica{pool: p, region: sc.Pools[r.Pool].Region, url: u, host: pu.Host, model: r.Model,
+			maxBatch: r.MaxBatch, healthz: u + "/healthz"})
 		if name := sc.Models[r.Model].Name; !slices.Contains(g.served, name) {
 			g.served = append(g.served, name)
 		}

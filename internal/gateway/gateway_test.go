@@ -125,7 +125,7 @@ func TestBreakerOpensAndProbesCloseIt(t *testing.T) {
 		t.Fatalf("failing backend: %d, want 502", resp.StatusCode)
 	}
 	state := func() float64 {
-		return h.metric("fleetdrill_gateway_breaker_state", map[string]string{"pool": "use-h100-8b", "replica": "0"})
+		return h.metric("fleetdrill_breaker_state", map[string]string{"pool": "use-h100-8b", "replica": "0"})
 	}
 	// Open (1), or half-open (2) between a probe's trial and its failure.
 	if s := state(); s == 0 {
@@ -175,7 +175,7 @@ func TestUpstream429IsRetriedThenPassedThrough(t *testing.T) {
 	if us.hits.Load() != 2 {
 		t.Errorf("attempts = %d, want 2", us.hits.Load())
 	}
-	if s := h.metric("fleetdrill_gateway_breaker_state", nil); s != 0 {
+	if s := h.metric("fleetdrill_breaker_state", nil); s != 0 {
 		t.Errorf("a 429 opened the breaker")
 	}
 }
@@ -223,7 +223,7 @@ func TestOverload429AndAccounting(t *testing.T) {
 		wg.Go(func() { resp, _ := h.mustPost(keyGlobal, chatBody(false, "x")); codes <- resp })
 	}
 	eventually(t, "the fleet to fill", func() bool {
-		return h.metric("fleetdrill_gateway_queue_length", nil) == 2 && len(us.started) == 2
+		return h.metric("fleetdrill_queue_depth", nil) == 2 && len(us.started) == 2
 	})
 	for range n - 4 {
 		resp, _ := h.mustPost(keyGlobal, chatBody(false, "x"))

@@ -80,7 +80,7 @@ func TestOutcomeHeaders(t *testing.T) {
 				<-eu.started
 				if tc.wantReason == "queue-full" {
 					wg.Go(func() { _, _, _ = h.post(ctx, tc.park, chatBody(false, "x")) })
-					eventually(t, "a queued request", func() bool { return h.metric("fleetdrill_gateway_queue_length", nil) == 1 })
+					eventually(t, "a queued request", func() bool { return h.metric("fleetdrill_queue_depth", nil) == 1 })
 				}
 			}
 			body := tc.body
@@ -132,7 +132,7 @@ func TestQueueWaitHeader(t *testing.T) {
 	<-us.started
 	var resp *http.Response
 	wg.Go(func() { resp, _ = h.mustPost(keyGlobal, chatBody(false, "second")) })
-	eventually(t, "the second request to queue", func() bool { return h.metric("fleetdrill_gateway_queue_length", nil) == 1 })
+	eventually(t, "the second request to queue", func() bool { return h.metric("fleetdrill_queue_depth", nil) == 1 })
 	queued := time.Now()
 	time.Sleep(50 * time.Millisecond) // let it wait: 0.5 s of model time
 	us.Release()

@@ -110,7 +110,7 @@ func TestOverloadIsBounded(t *testing.T) {
 	h.gw.mu.Unlock()
 	assert.Equal(t, bound, held, "requests the core holds")
 	assert.Equal(t, bound, live, "requests the gateway tracks")
-	assert.Equal(t, float64(queue), h.metric("fleetdrill_gateway_queue_length", nil))
+	assert.Equal(t, float64(queue), h.metric("fleetdrill_queue_depth", nil))
 
 	us.Release()
 	wg.Wait()

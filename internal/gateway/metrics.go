@@ -1,10 +1,15 @@
 package gateway
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetdrill/fleetdrill/internal/signals"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // Outcomes of a request, each counted once.
@@ -16,29 +21,105 @@ const (
 	outTimedOut  = "timed_out"
 )
 
+var outcomes = []string{outCompleted, outRejected, outFailed, outTimedOut, outCancelled}
+
+// rejectReasons are the reasons a request is refused: the core's and
+// upstream-quota (upstream 429s outlasted the retries).
+var rejectReasons = []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens, sched.ReasonQueueFull,
+	sched.ReasonDeadline, sched.ReasonNoRoute, reasonUpstreamQuota}
+
+// metrics are the gateway's series: the shared catalogue's (package
+// signals: the names, help, labels and buckets the twin writes in simulated
+// time, so one dashboard reads both) and the gateway's own
+// fleetdrill_gateway_* series. Labels carry scenario names only (model,
+// pool, region, class, tenant by its scenario name), never a key, a prompt
+// or a value the client chose that the scenario does not list.
 type metrics struct {
-	g            *Gateway
+	g *Gateway
+
+	// The catalogue's series (docs/metrics.md). Latencies are model
+	// seconds (wall seconds × Config.Speed).
+	ttft      *prometheus.HistogramVec // served model, pool, region, class: streamed responses only
+	tpot      *prometheus.HistogramVec // served model, pool, region, class: streamed responses only
+	latency   *prometheus.HistogramVec // served model, pool, region, class
+	outcomes  *prometheus.CounterVec   // requested model, class, outcome
+	rejected  *prometheus.CounterVec   // class, reason
+	throttled *prometheus.CounterVec   // pool, region
+	routes    *prometheus.CounterVec   // requested model, served model
+	fbOK      *prometheus.CounterVec   // requested model, fallback model
+	fbFailed  *prometheus.CounterVec   // requested model
+
+	queueDesc, saturationDesc, stateDesc, cooledDesc, breakerDesc *prometheus.Desc
+
+	// The gateway's own.
 	requests     *prometheus.CounterVec // tenant, class, outcome
 	unauthorized prometheus.Counter
 	attempts     *prometheus.CounterVec // pool, result
 	retries      *prometheus.CounterVec // tenant, class
 	deferrals    *prometheus.CounterVec // tenant, class, reason
 	probes       *prometheus.CounterVec // pool, result
-	ttft         *prometheus.HistogramVec
+	firstByte    *prometheus.HistogramVec
 	e2e          *prometheus.HistogramVec
-	queueDesc    *prometheus.Desc
-	breakerDesc  *prometheus.Desc
 	inflightDesc *prometheus.Desc
 }
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
+// catalogue returns s's name, help and labels, checking its type: a
+// mismatch is a programming error.
+func catalogue(s signals.Signal, t signals.Type) (string, string, []string) {
+	if s.Type != t {
+		panic("gateway: signal " + s.Name + " is a " + string(s.Type) + ", not a " + string(t))
+	}
+	return s.Name, s.Help, s.Labels
+}
+
+func counterVec(s signals.Signal) *prometheus.CounterVec {
+	name, help, labels := catalogue(s, signals.Counter)
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+}
+
+func histogramVec(s signals.Signal, buckets []float64) *prometheus.HistogramVec {
+	name, help, labels := catalogue(s, signals.Histogram)
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+}
+
+func gaugeDesc(s signals.Signal) *prometheus.Desc {
+	name, help, labels := catalogue(s, signals.Gauge)
+	return prometheus.NewDesc(name, help, labels, nil)
+}
+
+// Exported lists the catalogue's series the live gateway serves. The rest
+// come from the emulated node (KVAllocatable, Preemptions, ColdStarts) or
+// only from the twin (DegradationStep: the gateway has no degradation
+// ladder; ForecastError: it forecasts nothing).
+var Exported = []signals.Signal{signals.TTFT, signals.TPOT, signals.E2E, signals.Requests, signals.Rejected,
+	signals.Throttled, signals.QueueDepth, signals.Saturation, signals.Routes, signals.FallbacksOK,
+	signals.FallbacksFailed, signals.DeploymentState, signals.CooledDown, signals.Breaker}
+
 func newMetrics(g *Gateway) *metrics {
 	const ns, sub = "fleetdrill", "gateway"
 	return &metrics{
-		g: g,
+		g:         g,
+		ttft:      histogramVec(signals.TTFT, signals.LatencyBuckets),
+		tpot:      histogramVec(signals.TPOT, signals.TokenBuckets),
+		latency:   histogramVec(signals.E2E, signals.LatencyBuckets),
+		outcomes:  counterVec(signals.Requests),
+		rejected:  counterVec(signals.Rejected),
+		throttled: counterVec(signals.Throttled),
+		routes:    counterVec(signals.Routes),
+		fbOK:      counterVec(signals.FallbacksOK),
+		fbFailed:  counterVec(signals.FallbacksFailed),
+
+		queueDesc:      gaugeDesc(signals.QueueDepth),
+		saturationDesc: gaugeDesc(signals.Saturation),
+		stateDesc:      gaugeDesc(signals.DeploymentState),
+		cooledDesc:     gaugeDesc(signals.CooledDown),
+		breakerDesc:    gaugeDesc(signals.Breaker),
+
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
-			Help: "Requests by tenant (scenario name), class and outcome; each request is counted once."}, []string{"tenant", "class", "outcome"}),
+			Help: "Requests by tenant (its scenario name, never a key or an id), class and outcome; each request is counted once."},
+			[]string{"tenant", "class", "outcome"}),
 		unauthorized: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "unauthorized_total",
 			Help: "Requests refused for a missing or unknown API key."}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "attempts_total",
@@ -50,56 +131,285 @@ func newMetrics(g *Gateway) *metrics {
 			[]string{"tenant", "class", "reason"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "probes_total",
 			Help: "Health probes by pool and result."}, []string{"pool", "result"}),
-		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "ttft_seconds",
-			Help: "Time to the first response byte from the backend, from arrival, in model seconds (wall seconds × the gateway's speed).", Buckets: latencyBuckets}, []string{"tenant", "class"}),
+		firstByte: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "ttft_seconds",
+			Help: "Time to the first response byte from the backend, from arrival, by tenant and class, in model seconds (wall seconds × the gateway's speed).", Buckets: latencyBuckets}, []string{"tenant", "class"}),
 		e2e: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub, Name: "e2e_seconds",
-			Help: "End-to-end latency of completed requests, in model seconds (wall seconds × the gateway's speed).", Buckets: latencyBuckets}, []string{"tenant", "class"}),
-		queueDesc: prometheus.NewDesc("fleetdrill_gateway_queue_length", "Requests waiting in the core's queues, by model.",
-			[]string{"model"}, nil),
-		breakerDesc: prometheus.NewDesc("fleetdrill_gateway_breaker_state", "Breaker state per backend: 0 closed, 1 open, 2 half-open.",
-			[]string{"pool", "replica", "backend"}, nil),
+			Help: "End-to-end latency of completed requests by tenant and class, in model seconds (wall seconds × the gateway's speed).", Buckets: latencyBuckets}, []string{"tenant", "class"}),
 		inflightDesc: prometheus.NewDesc("fleetdrill_gateway_replica_inflight", "Requests dispatched to a backend and not finished.",
 			[]string{"pool", "replica", "backend"}, nil),
 	}
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	return errors.Join(reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
-		reg.Register(m.retries), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.ttft), reg.Register(m.e2e),
+	m.zero()
+	return errors.Join(
+		reg.Register(m.ttft), reg.Register(m.tpot), reg.Register(m.latency), reg.Register(m.outcomes),
+		reg.Register(m.rejected), reg.Register(m.throttled), reg.Register(m.routes), reg.Register(m.fbOK),
+		reg.Register(m.fbFailed),
+		reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
+		reg.Register(m.retries), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
 		reg.Register(coreCollector{m}))
 }
 
+// zero creates the counters whose label values the scenario fixes, at 0,
+// so that rate() and increase() see a series from the first scrape rather
+// than from its first event.
+func (m *metrics) zero() {
+	g := m.g
+	for _, md := range g.sc.Models {
+		for _, c := range g.sc.Classes {
+			for _, o := range outcomes {
+				m.outcomes.WithLabelValues(md.Name, c.Name, o)
+			}
+		}
+		if g.sc.Policy.Routing.Fallback && len(md.Fallbacks) > 0 {
+			m.fbFailed.WithLabelValues(md.Name)
+			for _, f := range md.Fallbacks {
+				m.fbOK.WithLabelValues(md.Name, f)
+			}
+		}
+	}
+	for _, c := range g.sc.Classes {
+		for _, r := range rejectReasons {
+			m.rejected.WithLabelValues(c.Name, r)
+		}
+	}
+	for _, p := range g.sc.Pools {
+		if len(g.byPool[p.Name]) > 0 {
+			m.throttled.WithLabelValues(p.Name, p.Region)
+		}
+	}
+}
+
+// ended counts q once, when it ends with outcome.
+func (m *metrics) ended(q *request, outcome string) {
+	m.requests.WithLabelValues(q.tenant, q.class, outcome).Inc()
+	m.outcomes.WithLabelValues(q.model, q.class, outcome).Inc()
+	switch outcome {
+	case outCompleted:
+		e2e := m.g.clk.model(time.Since(q.arrived)).Seconds()
+		m.e2e.WithLabelValues(q.tenant, q.class).Observe(e2e)
+		m.latency.WithLabelValues(q.served, q.pool, q.region, q.class).Observe(e2e)
+		if q.served != q.model {
+			m.fbOK.WithLabelValues(q.model, q.served).Inc()
+		}
+	case outRejected:
+		m.rejected.WithLabelValues(q.class, q.reason).Inc()
+	}
+	// A request that reached a fallback and still did not complete; the
+	// client's going away is nobody's failure.
+	if q.fellBack && outcome != outCompleted && outcome != outCancelled {
+		m.fbFailed.WithLabelValues(q.model).Inc()
+	}
+}
+
+// streamed records the time to first token and per output token of a
+// streamed response that completed, from what its meter saw.
+func (m *metrics) streamed(q *request, s *streamMeter) {
+	if s.tokens == 0 {
+		return
+	}
+	ls := []string{q.served, q.pool, q.region, q.class}
+	m.ttft.WithLabelValues(ls...).Observe(m.g.clk.model(s.first.Sub(q.arrived)).Seconds())
+	n := s.tokens
+	if s.usage > 0 {
+		n = s.usage
+	}
+	if n > 1 {
+		m.tpot.WithLabelValues(ls...).Observe(m.g.clk.model(s.last.Sub(s.first)).Seconds() / float64(n-1))
+	}
+}
+
 // coreCollector reads the core's state at scrape time, under the gateway's
-// lock.
+// lock, without changing it (BreakerView, never Breaker).
 type coreCollector struct{ m *metrics }
 
 func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.queueDesc
+	ch <- c.m.saturationDesc
+	ch <- c.m.stateDesc
+	ch <- c.m.cooledDesc
 	ch <- c.m.breakerDesc
 	ch <- c.m.inflightDesc
 }
 
 func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 	g := c.m.g
-	g.mu.Lock()
-	now := g.now()
 	queue := make([]int, len(g.sc.Models))
-	for m := range queue {
-		queue[m] = g.core.QueueLen(m)
-	}
-	states := make([]float64, len(g.replicas))
-	inflight := make([]float64, len(g.replicas))
-	for r := range g.replicas {
-		states[r] = float64(g.core.Breaker(now, r))
-		inflight[r] = float64(g.core.Inflight(r))
-	}
-	g.mu.Unlock()
+	states := make([]sched.BreakerState, len(g.replicas))
+	inflight := make([]int, len(g.replicas))
+	g.View(func(core *sched.Core, now time.Duration) {
+		for m := range queue {
+			queue[m] = core.QueueLen(m)
+		}
+		for r := range g.replicas {
+			states[r] = core.BreakerView(now, r)
+			inflight[r] = core.Inflight(r)
+		}
+	})
 	for _, name := range g.served {
 		ch <- prometheus.MustNewConstMetric(c.m.queueDesc, prometheus.GaugeValue, float64(queue[g.models[name]]), name)
 	}
+	busy, slots := 0, 0
 	for r, rep := range g.replicas {
 		id := strconv.Itoa(r)
-		ch <- prometheus.MustNewConstMetric(c.m.breakerDesc, prometheus.GaugeValue, states[r], rep.pool, id, rep.host)
-		ch <- prometheus.MustNewConstMetric(c.m.inflightDesc, prometheus.GaugeValue, inflight[r], rep.pool, id, rep.host)
+		ch <- prometheus.MustNewConstMetric(c.m.breakerDesc, prometheus.GaugeValue, float64(states[r]), rep.pool, rep.region, id)
+		ch <- prometheus.MustNewConstMetric(c.m.inflightDesc, prometheus.GaugeValue, float64(inflight[r]), rep.pool, id, rep.host)
+		busy += inflight[r]
+		slots += rep.maxBatch
 	}
+	sat := 0.0
+	if slots > 0 {
+		sat = min(float64(busy)/float64(slots), 1)
+	}
+	ch <- prometheus.MustNewConstMetric(c.m.saturationDesc, prometheus.GaugeValue, sat)
+	for _, p := range g.sc.Pools {
+		rs := g.byPool[p.Name]
+		if len(rs) == 0 {
+			continue
+		}
+		closed, open := 0, 0
+		for _, r := range rs {
+			switch states[r] {
+			case sched.Closed:
+				closed++
+			case sched.Open:
+				open++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(c.m.stateDesc, prometheus.GaugeValue, deploymentState(closed, open, len(rs)), p.Name, p.Region)
+		ch <- prometheus.MustNewConstMetric(c.m.cooledDesc, prometheus.GaugeValue, float64(open), p.Name, p.Region)
+	}
+}
+
+// deploymentState is LiteLLM's deployment state of a pool of n replicas, of
+// which closed have a closed breaker and open an open one: 0 healthy (all
+// closed), 2 complete outage (all open), 1 partial outage otherwise (some
+// open or half-open).
+func deploymentState(closed, open, n int) float64 {
+	switch {
+	case closed == n:
+		return 0
+	case open == n:
+		return 2
+	}
+	return 1
+}
+
+// maxSSELine bounds the server-sent-event line a streamMeter reads; a longer
+// line is passed through but not counted.
+const maxSSELine = 1 << 20
+
+// streamMeter reads a streamed response as it passes through, counting the
+// server-sent events that carry output (a non-empty "content" of a chat
+// delta or "text" of a completion choice: one token per event, as vLLM and
+// OpenAI stream) and the completion_tokens of a usage event when the client
+// asked for one, and the times of the first and last output events. It
+// never keeps the text.
+type streamMeter struct {
+	line        []byte // an event line split across reads
+	over        bool   // the current line outgrew maxSSELine
+	tokens      int    // events carrying output
+	usage       int    // completion_tokens of the last usage event; 0: none
+	first, last time.Time
+}
+
+// feed reads the next bytes of the stream, read at at.
+func (s *streamMeter) feed(b []byte, at time.Time) {
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			s.carry(b)
+			return
+		}
+		if len(s.line) == 0 && !s.over {
+			s.event(b[:i], at)
+		} else {
+			s.carry(b[:i])
+			if !s.over {
+				s.event(s.line, at)
+			}
+			s.line, s.over = s.line[:0], false
+		}
+		b = b[i+1:]
+	}
+}
+
+func (s *streamMeter) carry(b []byte) {
+	if s.over {
+		return
+	}
+	if len(s.line)+len(b) > maxSSELine {
+		s.line, s.over = s.line[:0], true
+		return
+	}
+	s.line = append(s.line, b...)
+}
+
+// event reads one line of the stream.
+func (s *streamMeter) event(line []byte, at time.Time) {
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	p, ok := bytes.CutPrefix(line, []byte("data:"))
+	if !ok {
+		return
+	}
+	p = bytes.TrimLeft(p, " ")
+	if bytes.Equal(p, []byte("[DONE]")) {
+		return
+	}
+	if hasOutput(p, `"content"`) || hasOutput(p, `"text"`) {
+		s.tokens++
+		if s.first.IsZero() {
+			s.first = at
+		}
+		s.last = at
+	}
+	if n, ok := jsonInt(p, `"completion_tokens"`); ok && n > 0 {
+		s.usage = n
+	}
+}
+
+// after finds key in p: v is what follows it and a colon (JSON whitespace
+// allowed; nil when no colon follows), rest what follows the key, to look
+// for the next match in. ok is false when p holds no key.
+func after(p []byte, key string) ([]byte, []byte, bool) {
+	i := bytes.Index(p, []byte(key))
+	if i < 0 {
+		return nil, nil, false
+	}
+	rest := p[i+len(key):]
+	v := bytes.TrimLeft(rest, " \t")
+	if len(v) == 0 || v[0] != ':' {
+		return nil, rest, true
+	}
+	return bytes.TrimLeft(v[1:], " \t"), rest, true
+}
+
+// hasOutput reports whether the JSON object p has key with a non-empty
+// string value. A key inside a string value cannot match: its quotes are
+// escaped there.
+func hasOutput(p []byte, key string) bool {
+	for {
+		v, rest, ok := after(p, key)
+		if !ok {
+			return false
+		}
+		if len(v) >= 2 && v[0] == '"' && v[1] != '"' {
+			return true
+		}
+		p = rest
+	}
+}
+
+// jsonInt returns the integer value of key in the JSON object p.
+func jsonInt(p []byte, key string) (int, bool) {
+	v, _, ok := after(p, key)
+	if !ok {
+		return 0, false
+	}
+	n, i := 0, 0
+	for ; i < len(v) && v[i] >= '0' && v[i] <= '9' && n < 1<<40; i++ {
+		n = n*10 + int(v[i]-'0')
+	}
+	return n, i > 0
 }

@@ -121,6 +121,7 @@ type request struct {
 	stream     bool
 	tenant     string
 	class      string
+	model      string // requested
 	arrived    time.Time
 	attempts   int
 	deferrals  int
@@ -129,11 +130,17 @@ type request struct {
 	lastRetry  time.Duration // upstream Retry-After of the last attempt (model time)
 	lastMsg    string
 	ttft       time.Duration // model time
+	reason     string        // of a rejection (X-Fleetdrill-Reason)
+
+	// Where the last attempt went (scenario names), for the metrics.
+	served, pool, region string
+	fellBack             bool // an attempt went to a fallback model
 }
 
 // fail answers q with an error of the gateway's own, saying its outcome
 // (and reason: "" for none) in the X-Fleetdrill headers.
 func (q *request) fail(w http.ResponseWriter, outcome, reason string, status int, typ, msg string) {
+	q.reason = reason
 	q.setHeaders(w, outcome, reason)
 	writeError(w, status, typ, msg)
 }
@@ -187,7 +194,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := &request{path: r.URL.Path, body: body, stream: cr.Stream, arrived: arrived,
-		tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name}
+		tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name, model: cr.Model}
 	q.c.ready = make(chan int, 1)
 	q.c.req = sched.Request{Tenant: tenant, Class: class, Model: model, Input: in, Output: out}
 
@@ -215,10 +222,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		g.retrying--
 	}
 	g.mu.Unlock()
-	g.metrics.requests.WithLabelValues(q.tenant, q.class, outcome).Inc()
-	if outcome == outCompleted {
-		g.metrics.e2e.WithLabelValues(q.tenant, q.class).Observe(g.clk.model(time.Since(arrived)).Seconds())
-	}
+	g.metrics.ended(q, outcome)
 	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", cr.Model, "stream", q.stream,
 		"outcome", outcome, "status", status, "attempts", q.attempts, "deferrals", q.deferrals, "input_tokens_est", in,
 		"max_output_tokens", out, "duration", g.clk.model(time.Since(arrived)))
@@ -368,9 +372,12 @@ func (g *Gateway) sleep(ctx context.Context, d time.Duration) bool {
 // attempt ended.
 func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request, rep int) (result, string, int) {
 	be := &g.replicas[rep]
+	q.served, q.pool, q.region = g.sc.Models[q.c.req.Served].Name, be.pool, be.region
+	g.metrics.routes.WithLabelValues(q.model, q.served).Inc()
 	body := q.body
 	if q.c.req.Served != q.c.req.Model {
-		body = withModel(body, g.sc.Models[q.c.req.Served].Name)
+		q.fellBack = true
+		body = withModel(body, q.served)
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -381,6 +388,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		return resRetry, "", 0
 	}
 	up.Header.Set("Content-Type", "application/json")
+	// The class, a scenario name, lets an emulated node label its latency
+	// series as the gateway does.
+	up.Header.Set("X-Fleetdrill-Class", q.class)
 	if q.stream {
 		up.Header.Set("Accept", "text/event-stream")
 	}
@@ -414,6 +424,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	case resp.StatusCode == http.StatusTooManyRequests:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
+		g.metrics.throttled.WithLabelValues(be.pool, be.region).Inc()
 		g.attemptFailed(rep, resp.StatusCode, false)
 		g.finish(&q.c, rep, false, false, 0) // quota, not ill health
 		q.lastStatus, q.lastRetry = resp.StatusCode, g.parseRetryAfter(resp.Header.Get("Retry-After"))
@@ -445,6 +456,12 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	defer bufPool.Put(bp)
 	buf := *bp
 	first := true
+	// Output events of a streamed success, for the time to first token
+	// and per output token.
+	var meter *streamMeter
+	if q.stream && outcome == outCompleted {
+		meter = &streamMeter{}
+	}
 	var readErr, writeErr error
 	// Once tokens flow, a backend silent for the health timeout has died
 	// under the stream (a black-holed route answers nothing and closes
@@ -461,7 +478,10 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			if first {
 				first = false
 				q.ttft = g.clk.model(time.Since(q.arrived))
-				g.metrics.ttft.WithLabelValues(q.tenant, q.class).Observe(q.ttft.Seconds())
+				g.metrics.firstByte.WithLabelValues(q.tenant, q.class).Observe(q.ttft.Seconds())
+			}
+			if meter != nil {
+				meter.feed(buf[:n], time.Now())
 			}
 			if _, writeErr = w.Write(buf[:n]); writeErr != nil {
 				break
@@ -498,6 +518,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	g.metrics.attempts.WithLabelValues(be.pool, "ok").Inc()
 	if outcome != outCompleted {
 		g.attemptFailed(rep, resp.StatusCode, false)
+	}
+	if meter != nil {
+		g.metrics.streamed(q, meter)
 	}
 	g.finish(&q.c, rep, true, true, q.ttft)
 	return resDone, outcome, resp.StatusCode

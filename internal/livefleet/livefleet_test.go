@@ -91,7 +91,7 @@ func TestRegionalOutageFailsOver(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, mf := range mfs {
-			if mf.GetName() != "fleetdrill_gateway_breaker_state" {
+			if mf.GetName() != "fleetdrill_breaker_state" {
 				continue
 			}
 			for _, m := range mf.GetMetric() {

@@ -51,6 +51,16 @@ type Config struct {
 	// Compat checks a model against the current driver. Nil means the
 	// simple rule: driver >= Model.MinDriver (fleet.CompareVersions).
 	Compat CompatFunc
+	// Pool and Region name the scenario pool the node emulates and its
+	// region: the pool and region labels of its catalogue series
+	// (docs/metrics.md). FromScenario sets them; "" (no scenario) leaves
+	// the labels empty.
+	Pool, Region string
+	// Classes are the scenario's request classes: a request's
+	// X-Fleetdrill-Class header (the gateway forwards it) labels its
+	// latencies when it names one of them, else the class is "unknown".
+	// FromScenario sets them.
+	Classes []string
 	// Seed seeds the error-rate fault's random stream.
 	Seed uint64
 	// Speed is engine seconds per wall second; 0 means 1 (real time).

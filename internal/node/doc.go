@@ -36,6 +36,17 @@
 // the engine, which frees its batch slot and KV at the end of the step in
 // progress.
 //
+// # Metrics
+//
+// Config.Registerer receives the node's series: its own fleetdrill_node_*
+// ones (wall seconds) and the shared catalogue's that a replica observes
+// ([Exported]: time to first token, per output token and end to end in
+// engine seconds; KV allocatable, preemptions and cold starts), labelled by
+// Config.Pool and Config.Region and by the request's X-Fleetdrill-Class
+// when it names one of Config.Classes (the gateway forwards it), else
+// "unknown". A node emulates no model load: its cold-start counter stays 0.
+// docs/metrics.md has every series.
+//
 // It must not be imported by twin/ or sim/. Start reading at New and
 // Node.Handler.
 package node

@@ -64,6 +64,7 @@ type replica struct {
 
 	running, waiting atomic.Int64 // for Stats and metrics
 	kvUsed           atomic.Int64
+	preempted        atomic.Uint64 // the engine's preemptions so far
 	gauges           queueGauges
 }
 
@@ -207,6 +208,7 @@ func (r *replica) publish() {
 	r.running.Store(run)
 	r.waiting.Store(int64(r.eng.Load()) - run)
 	r.kvUsed.Store(r.eng.KVUsed())
+	r.preempted.Store(r.eng.Preemptions)
 }
 
 // clock converts between engine time and the wall clock.

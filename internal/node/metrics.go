@@ -5,12 +5,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetdrill/fleetdrill/internal/signals"
 )
 
-// metrics are the node's Prometheus series. Labels carry only values the
-// node's configuration fixes (model names it serves, endpoints, status
-// codes): never anything a request chose, so neither prompt text nor an
-// arbitrary model name reaches /metrics.
+// metrics are the node's Prometheus series: its own fleetdrill_node_* ones,
+// by model, and the shared catalogue's (package signals; docs/metrics.md)
+// that a replica observes, by model, pool, region and class, so that one
+// dashboard reads them beside the gateway's and the twin's. Labels carry
+// only values the node's configuration fixes (model names it serves, its
+// pool and region, the scenario's class names, endpoints, status codes):
+// never anything a request chose that the configuration does not list, so
+// neither prompt text nor an arbitrary model or class name reaches
+// /metrics.
 type metrics struct {
 	requests  *prometheus.CounterVec   // endpoint, code
 	cancelled *prometheus.CounterVec   // model
@@ -21,12 +28,38 @@ type metrics struct {
 	e2e       *prometheus.HistogramVec // model
 	generated *prometheus.CounterVec   // model
 	prompt    *prometheus.CounterVec   // model
+
+	// The catalogue's, in engine (model) seconds: wall seconds × speed.
+	pool, region string
+	speed        float64
+	catTTFT      *prometheus.HistogramVec // model, pool, region, class
+	catTPOT      *prometheus.HistogramVec // model, pool, region, class
+	catE2E       *prometheus.HistogramVec // model, pool, region, class
 }
 
 // latencyBuckets span 5 ms to ~80 s, doubling.
 var latencyBuckets = prometheus.ExponentialBuckets(0.005, 2, 15)
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// classUnknown is the class label of a request whose X-Fleetdrill-Class
+// header is absent or names no class of Config.Classes.
+const classUnknown = "unknown"
+
+// Exported lists the catalogue's series the node serves.
+var Exported = []signals.Signal{signals.TTFT, signals.TPOT, signals.E2E, signals.KVAllocatable,
+	signals.Preemptions, signals.ColdStarts}
+
+func catalogueHistogram(s signals.Signal, buckets []float64) *prometheus.HistogramVec {
+	if s.Type != signals.Histogram {
+		panic("node: signal " + s.Name + " is not a histogram")
+	}
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: s.Name, Help: s.Help, Buckets: buckets}, s.Labels)
+}
+
+func catalogueDesc(s signals.Signal) *prometheus.Desc {
+	return prometheus.NewDesc(s.Name, s.Help, s.Labels, nil)
+}
+
+func newMetrics(cfg *Config) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetdrill_node_requests_total",
 			Help: "Inference requests answered, by endpoint and HTTP status code."}, []string{"endpoint", "code"}),
@@ -46,9 +79,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Output tokens written to clients."}, []string{"model"}),
 		prompt: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetdrill_node_prompt_tokens_total",
 			Help: "Input tokens of admitted requests (counted or estimated, never read)."}, []string{"model"}),
+
+		pool: cfg.Pool, region: cfg.Region, speed: cfg.Speed,
+		catTTFT: catalogueHistogram(signals.TTFT, signals.LatencyBuckets),
+		catTPOT: catalogueHistogram(signals.TPOT, signals.TokenBuckets),
+		catE2E:  catalogueHistogram(signals.E2E, signals.LatencyBuckets),
 	}
-	if reg != nil {
-		reg.MustRegister(m.requests, m.cancelled, m.running, m.waiting, m.kvUsed, m.ttft, m.e2e, m.generated, m.prompt)
+	if reg := cfg.Registerer; reg != nil {
+		reg.MustRegister(m.requests, m.cancelled, m.running, m.waiting, m.kvUsed, m.ttft, m.e2e, m.generated, m.prompt,
+			m.catTTFT, m.catTPOT, m.catE2E)
 	}
 	return m
 }
@@ -71,13 +110,60 @@ func (m *metrics) setQueues(r *replica) {
 	r.gauges.kvUsed.Set(float64(r.kvUsed.Load()))
 }
 
-func (m *metrics) observe(model string, ttft, e2e time.Duration, tokens, prompt int) {
-	if tokens > 0 {
-		m.ttft.WithLabelValues(model).Observe(ttft.Seconds())
-		m.generated.WithLabelValues(model).Add(float64(tokens))
+func (m *metrics) observe(o *outcome) {
+	if o.written > 0 {
+		m.ttft.WithLabelValues(o.model).Observe(o.ttft.Seconds())
+		m.generated.WithLabelValues(o.model).Add(float64(o.written))
 	}
-	if e2e > 0 {
-		m.e2e.WithLabelValues(model).Observe(e2e.Seconds())
+	if o.e2e > 0 {
+		m.e2e.WithLabelValues(o.model).Observe(o.e2e.Seconds())
+		// The catalogue's latencies, of successful responses only (as
+		// OpenTelemetry's gen_ai.server.* are), in engine seconds.
+		ls := []string{o.model, m.pool, m.region, o.class}
+		ttft, e2e := m.engineSeconds(o.ttft), m.engineSeconds(o.e2e)
+		m.catTTFT.WithLabelValues(ls...).Observe(ttft)
+		m.catE2E.WithLabelValues(ls...).Observe(e2e)
+		if o.written > 1 {
+			m.catTPOT.WithLabelValues(ls...).Observe((e2e - ttft) / float64(o.written-1))
+		}
 	}
-	m.prompt.WithLabelValues(model).Add(float64(prompt))
+	m.prompt.WithLabelValues(o.model).Add(float64(o.prompt))
 }
+
+// engineCollector reads the node's engines at scrape time, as of the loop's
+// last wake-up: the catalogue's capacity series, summed over the node's
+// replicas (one per served model) and labelled by the node's pool and
+// region.
+type engineCollector struct {
+	n                             *Node
+	kvDesc, preemptDesc, coldDesc *prometheus.Desc
+}
+
+func newEngineCollector(n *Node) engineCollector {
+	return engineCollector{n: n, kvDesc: catalogueDesc(signals.KVAllocatable),
+		preemptDesc: catalogueDesc(signals.Preemptions), coldDesc: catalogueDesc(signals.ColdStarts)}
+}
+
+func (c engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.kvDesc
+	ch <- c.preemptDesc
+	ch <- c.coldDesc
+}
+
+func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
+	var free int64
+	var preempted uint64
+	for _, r := range c.n.reps {
+		free += max(r.kvCap-r.kvUsed.Load(), 0)
+		preempted += r.preempted.Load()
+	}
+	pool, region := c.n.cfg.Pool, c.n.cfg.Region
+	ch <- prometheus.MustNewConstMetric(c.kvDesc, prometheus.GaugeValue, float64(free), pool, region)
+	ch <- prometheus.MustNewConstMetric(c.preemptDesc, prometheus.CounterValue, float64(preempted), pool, region)
+	// NB: a node serves from its first instant: it emulates no model
+	// load, so it never cold-starts. The twin counts cold starts.
+	ch <- prometheus.MustNewConstMetric(c.coldDesc, prometheus.CounterValue, 0, pool, region)
+}
+
+// engineSeconds converts a wall duration to engine time.
+func (m *metrics) engineSeconds(d time.Duration) float64 { return d.Seconds() * m.speed }

@@ -19,6 +19,7 @@ type Node struct {
 	clk     clock
 	reps    []*replica
 	byName  map[string]*replica
+	classes map[string]bool // Config.Classes
 	metrics *metrics
 
 	addc    chan *job
@@ -73,7 +74,7 @@ func New(cfg Config) (*Node, error) {
 		cfg:     cfg,
 		clk:     clock{start: time.Now(), speed: cfg.Speed},
 		byName:  map[string]*replica{},
-		metrics: newMetrics(cfg.Registerer),
+		metrics: newMetrics(&cfg),
 		addc:    make(chan *job),
 		cancelc: make(chan *job),
 		stopped: make(chan struct{}),
@@ -90,6 +91,13 @@ func New(cfg Config) (*Node, error) {
 		r := &replica{model: m, eng: eng, kvCap: kv, gauges: n.metrics.queueGauges(m.Name)}
 		n.reps = append(n.reps, r)
 		n.byName[m.Name] = r
+	}
+	n.classes = map[string]bool{}
+	for _, c := range cfg.Classes {
+		n.classes[c] = true
+	}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(newEngineCollector(n))
 	}
 	return n, nil
 }

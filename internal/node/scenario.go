@@ -67,6 +67,10 @@ func FromScenario(sc *scenarios.Scenario, pool string) (Config, error) {
 	}
 	cfg.Driver = ps.Driver
 	cfg.MaxBatch = ps.MaxBatch
+	cfg.Pool, cfg.Region = ps.Name, ps.Region
+	for _, c := range sc.Classes {
+		cfg.Classes = append(cfg.Classes, c.Name)
+	}
 	cfg.Compat = func(model, driver string) error {
 		p := fp
 		p.Driver = driver

@@ -27,6 +27,9 @@ const maxBody = 16 << 20
 const (
 	HeaderInputTokens  = "X-Fleetdrill-Input-Tokens"
 	HeaderOutputTokens = "X-Fleetdrill-Output-Tokens"
+	// HeaderClass names the request's scenario class (the gateway
+	// forwards it); it only labels the node's latency series.
+	HeaderClass = "X-Fleetdrill-Class"
 )
 
 // maxOutputTokens bounds the requested output length.
@@ -217,6 +220,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 type outcome struct {
 	endpoint       string
 	model          string // a served model's name, or "" (never a name the client made up)
+	class          string // a Config.Classes name, or "unknown" (never a name the client made up)
 	code           int
 	prompt, output int
 	written        int
@@ -228,7 +232,7 @@ type outcome struct {
 func (n *Node) finish(o *outcome) {
 	n.metrics.request(o.endpoint, o.code)
 	if o.model != "" && o.code == http.StatusOK {
-		n.metrics.observe(o.model, o.ttft, o.e2e, o.written, o.prompt)
+		n.metrics.observe(o)
 		if o.cancelled {
 			n.metrics.cancelled.WithLabelValues(o.model).Inc()
 		}
@@ -242,7 +246,10 @@ func (n *Node) finish(o *outcome) {
 
 func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool) {
 	start := time.Now()
-	o := outcome{endpoint: "completions"}
+	o := outcome{endpoint: "completions", class: classUnknown}
+	if c := r.Header.Get(HeaderClass); n.classes[c] {
+		o.class = c
+	}
 	if chat {
 		o.endpoint = "chat"
 	}

@@ -69,10 +69,10 @@ var (
 	Routes = Signal{"fleetdrill_route_decisions_total", Counter,
 		"Dispatches by requested model and the model that served (a fallback when they differ).",
 		[]string{"model", "served_model"}}
-	FallbacksOK = Signal{"litellm_deployment_successful_fallbacks", Counter,
+	FallbacksOK = Signal{"litellm_deployment_successful_fallbacks_total", Counter,
 		"Requests served by a fallback model (LiteLLM's name).",
 		[]string{"requested_model", "fallback_model"}}
-	FallbacksFailed = Signal{"litellm_deployment_failed_fallbacks", Counter,
+	FallbacksFailed = Signal{"litellm_deployment_failed_fallbacks_total", Counter,
 		"Requests that had a fallback and still failed or were refused (LiteLLM's name).",
 		[]string{"requested_model"}}
 	DeploymentState = Signal{"litellm_deployment_state", Gauge,
