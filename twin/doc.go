@@ -13,6 +13,9 @@
 //   - twin/sched: admission, queues, routing, fallback.
 //
 // Start reading at Run (run.go), then build.go for how a scenario becomes a
-// fleet, and report.go for what a run reports. Every request is accounted for
-// exactly once; Run fails loudly if the invariant breaks.
+// fleet, and report.go for what a run reports. metrics.go records the
+// operational series of internal/signals in simulated time (fleetdrill run
+// --openmetrics), and forecast.go the demand forecast every report scores.
+// Every request is accounted for exactly once; Run fails loudly if the
+// invariant breaks.
 package twin

@@ -43,7 +43,10 @@ type Report struct {
 	Hedges HedgeReport `json:"hedges"`
 	// Degradation reports the ladder, when the policy has one.
 	Degradation *DegradationReport `json:"degradation,omitempty"`
-	Cost        Cost               `json:"cost"`
+	// Forecast scores the demand forecast made as the run proceeded
+	// (forecast.go); absent from live reports.
+	Forecast *ForecastReport `json:"forecast,omitempty"`
+	Cost     Cost            `json:"cost"`
 
 	ResidencyViolations uint64            `json:"residency_violations"`
 	Rejections          map[string]uint64 `json:"rejections"` // by reason

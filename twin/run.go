@@ -12,9 +12,9 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// Options tune a run without changing what it computes. (Sample and
-// OnComplete observe; sampling adds kernel events, so the report's event
-// count includes them.)
+// Options tune a run without changing what it computes. (Sample, Metrics
+// and OnComplete observe; Sample adds kernel events, so the report's event
+// count includes them, where Metrics adds none.)
 type Options struct {
 	// Progress, if set, is called now and then with the fraction of
 	// simulated time done (0..1). It runs on the simulation goroutine.
@@ -29,6 +29,11 @@ type Options struct {
 	// simulated time with each replica's state, for time series.
 	Sample      func(at time.Duration, queued int, replicas []ReplicaState)
 	SampleEvery time.Duration
+	// Metrics, if set, records the run's operational series every
+	// Metrics.Step of simulated time (see metrics.go). It reads the run
+	// between events and schedules none: the report is the same with it
+	// as without.
+	Metrics *Metrics
 }
 
 // RequestLog is one completed request's timeline, all in simulated time.
@@ -72,6 +77,19 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	r.onComplete = opts.OnComplete
 	if opts.Sample != nil && opts.SampleEvery > 0 {
 		r.startSampling(opts.Sample, opts.SampleEvery)
+	}
+	if m := opts.Metrics; m != nil {
+		if err := m.init(); err != nil {
+			r.closeSources()
+			return nil, err
+		}
+		r.metrics = m
+		r.served = make([]bool, len(sc.Models))
+		for _, rp := range p.replicas {
+			r.served[rp.model] = true
+		}
+		r.zeroMetrics()
+		defer m.finish()
 	}
 	if err := r.run(ctx, opts.Progress); err != nil {
 		return nil, err
@@ -132,6 +150,9 @@ type runner struct {
 	recent     *recent        // a drill's recent window per class; nil in Run
 	onComplete func(RequestLog)
 	streams    []StreamReport
+	metrics    *Metrics // Options.Metrics; nil: off (see metrics.go)
+	served     []bool   // with metrics: models some replica serves
+	demand     *demand  // the demand forecast (forecast.go)
 
 	jobs       jobsRT
 	ladder     *ladder
@@ -271,6 +292,7 @@ func newRunner(p *plan) (*runner, error) {
 		return nil, err
 	}
 	r.initLadder()
+	r.demand = newDemand(len(sc.Classes), ForecastWindow, r.duration)
 	if err := r.initWindows(r.faultSpans()); err != nil {
 		r.closeSources()
 		return nil, err
@@ -289,7 +311,12 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 			return r.err
 		}
 		until := min(t, r.end)
-		done := r.runTo(until)
+		var done bool
+		if r.metrics != nil {
+			done = r.runSampled(until)
+		} else {
+			done = r.runTo(until)
+		}
 		if progress != nil {
 			progress(float64(until) / float64(r.end))
 		}
@@ -439,6 +466,7 @@ func (r *runner) arrive(i int) {
 	*req.seq = engine.Seq{Tag: req.idx, Prompt: a.in, Output: a.out, Blocks: a.blocks}
 	r.streams[i].Requests++
 	req.stream = i
+	r.demand.arrive(class, now, a.in+a.out)
 	if r.onArrive != nil {
 		r.onArrive(req)
 	}
@@ -457,6 +485,7 @@ func (r *runner) offer(req *request) {
 	now := r.s.Now()
 	req.attempts++
 	d := r.core.Arrive(now, &req.core)
+	r.metricsOffered(req)
 	switch d.Outcome {
 	case sched.Dispatched, sched.Queued:
 		if !req.admitted {
@@ -534,6 +563,7 @@ func (r *runner) reject(req *request, d sched.Decision) {
 	}
 	r.note(reason, r.s.Now())
 	req.rejected = true
+	r.metricsRejected(req, reason)
 	r.finish(req, func(c *Counts) { c.Rejected++ }, false)
 }
 
@@ -577,6 +607,7 @@ func (r *runner) dispatch() {
 		rt := &r.replicas[x.Replica]
 		req.state = stRunning
 		req.dispatchedAt = now
+		r.metricsRouted(req)
 		pp := &r.p.pools[rt.pool]
 		r.pools[rt.pool].Dispatched++
 		tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
@@ -784,6 +815,7 @@ func (r *runner) complete(req *request) {
 			Arrived: req.core.Arrived, Dispatched: req.dispatchedAt, Scheduled: sched, FirstToken: req.firstAt, Done: now})
 	}
 	met := r.tally.complete(&sv, req.measured)
+	r.metricsCompleted(req, &sv)
 	r.recent.complete(req.core.Class, now, sv.ttft, sv.e2e, met)
 	if ri := req.core.Replica; ri >= 0 {
 		r.core.ObserveLatency(ri, ttft)
@@ -834,6 +866,8 @@ func (r *runner) finish(req *request, outcome func(*Counts), answered bool) {
 		return
 	}
 	req.state = stDone
+	r.demand.finish(req.core.Class, r.s.Now(), r.s.Now()-req.core.Arrived)
+	r.metricsFinished(req, outcome, answered)
 	if req.inRetry {
 		req.inRetry = false
 		r.retrying--
@@ -953,6 +987,7 @@ func (r *runner) assemble() *Report {
 		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: faultReports(r.faults),
 		Hedges:              r.hedges,
 		Degradation:         r.ladderReport(),
+		Forecast:            r.forecastReport(),
 		ResidencyViolations: r.residency, Rejections: map[string]uint64{},
 		Timeline: append([]TimelineEvent{}, r.timeline...),
 	}

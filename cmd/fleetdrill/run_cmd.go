@@ -22,6 +22,7 @@ func newRunCmd() *cobra.Command {
 		jsonPath string
 		sets     []string
 		live     liveFlags
+		om       omFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO]",
@@ -38,11 +39,18 @@ with synthetic prompts and its faults injected for real, all compressed by
 --speed. The report is the live one; the twin runs the same scenario too and
 a comparison follows (--compare FILE writes it as JSON). See docs/live.md.
 
+--openmetrics FILE writes the run's operational series (the live gateway's
+names and labels) sampled every --openmetrics-step of simulated time, with
+timestamps from --openmetrics-start, for Prometheus to backfill with
+"promtool tsdb create-blocks-from openmetrics FILE DIR". See
+docs/metrics.md ("The twin").
+
 Exit status: 0 when every expectation passes, 1 when one fails, 2 for invalid
 input.`,
 		Example: `  fleetdrill run
   fleetdrill run default --seed 7 --json report.json
   fleetdrill run my-fleet.yaml --set pools.use-h100-8b.replicas=2 --set policy.scheduler=wfq
+  fleetdrill run gameday-regional-outage --openmetrics run.om --openmetrics-step 10s
   fleetdrill run gameday-regional-outage --live --speed 10 --replicas 1`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -54,6 +62,9 @@ input.`,
 				sets = append(sets, "seed="+strconv.FormatUint(seed, 10))
 			}
 			if live.on {
+				if om.path != "" {
+					return &exitError{code: exitInvalid, err: fmt.Errorf("--openmetrics writes a twin run's series; it does not combine with --live (scrape the live gateway instead)")}
+				}
 				return runLive(cmd, name, sets, jsonPath, live)
 			}
 			if live.changed(cmd) {
@@ -63,8 +74,12 @@ input.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
+			metrics, omStart, err := om.metrics(cmd, sc)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
 			stderr := cmd.ErrOrStderr()
-			opts := twin.Options{Version: buildVersion()}
+			opts := twin.Options{Version: buildVersion(), Metrics: metrics}
 			if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				opts.Progress = progressBar(stderr, time.Now())
 			}
@@ -84,6 +99,11 @@ input.`,
 					return &exitError{code: exitInvalid, err: fmt.Errorf("--json: %w", err)}
 				}
 			}
+			if metrics != nil {
+				if err := om.write(metrics, omStart, stderr); err != nil {
+					return &exitError{code: exitInvalid, err: err}
+				}
+			}
 			if err := report.Text(cmd.OutOrStdout(), rep); err != nil {
 				return err
 			}
@@ -91,6 +111,7 @@ input.`,
 		},
 	}
 	live.register(cmd)
+	om.register(cmd)
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "run seed (overrides the scenario's)")
 	cmd.Flags().StringVar(&jsonPath, "json", "", "write the JSON report to `FILE`")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a scenario field: `path=value` (repeatable), e.g. pools.use-h100-8b.replicas=2")

@@ -118,18 +118,7 @@ func (c *Core) poolVerdict(now time.Duration, pi int) string {
 	case notReady == n:
 		return SkipNotReady
 	}
-	p := &c.cfg.Pools[pi]
-	if p.RequestsPerMinute == 0 && p.TokensPerMinute == 0 {
-		return ""
-	}
-	ps := &c.pools[pi]
-	req, tok := ps.reqTokens, ps.tokTokens
-	if now > ps.last {
-		dt := (now - ps.last).Seconds()
-		req = min(p.RequestsPerMinute, req+p.RequestsPerMinute/60*dt)
-		tok = min(p.TokensPerMinute, tok+p.TokensPerMinute/60*dt)
-	}
-	if (p.RequestsPerMinute > 0 && req < 1) || (p.TokensPerMinute > 0 && tok < 1) {
+	if c.QuotaSpent(now, pi) {
 		return SkipQuota
 	}
 	return ""

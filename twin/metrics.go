@@ -1,0 +1,581 @@
+package twin
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/internal/signals"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// The operational series of a run in simulated time: the signals the live
+// gateway and the emulated node serve on /metrics (internal/signals), with
+// the same names, labels and histogram buckets, sampled every Metrics.Step
+// of simulated time so that one dashboard reads a live fleet and a twin run
+// alike. fleetdrill run --openmetrics writes them as an OpenMetrics file for
+// promtool to backfill (internal/openmetrics; docs/metrics.md, "The twin").
+//
+// Sampling reads the run between events and schedules none: Run advances
+// the kernel to each sampling instant in turn (the kernel's order is (time,
+// scheduling order), so stopping there changes nothing) and reads the
+// state. A run with Metrics gives the same report, event count included, as
+// one without.
+//
+// Counters and histograms are cumulative from the start of the run, warm-up
+// included (the gateway does not know about a warm-up): with a warm-up, the
+// report's counts (measured requests only) are smaller.
+
+// Metrics records a run's operational series. Set Step and pass it in
+// Options.Metrics; after Run, Times and Families hold the samples.
+type Metrics struct {
+	// Step is the sampling period in simulated time; it must be positive.
+	Step time.Duration
+
+	// Times are the sampling instants, from 0 every Step, and the end of
+	// the run last (when it is not on a step).
+	Times []time.Duration
+	// Families are the recorded families in the order of signals.All, each
+	// with its series sorted by label values. Every family of the
+	// catalogue is present; one the run never touched has no series.
+	Families []*Family
+
+	fams     []*famRec
+	reasons  map[string]int32 // rejection reasons, interned
+	names    []string         // reasons by id
+	fellBack map[uint64]bool  // requests dispatched to a fallback at least once, until they end
+}
+
+// Family is one signal's series.
+type Family struct {
+	Signal  signals.Signal
+	Buckets []float64 // a histogram's upper bounds (+Inf implied)
+	Series  []*Series
+}
+
+// Series is one label set's samples.
+type Series struct {
+	Labels []string // values, in the order of Signal.Labels
+	// First is the index in Metrics.Times of the series' first sample; it
+	// has one sample at every instant from there on. A counter or
+	// histogram that first moves between two instants starts at the
+	// earlier one with zero, so rate() sees its first increase.
+	First  int
+	Values []float64   // counters and gauges
+	Hist   []HistPoint // histograms
+}
+
+// HistPoint is a histogram's state at one instant.
+type HistPoint struct {
+	Buckets []uint64 // cumulative counts, one per Family.Buckets bound
+	Count   uint64   // observations: the +Inf bucket
+	Sum     float64
+}
+
+// Points is the number of samples of s.
+func (s *Series) Points() int { return max(len(s.Values), len(s.Hist)) }
+
+// Family returns the recorded family of sig, nil when sig is not in the
+// catalogue.
+func (m *Metrics) Family(sig signals.Signal) *Family {
+	for _, f := range m.Families {
+		if f.Signal.Name == sig.Name {
+			return f
+		}
+	}
+	return nil
+}
+
+// Find returns the series of f with the given label values, nil when the
+// run has none.
+func (f *Family) Find(labels ...string) *Series {
+	for _, s := range f.Series {
+		if slices.Equal(s.Labels, labels) {
+			return s
+		}
+	}
+	return nil
+}
+
+// Last is the series' value at the last instant (counters and gauges).
+func (s *Series) Last() float64 {
+	if len(s.Values) == 0 {
+		return 0
+	}
+	return s.Values[len(s.Values)-1]
+}
+
+// famRec accumulates one family during the run. Cells are keyed by small
+// integers (model, pool, class…) so that counting allocates nothing after a
+// series' first use.
+type famRec struct {
+	fam     *Family
+	cells   map[cellKey]*cell
+	order   []*cell // in creation order; sorted by labels at the end
+	buckets []float64
+}
+
+type cellKey [4]int32
+
+type cell struct {
+	key     cellKey
+	s       *Series
+	created int // samples taken before its first use
+	v       float64
+	// histograms: per-bucket (not cumulative) counts, the last for +Inf
+	counts []uint64
+	count  uint64
+	sum    float64
+}
+
+// Indexes of the families in Metrics.fams (twinSignals).
+const (
+	mTTFT = iota
+	mTPOT
+	mE2E
+	mRequests
+	mRejected
+	mThrottled
+	mQueueDepth
+	mKVAllocatable
+	mSaturation
+	mPreemptions
+	mColdStarts
+	mRoutes
+	mFallbacksOK
+	mFallbacksFailed
+	mDeploymentState
+	mCooledDown
+	mBreaker
+	mDegradationStep
+	mForecastError
+	mCount
+)
+
+// twinSignals are the families the twin records, by index.
+var twinSignals = [mCount]signals.Signal{signals.TTFT, signals.TPOT, signals.E2E, signals.Requests,
+	signals.Rejected, signals.Throttled, signals.QueueDepth, signals.KVAllocatable, signals.Saturation,
+	signals.Preemptions, signals.ColdStarts, signals.Routes, signals.FallbacksOK, signals.FallbacksFailed,
+	signals.DeploymentState, signals.CooledDown, signals.Breaker, signals.DegradationStep, signals.ForecastError}
+
+// Request outcomes, as the Requests signal's outcome label names them.
+const (
+	outCompleted = iota
+	outRejected
+	outFailed
+	outTimedOut
+	outCancelled
+)
+
+var outcomes = [...]string{outCompleted: "completed", outRejected: "rejected", outFailed: "failed",
+	outTimedOut: "timed_out", outCancelled: "cancelled"}
+
+// rejectReasons are the rejection series created at zero: the core's
+// reasons and the live gateway's upstream-quota (upstream 429s outlasted
+// the retries), which the twin never gives (its core holds a request
+// rather than send it to a spent quota) but which the gateway's series
+// carry, so both have the same series.
+var rejectReasons = []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens, sched.ReasonQueueFull,
+	sched.ReasonDeadline, sched.ReasonNoRoute, "upstream-quota"}
+
+// zeroMetrics creates at zero the counters whose label values the scenario
+// fixes, as the live gateway does, so that both have the same series from
+// the first instant: requests by model, class and outcome; rejections by
+// class and reason; 429s by pool; fallbacks along each model's chain when
+// the policy falls back.
+func (r *runner) zeroMetrics() {
+	m := r.metrics
+	sc := r.p.sc
+	for mi := range sc.Models {
+		for ci := range sc.Classes {
+			for o := range outcomes {
+				m.get(mRequests, cellKey{int32(mi), int32(ci), int32(o)})
+			}
+		}
+		if fb := r.p.core.Models[mi].Fallbacks; r.p.core.Fallback && len(fb) > 0 {
+			m.get(mFallbacksFailed, cellKey{int32(mi)})
+			for _, f := range fb {
+				m.get(mFallbacksOK, cellKey{int32(mi), int32(f)})
+			}
+		}
+	}
+	for ci := range sc.Classes {
+		for _, reason := range rejectReasons {
+			m.get(mRejected, cellKey{int32(ci), m.reason(reason)})
+		}
+	}
+	for pi, pp := range r.p.pools {
+		if pp.spec.Replicas > 0 {
+			m.get(mThrottled, cellKey{int32(pi)})
+		}
+	}
+}
+
+func (m *Metrics) init() error {
+	if m.Step <= 0 {
+		return fmt.Errorf("metrics: step %v, want > 0", m.Step)
+	}
+	m.Times, m.Families, m.fams = nil, nil, make([]*famRec, mCount)
+	m.reasons, m.names, m.fellBack = map[string]int32{}, nil, map[uint64]bool{}
+	for _, sig := range signals.All {
+		f := slices.IndexFunc(twinSignals[:], func(s signals.Signal) bool { return s.Name == sig.Name })
+		if f < 0 {
+			return fmt.Errorf("metrics: the twin does not record %s, a series of the catalogue (a twin bug)", sig.Name)
+		}
+		fr := &famRec{fam: &Family{Signal: sig}, cells: map[cellKey]*cell{}}
+		switch sig.Name {
+		case signals.TPOT.Name:
+			fr.buckets = signals.TokenBuckets
+		case signals.TTFT.Name, signals.E2E.Name:
+			fr.buckets = signals.LatencyBuckets
+		}
+		fr.fam.Buckets = fr.buckets
+		m.fams[f] = fr
+		m.Families = append(m.Families, fr.fam)
+	}
+	for f, fr := range m.fams {
+		if fr == nil {
+			return fmt.Errorf("metrics: %s is not in the catalogue (a twin bug)", twinSignals[f].Name)
+		}
+	}
+	return nil
+}
+
+// get returns the cell of key in family f, creating it.
+func (m *Metrics) get(f int, k cellKey) *cell {
+	fr := m.fams[f]
+	c := fr.cells[k]
+	if c == nil {
+		c = &cell{key: k, created: len(m.Times)}
+		if fr.buckets != nil {
+			c.counts = make([]uint64, len(fr.buckets)+1)
+		}
+		fr.cells[k] = c
+		fr.order = append(fr.order, c)
+	}
+	return c
+}
+
+func (m *Metrics) add(f int, k cellKey, v float64) { m.get(f, k).v += v }
+
+func (m *Metrics) set(f int, k cellKey, v float64) { m.get(f, k).v = v }
+
+func (m *Metrics) observe(f int, k cellKey, v float64) {
+	c := m.get(f, k)
+	c.counts[sort.SearchFloat64s(m.fams[f].buckets, v)]++
+	c.count++
+	c.sum += v
+}
+
+func (m *Metrics) reason(s string) int32 {
+	id, ok := m.reasons[s]
+	if !ok {
+		id = int32(len(m.names))
+		m.reasons[s] = id
+		m.names = append(m.names, s)
+	}
+	return id
+}
+
+// snapshot appends every cell's value at instant at; labels names a new
+// series' label values from its key.
+func (m *Metrics) snapshot(at time.Duration, labels func(f int, k cellKey) []string) {
+	i := len(m.Times)
+	m.Times = append(m.Times, at)
+	for f, fr := range m.fams {
+		for _, c := range fr.order {
+			if c.s != nil {
+				continue
+			}
+			c.s = &Series{Labels: labels(f, c.key), First: i}
+			if c.created > 0 && i > 0 && fr.fam.Signal.Type != signals.Gauge {
+				// It moved since the last instant, where it was zero.
+				c.s.First = i - 1
+				if fr.buckets != nil {
+					c.s.Hist = append(c.s.Hist, HistPoint{Buckets: make([]uint64, len(fr.buckets))})
+				} else {
+					c.s.Values = append(c.s.Values, 0)
+				}
+			}
+			fr.fam.Series = append(fr.fam.Series, c.s)
+		}
+		for _, c := range fr.order {
+			if fr.buckets == nil {
+				c.s.Values = append(c.s.Values, c.v)
+				continue
+			}
+			p := HistPoint{Buckets: make([]uint64, len(fr.buckets)), Count: c.count, Sum: c.sum}
+			var n uint64
+			for b := range fr.buckets {
+				n += c.counts[b]
+				p.Buckets[b] = n
+			}
+			c.s.Hist = append(c.s.Hist, p)
+		}
+	}
+}
+
+// finish sorts every family's series by label values.
+func (m *Metrics) finish() {
+	for _, fr := range m.fams {
+		slices.SortFunc(fr.fam.Series, func(a, b *Series) int { return slices.Compare(a.Labels, b.Labels) })
+	}
+}
+
+// Keys: which index goes where, per family.
+//
+//	TTFT, TPOT, E2E    served model, pool (-1: answered from cache), class
+//	Requests           requested model, class, outcome
+//	Rejected           class, reason
+//	Throttled, KVAllocatable, Preemptions, ColdStarts,
+//	DeploymentState, CooledDown   pool
+//	QueueDepth         model
+//	Routes, FallbacksOK   requested model, served model
+//	FallbacksFailed    requested model
+//	Breaker            replica
+//	ForecastError      class
+//	Saturation, DegradationStep   none
+func (r *runner) metricLabels(f int, k cellKey) []string {
+	sc := r.p.sc
+	model := func(i int32) string { return sc.Models[i].Name }
+	class := func(i int32) string { return sc.Classes[i].Name }
+	pool := func(i int32) []string {
+		if i < 0 {
+			return []string{"", ""} // answered from the ladder's cache: no pool
+		}
+		pp := &r.p.pools[i]
+		return []string{pp.spec.Name, pp.spec.Region}
+	}
+	switch f {
+	case mTTFT, mTPOT, mE2E:
+		return append(append([]string{model(k[0])}, pool(k[1])...), class(k[2]))
+	case mRequests:
+		return []string{model(k[0]), class(k[1]), outcomes[k[2]]}
+	case mRejected:
+		return []string{class(k[0]), r.metrics.names[k[1]]}
+	case mThrottled, mKVAllocatable, mPreemptions, mColdStarts, mDeploymentState, mCooledDown:
+		return pool(k[0])
+	case mQueueDepth:
+		return []string{model(k[0])}
+	case mRoutes, mFallbacksOK:
+		return []string{model(k[0]), model(k[1])}
+	case mFallbacksFailed:
+		return []string{model(k[0])}
+	case mBreaker:
+		// The replica label is the core's replica index, as the gateway's
+		// breaker series number them.
+		return append(pool(int32(r.replicas[k[0]].pool)), strconv.Itoa(int(k[0])))
+	case mForecastError:
+		return []string{class(k[0])}
+	}
+	return nil
+}
+
+// The runner's hooks. Each is a no-op without Options.Metrics.
+
+// metricsOffered counts, after an offer to admission, the provider 429s a
+// gateway would have met: the twin's core knows each pool's provider quota
+// and holds a request rather than send it to a spent one, so an offer
+// counts one throttled attempt for every pool that serves its model (and
+// may serve its tenant) and whose quota is spent now.
+func (r *runner) metricsOffered(req *request) {
+	m := r.metrics
+	if m == nil {
+		return
+	}
+	now := r.s.Now()
+	tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
+	for pi := range r.p.pools {
+		pp := &r.p.pools[pi]
+		if !r.core.Serves(pi, req.core.Served) ||
+			(tj != "" && pp.region.Jurisdiction != tj && !r.p.core.IgnoreResidency) {
+			continue
+		}
+		if r.core.QuotaSpent(now, pi) {
+			m.add(mThrottled, cellKey{int32(pi)}, 1)
+		}
+	}
+}
+
+// metricsRouted counts a dispatch starting: requested and served model.
+func (r *runner) metricsRouted(req *request) {
+	if m := r.metrics; m != nil {
+		m.add(mRoutes, cellKey{int32(req.core.Model), int32(req.core.Served)}, 1)
+		if req.core.Fallback {
+			m.fellBack[req.core.ID] = true
+		}
+	}
+}
+
+// metricsRejected counts a refusal by class and reason.
+func (r *runner) metricsRejected(req *request, reason string) {
+	if m := r.metrics; m != nil {
+		m.add(mRejected, cellKey{int32(req.core.Class), m.reason(reason)}, 1)
+	}
+}
+
+// metricsCompleted observes a completed request's latencies and counts a
+// fallback that served it.
+func (r *runner) metricsCompleted(req *request, sv *served) {
+	m := r.metrics
+	if m == nil {
+		return
+	}
+	pool := int32(-1)
+	if ri := req.core.Replica; ri >= 0 {
+		pool = int32(r.replicas[ri].pool)
+	}
+	k := cellKey{int32(req.core.Served), pool, int32(sv.class)}
+	m.observe(mTTFT, k, sv.ttft.Seconds())
+	m.observe(mE2E, k, sv.e2e.Seconds())
+	if sv.output > 1 {
+		m.observe(mTPOT, k, sv.tpot().Seconds())
+	}
+	if req.core.Fallback {
+		m.add(mFallbacksOK, cellKey{int32(req.core.Model), int32(req.core.Served)}, 1)
+	}
+}
+
+// metricsFinished counts a request's outcome, and a failed fallback, as the
+// live gateway does: a request dispatched to a fallback at least once that
+// still ended failed, rejected or timed out.
+func (r *runner) metricsFinished(req *request, outcome func(*Counts), answered bool) {
+	m := r.metrics
+	if m == nil {
+		return
+	}
+	var c Counts
+	outcome(&c)
+	o := outCompleted
+	switch {
+	case c.Rejected > 0:
+		o = outRejected
+	case c.Failed > 0:
+		o = outFailed
+	case c.TimedOut > 0:
+		o = outTimedOut
+	case c.Cancelled > 0:
+		o = outCancelled
+	}
+	m.add(mRequests, cellKey{int32(req.core.Model), int32(req.core.Class), int32(o)}, 1)
+	if m.fellBack[req.core.ID] {
+		delete(m.fellBack, req.core.ID)
+		if !answered && o != outCancelled {
+			m.add(mFallbacksFailed, cellKey{int32(req.core.Model)}, 1)
+		}
+	}
+}
+
+// sampleMetrics reads the run's state at now and records every series.
+// The router's-view series (queues, saturation, breakers, deployment
+// state) are computed as the live gateway computes them from the same
+// core, so a dashboard reads both alike; KV, preemptions and cold starts
+// come from the replicas, as the nodes' do.
+func (r *runner) sampleMetrics() {
+	m := r.metrics
+	now := r.s.Now()
+	for mi, served := range r.served {
+		if served {
+			m.set(mQueueDepth, cellKey{int32(mi)}, float64(r.core.QueueLen(mi)))
+		}
+	}
+	type poolAcc struct {
+		kv              int64
+		engines         bool
+		n, closed, open int
+		preemptions     uint64
+	}
+	acc := make([]poolAcc, len(r.p.pools))
+	var slots, busy int
+	for ri := range r.replicas {
+		rt := &r.replicas[ri]
+		a := &acc[rt.pool]
+		a.n++
+		br := r.core.BreakerView(now, ri)
+		switch br {
+		case sched.Closed:
+			a.closed++
+		case sched.Open:
+			a.open++
+		}
+		m.set(mBreaker, cellKey{int32(ri)}, float64(br))
+		busy += r.core.Inflight(ri)
+		slots += r.p.core.Replicas[ri].MaxBatch
+		if rt.eng != nil {
+			a.engines = true
+			a.preemptions += rt.eng.Preemptions
+			// A replica loading its model or down has nothing to
+			// allocate (a node that is down exports nothing).
+			if !rt.loading && (r.faultState == nil || !r.faultState[ri].down) {
+				a.kv += rt.eng.KVCapacity() - rt.eng.KVUsed()
+			}
+		}
+	}
+	for pi := range r.p.pools {
+		a := &acc[pi]
+		k := cellKey{int32(pi)}
+		m.set(mColdStarts, k, float64(r.pools[pi].ColdStarts))
+		if a.n == 0 {
+			continue
+		}
+		// LiteLLM's deployment state: 0 every breaker closed, 2 every
+		// breaker open, 1 otherwise.
+		state := 1.0
+		switch {
+		case a.closed == a.n:
+			state = 0
+		case a.open == a.n:
+			state = 2
+		}
+		m.set(mDeploymentState, k, state)
+		m.set(mCooledDown, k, float64(a.open))
+		if a.engines {
+			m.set(mKVAllocatable, k, float64(a.kv))
+			m.set(mPreemptions, k, float64(a.preemptions))
+		}
+	}
+	sat := 0.0
+	if slots > 0 {
+		sat = min(float64(busy)/float64(slots), 1)
+	}
+	m.set(mSaturation, cellKey{}, sat)
+	step := 0
+	if r.ladder != nil {
+		step = r.ladder.engaged
+	}
+	m.set(mDegradationStep, cellKey{}, float64(step))
+	r.demand.rollTo(now)
+	for ci, e := range r.demand.lastErrors() {
+		if e >= 0 {
+			m.set(mForecastError, cellKey{int32(ci)}, e)
+		}
+	}
+	m.snapshot(now, r.metricLabels)
+}
+
+// runSampled is runTo with Metrics: it stops at every sampling instant up
+// to until and samples there.
+func (r *runner) runSampled(until time.Duration) bool {
+	m := r.metrics
+	step := m.Step
+	for {
+		next := time.Duration(0)
+		if n := len(m.Times); n > 0 {
+			next = (m.Times[n-1]/step + 1) * step
+		}
+		if next > until {
+			break
+		}
+		r.s.RunUntil(next)
+		r.sampleMetrics()
+	}
+	done := r.runTo(until)
+	if done {
+		if n := len(m.Times); n == 0 || m.Times[n-1] < r.s.Now() {
+			r.sampleMetrics()
+		}
+	}
+	return done
+}
