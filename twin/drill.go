@@ -43,16 +43,8 @@ const DrillWindow = time.Minute
 
 // NewDrill prepares a drill of sc; nothing has run yet (Now is 0).
 func NewDrill(sc *scenarios.Scenario, opts Options) (*Drill, error) {
-	p, err := build(sc)
+	r, err := prepare(sc)
 	if err != nil {
-		return nil, err
-	}
-	r, err := newRunner(p)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.skeleton().evaluate(sc.Expect); err != nil {
-		r.closeSources()
 		return nil, err
 	}
 	r.onComplete = opts.OnComplete
@@ -226,17 +218,7 @@ func (d *Drill) Report() (*Report, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if r.doubleStarts > 0 {
-		return nil, fmt.Errorf("twin: %d dispatches of requests already started (a twin bug: exactly-once broken)", r.doubleStarts)
-	}
-	rep := r.report()
-	if err := rep.CheckAccounting(); err != nil {
-		return nil, err
-	}
-	if err := rep.evaluate(d.sc.Expect); err != nil {
-		return nil, err
-	}
-	return rep, nil
+	return r.final()
 }
 
 // Recorded returns the drill's fault lines — the scenario's, then those

@@ -61,19 +61,11 @@ type ReplicaState struct {
 // error: see Report.Passed.
 func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, error) {
 	start := time.Now()
-	p, err := build(sc)
+	r, err := prepare(sc)
 	if err != nil {
 		return nil, err
 	}
-	r, err := newRunner(p)
-	if err != nil {
-		return nil, err
-	}
-	// Expectations are checked against the report's shape before the run,
-	// so a typo fails in milliseconds, not after an hour of simulation.
-	if err := r.skeleton().evaluate(sc.Expect); err != nil {
-		return nil, err
-	}
+	p := r.p
 	r.onComplete = opts.OnComplete
 	if opts.Sample != nil && opts.SampleEvery > 0 {
 		r.startSampling(opts.Sample, opts.SampleEvery)
@@ -94,6 +86,36 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	if err := r.run(ctx, opts.Progress); err != nil {
 		return nil, err
 	}
+	rep, err := r.final()
+	if err != nil {
+		return nil, err
+	}
+	rep.Run = RunInfo{WallS: round(time.Since(start).Seconds(), 3), Version: opts.Version}
+	return rep, nil
+}
+
+// prepare builds a runner for sc. Expectations are checked against the
+// report's shape before the run, so a typo fails in milliseconds, not after
+// an hour of simulation.
+func prepare(sc *scenarios.Scenario) (*runner, error) {
+	p, err := build(sc)
+	if err != nil {
+		return nil, err
+	}
+	r, err := newRunner(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.skeleton().evaluate(sc.Expect); err != nil {
+		r.closeSources()
+		return nil, err
+	}
+	return r, nil
+}
+
+// final is the report of the run so far, its accounting checked and its
+// expectations evaluated.
+func (r *runner) final() (*Report, error) {
 	if r.doubleStarts > 0 {
 		return nil, fmt.Errorf("twin: %d dispatches of requests already started (a twin bug: exactly-once broken)", r.doubleStarts)
 	}
@@ -101,10 +123,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	if err := rep.CheckAccounting(); err != nil {
 		return nil, err
 	}
-	if err := rep.evaluate(sc.Expect); err != nil {
+	if err := rep.evaluate(r.p.sc.Expect); err != nil {
 		return nil, err
 	}
-	rep.Run = RunInfo{WallS: round(time.Since(start).Seconds(), 3), Version: opts.Version}
 	return rep, nil
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetdrill/fleetdrill/internal/promtest"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
@@ -242,69 +243,14 @@ func (h *harness) mustPost(key, body string) (*http.Response, string) {
 // want, summed over the matching series.
 func (h *harness) metric(name string, want map[string]string) float64 {
 	h.t.Helper()
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range want {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == k && lp.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.Counter.GetValue()
-			case m.Gauge != nil:
-				sum += m.Gauge.GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return sum
+	return promtest.Value(h.t, h.reg, name, want, false)
 }
 
 // histSum returns the sum of the observations of histogram name, over the
 // series whose labels include want.
 func (h *harness) histSum(name string, want map[string]string) float64 {
 	h.t.Helper()
-	mfs, err := h.reg.Gather()
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	sum := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range want {
-				found := false
-				for _, lp := range m.GetLabel() {
-					found = found || (lp.GetName() == k && lp.GetValue() == v)
-				}
-				if !found {
-					continue next
-				}
-			}
-			sum += m.GetHistogram().GetSampleSum()
-		}
-	}
-	return sum
+	return promtest.Value(h.t, h.reg, name, want, true)
 }
 
 // postAs posts a chat request with the given class header ("" for none) and

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
+	"github.com/fleetdrill/fleetdrill/internal/promtest"
 	"github.com/fleetdrill/fleetdrill/internal/signals"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
@@ -20,39 +21,7 @@ import (
 // summed (a histogram's count, or with sum its sum of observations).
 func series(t testing.TB, g prometheus.Gatherer, name string, want map[string]string, sum bool) float64 {
 	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range want {
-				found := false
-				for _, lp := range m.GetLabel() {
-					found = found || (lp.GetName() == k && lp.GetValue() == v)
-				}
-				if !found {
-					continue next
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				total += m.Counter.GetValue()
-			case m.Gauge != nil:
-				total += m.Gauge.GetValue()
-			case m.Histogram != nil && sum:
-				total += m.Histogram.GetSampleSum()
-			case m.Histogram != nil:
-				total += float64(m.Histogram.GetSampleCount())
-			}
-		}
-	}
-	return total
+	return promtest.Value(t, g, name, want, sum)
 }
 
 const testPool, testRegion = "use-h100-8b", "us-east"
