@@ -53,6 +53,9 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newRunCmd(), newCompareCmd(), newScenariosCmd(), newTraceCmd(), newCalibrateCmd(), newFidelityCmd(), newFaultsCmd(), newSpecCmd(), newTUICmd(), newGatewayCmd(), newNodeCmd(), newVersionCmd())
 	root.AddCommand(newInventoryCmd())
 	root.AddCommand(newAgentCmd())
+	root.AddCommand(newSweepCmd())
+	root.AddCommand(newScorecardCmd())
+	root.AddCommand(newPlanCmd())
 	return root
 }
 

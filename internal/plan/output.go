@@ -1,0 +1,225 @@
+package plan
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// Fleet is one replica vector at one demand, over every case: what the
+// Pareto front is made of.
+type Fleet struct {
+	Replicas    []int   `json:"replicas"`
+	Demand      float64 `json:"demand"`
+	CostPerHour float64 `json:"cost_per_hour"`
+	Attainment  float64 `json:"slo_attainment"` // worst class, worst case
+	Pass        bool    `json:"pass"`           // every case passed
+	Cases       int     `json:"cases"`          // cases evaluated (a search may stop early)
+}
+
+// Fleets groups the evaluated points by (replicas, demand).
+func (r *Result) Fleets() []Fleet {
+	idx := map[string]int{}
+	var out []Fleet
+	for _, pt := range r.Points {
+		k := key(pt.Replicas, pt.Demand, "")
+		i, ok := idx[k]
+		if !ok {
+			i = len(out)
+			idx[k] = i
+			out = append(out, Fleet{Replicas: pt.Replicas, Demand: pt.Demand, CostPerHour: pt.CostPerHour, Attainment: 1, Pass: true})
+		}
+		f := &out[i]
+		f.Cases++
+		f.Pass = f.Pass && pt.Pass
+		a := pt.Attainment
+		if pt.Err != "" {
+			a = 0
+		}
+		f.Attainment = min(f.Attainment, a)
+	}
+	return out
+}
+
+// Pareto is the cost-versus-attainment front of fleets at one demand: no
+// other fleet is both cheaper (or as cheap) and better (or as good). Sorted
+// by cost.
+func Pareto(fleets []Fleet) []Fleet {
+	s := slices.Clone(fleets)
+	slices.SortFunc(s, func(a, b Fleet) int {
+		if a.CostPerHour != b.CostPerHour {
+			if a.CostPerHour < b.CostPerHour {
+				return -1
+			}
+			return 1
+		}
+		if a.Attainment > b.Attainment {
+			return -1
+		}
+		if a.Attainment < b.Attainment {
+			return 1
+		}
+		return 0
+	})
+	var front []Fleet
+	best := math.Inf(-1)
+	for _, f := range s {
+		if f.Attainment > best {
+			front = append(front, f)
+			best = f.Attainment
+		}
+	}
+	return front
+}
+
+func caseName(f string) string {
+	if f == "" {
+		return "healthy"
+	}
+	return "with " + f
+}
+
+// WriteText prints the plan, one block per demand level.
+func WriteText(w io.Writer, r *Result) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan %s: %d pools, survive %d failure(s)", r.Scenario, len(r.Pools), len(r.Faults))
+	for _, f := range r.Faults {
+		fmt.Fprintf(&b, "\n  survive: %s", f)
+	}
+	if r.Expect != nil {
+		fmt.Fprintf(&b, "\n  healthy runs check: %s", strings.Join(r.Expect, "; "))
+	}
+	b.WriteString("\n\n")
+	for _, lv := range r.Levels {
+		fmt.Fprintf(&b, "demand ×%g\n", lv.Demand)
+		if !lv.Feasible {
+			fmt.Fprintf(&b, "  infeasible: %s (%d runs)\n\n", lv.Note, lv.Runs)
+			continue
+		}
+		fmt.Fprintf(&b, "  %-16s %8s %6s %6s %10s\n", "pool", "replicas", "today", "gap", "$/h")
+		for i, pl := range r.Pools {
+			gap := fmt.Sprintf("%+d", lv.Gap[i])
+			if lv.Gap[i] == 0 {
+				gap = "0"
+			}
+			fmt.Fprintf(&b, "  %-16s %8d %6d %6s %10.2f\n", pl.Name, lv.Replicas[i], pl.Committed, gap,
+				float64(lv.Replicas[i]*pl.GPUsPerReplica)*pl.PricePerGPUH)
+		}
+		today := 0.0
+		for _, pl := range r.Pools {
+			today += float64(pl.Committed*pl.GPUsPerReplica) * pl.PricePerGPUH
+		}
+		fmt.Fprintf(&b, "  cost %.2f/h (today %.2f/h), %.5f per successful task (healthy run)\n", lv.CostPerHour, today, lv.PerTask)
+		if len(lv.Bindings) == 0 {
+			b.WriteString("  binding: none (every pool is at zero)\n")
+		}
+		for _, bd := range lv.Bindings {
+			head := "n/a"
+			if !math.IsNaN(bd.Headroom) {
+				head = fmt.Sprintf("%.4g", bd.Headroom)
+				if !math.IsNaN(bd.HeadroomRel) {
+					head += fmt.Sprintf(" (%.0f%%)", 100*bd.HeadroomRel)
+				}
+			}
+			fmt.Fprintf(&b, "  binding: %s -1 fails %q %s (value %.4g); headroom %s\n",
+				bd.Pool, bd.Expr, caseName(bd.Fault), bd.Value, head)
+		}
+		fmt.Fprintf(&b, "  search: %d runs; a full grid up to the upper bound: %.0f runs\n\n", lv.Runs, lv.Grid)
+	}
+	fmt.Fprintf(&b, "%d runs in %.1fs on %d workers\n", r.Runs, r.Wall, r.Parallel)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSON writes the plan, every evaluated point included.
+func WriteJSON(w io.Writer, r *Result) error {
+	type out struct {
+		*Result
+		Fleets []Fleet `json:"fleets"`
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out{Result: r, Fleets: r.Fleets()})
+}
+
+// PlotPareto draws every evaluated fleet's cost per hour against its SLO
+// attainment (worst class under the worst case), one colour per demand,
+// with each demand's Pareto front as a line, as a PNG (or SVG, PDF by
+// extension).
+func PlotPareto(path string, r *Result) error {
+	p := plot.New()
+	p.Title.Text = "plan " + r.Scenario + ": cost vs SLO attainment (worst class, worst case)"
+	p.X.Label.Text = "cost per hour"
+	p.Y.Label.Text = "SLO attainment"
+	p.Legend.Top = false
+	p.Legend.Left = false
+	fleets := r.Fleets()
+	for i, lv := range r.Levels {
+		var pts, front plotter.XYs
+		var lf []Fleet
+		for _, f := range fleets {
+			if f.Demand == lv.Demand {
+				lf = append(lf, f)
+				pts = append(pts, plotter.XY{X: f.CostPerHour, Y: f.Attainment})
+			}
+		}
+		for _, f := range Pareto(lf) {
+			front = append(front, plotter.XY{X: f.CostPerHour, Y: f.Attainment})
+		}
+		c := plotColor(i)
+		if len(pts) > 0 {
+			s, err := plotter.NewScatter(pts)
+			if err != nil {
+				return err
+			}
+			s.GlyphStyle.Color = c
+			s.GlyphStyle.Shape = draw.CircleGlyph{}
+			p.Add(s)
+			p.Legend.Add(fmt.Sprintf("demand ×%g", lv.Demand), s)
+		}
+		if len(front) > 1 {
+			l, err := plotter.NewLine(front)
+			if err != nil {
+				return err
+			}
+			l.Color = c
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+			p.Add(l)
+		}
+		if lv.Feasible {
+			s, err := plotter.NewScatter(plotter.XYs{{X: lv.CostPerHour, Y: attainmentOf(fleets, lv)}})
+			if err != nil {
+				return err
+			}
+			s.GlyphStyle.Color = c
+			s.GlyphStyle.Shape = draw.PyramidGlyph{}
+			s.GlyphStyle.Radius = vg.Points(6)
+			p.Add(s)
+		}
+	}
+	p.Add(plotter.NewGrid())
+	return p.Save(20*vg.Centimeter, 14*vg.Centimeter, path)
+}
+
+func attainmentOf(fleets []Fleet, lv Level) float64 {
+	for _, f := range fleets {
+		if f.Demand == lv.Demand && slices.Equal(f.Replicas, lv.Replicas) {
+			return f.Attainment
+		}
+	}
+	return math.NaN()
+}
+
+func plotColor(i int) color.Color {
+	cs := []color.RGBA{{31, 119, 180, 255}, {255, 127, 14, 255}, {44, 160, 44, 255}, {214, 39, 40, 255}, {148, 103, 189, 255}}
+	return cs[i%len(cs)]
+}

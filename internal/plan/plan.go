@@ -1,0 +1,546 @@
+// Package plan searches a scenario's pool replica counts for the cheapest
+// fleet that meets every expectation of the scenario, healthy and through
+// each of a list of failures, at each of several demand levels.
+//
+// The search relies on monotonicity (more replicas never hurt an SLO): it
+// finds a passing upper bound by doubling the scenario's counts, then runs a
+// coordinate descent, bisecting each pool's count (most expensive GPU-hour
+// first) to the least that passes with the others fixed, until a sweep
+// changes nothing. Every run is cached by (replicas, demand, fault) and kept.
+// The result is a fleet from which no single pool can give up a replica; it
+// is not guaranteed to be the global minimum when pools substitute for one
+// another (see docs/planning.md).
+package plan
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
+)
+
+// Loader parses the scenario with extra --set overrides.
+type Loader func(sets []string) (*scenarios.Scenario, error)
+
+// Config is what to plan.
+type Config struct {
+	Demands  []float64 // demand multipliers; empty means [1]
+	Survive  []string  // fault lines a plan must survive, each separately
+	Parallel int       // runs at a time; 0 means GOMAXPROCS
+	// MaxReplicas caps each pool's count in the search; 0 means
+	// max(64, 4 × the scenario's count).
+	MaxReplicas int
+	// MinAttainment, when > 0, adds "CLASS.slo_attainment >= MinAttainment"
+	// for every class a stream sends to, to the scenario's expectations
+	// in the healthy runs: latency objectives alone are met by a fleet of
+	// zero that rejects everything. Runs with a survived fault check only
+	// the scenario's own expectations (a regional outage loses requests
+	// before it is detected, whatever the fleet).
+	MinAttainment float64
+	Version       string
+}
+
+// Pool is a pool as the plan sees it.
+type Pool struct {
+	Name           string  `json:"name"`
+	Committed      int     `json:"committed"` // replicas in the scenario today
+	GPUsPerReplica int     `json:"gpus_per_replica"`
+	PricePerGPUH   float64 `json:"price_per_gpu_hour"`
+}
+
+// Point is one evaluated candidate: a replica vector at a demand level
+// under one failure ("" is the healthy case).
+type Point struct {
+	Replicas    []int    `json:"replicas"`
+	Demand      float64  `json:"demand"`
+	Fault       string   `json:"fault"`
+	Pass        bool     `json:"pass"`
+	CostPerHour float64  `json:"cost_per_hour"`
+	PerTask     float64  `json:"cost_per_successful_task"`
+	Attainment  float64  `json:"slo_attainment"` // the worst class's
+	Failed      []string `json:"failed,omitempty"`
+	Err         string   `json:"error,omitempty"`
+	WallS       float64  `json:"wall_s"`
+	exps        []twin.Expectation
+	done        chan struct{}
+}
+
+// Binding is the constraint that stops one pool from giving up a replica.
+type Binding struct {
+	Pool      string  `json:"pool"`
+	Fault     string  `json:"fault"` // "" healthy
+	Expr      string  `json:"expr"`
+	Value     float64 `json:"value_at_one_fewer"`
+	Threshold float64 `json:"threshold"`
+	// Headroom is the binding expectation's margin at the planned fleet
+	// (threshold minus value for <, value minus threshold for >), and
+	// HeadroomRel that margin over the threshold.
+	Headroom    float64 `json:"headroom"`
+	HeadroomRel float64 `json:"headroom_rel"`
+}
+
+// Level is the plan at one demand multiplier.
+type Level struct {
+	Demand      float64   `json:"demand"`
+	Feasible    bool      `json:"feasible"`
+	Replicas    []int     `json:"replicas,omitempty"`
+	CostPerHour float64   `json:"cost_per_hour"`
+	PerTask     float64   `json:"cost_per_successful_task"` // the healthy run's
+	Gap         []int     `json:"gap,omitempty"`            // replicas to add to today's, per pool
+	Bindings    []Binding `json:"bindings,omitempty"`       // one per pool that cannot shrink
+	Runs        int       `json:"runs"`                     // twin runs this level took
+	Grid        float64   `json:"grid_runs"`                // runs a full grid to the upper bound would take
+	Note        string    `json:"note,omitempty"`
+}
+
+// Result is a plan.
+type Result struct {
+	Scenario string    `json:"scenario"`
+	Pools    []Pool    `json:"pools"`
+	Faults   []string  `json:"survive"`
+	Expect   []string  `json:"expect,omitempty"` // when the plan added to the scenario's
+	Levels   []Level   `json:"levels"`
+	Points   []*Point  `json:"points"`
+	Runs     int       `json:"runs"`
+	Wall     float64   `json:"wall_s"`
+	Parallel int       `json:"parallel"`
+	Started  time.Time `json:"-"`
+}
+
+// ScaleSets are the overrides that multiply every workload stream's rate by
+// k: a synthetic stream's arrivals.rate, a trace's rate_scale. It replicates
+// internal/spec's "the workload is scaled by" step, which is not exported.
+func ScaleSets(sc *scenarios.Scenario, k float64) []string {
+	var sets []string
+	for _, s := range sc.Workload {
+		if s.Trace != nil {
+			rs := s.Trace.RateScale
+			if rs == 0 {
+				rs = 1
+			}
+			sets = append(sets, fmt.Sprintf("workload.%s.trace.rate_scale=%g", s.Name, rs*k))
+			continue
+		}
+		sets = append(sets, fmt.Sprintf("workload.%s.arrivals.rate=%g", s.Name, s.Arrivals.Rate*k))
+	}
+	return sets
+}
+
+// InvalidError is a plan that cannot start: the scenario, a demand or a
+// fault line is invalid.
+type InvalidError struct{ Err error }
+
+func (e *InvalidError) Error() string { return e.Err.Error() }
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+type planner struct {
+	load   Loader
+	base   *scenarios.Scenario
+	cfg    Config
+	pools  []Pool
+	cases  []string // "" then each survived fault
+	expect []string // the expectations every run checks; nil: the scenario's
+	sem    chan struct{}
+	mu     sync.Mutex
+	cache  map[string]*Point
+	points []*Point
+	runs   int
+}
+
+// Run plans. The scenario's own faults stay in every run; each survived
+// fault is added to them in a run of its own.
+func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
+	start := time.Now()
+	base, err := load(nil)
+	if err != nil {
+		return nil, &InvalidError{Err: err}
+	}
+	if len(base.Pools) == 0 {
+		return nil, fmt.Errorf("plan: scenario %s has no pools", base.Name)
+	}
+	if len(cfg.Demands) == 0 {
+		cfg.Demands = []float64{1}
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = runtime.GOMAXPROCS(0)
+	}
+	p := &planner{load: load, base: base, cfg: cfg, cases: append([]string{""}, cfg.Survive...),
+		sem: make(chan struct{}, cfg.Parallel), cache: map[string]*Point{}}
+	for _, pl := range base.Pools {
+		p.pools = append(p.pools, Pool{Name: pl.Name, Committed: pl.Replicas, GPUsPerReplica: pl.GPUsPerReplica, PricePerGPUH: pl.PricePerGPUHour})
+	}
+	if cfg.MinAttainment > 0 {
+		p.expect = slices.Clone(base.Expect)
+		seen := map[string]bool{}
+		for _, s := range base.Workload {
+			if s.Class != "" && !seen[s.Class] {
+				seen[s.Class] = true
+				p.expect = append(p.expect, fmt.Sprintf("%s.slo_attainment >= %g", s.Class, cfg.MinAttainment))
+			}
+		}
+	}
+	// Check every fault line and demand before the search: a typo should
+	// fail in milliseconds.
+	for _, d := range cfg.Demands {
+		if d <= 0 {
+			return nil, fmt.Errorf("plan: --demand %g: want > 0", d)
+		}
+		for _, f := range p.cases {
+			if _, err := load(p.sets(p.committed(), d, f)); err != nil {
+				return nil, &InvalidError{Err: fmt.Errorf("plan: demand %g, %s: %w", d, caseName(f), err)}
+			}
+		}
+	}
+	// Faults are checked when the twin builds the run: run today's fleet
+	// first (the search starts there anyway), and take a failure to build
+	// as invalid input.
+	pts, err := p.all(ctx, p.committed(), cfg.Demands[0])
+	if err != nil {
+		return nil, err
+	}
+	for _, pt := range pts {
+		if pt.Err != "" {
+			return nil, &InvalidError{Err: fmt.Errorf("plan: %s at today's fleet: %s", caseName(pt.Fault), pt.Err)}
+		}
+	}
+	res := &Result{Scenario: base.Name, Pools: p.pools, Faults: cfg.Survive, Expect: p.expect, Parallel: cfg.Parallel, Started: start}
+	res.Levels = make([]Level, len(cfg.Demands))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, d := range cfg.Demands {
+		g.Go(func() error {
+			lv, err := p.level(gctx, d)
+			res.Levels[i] = lv
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	res.Points = p.points
+	res.Runs = p.runs
+	res.Wall = time.Since(start).Seconds()
+	return res, nil
+}
+
+func (p *planner) committed() []int {
+	x := make([]int, len(p.pools))
+	for i, pl := range p.pools {
+		x[i] = pl.Committed
+	}
+	return x
+}
+
+// CostPerHour is Σ replicas × GPUs per replica × price per GPU-hour.
+func (p *planner) costPerHour(x []int) float64 {
+	c := 0.0
+	for i, pl := range p.pools {
+		c += float64(x[i]*pl.GPUsPerReplica) * pl.PricePerGPUH
+	}
+	return c
+}
+
+func (p *planner) sets(x []int, demand float64, fault string) []string {
+	var sets []string
+	for i := range p.pools {
+		sets = append(sets, fmt.Sprintf("pools[%d].replicas=%d", i, x[i]))
+	}
+	sets = append(sets, ScaleSets(p.base, demand)...)
+	if p.expect != nil && fault == "" {
+		b, _ := json.Marshal(p.expect)
+		sets = append(sets, "expect="+string(b))
+	}
+	if fault != "" {
+		faults := append(slices.Clip(p.base.Faults), fault)
+		b, _ := json.Marshal(faults) // JSON is YAML
+		sets = append(sets, "faults="+string(b))
+	}
+	return sets
+}
+
+func key(x []int, demand float64, fault string) string {
+	var b strings.Builder
+	for _, v := range x {
+		b.WriteString(strconv.Itoa(v))
+		b.WriteByte(',')
+	}
+	fmt.Fprintf(&b, "|%g|%s", demand, fault)
+	return b.String()
+}
+
+// eval runs one case, or returns it from the cache (waiting for a run in
+// progress). A run that fails to build counts as not passing.
+func (p *planner) eval(ctx context.Context, x []int, demand float64, fault string) (*Point, error) {
+	k := key(x, demand, fault)
+	p.mu.Lock()
+	if pt, ok := p.cache[k]; ok {
+		p.mu.Unlock()
+		select {
+		case <-pt.done:
+			return pt, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	pt := &Point{Replicas: slices.Clone(x), Demand: demand, Fault: fault, CostPerHour: p.costPerHour(x), done: make(chan struct{})}
+	p.cache[k] = pt
+	p.points = append(p.points, pt)
+	p.runs++
+	p.mu.Unlock()
+	defer close(pt.done)
+
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-p.sem }()
+	t0 := time.Now()
+	sc, err := p.load(p.sets(x, demand, fault))
+	if err != nil {
+		return nil, err // checked at the committed fleet: a planner bug
+	}
+	rep, err := twin.Run(ctx, sc, twin.Options{Version: p.cfg.Version})
+	pt.WallS = time.Since(t0).Seconds()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		pt.Err = err.Error()
+		return pt, nil
+	}
+	pt.Pass = rep.Passed()
+	pt.PerTask = rep.Cost.PerSuccessfulTask
+	pt.Attainment = 1
+	for _, g := range rep.Classes {
+		if g.Arrived > 0 {
+			pt.Attainment = min(pt.Attainment, g.SLOAttainment)
+		}
+	}
+	pt.exps = rep.Expectations
+	for _, e := range rep.Expectations {
+		if !e.Pass {
+			pt.Failed = append(pt.Failed, e.Expr)
+		}
+	}
+	return pt, nil
+}
+
+// passes runs x at demand under every case, in parallel, and reports
+// whether all pass.
+func (p *planner) passes(ctx context.Context, x []int, demand float64) (bool, error) {
+	pts, err := p.all(ctx, x, demand)
+	if err != nil {
+		return false, err
+	}
+	for _, pt := range pts {
+		if !pt.Pass {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (p *planner) all(ctx context.Context, x []int, demand float64) ([]*Point, error) {
+	pts := make([]*Point, len(p.cases))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, f := range p.cases {
+		g.Go(func() error {
+			pt, err := p.eval(gctx, x, demand, f)
+			pts[i] = pt
+			return err
+		})
+	}
+	return pts, g.Wait()
+}
+
+func (p *planner) level(ctx context.Context, demand float64) (Level, error) {
+	lv := Level{Demand: demand}
+	n := len(p.pools)
+	maxR := make([]int, n)
+	for i, pl := range p.pools {
+		maxR[i] = p.cfg.MaxReplicas
+		if maxR[i] <= 0 {
+			maxR[i] = max(64, 4*pl.Committed)
+		}
+	}
+	// An upper bound that passes: today's fleet, doubled until it does.
+	x := p.committed()
+	for {
+		ok, err := p.passes(ctx, x, demand)
+		if err != nil {
+			return lv, err
+		}
+		if ok {
+			break
+		}
+		grown := false
+		for i := range x {
+			y := min(max(1, 2*x[i]), maxR[i])
+			grown = grown || y != x[i]
+			x[i] = y
+		}
+		if !grown {
+			lv.Note = fmt.Sprintf("no fleet up to %v replicas meets every expectation", maxR)
+			pts, err := p.all(ctx, x, demand)
+			if err != nil {
+				return lv, err
+			}
+			for _, pt := range pts {
+				for _, e := range pt.exps {
+					if !e.Pass {
+						lv.Note += fmt.Sprintf("; at %v %s: %s (value %.4g)", x, caseName(pt.Fault), e.Expr, e.Value)
+					}
+				}
+				if pt.Err != "" {
+					lv.Note += fmt.Sprintf("; at %v %s: %s", x, caseName(pt.Fault), pt.Err)
+				}
+			}
+			lv.Runs, lv.Grid = p.levelRuns(demand), 0
+			return lv, nil
+		}
+	}
+	upper := slices.Clone(x)
+
+	// Coordinate descent, the most expensive replica first.
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		ca := float64(p.pools[a].GPUsPerReplica) * p.pools[a].PricePerGPUH
+		cb := float64(p.pools[b].GPUsPerReplica) * p.pools[b].PricePerGPUH
+		switch {
+		case ca > cb:
+			return -1
+		case ca < cb:
+			return 1
+		}
+		return 0
+	})
+	for changed := true; changed; {
+		changed = false
+		for _, i := range order {
+			lo, hi := -1, x[i] // x[i] passes; find the least passing in (lo, hi]
+			for hi-lo > 1 {
+				mid := (lo + hi) / 2
+				y := slices.Clone(x)
+				y[i] = mid
+				ok, err := p.passes(ctx, y, demand)
+				if err != nil {
+					return lv, err
+				}
+				if ok {
+					hi = mid
+				} else {
+					lo = mid
+				}
+			}
+			if hi != x[i] {
+				x[i], changed = hi, true
+			}
+		}
+	}
+
+	lv.Feasible = true
+	lv.Replicas = x
+	lv.CostPerHour = p.costPerHour(x)
+	healthy, err := p.eval(ctx, x, demand, "")
+	if err != nil {
+		return lv, err
+	}
+	lv.PerTask = healthy.PerTask
+	for i, pl := range p.pools {
+		lv.Gap = append(lv.Gap, x[i]-pl.Committed)
+	}
+	// The binding constraints: for each pool, what fails with one fewer.
+	final, err := p.all(ctx, x, demand)
+	if err != nil {
+		return lv, err
+	}
+	for i := range p.pools {
+		if x[i] == 0 {
+			continue
+		}
+		y := slices.Clone(x)
+		y[i]--
+		pts, err := p.all(ctx, y, demand)
+		if err != nil {
+			return lv, err
+		}
+		if b, ok := p.binding(i, pts, final); ok {
+			lv.Bindings = append(lv.Bindings, b)
+		}
+	}
+	lv.Runs = p.levelRuns(demand)
+	lv.Grid = float64(len(p.cases))
+	for _, u := range upper {
+		lv.Grid *= float64(u + 1)
+	}
+	return lv, nil
+}
+
+// binding picks, among the expectations that fail with one fewer replica of
+// pool i, the one with the least headroom at the planned fleet.
+func (p *planner) binding(i int, fewer, final []*Point) (Binding, bool) {
+	best, found := Binding{}, false
+	for c, pt := range fewer {
+		if pt.Pass {
+			continue
+		}
+		if pt.Err != "" {
+			b := Binding{Pool: p.pools[i].Name, Fault: pt.Fault, Expr: "the run fails: " + pt.Err, Headroom: math.NaN(), HeadroomRel: math.NaN()}
+			if !found {
+				best, found = b, true
+			}
+			continue
+		}
+		for j, e := range pt.exps {
+			if e.Pass {
+				continue
+			}
+			b := Binding{Pool: p.pools[i].Name, Fault: pt.Fault, Expr: e.Expr, Value: e.Value, Headroom: math.NaN(), HeadroomRel: math.NaN()}
+			if ex, err := scenarios.ParseExpectation(e.Expr); err == nil {
+				b.Threshold = ex.Value
+				if j < len(final[c].exps) {
+					v := final[c].exps[j].Value
+					switch ex.Op {
+					case "<", "<=":
+						b.Headroom = ex.Value - v
+					case ">", ">=":
+						b.Headroom = v - ex.Value
+					}
+					if ex.Value != 0 && !math.IsNaN(b.Headroom) {
+						b.HeadroomRel = b.Headroom / math.Abs(ex.Value)
+					}
+				}
+			}
+			if !found || (!math.IsNaN(b.HeadroomRel) && (math.IsNaN(best.HeadroomRel) || b.HeadroomRel < best.HeadroomRel)) {
+				best, found = b, true
+			}
+		}
+	}
+	return best, found
+}
+
+func (p *planner) levelRuns(demand float64) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, pt := range p.points {
+		if pt.Demand == demand {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,150 @@
+package plan
+
+import (
+	"context"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+)
+
+// library is a Loader for a library scenario with fixed overrides.
+func library(t *testing.T, name string, base ...string) Loader {
+	t.Helper()
+	data, err := scenarios.Source(name)
+	require.NoError(t, err)
+	return func(extra []string) (*scenarios.Scenario, error) {
+		return scenarios.ParseWithSets(name+".yaml", data, append(slices.Clip(base), extra...))
+	}
+}
+
+// erlangC is the probability that an arrival waits in an M/M/c queue with
+// offered load a = λ/μ erlangs.
+func erlangC(c int, a float64) float64 {
+	if a >= float64(c) {
+		return 1
+	}
+	sum, term := 0.0, 1.0 // term = a^k / k!
+	for k := 0; k < c; k++ {
+		sum += term
+		term *= a / float64(k+1)
+	}
+	// term is now a^c / c!
+	top := term * float64(c) / (float64(c) - a)
+	return top / (sum + top)
+}
+
+// meanWait is Erlang C's E[W_q] = C(c, a) / (cμ − λ).
+func meanWait(c int, lambda, mu float64) float64 {
+	if lambda >= float64(c)*mu {
+		return math.Inf(1)
+	}
+	return erlangC(c, lambda/mu) / (float64(c)*mu - lambda)
+}
+
+// TestPlanMatchesErlangC: an M/M/c pool with λ = 3/s, mean service 1 s and
+// the expectation mean queue wait < 0.25 s. Erlang C gives E[W_q] = 0.509 s
+// at c = 4 and 0.118 s at c = 5 (twice and half the threshold, far outside
+// the few-percent noise of 3 simulated hours), so the least c is 5, and the
+// planner, starting from c = 2, must find exactly that.
+func TestPlanMatchesErlangC(t *testing.T) {
+	const lambda, mu, target = 3.0, 1.0, 0.25
+	want := 0
+	for c := 1; c < 100; c++ {
+		if meanWait(c, lambda, mu) < target {
+			want = c
+			break
+		}
+	}
+	require.Equal(t, 5, want)
+	require.Greater(t, meanWait(want-1, lambda, mu), 1.8*target)
+	require.Less(t, meanWait(want, lambda, mu), 0.6*target)
+
+	load := library(t, "mmc",
+		"duration=3h", "pools.mmc.replicas=2", "pools.mmc.price_per_gpu_hour=2",
+		"workload.poisson.arrivals.rate=3", "pools.mmc.service.mean=1s",
+		`expect=["all.queue_wait.mean < 0.25s"]`)
+	res, err := Run(context.Background(), load, Config{})
+	require.NoError(t, err)
+	require.Len(t, res.Levels, 1)
+	lv := res.Levels[0]
+	require.True(t, lv.Feasible, lv.Note)
+	require.Equal(t, []int{want}, lv.Replicas)
+	require.Equal(t, []int{want - 2}, lv.Gap)
+	require.InDelta(t, float64(want)*2, lv.CostPerHour, 1e-9)
+	require.Len(t, lv.Bindings, 1)
+	require.Equal(t, "all.queue_wait.mean < 0.25s", lv.Bindings[0].Expr)
+	require.Equal(t, "", lv.Bindings[0].Fault)
+	require.Greater(t, lv.Bindings[0].Value, 0.25)
+	require.Greater(t, lv.Bindings[0].Headroom, 0.0)
+	// The twin agrees with Erlang C at c-1 and c, within 15 %.
+	for _, pt := range res.Points {
+		if c := pt.Replicas[0]; c == want || c == want-1 {
+			for _, e := range pt.exps {
+				require.InEpsilon(t, meanWait(c, lambda, mu), e.Value, 0.15, "c=%d", c)
+			}
+		}
+	}
+}
+
+// TestPlanPrunesTheGrid: on the default scenario's four pools, the
+// coordinate descent takes far fewer runs than the full grid to the same
+// upper bound, and every point it ran is kept.
+func TestPlanPrunesTheGrid(t *testing.T) {
+	load := library(t, "default", "duration=10m")
+	res, err := Run(context.Background(), load, Config{Demands: []float64{1, 1.5}, MinAttainment: 0.99})
+	require.NoError(t, err)
+	require.Len(t, res.Levels, 2)
+	total := 0
+	for _, lv := range res.Levels {
+		require.True(t, lv.Feasible, lv.Note)
+		require.Less(t, float64(lv.Runs), lv.Grid/4, "runs %d, grid %g", lv.Runs, lv.Grid)
+		total += lv.Runs
+	}
+	require.Equal(t, total, res.Runs)
+	require.Len(t, res.Points, res.Runs)
+	front := Pareto(res.Fleets())
+	require.NotEmpty(t, front)
+	for i := 1; i < len(front); i++ {
+		require.Greater(t, front[i].Attainment, front[i-1].Attainment)
+		require.GreaterOrEqual(t, front[i].CostPerHour, front[i-1].CostPerHour)
+	}
+}
+
+// TestPlanSurviveNeedsAtLeastAsMuch: a plan that must also survive a
+// failure has at least as many replicas as the healthy plan, per pool
+// total and in cost.
+func TestPlanSurviveNeedsAtLeastAsMuch(t *testing.T) {
+	load := library(t, "default", "duration=10m")
+	healthy, err := Run(context.Background(), load, Config{MinAttainment: 0.99})
+	require.NoError(t, err)
+	survived, err := Run(context.Background(), load, Config{MinAttainment: 0.99,
+		Survive: []string{"node-loss pool=use-h100-8b count=1 at=5m"}})
+	require.NoError(t, err)
+	h, s := healthy.Levels[0], survived.Levels[0]
+	require.True(t, h.Feasible, h.Note)
+	require.True(t, s.Feasible, s.Note)
+	sum := func(x []int) (n int) {
+		for _, v := range x {
+			n += v
+		}
+		return n
+	}
+	require.GreaterOrEqual(t, sum(s.Replicas), sum(h.Replicas))
+	require.GreaterOrEqual(t, s.CostPerHour, h.CostPerHour)
+	// Each candidate ran healthy and with the fault.
+	faults := map[string]int{}
+	for _, pt := range survived.Points {
+		faults[pt.Fault]++
+	}
+	require.Equal(t, faults[""], faults["node-loss pool=use-h100-8b count=1 at=5m"])
+}
+
+func TestScaleSets(t *testing.T) {
+	sc, err := library(t, "mmc")(nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"workload.poisson.arrivals.rate=3.2"}, ScaleSets(sc, 2))
+}

@@ -1,0 +1,119 @@
+package scorecard
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func card(t *testing.T, provider string, sets ...string) *Card {
+	t.Helper()
+	c, err := Run(t.Context(), Options{Scenario: "default", Provider: provider, Sets: append([]string{"duration=5m"}, sets...)})
+	require.NoError(t, err)
+	return c
+}
+
+func gateItem(t *testing.T, c *Card, prefix string) GateItem {
+	t.Helper()
+	for _, g := range c.Gate {
+		if strings.HasPrefix(g.Name, prefix) {
+			return g
+		}
+	}
+	t.Fatalf("no gate item %q in %+v", prefix, c.Gate)
+	return GateItem{}
+}
+
+func TestDefaultGPUCloudB(t *testing.T) {
+	c := card(t, "gpu-cloud-b")
+	require.Equal(t, []string{"euw-a100-8b", "euw-a100-70b"}, c.Pools)
+	require.Equal(t, []string{"eu-west"}, c.Regions)
+
+	// Inventory: retail (us) is never routed to the EU; bank-eu and research are.
+	require.Equal(t, []string{"bank-eu", "research"}, c.Inventory.Tenants)
+	require.Positive(t, c.Inventory.RateRPS)
+	require.LessOrEqual(t, c.Inventory.Input.P50, c.Inventory.Input.P99)
+
+	require.True(t, c.Parity.Pass)
+	require.Len(t, c.Parity.Checks, 2)
+	require.NotEmpty(t, c.Parity.Notes) // vllm-0.8.5 would need driver 570.26
+
+	// Data boundary: eu-west down leaves bank-eu nowhere to go in the EU;
+	// residency holds and the lost capacity is reported.
+	require.True(t, c.Boundary.Pass)
+	var eu *Outage
+	for i := range c.Boundary.Outages {
+		if c.Boundary.Outages[i].Region == "eu-west" {
+			eu = &c.Boundary.Outages[i]
+		}
+	}
+	require.NotNil(t, eu)
+	require.True(t, eu.ProviderRegion)
+	require.Zero(t, eu.ResidencyViolations)
+	require.True(t, eu.BoundaryKept)
+	var bank *Failover
+	for i := range eu.Tenants {
+		if eu.Tenants[i].Tenant == "bank-eu" {
+			bank = &eu.Tenants[i]
+		}
+	}
+	require.NotNil(t, bank)
+	require.True(t, bank.Stranded)
+	require.Empty(t, bank.FailoverTo)
+	require.Positive(t, bank.LostVsBaseline)
+	require.Contains(t, gateItem(t, c, "data boundary").Evidence, "bank-eu (eu) cannot fail over outside eu")
+
+	require.True(t, c.Fallback.Pass)
+	require.Len(t, c.Fallback.Drills, 1)
+	require.Equal(t, "llama-3.1-70b", c.Fallback.Drills[0].Model)
+	require.Positive(t, c.Fallback.Drills[0].FallbackRequests)
+
+	require.True(t, c.Latency.Pass)
+	require.GreaterOrEqual(t, c.Latency.LastPassing, 1.0)
+	require.Equal(t, 120.0, c.Latency.ColdStarts["euw-a100-8b"])
+	require.True(t, gateItem(t, c, "observability").Pass)
+	require.True(t, gateItem(t, c, "rollback").Pass, gateItem(t, c, "rollback").Evidence)
+	require.True(t, c.Passed, c.GateText())
+
+	md := c.Markdown()
+	for _, s := range []string{"## Production gate: PASS", "## 4. Data boundary: PASS", "cannot fail over outside eu"} {
+		require.Contains(t, md, s)
+	}
+	b, err := c.JSON()
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"residency_violations": 0`)
+}
+
+func TestIgnoreResidencyFailsBoundary(t *testing.T) {
+	c := card(t, "gpu-cloud-b", "policy.routing.ignore_residency=true")
+	require.False(t, c.Boundary.Pass)
+	require.False(t, gateItem(t, c, "data boundary").Pass)
+	require.False(t, c.Passed)
+}
+
+func TestParityMismatch(t *testing.T) {
+	c := card(t, "gpu-cloud-b", "pools.euw-a100-8b.driver=535.104")
+	require.False(t, c.Parity.Pass)
+	require.Equal(t, 1, c.Parity.Mismatches)
+	g := gateItem(t, c, "runtime parity")
+	require.False(t, g.Pass)
+	require.Contains(t, g.Evidence, "min_driver of runtime vllm-0.6.3")
+	require.NotEmpty(t, c.NotRun)
+	require.False(t, c.Passed)
+}
+
+func TestInvalid(t *testing.T) {
+	for _, o := range []Options{
+		{Scenario: "default", Provider: "nope"},
+		{Scenario: "default"},
+		{Scenario: "no-such-scenario", Provider: "gpu-cloud-b"},
+		// a problem outside the provider's pools is invalid input, not parity
+		{Scenario: "default", Provider: "gpu-cloud-b", Sets: []string{"pools.use-h100-8b.driver=535.104"}},
+	} {
+		_, err := Run(t.Context(), o)
+		var ie *InvalidError
+		require.True(t, errors.As(err, &ie), "%+v: %v", o, err)
+	}
+}
