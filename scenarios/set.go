@@ -301,3 +301,23 @@ func forgetLines(n *yaml.Node) {
 		forgetLines(c)
 	}
 }
+
+// ScaleWorkloadSets returns the --set overrides that multiply every
+// workload stream's rate by k: a synthetic stream's arrivals.rate, a trace
+// stream's rate_scale. Specs ("the workload is scaled by") and the planner
+// (demand levels) scale demand this one way.
+func ScaleWorkloadSets(sc *Scenario, k float64) []string {
+	var sets []string
+	for _, s := range sc.Workload {
+		if s.Trace != nil {
+			rs := s.Trace.RateScale
+			if rs == 0 {
+				rs = 1
+			}
+			sets = append(sets, fmt.Sprintf("workload.%s.trace.rate_scale=%g", s.Name, rs*k))
+			continue
+		}
+		sets = append(sets, fmt.Sprintf("workload.%s.arrivals.rate=%g", s.Name, s.Arrivals.Rate*k))
+	}
+	return sets
+}

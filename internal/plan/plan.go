@@ -119,23 +119,8 @@ type Result struct {
 }
 
 // ScaleSets are the overrides that multiply every workload stream's rate by
-// k: a synthetic stream's arrivals.rate, a trace's rate_scale. It replicates
-// internal/spec's "the workload is scaled by" step, which is not exported.
-func ScaleSets(sc *scenarios.Scenario, k float64) []string {
-	var sets []string
-	for _, s := range sc.Workload {
-		if s.Trace != nil {
-			rs := s.Trace.RateScale
-			if rs == 0 {
-				rs = 1
-			}
-			sets = append(sets, fmt.Sprintf("workload.%s.trace.rate_scale=%g", s.Name, rs*k))
-			continue
-		}
-		sets = append(sets, fmt.Sprintf("workload.%s.arrivals.rate=%g", s.Name, s.Arrivals.Rate*k))
-	}
-	return sets
-}
+// k (scenarios.ScaleWorkloadSets).
+func ScaleSets(sc *scenarios.Scenario, k float64) []string { return scenarios.ScaleWorkloadSets(sc, k) }
 
 // InvalidError is a plan that cannot start: the scenario, a demand or a
 // fault line is invalid.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/fleetdrill/fleetdrill/internal/suggest"
+	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
 // A step definition: its pattern, a line of documentation and an example
@@ -444,19 +445,7 @@ func scaleWorkload(_ context.Context, w *world, a []string) error {
 	if err != nil {
 		return err
 	}
-	var sets []string
-	for _, s := range sc.Workload {
-		if s.Trace != nil {
-			rs := s.Trace.RateScale
-			if rs == 0 {
-				rs = 1
-			}
-			sets = append(sets, fmt.Sprintf("workload.%s.trace.rate_scale=%g", s.Name, rs*k))
-			continue
-		}
-		sets = append(sets, fmt.Sprintf("workload.%s.arrivals.rate=%g", s.Name, s.Arrivals.Rate*k))
-	}
-	return w.set(sets...)
+	return w.set(scenarios.ScaleWorkloadSets(sc, k)...)
 }
 
 func accounted(ctx context.Context, w *world, _ []string) error {
