@@ -1,43 +1,23 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// agentOutput is a Writer the agent command and the test share.
-type agentOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *agentOutput) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *agentOutput) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var agentURLRE = regexp.MustCompile(`on (http://127\.0\.0\.1:\d+)\n`)
 
 // waitForAgent waits for the agent's "serving ... on URL" line and
 // returns the URL.
-func waitForAgent(t *testing.T, out, errb *agentOutput) string {
+func waitForAgent(t *testing.T, out, errb *syncBuffer) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -67,7 +47,7 @@ func TestAgentCommandServesAndStops(t *testing.T) {
 	useGPUs(t, src, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb agentOutput
+	var out, errb syncBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"agent", "--listen", "127.0.0.1:0", "--region", "us-east", "--runtime", "vllm-0.8.5",

@@ -51,7 +51,7 @@ func TestAgentCommandOnMockDGXH100(t *testing.T) {
 	s := useDGXH100(t, xids)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb agentOutput
+	var out, errb syncBuffer
 	code := make(chan int, 1)
 	go func() { code <- run(ctx, []string{"agent", "--listen", "127.0.0.1:0"}, &out, &errb) }()
 	base := waitForAgent(t, &out, &errb)

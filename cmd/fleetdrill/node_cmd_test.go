@@ -1,34 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// nodeOutput is a Writer the node command and the test share.
-type nodeOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *nodeOutput) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *nodeOutput) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var nodeURLRE = regexp.MustCompile(`http://(127\.0\.0\.1:\d+)`)
 
@@ -36,7 +16,7 @@ func TestNodeCommandServesAndDrains(t *testing.T) {
 	t.Setenv(adminTokenEnv, "tok")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb nodeOutput
+	var out, errb syncBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"node", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
