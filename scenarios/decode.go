@@ -71,7 +71,10 @@ func (d *decoder) problem(path string, n *yaml.Node, value, msg string) {
 	d.bad[path] = true
 }
 
-var durationType = reflect.TypeFor[Duration]()
+var (
+	durationType = reflect.TypeFor[Duration]()
+	periodType   = reflect.TypeFor[Period]()
+)
 
 func join(path, key string) string {
 	if path == "" {
@@ -101,6 +104,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	t := v.Type()
 	if t == durationType {
 		d.duration(n, v, path)
+		return
+	}
+	if t == periodType {
+		d.period(n, v, path)
 		return
 	}
 	switch t.Kind() {
@@ -189,6 +196,18 @@ func (d *decoder) duration(n *yaml.Node, v reflect.Value, path string) {
 	x, err := time.ParseDuration(n.Value)
 	if err != nil {
 		d.problem(path, n, describe(n), want)
+		return
+	}
+	v.SetInt(int64(x))
+}
+
+func (d *decoder) period(n *yaml.Node, v reflect.Value, path string) {
+	if !d.want(n, yaml.ScalarNode, path, "a period") {
+		return
+	}
+	x, err := ParsePeriod(n.Value)
+	if err != nil {
+		d.problem(path, n, describe(n), "want days, weeks or years, such as 90d, 8w or 1y (or a duration such as 36h)")
 		return
 	}
 	v.SetInt(int64(x))

@@ -33,11 +33,13 @@ func applyDefaults(s *Scenario) {
 			s.Tenants[i].Weight = DefaultTenantWeight
 		}
 	}
-	for i := range s.Pools {
-		// A service-time pool serves one request per replica at a time
-		// (see Pool.Service); saying max_batch: 1 again would be noise.
-		if p := &s.Pools[i]; p.Service != nil && p.MaxBatch == 0 {
-			p.MaxBatch = 1
+	for _, pools := range [][]Pool{s.Pools, s.Purchasable} {
+		for i := range pools {
+			// A service-time pool serves one request per replica at a time
+			// (see Pool.Service); saying max_batch: 1 again would be noise.
+			if p := &pools[i]; p.Service != nil && p.MaxBatch == 0 {
+				p.MaxBatch = 1
+			}
 		}
 	}
 	for i := range s.Workload {

@@ -119,6 +119,15 @@ var badFixtures = map[string][]string{
 		"ranges.bad.yaml:66: policy.admission.queue_limit: got -1, want >= 0",
 		"ranges.bad.yaml:66: policy.admission.retry_after: got -1s, want a duration >= 0",
 	},
+	"purchasable.bad.yaml": {
+		"purchasable.bad.yaml:25: pools[0].purchase.lead_time: got \"2 weeks\", want days, weeks or years, such as 90d, 8w or 1y (or a duration such as 36h)",
+		"purchasable.bad.yaml:25: pools[0].purchase.max_replicas: got 2, want >= replicas (4): it is the most the provider sells, today's included",
+		"purchasable.bad.yaml:27: purchasable[0].name: got \"p1\", already the name of pools[0]; want a name of its own (the plan adds it to the fleet)",
+		"purchasable.bad.yaml:37: purchasable[1].price_per_gpu_hour: got 0, want > 0: the plan buys the cheapest fleet, and a free type would always be chosen",
+		"purchasable.bad.yaml:38: purchasable[1].region: got \"r9\", no such region; did you mean \"r1\"? (regions: r1)",
+		"purchasable.bad.yaml:42: purchasable[1].replicas: got 3, want none: a purchasable type has no replicas today (plan decides how many to buy); move it to pools if it is already in the fleet",
+		"purchasable.bad.yaml:47: purchasable[1].purchase.min_term: got \"-1y\", want days, weeks or years, such as 90d, 8w or 1y (or a duration such as 36h)",
+	},
 	"refs.bad.yaml": {
 		"refs.bad.yaml:10: regions[1].name: got \"r1\", want a unique name; regions[0] has it already",
 		"refs.bad.yaml:12: regions[2].name: missing; want a name such as use-h100",

@@ -31,6 +31,10 @@ type Scenario struct {
 	Runtimes     []Runtime     `yaml:"runtimes"`
 	Models       []Model       `yaml:"models"`
 	Pools        []Pool        `yaml:"pools"`
+	// Purchasable are pool types not in the fleet today that could be
+	// bought (each with its price and purchase terms). fleetdrill plan may
+	// add them; every other command ignores them. See Scenario.Buy.
+	Purchasable []Pool `yaml:"purchasable,omitempty"`
 	Tenants      []Tenant      `yaml:"tenants"`
 	Classes      []Class       `yaml:"classes"`
 	Workload     []Stream      `yaml:"workload"`
@@ -120,6 +124,23 @@ type Pool struct {
 	// one request at a time with the given service-time distribution, which
 	// makes the pool an M/M/c (or M/D/c) queue.
 	Service *Service `yaml:"service,omitempty"`
+	// Purchase says how more of this pool's capacity is bought: how long
+	// an order takes to arrive and the shortest term it binds to. Only
+	// fleetdrill plan reads it (to date orders); nil is on demand, at once.
+	Purchase *Purchase `yaml:"purchase,omitempty"`
+}
+
+// Purchase is how capacity of a pool type is bought.
+type Purchase struct {
+	// LeadTime is from order to serving traffic: procurement, racking,
+	// burn-in, or a cloud's reservation queue.
+	LeadTime Period `yaml:"lead_time,omitempty"`
+	// MinTerm is the shortest commitment a purchase binds to (a reserved
+	// instance's or a colocation contract's term); 0 is pay as you go.
+	MinTerm Period `yaml:"min_term,omitempty"`
+	// MaxReplicas is the most replicas the provider will sell in total,
+	// today's included; 0 is no limit.
+	MaxReplicas int `yaml:"max_replicas,omitempty"`
 }
 
 // Quota is a provider's rate limit on a pool. Zero means unlimited.

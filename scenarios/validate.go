@@ -323,9 +323,25 @@ func (v *validator) validate() {
 	}
 	v.fallbackCycles(models)
 
-	v.names("pools", len(s.Pools), func(i int) string { return s.Pools[i].Name })
+	poolNames := v.names("pools", len(s.Pools), func(i int) string { return s.Pools[i].Name })
 	for i := range s.Pools {
-		v.pool(i, regions, accels, runtimes, models)
+		v.pool(at("pools", i), s.Pools[i], regions, accels, runtimes, models)
+	}
+	if len(s.Purchasable) > 0 { // optional, unlike pools
+		v.names("purchasable", len(s.Purchasable), func(i int) string { return s.Purchasable[i].Name })
+	}
+	for i, pl := range s.Purchasable {
+		p := at("purchasable", i)
+		if k, dup := poolNames[pl.Name]; dup && pl.Name != "" {
+			v.add(p+".name", q(pl.Name), "already the name of "+at("pools", k)+"; want a name of its own (the plan adds it to the fleet)")
+		}
+		v.pool(p, pl, regions, accels, runtimes, models)
+		if pl.Replicas != 0 {
+			v.add(p+".replicas", strconv.Itoa(pl.Replicas), "want none: a purchasable type has no replicas today (plan decides how many to buy); move it to pools if it is already in the fleet")
+		}
+		if pl.PricePerGPUHour == 0 {
+			v.add(p+".price_per_gpu_hour", num(pl.PricePerGPUHour), "want > 0: the plan buys the cheapest fleet, and a free type would always be chosen")
+		}
 	}
 
 	tenants := v.names("tenants", len(s.Tenants), func(i int) string { return s.Tenants[i].Name })
@@ -424,10 +440,8 @@ func (v *validator) fallbackCycles(models map[string]int) {
 	}
 }
 
-func (v *validator) pool(i int, regions, accels, runtimes, models map[string]int) {
+func (v *validator) pool(p string, pl Pool, regions, accels, runtimes, models map[string]int) {
 	s := v.s
-	pl := s.Pools[i]
-	p := at("pools", i)
 	v.ref(p+".region", pl.Region, regions, "region")
 	if pl.Provider == "" {
 		v.add(p+".provider", "", "missing; want the provider's name, e.g. aws, coreweave or on-prem")
@@ -445,6 +459,12 @@ func (v *validator) pool(i int, regions, accels, runtimes, models map[string]int
 	v.nonNegDuration(p+".cold_start", pl.ColdStart)
 	v.nonNegative(p+".quota.requests_per_minute", pl.Quota.RequestsPerMinute)
 	v.nonNegative(p+".quota.tokens_per_minute", pl.Quota.TokensPerMinute)
+	if pu := pl.Purchase; pu != nil {
+		v.atLeast(p+".purchase.max_replicas", pu.MaxReplicas, 0)
+		if pu.MaxReplicas > 0 && pu.MaxReplicas < pl.Replicas {
+			v.add(p+".purchase.max_replicas", strconv.Itoa(pu.MaxReplicas), fmt.Sprintf("want >= replicas (%d): it is the most the provider sells, today's included", pl.Replicas))
+		}
+	}
 
 	// Can this pool run what it claims to serve? Each check needs the
 	// references it compares to resolve; unresolved ones are reported above.

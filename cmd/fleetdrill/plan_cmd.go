@@ -3,8 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,7 +20,10 @@ import (
 // scenario's expectations, healthy and through named failures, per demand.
 func newPlanCmd() *cobra.Command {
 	var (
-		demands  []float64
+		demandS  []string
+		growth   string
+		todayS   string
+		keep     bool
 		survive  []string
 		sets     []string
 		jsonPath string
@@ -46,7 +53,19 @@ func newPlanCmd() *cobra.Command {
 			if len(args) == 1 {
 				name = args[0]
 			}
-			if err := checkPlanFlags(demands, parallel, maxRepl); err != nil || minAtt < 0 || minAtt > 1 {
+			today := time.Now().UTC()
+			if todayS != "" {
+				t, err := time.Parse(time.DateOnly, todayS)
+				if err != nil {
+					return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --today %q: want a date as YYYY-MM-DD", todayS)}
+				}
+				today = t
+			}
+			demands, needed, err := parseDemands(demandS, growth, today)
+			if err == nil {
+				err = checkPlanFlags(parallel, maxRepl)
+			}
+			if err != nil || minAtt < 0 || minAtt > 1 {
 				if err == nil {
 					err = fmt.Errorf("plan: --min-attainment %g: want a fraction in [0, 1]", minAtt)
 				}
@@ -63,6 +82,7 @@ func newPlanCmd() *cobra.Command {
 			fmt.Fprintf(stderr, "plan: %s: %d demand level(s), %d failure(s) to survive\n", name, max(1, len(demands)), len(survive))
 			res, err := plan.Run(cmd.Context(), load, plan.Config{
 				Demands: demands, Survive: survive, Parallel: parallel, MaxReplicas: maxRepl, MinAttainment: minAtt, Version: buildVersion(),
+				Today: today, NeededBy: needed, KeepCommitted: keep,
 			})
 			if err != nil {
 				var ve *scenarios.ValidationError
@@ -105,7 +125,10 @@ func newPlanCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.Float64SliceVar(&demands, "demand", []float64{1}, "demand multipliers of every stream's rate (comma-separated or repeatable)")
+	f.StringSliceVar(&demandS, "demand", []string{"1"}, "demand multipliers of every stream's rate, each optionally with the date it must be served from, k@YYYY-MM-DD (comma-separated or repeatable); without a date, --growth dates it, else it is needed --today")
+	f.StringVar(&growth, "growth", "", `demand growth per month, e.g. "5%": dates each --demand k > 1 without a date at today + ln(k)/ln(1+growth) months`)
+	f.StringVar(&todayS, "today", "", "the date orders can first be placed, YYYY-MM-DD (default: today, UTC)")
+	f.BoolVar(&keep, "keep-committed", false, "never plan fewer replicas than today's in a pool: today's capacity is paid for, the plan only adds")
 	f.StringArrayVar(&survive, "survive", nil, `a fault the plan must survive, in the fault syntax, e.g. "regional-outage region=us-east at=10m for=30m" (repeatable; each is tried separately)`)
 	f.StringArrayVar(&sets, "set", nil, "override a scenario field for every run, e.g. --set duration=10m (repeatable)")
 	f.StringVar(&jsonPath, "json", "", "also write the plan, every evaluated point included, as JSON to this file")
@@ -116,13 +139,8 @@ func newPlanCmd() *cobra.Command {
 	return cmd
 }
 
-func checkPlanFlags(demands []float64, parallel, maxRepl int) error {
+func checkPlanFlags(parallel, maxRepl int) error {
 	var errs []error
-	for _, d := range demands {
-		if !(d > 0) {
-			errs = append(errs, fmt.Errorf("--demand %g: want a multiplier > 0", d))
-		}
-	}
 	if parallel < 0 {
 		errs = append(errs, fmt.Errorf("--parallel: got %d, want >= 1, or 0 for one per CPU", parallel))
 	}
@@ -133,4 +151,57 @@ func checkPlanFlags(demands []float64, parallel, maxRepl int) error {
 		return nil
 	}
 	return fmt.Errorf("plan: %w", errors.Join(errs...))
+}
+
+// monthDays is the mean Gregorian month.
+const monthDays = 365.2425 / 12
+
+// parseDemands reads --demand's "k" and "k@YYYY-MM-DD" entries and dates
+// the undated ones by --growth (a monthly rate such as "5%" or "0.05"):
+// demand k is reached ln(k)/ln(1+g) months from today. Without a growth
+// rate, or for k <= 1, an undated level is needed today.
+func parseDemands(in []string, growth string, today time.Time) ([]float64, []time.Time, error) {
+	var errs []error
+	g := 0.0
+	if growth != "" {
+		s := strings.TrimSpace(growth)
+		pct := strings.HasSuffix(s, "%")
+		v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+		if pct {
+			v /= 100
+		}
+		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+			errs = append(errs, fmt.Errorf("--growth %q: want a monthly growth rate > 0, e.g. 5%% or 0.05", growth))
+		}
+		g = v
+	}
+	var ks []float64
+	var dates []time.Time
+	for _, e := range in {
+		ks0, date, dated := strings.Cut(strings.TrimSpace(e), "@")
+		k, err := strconv.ParseFloat(strings.TrimSpace(ks0), 64)
+		if err != nil || !(k > 0) || math.IsInf(k, 0) {
+			errs = append(errs, fmt.Errorf("--demand %q: want a multiplier > 0, optionally with a date, e.g. 1.5 or 1.5@2027-06-01", e))
+			continue
+		}
+		var need time.Time
+		switch {
+		case dated:
+			t, err := time.Parse(time.DateOnly, strings.TrimSpace(date))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--demand %q: the date %q is not YYYY-MM-DD", e, date))
+				continue
+			}
+			need = t
+		case g > 0 && k > 1:
+			months := math.Log(k) / math.Log1p(g)
+			need = today.Add(time.Duration(math.Ceil(months*monthDays)) * 24 * time.Hour)
+		}
+		ks = append(ks, k)
+		dates = append(dates, need)
+	}
+	if len(errs) > 0 {
+		return nil, nil, fmt.Errorf("plan: %w", errors.Join(errs...))
+	}
+	return ks, dates, nil
 }

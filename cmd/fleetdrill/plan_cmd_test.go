@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -17,8 +19,8 @@ func TestPlanCmd(t *testing.T) {
 	code, out, errs := runCommand(t, newPlanCmd(), "default", "--demand", "1,1.5", "--set", "duration=10m",
 		"--survive", "node-loss pool=use-h100-8b count=1 at=5m", "--json", js, "--plot", png)
 	require.Equal(t, exitOK, code, errs)
-	require.Contains(t, out, "demand ×1\n")
-	require.Contains(t, out, "demand ×1.5\n")
+	require.Contains(t, out, "demand ×1, needed by ")
+	require.Contains(t, out, "demand ×1.5, needed by ")
 	require.Contains(t, out, "binding: ")
 	require.Contains(t, out, "a full grid up to the upper bound")
 	b, err := os.ReadFile(js)
@@ -44,7 +46,14 @@ func TestPlanCmd(t *testing.T) {
 func TestPlanCmdInvalid(t *testing.T) {
 	code, _, errs := runCommand(t, newPlanCmd(), "default", "--demand", "0")
 	require.Equal(t, exitInvalid, code)
-	require.Contains(t, errs, "--demand 0")
+	require.Contains(t, errs, `--demand "0"`)
+	code, _, errs = runCommand(t, newPlanCmd(), "default", "--demand", "1.5@2027-13-01", "--growth", "-3%", "--today", "soon")
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, `--today "soon": want a date as YYYY-MM-DD`)
+	code, _, errs = runCommand(t, newPlanCmd(), "default", "--demand", "1.5@2027-13-01", "--growth", "-3%")
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, `--growth "-3%": want a monthly growth rate > 0`)
+	require.Contains(t, errs, `--demand "1.5@2027-13-01": the date "2027-13-01" is not YYYY-MM-DD`)
 	code, _, errs = runCommand(t, newPlanCmd(), "default", "--survive", "no-such-fault x=1")
 	require.Equal(t, exitInvalid, code, errs)
 }
@@ -56,4 +65,60 @@ func TestPlanCmdInfeasible(t *testing.T) {
 	require.Equal(t, 1, code, errs)
 	require.Contains(t, out, "infeasible")
 	require.Contains(t, errs, "interactive.ttft.p99 < 2s")
+}
+
+// TestParseDemands: dated levels keep their date; with --growth an undated
+// level k > 1 is needed ln(k)/ln(1+g) months out; otherwise today.
+func TestParseDemands(t *testing.T) {
+	today := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	ks, dates, err := parseDemands([]string{"1", "2", "1.5@2027-06-01", "0.8"}, "5%", today)
+	require.NoError(t, err)
+	require.Equal(t, []float64{1, 2, 1.5, 0.8}, ks)
+	require.True(t, dates[0].IsZero(), "k = 1 is today's demand")
+	require.True(t, dates[3].IsZero(), "a fall in demand is not dated by growth")
+	require.Equal(t, "2027-06-01", dates[2].Format(time.DateOnly))
+	// 5 % a month doubles demand in ln 2 / ln 1.05 = 14.2 months.
+	months := dates[1].Sub(today).Hours() / 24 / monthDays
+	require.InDelta(t, math.Log(2)/math.Log(1.05), months, 1.0/monthDays)
+	require.Equal(t, 2028, dates[1].Year())
+	_, again, err := parseDemands([]string{"2"}, "0.05", today)
+	require.NoError(t, err)
+	require.Equal(t, dates[1], again[0], "5% and 0.05 are the same rate")
+	_, undated, err := parseDemands([]string{"2"}, "", today)
+	require.NoError(t, err)
+	require.True(t, undated[0].IsZero(), "without growth, needed today")
+}
+
+// TestPlanCmdOrders: a scenario file with a purchasable type; the plan
+// buys it when it arrives in time and prints dated orders.
+func TestPlanCmdOrders(t *testing.T) {
+	data, err := os.ReadFile("../../scenarios/mmc.yaml")
+	require.NoError(t, err)
+	src := string(data) + `
+purchasable:
+  - name: rent
+    region: lab
+    provider: cloud-b
+    accelerator: generic-80gb
+    gpus_per_replica: 1
+    runtime: emulated-1.0
+    driver: "550.54.15"
+    models: [toy-1b]
+    price_per_gpu_hour: 1
+    service: {distribution: exponential, mean: 1s}
+    purchase: {lead_time: 8w, min_term: 1y}
+`
+	file := filepath.Join(t.TempDir(), "rent.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(src), 0o644))
+	code, out, errs := runCommand(t, newPlanCmd(), file, "--today", "2026-11-30", "--demand", "1,2", "--growth", "10%",
+		"--set", "duration=2h", "--set", "pools.mmc.replicas=2", "--set", "pools.mmc.price_per_gpu_hour=2",
+		"--set", "workload.poisson.arrivals.rate=3", "--set", "pools.mmc.service.mean=1s",
+		"--set", `expect=["all.queue_wait.mean < 0.25s"]`)
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, out, "purchasable: rent at 1.00/h a replica, lead time 8w, minimum term 1y")
+	require.Contains(t, out, "demand ×1, needed by 2026-11-30\n")
+	require.Contains(t, out, "order: +3 mmc by 2026-11-30\n", "rent cannot arrive today")
+	// 10 % a month doubles demand in 7.3 months: rent arrives in time.
+	require.Contains(t, out, "demand ×2, needed by 2027-07-")
+	require.Regexp(t, `order: \+\d+ rent by 2027-05-\d\d; commits \d+\.00 over its minimum term`, out)
 }

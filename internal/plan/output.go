@@ -8,11 +8,14 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
 // Fleet is one replica vector at one demand, over every case: what the
@@ -91,32 +94,57 @@ func caseName(f string) string {
 // WriteText prints the plan, one block per demand level.
 func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "plan %s: %d pools, survive %d failure(s)", r.Scenario, len(r.Pools), len(r.Faults))
+	nBuy := 0
+	for _, pl := range r.Pools {
+		if pl.Purchasable {
+			nBuy++
+		}
+	}
+	fmt.Fprintf(&b, "plan %s: %d pools", r.Scenario, len(r.Pools)-nBuy)
+	if nBuy > 0 {
+		fmt.Fprintf(&b, " and %d purchasable type(s)", nBuy)
+	}
+	fmt.Fprintf(&b, ", survive %d failure(s), orders from %s", len(r.Faults), r.Today)
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "\n  survive: %s", f)
 	}
 	if r.Expect != nil {
 		fmt.Fprintf(&b, "\n  healthy runs check: %s", strings.Join(r.Expect, "; "))
 	}
+	for _, pl := range r.Pools {
+		if pl.Purchasable {
+			fmt.Fprintf(&b, "\n  purchasable: %s at %.2f/h a replica, lead time %s, minimum term %s", pl.Name, pl.ReplicaHour(), days(pl.LeadTimeDays), days(pl.MinTermDays))
+			if pl.MaxReplicas > 0 {
+				fmt.Fprintf(&b, ", at most %d", pl.MaxReplicas)
+			}
+		}
+	}
 	b.WriteString("\n\n")
 	for _, lv := range r.Levels {
-		fmt.Fprintf(&b, "demand ×%g\n", lv.Demand)
+		fmt.Fprintf(&b, "demand ×%g, needed by %s\n", lv.Demand, lv.NeededBy)
 		if !lv.Feasible {
 			fmt.Fprintf(&b, "  infeasible: %s (%d runs)\n\n", lv.Note, lv.Runs)
 			continue
 		}
-		fmt.Fprintf(&b, "  %-16s %8s %6s %6s %10s\n", "pool", "replicas", "today", "gap", "$/h")
+		if lv.Late {
+			fmt.Fprintf(&b, "  LATE: %s\n", lv.Note)
+		}
+		fmt.Fprintf(&b, "  %-18s %8s %6s %6s %10s  %s\n", "pool", "replicas", "today", "gap", "$/h", "lead time")
 		for i, pl := range r.Pools {
 			gap := fmt.Sprintf("%+d", lv.Gap[i])
 			if lv.Gap[i] == 0 {
 				gap = "0"
 			}
-			fmt.Fprintf(&b, "  %-16s %8d %6d %6s %10.2f\n", pl.Name, lv.Replicas[i], pl.Committed, gap,
-				float64(lv.Replicas[i]*pl.GPUsPerReplica)*pl.PricePerGPUH)
+			name := pl.Name
+			if pl.Purchasable {
+				name += " (buy)"
+			}
+			fmt.Fprintf(&b, "  %-18s %8d %6d %6s %10.2f  %s\n", name, lv.Replicas[i], pl.Committed, gap,
+				float64(lv.Replicas[i])*pl.ReplicaHour(), days(pl.LeadTimeDays))
 		}
 		today := 0.0
 		for _, pl := range r.Pools {
-			today += float64(pl.Committed*pl.GPUsPerReplica) * pl.PricePerGPUH
+			today += float64(pl.Committed) * pl.ReplicaHour()
 		}
 		fmt.Fprintf(&b, "  cost %.2f/h (today %.2f/h), %.5f per successful task (healthy run)\n", lv.CostPerHour, today, lv.PerTask)
 		if len(lv.Bindings) == 0 {
@@ -133,11 +161,32 @@ func WriteText(w io.Writer, r *Result) error {
 			fmt.Fprintf(&b, "  binding: %s -1 fails %q %s (value %.4g); headroom %s\n",
 				bd.Pool, bd.Expr, caseName(bd.Fault), bd.Value, head)
 		}
+		if len(lv.Orders) == 0 {
+			b.WriteString("  orders: none, today's fleet covers it\n")
+		}
+		for _, o := range lv.Orders {
+			fmt.Fprintf(&b, "  order: +%d %s by %s", o.Replicas, o.Pool, o.OrderBy)
+			if o.Late {
+				fmt.Fprintf(&b, " — LATE: ordered today it serves from %s", o.Arrives)
+			}
+			if o.Commitment > 0 {
+				fmt.Fprintf(&b, "; commits %.2f over its minimum term", o.Commitment)
+			}
+			b.WriteString("\n")
+		}
+		if lv.Commitment > 0 {
+			fmt.Fprintf(&b, "  new commitments: %.2f\n", lv.Commitment)
+		}
 		fmt.Fprintf(&b, "  search: %d runs; a full grid up to the upper bound: %.0f runs\n\n", lv.Runs, lv.Grid)
 	}
 	fmt.Fprintf(&b, "%d runs in %.1fs on %d workers\n", r.Runs, r.Wall, r.Parallel)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// days prints a span of days as a scenario's periods are written.
+func days(d float64) string {
+	return scenarios.Period(time.Duration(math.Round(d * float64(scenarios.Day)))).String()
 }
 
 // WriteJSON writes the plan, every evaluated point included.

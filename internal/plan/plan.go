@@ -1,6 +1,8 @@
-// Package plan searches a scenario's pool replica counts for the cheapest
-// fleet that meets every expectation of the scenario, healthy and through
-// each of a list of failures, at each of several demand levels.
+// Package plan searches a scenario's pool replica counts — today's pools
+// and the purchasable pool types it lists — for the cheapest fleet that
+// meets every expectation of the scenario, healthy and through each of a
+// list of failures, at each of several demand levels, and dates the orders
+// that close the gap to today's fleet by each type's lead time.
 //
 // The search relies on monotonicity (more replicas never hurt an SLO): it
 // finds a passing upper bound by doubling the scenario's counts, then runs a
@@ -9,7 +11,13 @@
 // changes nothing. Every run is cached by (replicas, demand, fault) and kept.
 // The result is a fleet from which no single pool can give up a replica; it
 // is not guaranteed to be the global minimum when pools substitute for one
-// another (see docs/planning.md).
+// another (see docs/planning.md). A purchasable type starts the search with
+// enough replicas to carry its models' load alone, so that when it is
+// cheaper the descent trims the dearer pools first and keeps it.
+//
+// A pool whose lead time would bring new replicas after a level's date is
+// held at today's count for that level; when no such fleet passes, the
+// level is searched again with every pool free and marked late.
 package plan
 
 import (
@@ -49,6 +57,14 @@ type Config struct {
 	// before it is detected, whatever the fleet).
 	MinAttainment float64
 	Version       string
+	// Today is the day orders can first be placed; zero means the current
+	// UTC date. NeededBy[i] is the date demand level i must be served
+	// from; a missing or zero entry means Today.
+	Today    time.Time
+	NeededBy []time.Time
+	// KeepCommitted never plans fewer replicas than today's in a pool:
+	// today's capacity is paid for (sunk) and the plan only adds to it.
+	KeepCommitted bool
 }
 
 // Pool is a pool as the plan sees it.
@@ -57,6 +73,32 @@ type Pool struct {
 	Committed      int     `json:"committed"` // replicas in the scenario today
 	GPUsPerReplica int     `json:"gpus_per_replica"`
 	PricePerGPUH   float64 `json:"price_per_gpu_hour"`
+	// Purchasable is a type from the scenario's purchasable: list, with
+	// no replicas today.
+	Purchasable  bool    `json:"purchasable,omitempty"`
+	LeadTimeDays float64 `json:"lead_time_days"`
+	MinTermDays  float64 `json:"min_term_days"`
+	MaxReplicas  int     `json:"max_replicas,omitempty"` // the provider's limit; 0 none
+	leadTime     time.Duration
+	models       []string
+}
+
+// ReplicaHour is the cost of one replica for an hour.
+func (pl Pool) ReplicaHour() float64 { return float64(pl.GPUsPerReplica) * pl.PricePerGPUH }
+
+// Order is capacity to buy for one demand level: replicas to add to a pool
+// and by when to order them.
+type Order struct {
+	Pool     string `json:"pool"`
+	Replicas int    `json:"replicas"`
+	// OrderBy is the level's date less the pool's lead time; Arrives is
+	// when an order placed today serves. Late: OrderBy is before today.
+	OrderBy string `json:"order_by"`
+	Arrives string `json:"arrives_if_ordered_today"`
+	Late    bool   `json:"late,omitempty"`
+	// Commitment is what the order binds to: replicas × GPUs × price ×
+	// the minimum term in hours (0 for pay-as-you-go).
+	Commitment float64 `json:"commitment"`
 }
 
 // Point is one evaluated candidate: a replica vector at a demand level
@@ -99,9 +141,15 @@ type Level struct {
 	PerTask     float64   `json:"cost_per_successful_task"` // the healthy run's
 	Gap         []int     `json:"gap,omitempty"`            // replicas to add to today's, per pool
 	Bindings    []Binding `json:"bindings,omitempty"`       // one per pool that cannot shrink
-	Runs        int       `json:"runs"`                     // twin runs this level took
-	Grid        float64   `json:"grid_runs"`                // runs a full grid to the upper bound would take
-	Note        string    `json:"note,omitempty"`
+	NeededBy    string    `json:"needed_by"`                // the date this demand must be served from
+	Orders      []Order   `json:"orders,omitempty"`         // what to buy, dated
+	Commitment  float64   `json:"commitment"`               // Σ orders' commitments
+	// Late: no fleet that can arrive by NeededBy meets every expectation;
+	// this plan is the cheapest once its orders arrive.
+	Late bool    `json:"late,omitempty"`
+	Runs int     `json:"runs"`      // twin runs this level took
+	Grid float64 `json:"grid_runs"` // runs a full grid to the upper bound would take
+	Note string  `json:"note,omitempty"`
 }
 
 // Result is a plan.
@@ -115,6 +163,7 @@ type Result struct {
 	Runs     int       `json:"runs"`
 	Wall     float64   `json:"wall_s"`
 	Parallel int       `json:"parallel"`
+	Today    string    `json:"today"`
 	Started  time.Time `json:"-"`
 }
 
@@ -134,6 +183,8 @@ type planner struct {
 	base   *scenarios.Scenario
 	cfg    Config
 	pools  []Pool
+	nBase  int // pools[:nBase] are today's; the rest purchasable types
+	today  time.Time
 	cases  []string // "" then each survived fault
 	expect []string // the expectations every run checks; nil: the scenario's
 	sem    chan struct{}
@@ -160,10 +211,23 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = runtime.GOMAXPROCS(0)
 	}
+	today := cfg.Today
+	if today.IsZero() {
+		today = time.Now().UTC()
+	}
+	today = day(today)
 	p := &planner{load: load, base: base, cfg: cfg, cases: append([]string{""}, cfg.Survive...),
-		sem: make(chan struct{}, cfg.Parallel), cache: map[string]*Point{}}
-	for _, pl := range base.Pools {
-		p.pools = append(p.pools, Pool{Name: pl.Name, Committed: pl.Replicas, GPUsPerReplica: pl.GPUsPerReplica, PricePerGPUH: pl.PricePerGPUHour})
+		sem: make(chan struct{}, cfg.Parallel), cache: map[string]*Point{}, today: today, nBase: len(base.Pools)}
+	for i, pl := range append(slices.Clip(base.Pools), base.Purchasable...) {
+		pp := Pool{Name: pl.Name, Committed: pl.Replicas, GPUsPerReplica: pl.GPUsPerReplica, PricePerGPUH: pl.PricePerGPUHour,
+			Purchasable: i >= len(base.Pools), models: pl.Models}
+		if pu := pl.Purchase; pu != nil {
+			pp.leadTime = pu.LeadTime.D()
+			pp.LeadTimeDays = pu.LeadTime.D().Hours() / 24
+			pp.MinTermDays = pu.MinTerm.D().Hours() / 24
+			pp.MaxReplicas = pu.MaxReplicas
+		}
+		p.pools = append(p.pools, pp)
 	}
 	if cfg.MinAttainment > 0 {
 		p.expect = slices.Clone(base.Expect)
@@ -199,12 +263,17 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 			return nil, &InvalidError{Err: fmt.Errorf("plan: %s at today's fleet: %s", caseName(pt.Fault), pt.Err)}
 		}
 	}
-	res := &Result{Scenario: base.Name, Pools: p.pools, Faults: cfg.Survive, Expect: p.expect, Parallel: cfg.Parallel, Started: start}
+	res := &Result{Scenario: base.Name, Pools: p.pools, Faults: cfg.Survive, Expect: p.expect, Parallel: cfg.Parallel,
+		Today: today.Format(time.DateOnly), Started: start}
 	res.Levels = make([]Level, len(cfg.Demands))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, d := range cfg.Demands {
+		need := today
+		if i < len(cfg.NeededBy) && !cfg.NeededBy[i].IsZero() {
+			need = day(cfg.NeededBy[i])
+		}
 		g.Go(func() error {
-			lv, err := p.level(gctx, d)
+			lv, err := p.level(gctx, d, need)
 			res.Levels[i] = lv
 			return err
 		})
@@ -216,6 +285,12 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	res.Runs = p.runs
 	res.Wall = time.Since(start).Seconds()
 	return res, nil
+}
+
+// day truncates t to its UTC date.
+func day(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
 func (p *planner) committed() []int {
@@ -230,14 +305,16 @@ func (p *planner) committed() []int {
 func (p *planner) costPerHour(x []int) float64 {
 	c := 0.0
 	for i, pl := range p.pools {
-		c += float64(x[i]*pl.GPUsPerReplica) * pl.PricePerGPUH
+		c += float64(x[i]) * pl.ReplicaHour()
 	}
 	return c
 }
 
+// sets are the overrides for today's pools; purchasable counts are applied
+// with Scenario.Buy.
 func (p *planner) sets(x []int, demand float64, fault string) []string {
 	var sets []string
-	for i := range p.pools {
+	for i := range p.nBase {
 		sets = append(sets, fmt.Sprintf("pools[%d].replicas=%d", i, x[i]))
 	}
 	sets = append(sets, ScaleSets(p.base, demand)...)
@@ -295,7 +372,7 @@ func (p *planner) eval(ctx context.Context, x []int, demand float64, fault strin
 	if err != nil {
 		return nil, err // checked at the committed fleet: a planner bug
 	}
-	rep, err := twin.Run(ctx, sc, twin.Options{Version: p.cfg.Version})
+	rep, err := twin.Run(ctx, sc.Buy(x[p.nBase:]), twin.Options{Version: p.cfg.Version})
 	pt.WallS = time.Since(t0).Seconds()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -349,18 +426,99 @@ func (p *planner) all(ctx context.Context, x []int, demand float64) ([]*Point, e
 	return pts, g.Wait()
 }
 
-func (p *planner) level(ctx context.Context, demand float64) (Level, error) {
-	lv := Level{Demand: demand}
-	n := len(p.pools)
-	maxR := make([]int, n)
-	for i, pl := range p.pools {
-		maxR[i] = p.cfg.MaxReplicas
-		if maxR[i] <= 0 {
-			maxR[i] = max(64, 4*pl.Committed)
+// level plans one demand level, needed from need.
+func (p *planner) level(ctx context.Context, demand float64, need time.Time) (Level, error) {
+	caps, held := p.caps(need)
+	lv, err := p.search(ctx, demand, caps)
+	if err != nil {
+		return lv, err
+	}
+	if !lv.Feasible && len(held) > 0 {
+		free, _ := p.caps(time.Time{})
+		late, err := p.search(ctx, demand, free)
+		if err != nil {
+			return lv, err
+		}
+		if late.Feasible {
+			late.Late = true
+			late.Note = fmt.Sprintf("no fleet that can arrive by %s meets every expectation (%s held at today's count by lead time); this is the cheapest once its orders arrive",
+				need.Format(time.DateOnly), strings.Join(held, ", "))
+			lv = late
+		} else {
+			lv.Note += fmt.Sprintf("; nor with %s free of lead time", strings.Join(held, ", "))
 		}
 	}
-	// An upper bound that passes: today's fleet, doubled until it does.
+	lv.NeededBy = need.Format(time.DateOnly)
+	lv.Runs = p.levelRuns(demand)
+	if lv.Feasible {
+		for i, pl := range p.pools {
+			if lv.Gap[i] <= 0 {
+				continue
+			}
+			o := Order{Pool: pl.Name, Replicas: lv.Gap[i],
+				OrderBy:    need.Add(-pl.leadTime).Format(time.DateOnly),
+				Arrives:    day(p.today.Add(pl.leadTime + scenarios.Day - 1)).Format(time.DateOnly),
+				Late:       need.Add(-pl.leadTime).Before(p.today),
+				Commitment: float64(lv.Gap[i]) * pl.ReplicaHour() * pl.MinTermDays * 24}
+			lv.Orders = append(lv.Orders, o)
+			lv.Commitment += o.Commitment
+		}
+	}
+	return lv, nil
+}
+
+// caps are each pool's most replicas for a level needed from need: the
+// provider's limit, or --max-replicas (default max(64, 4 × today's)); a
+// pool whose new replicas would arrive after need is held at today's
+// count, and named in held. A zero need holds nothing.
+func (p *planner) caps(need time.Time) (caps []int, held []string) {
+	caps = make([]int, len(p.pools))
+	for i, pl := range p.pools {
+		caps[i] = p.cfg.MaxReplicas
+		if caps[i] <= 0 {
+			caps[i] = max(64, 4*pl.Committed)
+		}
+		if pl.MaxReplicas > 0 {
+			caps[i] = min(caps[i], pl.MaxReplicas)
+		}
+		caps[i] = max(caps[i], pl.Committed)
+		if !need.IsZero() && p.today.Add(pl.leadTime).After(need) && caps[i] > pl.Committed {
+			caps[i] = pl.Committed
+			held = append(held, pl.Name)
+		}
+	}
+	return caps, held
+}
+
+// start is where the upper-bound search begins: today's fleet, and each
+// purchasable type allowed any at enough replicas to carry alone what
+// today's pools serving its models carry (at least 1).
+func (p *planner) start(caps []int) []int {
 	x := p.committed()
+	for i, pl := range p.pools {
+		if !pl.Purchasable || caps[i] == 0 {
+			continue
+		}
+		n := 0
+		for _, b := range p.pools[:p.nBase] {
+			for _, m := range pl.models {
+				if slices.Contains(b.models, m) {
+					n += b.Committed
+					break
+				}
+			}
+		}
+		x[i] = min(max(1, n), caps[i])
+	}
+	return x
+}
+
+// search finds the cheapest passing fleet within caps at demand.
+func (p *planner) search(ctx context.Context, demand float64, maxR []int) (Level, error) {
+	lv := Level{Demand: demand}
+	n := len(p.pools)
+	// An upper bound that passes: the start, doubled until it does.
+	x := p.start(maxR)
 	for {
 		ok, err := p.passes(ctx, x, demand)
 		if err != nil {
@@ -391,7 +549,6 @@ func (p *planner) level(ctx context.Context, demand float64) (Level, error) {
 					lv.Note += fmt.Sprintf("; at %v %s: %s", x, caseName(pt.Fault), pt.Err)
 				}
 			}
-			lv.Runs, lv.Grid = p.levelRuns(demand), 0
 			return lv, nil
 		}
 	}
@@ -403,8 +560,7 @@ func (p *planner) level(ctx context.Context, demand float64) (Level, error) {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		ca := float64(p.pools[a].GPUsPerReplica) * p.pools[a].PricePerGPUH
-		cb := float64(p.pools[b].GPUsPerReplica) * p.pools[b].PricePerGPUH
+		ca, cb := p.pools[a].ReplicaHour(), p.pools[b].ReplicaHour()
 		switch {
 		case ca > cb:
 			return -1
@@ -413,27 +569,16 @@ func (p *planner) level(ctx context.Context, demand float64) (Level, error) {
 		}
 		return 0
 	})
-	for changed := true; changed; {
-		changed = false
-		for _, i := range order {
-			lo, hi := -1, x[i] // x[i] passes; find the least passing in (lo, hi]
-			for hi-lo > 1 {
-				mid := (lo + hi) / 2
-				y := slices.Clone(x)
-				y[i] = mid
-				ok, err := p.passes(ctx, y, demand)
-				if err != nil {
-					return lv, err
-				}
-				if ok {
-					hi = mid
-				} else {
-					lo = mid
-				}
-			}
-			if hi != x[i] {
-				x[i], changed = hi, true
-			}
+	for improved := true; improved; {
+		if err := p.descend(ctx, x, demand, order); err != nil {
+			return lv, err
+		}
+		// The descent stops where no pool can give up a replica alone;
+		// pools serving the same model substitute for one another, so
+		// also try trading a replica of a dearer pool for cheaper ones.
+		var err error
+		if improved, err = p.exchange(ctx, x, demand, maxR, order); err != nil {
+			return lv, err
 		}
 	}
 
@@ -454,7 +599,7 @@ func (p *planner) level(ctx context.Context, demand float64) (Level, error) {
 		return lv, err
 	}
 	for i := range p.pools {
-		if x[i] == 0 {
+		if x[i] <= p.floor(i) {
 			continue
 		}
 		y := slices.Clone(x)
@@ -467,12 +612,94 @@ func (p *planner) level(ctx context.Context, demand float64) (Level, error) {
 			lv.Bindings = append(lv.Bindings, b)
 		}
 	}
-	lv.Runs = p.levelRuns(demand)
 	lv.Grid = float64(len(p.cases))
-	for _, u := range upper {
-		lv.Grid *= float64(u + 1)
+	for i, u := range upper {
+		lv.Grid *= float64(u - p.floor(i) + 1)
 	}
 	return lv, nil
+}
+
+// descend bisects each pool's count in turn, in order, to the least that
+// passes with the others fixed, until a sweep changes nothing. x passes on
+// entry and on return.
+func (p *planner) descend(ctx context.Context, x []int, demand float64, order []int) error {
+	for changed := true; changed; {
+		changed = false
+		for _, i := range order {
+			lo, hi := p.floor(i)-1, x[i] // x[i] passes; find the least passing in (lo, hi]
+			for hi-lo > 1 {
+				mid := (lo + hi) / 2
+				y := slices.Clone(x)
+				y[i] = mid
+				ok, err := p.passes(ctx, y, demand)
+				if err != nil {
+					return err
+				}
+				if ok {
+					hi = mid
+				} else {
+					lo = mid
+				}
+			}
+			if hi != x[i] {
+				x[i], changed = hi, true
+			}
+		}
+	}
+	return nil
+}
+
+// exchange tries, dearest pool first, to trade one replica of pool i for
+// k replicas of a cheaper pool j that serves one of its models, for the
+// least k that passes while k of j still cost less than one of i. It
+// applies the first trade that passes to x and reports whether it found
+// one: each trade lowers the cost, so repeating terminates.
+func (p *planner) exchange(ctx context.Context, x []int, demand float64, maxR, order []int) (bool, error) {
+	for _, i := range order {
+		if x[i] <= p.floor(i) {
+			continue
+		}
+		ci := p.pools[i].ReplicaHour()
+		for _, j := range slices.Backward(order) {
+			cj := p.pools[j].ReplicaHour()
+			if j == i || cj >= ci || !p.substitutes(i, j) {
+				continue
+			}
+			for k := 1; float64(k)*cj < ci && x[j]+k <= maxR[j]; k++ {
+				y := slices.Clone(x)
+				y[i]--
+				y[j] += k
+				ok, err := p.passes(ctx, y, demand)
+				if err != nil {
+					return false, err
+				}
+				if ok {
+					copy(x, y)
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, nil
+}
+
+// substitutes reports whether pools i and j serve a model in common.
+func (p *planner) substitutes(i, j int) bool {
+	for _, m := range p.pools[i].models {
+		if slices.Contains(p.pools[j].models, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// floor is the fewest replicas pool i may have: today's with
+// KeepCommitted, else 0.
+func (p *planner) floor(i int) int {
+	if p.cfg.KeepCommitted {
+		return p.pools[i].Committed
+	}
+	return 0
 }
 
 // binding picks, among the expectations that fail with one fewer replica of

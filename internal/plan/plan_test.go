@@ -4,7 +4,9 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -147,4 +149,114 @@ func TestScaleSets(t *testing.T) {
 	sc, err := library(t, "mmc")(nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{"workload.poisson.arrivals.rate=3.2"}, ScaleSets(sc, 2))
+}
+
+// rentable is the M/M/c test's fleet (λ = 3/s, 1/μ = 1 s, mean queue wait
+// < 0.25 s, so 5 servers) with today's pool "mmc" at 2 replicas and 2/h a
+// replica, and a purchasable type "rent" that serves the same model as
+// fast for 1/h, with an 8-week lead time and a one-year term.
+func rentable(t *testing.T, extra ...string) Loader {
+	return library(t, "mmc", append([]string{
+		"duration=3h", "pools.mmc.replicas=2", "pools.mmc.price_per_gpu_hour=2",
+		"workload.poisson.arrivals.rate=3", "pools.mmc.service.mean=1s",
+		`expect=["all.queue_wait.mean < 0.25s"]`,
+		`purchasable=[{"name":"rent","region":"lab","provider":"cloud-b","accelerator":"generic-80gb","gpus_per_replica":1,` +
+			`"runtime":"emulated-1.0","driver":"550.54.15","models":["toy-1b"],"price_per_gpu_hour":1,` +
+			`"service":{"distribution":"exponential","mean":"1s"},"purchase":{"lead_time":"8w","min_term":"1y"}}]`,
+	}, extra...)...)
+}
+
+func date(t *testing.T, s string) time.Time {
+	d, err := time.Parse(time.DateOnly, s)
+	require.NoError(t, err)
+	return d
+}
+
+// TestPlanBuysByLeadTime: the cheaper purchasable type replaces today's
+// pool when it can arrive in time, and the order is dated by its lead
+// time; when it cannot, today's pool grows instead (it has no lead time).
+func TestPlanBuysByLeadTime(t *testing.T) {
+	today := date(t, "2026-11-30")
+	res, err := Run(context.Background(), rentable(t), Config{Today: today, Demands: []float64{1, 1},
+		NeededBy: []time.Time{today, date(t, "2027-03-01")}})
+	require.NoError(t, err)
+	require.Equal(t, "2026-11-30", res.Today)
+	require.Len(t, res.Pools, 2)
+	require.True(t, res.Pools[1].Purchasable)
+	require.Equal(t, 56.0, res.Pools[1].LeadTimeDays)
+	require.Equal(t, 365.0, res.Pools[1].MinTermDays)
+
+	now, later := res.Levels[0], res.Levels[1]
+	require.True(t, now.Feasible, now.Note)
+	require.False(t, now.Late)
+	require.Equal(t, "2026-11-30", now.NeededBy)
+	require.Equal(t, []int{5, 0}, now.Replicas, "rent cannot arrive by today: grow mmc to Erlang C's 5")
+	require.Equal(t, []Order{{Pool: "mmc", Replicas: 3, OrderBy: "2026-11-30", Arrives: "2026-11-30"}}, now.Orders)
+	require.Zero(t, now.Commitment)
+
+	require.True(t, later.Feasible, later.Note)
+	require.Equal(t, []int{0, 5}, later.Replicas, "rent is half the price and arrives in time")
+	require.InDelta(t, 5.0, later.CostPerHour, 1e-9)
+	require.Equal(t, []Order{{Pool: "rent", Replicas: 5, OrderBy: "2027-01-04", Arrives: "2027-01-25",
+		Commitment: 5 * 1 * 365 * 24}}, later.Orders)
+	require.InDelta(t, 5*365*24.0, later.Commitment, 1e-6)
+	require.Equal(t, []int{-2, 5}, later.Gap)
+
+	var b strings.Builder
+	require.NoError(t, WriteText(&b, res))
+	require.Contains(t, b.String(), "purchasable: rent at 1.00/h a replica, lead time 8w, minimum term 1y")
+	require.Contains(t, b.String(), "order: +5 rent by 2027-01-04; commits 43800.00 over its minimum term")
+	require.Contains(t, b.String(), "order: +3 mmc by 2026-11-30\n")
+}
+
+// TestPlanLate: when every pool that could grow has a lead time past the
+// date, no fleet arrives in time; the plan says so, and gives the cheapest
+// fleet once orders arrive, its orders marked late.
+func TestPlanLate(t *testing.T) {
+	today := date(t, "2026-11-30")
+	res, err := Run(context.Background(), rentable(t, `pools.mmc.purchase={"lead_time":"4w"}`), Config{Today: today})
+	require.NoError(t, err)
+	lv := res.Levels[0]
+	require.True(t, lv.Feasible, lv.Note)
+	require.True(t, lv.Late)
+	require.Contains(t, lv.Note, "no fleet that can arrive by 2026-11-30")
+	require.Contains(t, lv.Note, "mmc, rent held at today's count")
+	require.Equal(t, []int{0, 5}, lv.Replicas)
+	require.Len(t, lv.Orders, 1)
+	require.True(t, lv.Orders[0].Late)
+	require.Equal(t, "2026-10-05", lv.Orders[0].OrderBy)
+	require.Equal(t, "2027-01-25", lv.Orders[0].Arrives)
+}
+
+// TestPlanKeepCommitted: with today's capacity sunk, the plan keeps mmc's
+// two replicas and buys only what is missing.
+func TestPlanKeepCommitted(t *testing.T) {
+	today := date(t, "2026-11-30")
+	res, err := Run(context.Background(), rentable(t), Config{Today: today, KeepCommitted: true,
+		NeededBy: []time.Time{date(t, "2027-06-01")}})
+	require.NoError(t, err)
+	lv := res.Levels[0]
+	require.True(t, lv.Feasible, lv.Note)
+	require.Equal(t, 2, lv.Replicas[0])
+	require.GreaterOrEqual(t, lv.Replicas[1], 3, "5 servers in all at least")
+	for _, pt := range res.Points {
+		require.GreaterOrEqual(t, pt.Replicas[0], 2, "no candidate below today's count")
+	}
+	require.Len(t, lv.Orders, 1)
+	require.Equal(t, "rent", lv.Orders[0].Pool)
+}
+
+// TestPlanMaxReplicas: the provider's limit caps the purchasable type.
+func TestPlanMaxReplicas(t *testing.T) {
+	today := date(t, "2026-11-30")
+	res, err := Run(context.Background(), rentable(t, "purchasable.rent.purchase.max_replicas=3"), Config{Today: today,
+		NeededBy: []time.Time{date(t, "2027-06-01")}})
+	require.NoError(t, err)
+	lv := res.Levels[0]
+	require.True(t, lv.Feasible, lv.Note)
+	require.LessOrEqual(t, lv.Replicas[1], 3)
+	for _, pt := range res.Points {
+		require.LessOrEqual(t, pt.Replicas[1], 3)
+	}
+	require.GreaterOrEqual(t, lv.Replicas[0]+lv.Replicas[1], 5)
 }
