@@ -34,11 +34,11 @@ type Scenario struct {
 	// Purchasable are pool types not in the fleet today that could be
 	// bought (each with its price and purchase terms). fleetdrill plan may
 	// add them; every other command ignores them. See Scenario.Buy.
-	Purchasable []Pool `yaml:"purchasable,omitempty"`
-	Tenants      []Tenant      `yaml:"tenants"`
-	Classes      []Class       `yaml:"classes"`
-	Workload     []Stream      `yaml:"workload"`
-	Jobs         []JobStream   `yaml:"jobs,omitempty"`
+	Purchasable []Pool      `yaml:"purchasable,omitempty"`
+	Tenants     []Tenant    `yaml:"tenants"`
+	Classes     []Class     `yaml:"classes"`
+	Workload    []Stream    `yaml:"workload"`
+	Jobs        []JobStream `yaml:"jobs,omitempty"`
 	// Faults are injected during the run, one per line in the fault
 	// syntax of docs/faults.md: "regional-outage region=us-east at=10m for=15m".
 	Faults []string `yaml:"faults,omitempty"`
