@@ -104,6 +104,31 @@ func Label(s faults.Spec) string {
 	return fmt.Sprintf("%s(%s)", s.Kind, strings.Join(parts, ","))
 }
 
+// labels are the specs' labels as reports and scoped expectations name
+// them: a repeated label gets #2, #3….
+func labels(specs []faults.Spec) []string {
+	out := make([]string, len(specs))
+	seen := map[string]int{}
+	for i, sp := range specs {
+		l := Label(sp)
+		out[i] = l
+		if n := seen[l]; n > 0 {
+			out[i] = fmt.Sprintf("%s#%d", l, n+1)
+		}
+		seen[l]++
+	}
+	return out
+}
+
+// FaultLabels are the labels a run of these fault lines gives its faults.
+func FaultLabels(lines []string) ([]string, error) {
+	specs, err := faults.ParseAll(lines)
+	if err != nil {
+		return nil, err
+	}
+	return labels(specs), nil
+}
+
 // newFaults parses a scenario's fault lines into faults with their labels
 // (a repeated label gets #2, #3…) and active spans; what they hit is
 // resolved later.
@@ -113,13 +138,9 @@ func newFaults(lines []string) ([]*faultRT, error) {
 		return nil, err
 	}
 	var out []*faultRT
-	seen := map[string]int{}
-	for _, sp := range specs {
-		label := Label(sp)
-		if n := seen[label]; n > 0 {
-			label = fmt.Sprintf("%s#%d", label, n+1)
-		}
-		seen[Label(sp)]++
+	names := labels(specs)
+	for i, sp := range specs {
+		label := names[i]
 		f := &faultRT{spec: sp, label: label, start: sp.At, detected: -1, mitigated: -1, recovered: -1,
 			report: &FaultReport{Spec: sp.String()}}
 		if sp.Kind == faults.ModelRetirement {

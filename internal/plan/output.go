@@ -108,8 +108,8 @@ func WriteText(w io.Writer, r *Result) error {
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "\n  survive: %s", f)
 	}
-	if r.Expect != nil {
-		fmt.Fprintf(&b, "\n  healthy runs check: %s", strings.Join(r.Expect, "; "))
+	for _, c := range r.Checks {
+		fmt.Fprintf(&b, "\n  %s runs check: %s", c.Case, strings.Join(c.Expect, "; "))
 	}
 	for _, pl := range r.Pools {
 		if pl.Purchasable {

@@ -152,12 +152,50 @@ type Level struct {
 	Note string  `json:"note,omitempty"`
 }
 
+// Checks are the expectations the runs of one case check, where they are
+// not the scenario's own.
+type Checks struct {
+	Case   string   `json:"case"` // "healthy" or "with FAULT"
+	Expect []string `json:"expect"`
+}
+
+// caseExpect is what a case's runs check: the scenario's expectations,
+// less those scoped to a fault the case does not run ("during
+// regional-outage(us-east): …" means nothing in the healthy run, where the
+// twin would refuse it), and "after recovery" when it runs no fault.
+func caseExpect(sc *scenarios.Scenario, fault string) ([]string, error) {
+	lines := slices.Clip(sc.Faults)
+	if fault != "" {
+		lines = append(lines, fault)
+	}
+	labels, err := twin.FaultLabels(lines)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range sc.Expect {
+		ex, err := scenarios.ParseExpectation(e)
+		if err != nil {
+			return nil, err // validated with the scenario
+		}
+		switch {
+		case ex.Scope == "":
+		case ex.Fault == "recovery" && len(labels) == 0:
+			continue
+		case ex.Fault != "recovery" && !slices.Contains(labels, ex.Fault):
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // Result is a plan.
 type Result struct {
 	Scenario string    `json:"scenario"`
 	Pools    []Pool    `json:"pools"`
 	Faults   []string  `json:"survive"`
-	Expect   []string  `json:"expect,omitempty"` // when the plan added to the scenario's
+	Checks   []Checks  `json:"checks,omitempty"` // cases that check other than the scenario's expectations
 	Levels   []Level   `json:"levels"`
 	Points   []*Point  `json:"points"`
 	Runs     int       `json:"runs"`
@@ -186,7 +224,7 @@ type planner struct {
 	nBase  int // pools[:nBase] are today's; the rest purchasable types
 	today  time.Time
 	cases  []string // "" then each survived fault
-	expect []string // the expectations every run checks; nil: the scenario's
+	expect map[string][]string // by case, the expectations its runs check where not the scenario's
 	sem    chan struct{}
 	mu     sync.Mutex
 	cache  map[string]*Point
@@ -229,16 +267,39 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 		}
 		p.pools = append(p.pools, pp)
 	}
+	var floor []string
 	if cfg.MinAttainment > 0 {
-		p.expect = slices.Clone(base.Expect)
 		seen := map[string]bool{}
 		for _, s := range base.Workload {
 			if s.Class != "" && !seen[s.Class] {
 				seen[s.Class] = true
-				p.expect = append(p.expect, fmt.Sprintf("%s.slo_attainment >= %g", s.Class, cfg.MinAttainment))
+				floor = append(floor, fmt.Sprintf("%s.slo_attainment >= %g", s.Class, cfg.MinAttainment))
 			}
 		}
 	}
+	p.expect = map[string][]string{}
+	kept := map[string]bool{}
+	for _, f := range p.cases {
+		exps, err := caseExpect(base, f)
+		if err != nil {
+			return nil, &InvalidError{Err: fmt.Errorf("plan: %s: %w", caseName(f), err)}
+		}
+		for _, e := range exps {
+			kept[e] = true
+		}
+		if f == "" {
+			exps = append(exps, floor...)
+		}
+		if !slices.Equal(exps, base.Expect) {
+			p.expect[f] = exps
+		}
+	}
+	for i, e := range base.Expect {
+		if !kept[e] {
+			return nil, &InvalidError{Err: fmt.Errorf("plan: expect[%d] %q is scoped to a fault no run of the plan injects; want the label of a scenario fault or of a --survive fault (kind(target), e.g. regional-outage(us-east))", i, e)}
+		}
+	}
+	var checks []Checks
 	// Check every fault line and demand before the search: a typo should
 	// fail in milliseconds.
 	for _, d := range cfg.Demands {
@@ -263,7 +324,12 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 			return nil, &InvalidError{Err: fmt.Errorf("plan: %s at today's fleet: %s", caseName(pt.Fault), pt.Err)}
 		}
 	}
-	res := &Result{Scenario: base.Name, Pools: p.pools, Faults: cfg.Survive, Expect: p.expect, Parallel: cfg.Parallel,
+	for _, f := range p.cases {
+		if exps, ok := p.expect[f]; ok {
+			checks = append(checks, Checks{Case: caseName(f), Expect: exps})
+		}
+	}
+	res := &Result{Scenario: base.Name, Pools: p.pools, Faults: cfg.Survive, Checks: checks, Parallel: cfg.Parallel,
 		Today: today.Format(time.DateOnly), Started: start}
 	res.Levels = make([]Level, len(cfg.Demands))
 	g, gctx := errgroup.WithContext(ctx)
@@ -318,8 +384,8 @@ func (p *planner) sets(x []int, demand float64, fault string) []string {
 		sets = append(sets, fmt.Sprintf("pools[%d].replicas=%d", i, x[i]))
 	}
 	sets = append(sets, ScaleSets(p.base, demand)...)
-	if p.expect != nil && fault == "" {
-		b, _ := json.Marshal(p.expect)
+	if exps, ok := p.expect[fault]; ok {
+		b, _ := json.Marshal(exps)
 		sets = append(sets, "expect="+string(b))
 	}
 	if fault != "" {

@@ -260,3 +260,27 @@ func TestPlanMaxReplicas(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, lv.Replicas[0]+lv.Replicas[1], 5)
 }
+
+// TestPlanScopedExpectations: an expectation scoped to a survived fault is
+// checked only in that fault's runs (the healthy run has no such window),
+// and one scoped to a fault no run injects is refused before any search.
+func TestPlanScopedExpectations(t *testing.T) {
+	const outage = "regional-outage region=eu-west at=4m for=3m"
+	const scoped = "during regional-outage(eu-west): interactive.slo_attainment >= 0.5"
+	load := library(t, "default", "duration=10m", `expect=["residency_violations == 0", "`+scoped+`"]`)
+	res, err := Run(context.Background(), load, Config{Survive: []string{outage}})
+	require.NoError(t, err)
+	require.Equal(t, []Checks{{Case: "healthy", Expect: []string{"residency_violations == 0"}}}, res.Checks)
+	for _, pt := range res.Points {
+		var exprs []string
+		for _, e := range pt.exps {
+			exprs = append(exprs, e.Expr)
+		}
+		require.Equal(t, pt.Fault != "", slices.Contains(exprs, scoped), "fault %q checks %v", pt.Fault, exprs)
+	}
+
+	_, err = Run(context.Background(), load, Config{Survive: []string{"regional-outage region=us-east at=4m for=3m"}})
+	var ie *InvalidError
+	require.ErrorAs(t, err, &ie)
+	require.ErrorContains(t, err, `expect[1] "`+scoped+`" is scoped to a fault no run of the plan injects`)
+}
