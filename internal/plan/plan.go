@@ -223,7 +223,7 @@ type planner struct {
 	pools  []Pool
 	nBase  int // pools[:nBase] are today's; the rest purchasable types
 	today  time.Time
-	cases  []string // "" then each survived fault
+	cases  []string            // "" then each survived fault
 	expect map[string][]string // by case, the expectations its runs check where not the scenario's
 	sem    chan struct{}
 	mu     sync.Mutex
