@@ -83,7 +83,14 @@ func TestDefaultScenarioShape(t *testing.T) {
 	for _, r := range s.Regions {
 		regions[r.Name] = r.Jurisdiction
 	}
-	require.Equal(t, map[string]string{"us-east": "us", "eu-west": "eu"}, regions)
+	// A two-region fleet; a third region holds only pool types to buy.
+	fleet := map[string]string{}
+	for _, p := range s.Pools {
+		fleet[p.Region] = regions[p.Region]
+	}
+	require.Equal(t, map[string]string{"us-east": "us", "eu-west": "eu"}, fleet)
+	require.Equal(t, map[string]string{"us-east": "us", "eu-west": "eu", "us-west": "us"}, regions)
+	require.NotEmpty(t, s.Purchasable)
 	accels := map[string]bool{}
 	for _, p := range s.Pools {
 		accels[p.Accelerator] = true

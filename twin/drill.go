@@ -297,7 +297,9 @@ func (d *Drill) Snapshot() Snapshot {
 			}
 			rs.Pools = append(rs.Pools, ps)
 		}
-		snap.Regions = append(snap.Regions, rs)
+		if len(rs.Pools) > 0 { // a region with no pools (one to buy into, say) has nothing to show
+			snap.Regions = append(snap.Regions, rs)
+		}
 	}
 	// Classes over the recent window.
 	for ci, c := range sc.Classes {

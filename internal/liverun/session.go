@@ -499,7 +499,9 @@ func (s *Session) Snapshot() twin.Snapshot {
 				ps.Utilization = float64(busy) / float64(ps.Replicas)
 				rs.Pools = append(rs.Pools, ps)
 			}
-			snap.Regions = append(snap.Regions, rs)
+			if len(rs.Pools) > 0 { // a region with no pools (one to buy into, say) has nothing to show
+				snap.Regions = append(snap.Regions, rs)
+			}
 		}
 		for m, model := range sc.Models {
 			ms := twin.ModelState{Name: model.Name, Queue: core.QueueLen(m)}

@@ -129,7 +129,7 @@ func WriteText(w io.Writer, r *Result) error {
 		if lv.Late {
 			fmt.Fprintf(&b, "  LATE: %s\n", lv.Note)
 		}
-		fmt.Fprintf(&b, "  %-18s %8s %6s %6s %10s  %s\n", "pool", "replicas", "today", "gap", "$/h", "lead time")
+		fmt.Fprintf(&b, "  %-24s %8s %6s %6s %10s  %s\n", "pool", "replicas", "today", "gap", "$/h", "lead time")
 		for i, pl := range r.Pools {
 			gap := fmt.Sprintf("%+d", lv.Gap[i])
 			if lv.Gap[i] == 0 {
@@ -139,7 +139,7 @@ func WriteText(w io.Writer, r *Result) error {
 			if pl.Purchasable {
 				name += " (buy)"
 			}
-			fmt.Fprintf(&b, "  %-18s %8d %6d %6s %10.2f  %s\n", name, lv.Replicas[i], pl.Committed, gap,
+			fmt.Fprintf(&b, "  %-24s %8d %6d %6s %10.2f  %s\n", name, lv.Replicas[i], pl.Committed, gap,
 				float64(lv.Replicas[i])*pl.ReplicaHour(), days(pl.LeadTimeDays))
 		}
 		today := 0.0
