@@ -35,17 +35,23 @@ func newPlanCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plan [SCENARIO] [--demand 1,1.5,2] [--survive FAULT]...",
 		Short: "Find the cheapest fleet that meets the scenario's expectations, through failures",
-		Long: "plan searches the replica counts of the scenario's pools for the cheapest fleet whose\n" +
-			"run meets every expectation of the scenario, healthy and with each --survive fault\n" +
-			"added (separately), at each --demand multiplier of every workload stream's rate.\n" +
+		Long: "plan searches the replica counts of the scenario's pools, and of the pool types its\n" +
+			"purchasable: list offers, for the cheapest fleet whose run meets every expectation of\n" +
+			"the scenario, healthy and with each --survive fault added (separately), at each\n" +
+			"--demand multiplier of every workload stream's rate. A pool whose lead time would\n" +
+			"bring new replicas after a level's date (k@DATE, or dated by --growth) is held at\n" +
+			"today's count for that level; if nothing that arrives in time passes, the plan is late.\n" +
 			"It assumes more replicas never hurt an SLO: it doubles today's fleet until it passes,\n" +
 			"then bisects each pool's count (most expensive first) to the least that passes with\n" +
 			"the others fixed, until nothing changes. Runs are cached and run in parallel.\n\n" +
 			"It prints per demand the fleet, its cost per hour and per successful task, the\n" +
 			"binding constraint of each pool (what fails with one fewer replica), its headroom,\n" +
-			"and the gap to today's fleet. The exit status is 0 when every demand level has a\n" +
-			"plan, 1 when one has none, 2 for invalid input. docs/planning.md walks through one.",
-		Example: "  fleetdrill plan default --demand 1,1.5 --survive \"regional-outage region=us-east at=10m for=10m\" --set duration=10m\n" +
+			"and the gap to today's fleet, with the date by which to order each addition given\n" +
+			"its lead time. The exit status is 0 when every demand level has a plan that can\n" +
+			"arrive in time, 1 when one has none or only a late one, 2 for invalid input.\n" +
+			"docs/planning.md walks through one.",
+		Example: "  fleetdrill plan default --keep-committed --demand 1,1.5@2027-03-01 --survive \"regional-outage region=us-east at=10m for=10m\"\n" +
+			"  fleetdrill plan default --demand 1,1.5,2 --growth 4% --today 2026-12-01\n" +
 			"  fleetdrill plan mmc --set duration=1h --json plan.json --plot pareto.png",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -119,6 +125,9 @@ func newPlanCmd() *cobra.Command {
 			for _, lv := range res.Levels {
 				if !lv.Feasible {
 					return &exitError{code: exitFailed, err: fmt.Errorf("plan: no fleet meets every expectation at demand ×%g: %s", lv.Demand, lv.Note)}
+				}
+				if lv.Late {
+					return &exitError{code: exitFailed, err: fmt.Errorf("plan: demand ×%g cannot be met by %s: %s", lv.Demand, lv.NeededBy, lv.Note)}
 				}
 			}
 			return nil

@@ -35,7 +35,7 @@ func TestPlanCmd(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &res))
 	require.Len(t, res.Levels, 2)
 	require.True(t, res.Levels[0].Feasible)
-	require.Len(t, res.Levels[0].Replicas, 4)
+	require.Len(t, res.Levels[0].Replicas, 7, "four pools and three purchasable types")
 	require.NotEmpty(t, res.Points)
 	st, err := os.Stat(png)
 	require.NoError(t, err)
@@ -60,7 +60,7 @@ func TestPlanCmdInvalid(t *testing.T) {
 
 // TestPlanCmdInfeasible: a failure no fleet survives exits 1 and says what fails.
 func TestPlanCmdInfeasible(t *testing.T) {
-	code, out, errs := runCommand(t, newPlanCmd(), "default", "--set", "duration=20m", "--max-replicas", "8",
+	code, out, errs := runCommand(t, newPlanCmd(), "default", "--set", "duration=20m", "--max-replicas", "8", "--set", "purchasable=[]",
 		"--survive", "regional-outage region=us-east at=10m for=10m")
 	require.Equal(t, 1, code, errs)
 	require.Contains(t, out, "infeasible")
