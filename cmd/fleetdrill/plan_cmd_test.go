@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,4 +122,27 @@ purchasable:
 	// 10 % a month doubles demand in 7.3 months: rent arrives in time.
 	require.Contains(t, out, "demand ×2, needed by 2027-07-")
 	require.Regexp(t, `order: \+\d+ rent by 2027-05-\d\d; commits \d+\.00 over its minimum term`, out)
+}
+
+// TestPlanWalkThrough is docs/planning.md's walk-through: today's fleet
+// cannot survive a us-east outage (the US-bound tenant has nowhere to go),
+// so today's level is late (exit 1); one us-west replica per model, ordered
+// 8 weeks before each date, carries 1.5× and 2×.
+func TestPlanWalkThrough(t *testing.T) {
+	code, out, errs := runCommand(t, newPlanCmd(), "default", "--keep-committed", "--today", "2026-11-30",
+		"--demand", "1,1.5@2027-03-01,2@2027-06-01", "--survive", "regional-outage region=us-east at=10m for=10m",
+		"--set", `expect=["residency_violations == 0", "interactive.tpot.p99 < 100ms", "during regional-outage(us-east): interactive.slo_attainment >= 0.9", "after recovery + 5m: interactive.ttft.p99 < 2s"]`)
+	require.Equal(t, exitFailed, code, errs)
+	require.Contains(t, errs, "demand ×1 cannot be met by 2026-11-30")
+	require.Contains(t, out, "order: +1 usw-h100-8b by 2026-10-05 — LATE: ordered today it serves from 2027-01-25")
+	require.Contains(t, out, "order: +1 usw-h100-8b by 2027-01-04; commits 24528.00 over its minimum term")
+	require.Contains(t, out, "order: +1 usw-h100-70b by 2027-04-06; commits 98112.00 over its minimum term")
+	require.NotContains(t, out, "order: +1 euw-a100-8b-colo")
+	doc, err := os.ReadFile("../../docs/planning.md")
+	require.NoError(t, err)
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "  order: ") || strings.HasPrefix(line, "  binding: ") {
+			require.Contains(t, string(doc), line, "docs/planning.md's walk-through is stale; rerun its command")
+		}
+	}
 }
