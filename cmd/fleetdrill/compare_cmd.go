@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,9 +11,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/term"
 
 	"github.com/fleetdrill/fleetdrill/internal/compare"
+	"github.com/fleetdrill/fleetdrill/internal/sweep"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/dispatch"
 )
@@ -21,11 +24,12 @@ import (
 // policies, over several seeds, with confidence intervals and tests.
 func newCompareCmd() *cobra.Command {
 	var (
-		policies []string
-		seeds    int
-		parallel int
-		sets     []string
-		jsonPath string
+		policies  []string
+		seeds     int
+		parallel  int
+		sets      []string
+		jsonPath  string
+		emitSweep string
 	)
 	cmd := &cobra.Command{
 		Use:   "compare [SCENARIO] --policy P --policy Q...",
@@ -37,10 +41,15 @@ func newCompareCmd() *cobra.Command {
 			"per-seed differences: a seed gives every policy the same arrivals.\n\n" +
 			"The seeds are the scenario's seed and the ones after it; --set seed=N moves them.\n" +
 			"The exit status is 2 for invalid input or a failed run. Expectations (expect:) are\n" +
-			"evaluated in each run but do not change the exit status: compare compares.",
+			"evaluated in each run but do not change the exit status: compare compares.\n\n" +
+			"--emit-sweep FILE runs nothing: it writes a sweep spec (docs/sweeps.md) with exactly\n" +
+			"the comparison's runs, one point per policy, for `fleetdrill sweep run FILE` or\n" +
+			"`fleetdrill sweep FILE --emit k8s` (a Kubernetes Indexed Job). The merged sweep\n" +
+			"report gives each policy's mean, std and 95% interval, but no paired t-test.",
 		Example: "  fleetdrill compare --policy fifo --policy wfq\n" +
 			"  fleetdrill compare mmc --policy fifo,priority --seeds 20 --json out.json\n" +
-			"  fleetdrill compare ./my.yaml --policy priority --policy edf --set pools[0].replicas=2",
+			"  fleetdrill compare ./my.yaml --policy priority --policy edf --set pools[0].replicas=2\n" +
+			"  fleetdrill compare default --policy fifo,wfq --seeds 200 --emit-sweep sweep.yaml",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := scenarios.DefaultName
@@ -48,6 +57,9 @@ func newCompareCmd() *cobra.Command {
 				name = args[0]
 			}
 			if err := checkCompareFlags(policies, seeds, parallel, sets); err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			if err := checkEmitSweepFlags(cmd, emitSweep); err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
 			stderr := cmd.ErrOrStderr()
@@ -75,6 +87,9 @@ func newCompareCmd() *cobra.Command {
 			}
 			if len(problems) > 0 {
 				return invalidScenario(name, errors.Join(problems...))
+			}
+			if emitSweep != "" {
+				return emitCompareSweep(stderr, emitSweep, name, sets, policies, base.Seed, seeds)
 			}
 			if seeds == 1 {
 				fmt.Fprintln(stderr, "compare: warning: --seeds 1 gives no confidence intervals and no tests; use at least 2 (10 is the default)")
@@ -160,6 +175,7 @@ func newCompareCmd() *cobra.Command {
 	f.IntVar(&parallel, "parallel", 0, "runs at a time; 0 means one per CPU (GOMAXPROCS)")
 	f.StringArrayVar(&sets, "set", nil, "override a scenario field for every run, e.g. --set pools[0].replicas=8 (repeatable)")
 	f.StringVar(&jsonPath, "json", "", "also write the comparison as JSON to this file (- for stdout, in place of the table)")
+	f.StringVar(&emitSweep, "emit-sweep", "", "run nothing: write a sweep spec with exactly these runs to this file, for fleetdrill sweep (docs/sweeps.md)")
 	return cmd
 }
 
@@ -239,4 +255,167 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// checkEmitSweepFlags refuses, every problem at once, the flags that mean
+// nothing when --emit-sweep runs nothing.
+func checkEmitSweepFlags(cmd *cobra.Command, emitSweep string) error {
+	f := cmd.Flags()
+	if !f.Changed("emit-sweep") {
+		return nil
+	}
+	var msgs []string
+	switch emitSweep {
+	case "":
+		msgs = append(msgs, "--emit-sweep: want a file to write the sweep spec to")
+	case "-":
+		msgs = append(msgs, "--emit-sweep -: want a file (a scenario path in the spec is relative to the spec's directory)")
+	}
+	if f.Changed("json") {
+		msgs = append(msgs, "--json with --emit-sweep: --emit-sweep runs nothing, so there is no comparison to write; "+
+			"run the sweep, then fleetdrill sweep merge DIR --json FILE")
+	}
+	if f.Changed("parallel") {
+		msgs = append(msgs, "--parallel with --emit-sweep: --emit-sweep runs nothing; give --parallel to fleetdrill sweep run")
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("compare: %s", strings.Join(msgs, "\n  "))
+}
+
+// compareSweepSpec is the layout of the sweep spec --emit-sweep writes
+// (internal/sweep reads it).
+type compareSweepSpec struct {
+	Scenario string              `yaml:"scenario"`
+	Sets     []string            `yaml:"sets,omitempty"`
+	Points   []compareSweepPoint `yaml:"points"`
+	Seeds    []uint64            `yaml:"seeds,flow"`
+}
+
+type compareSweepPoint struct {
+	Name string   `yaml:"name"`
+	Sets []string `yaml:"sets,flow"`
+}
+
+// emitCompareSweep writes to path a sweep spec with exactly the runs
+// compare would run: one point per policy, named after it, over the
+// comparison's seeds, listed. A seed= among sets is dropped: it moved the
+// seeds, which the spec lists. The spec is loaded back before it is put in
+// place, so that a spec the sweep refuses is never reported as written.
+func emitCompareSweep(stderr io.Writer, path, name string, sets, policies []string, firstSeed uint64, seeds int) error {
+	fail := func(err error) error {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("compare: --emit-sweep %s: %w", path, err)}
+	}
+	spec := compareSweepSpec{Scenario: name}
+	if !scenarios.IsLibraryName(name) {
+		spec.Scenario = specRelativePath(path, name)
+	}
+	for _, s := range sets {
+		if k, _, _ := strings.Cut(s, "="); strings.TrimSpace(k) != "seed" {
+			spec.Sets = append(spec.Sets, s)
+		}
+	}
+	for _, p := range policies {
+		spec.Points = append(spec.Points, compareSweepPoint{Name: p, Sets: []string{"policy.scheduler=" + p}})
+	}
+	spec.Seeds = make([]uint64, seeds)
+	for i := range spec.Seeds {
+		spec.Seeds[i] = firstSeed + uint64(i)
+	}
+	var body strings.Builder
+	enc := yaml.NewEncoder(&body)
+	enc.SetIndent(2)
+	if err := errors.Join(enc.Encode(spec), enc.Close()); err != nil {
+		return fail(err)
+	}
+	runs := len(policies) * seeds
+	q := shellQuote(path)
+	head := fmt.Sprintf(`# A sweep spec written by fleetdrill compare --emit-sweep: the comparison of
+# %s on %s over %d seeds (%d..%d), one point per policy: %d runs.
+# Run it on this machine:
+#   fleetdrill sweep run %s --out results
+#   fleetdrill sweep merge results --json report.json
+# or as a Kubernetes Indexed Job (docs/sweeps.md):
+#   fleetdrill sweep %s --emit k8s --image IMAGE --shards N --volume-claim CLAIM > job.json
+# The report gives, per policy, each figure's mean, std and 95%% interval over the
+# seeds; compare's paired t-test against the baseline (%s) is not in it.
+`, strings.Join(policies, ", "), name, seeds, firstSeed, firstSeed+uint64(seeds-1), runs, q, q, policies[0])
+	data := []byte(head + body.String())
+
+	// Through a temporary file beside the target, so that the scenario path
+	// resolves as it will, and a failure leaves an old file untouched.
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		// After a successful rename this fails harmlessly.
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}()
+	if err := errors.Join(writeAll(tmp, data), tmp.Chmod(0o644), tmp.Close()); err != nil {
+		return fail(err)
+	}
+	got, err := sweep.Load(tmp.Name())
+	if err != nil {
+		return fmt.Errorf("compare: --emit-sweep %s: the spec written does not load (a fleetdrill bug): %w", path, err)
+	}
+	if err := sameSweepRuns(got, spec); err != nil {
+		return fmt.Errorf("compare: --emit-sweep %s: the spec written loads other runs (a fleetdrill bug): %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(stderr, "compare: wrote sweep spec %s: %d policies × %d seeds = %d runs; run it with fleetdrill sweep run %s, or fleetdrill sweep %s --emit k8s\n",
+		path, len(policies), seeds, runs, q, q)
+	return nil
+}
+
+func writeAll(f *os.File, data []byte) error {
+	_, err := f.Write(data)
+	return err
+}
+
+// specRelativePath is scenario, a file path relative to the working
+// directory, as a sweep spec at specPath names it: relative to the spec's
+// directory, or absolute where there is no relative path. A path that would
+// read as a library name gets a ./.
+func specRelativePath(specPath, scenario string) string {
+	abs, err := filepath.Abs(scenario)
+	if err != nil {
+		return scenario
+	}
+	dir, err := filepath.Abs(filepath.Dir(specPath))
+	if err != nil {
+		return abs
+	}
+	rel, err := filepath.Rel(dir, abs)
+	if err != nil {
+		return abs
+	}
+	rel = filepath.ToSlash(rel)
+	if scenarios.IsLibraryName(rel) {
+		rel = "./" + rel
+	}
+	return rel
+}
+
+// sameSweepRuns checks that a loaded spec holds the runs it was written with.
+func sameSweepRuns(got *sweep.Spec, want compareSweepSpec) error {
+	if !slices.Equal(got.Seeds, want.Seeds) {
+		return fmt.Errorf("seeds %v; want %v", got.Seeds, want.Seeds)
+	}
+	if !slices.Equal(got.Sets, want.Sets) {
+		return fmt.Errorf("sets %q; want %q", got.Sets, want.Sets)
+	}
+	if len(got.Points) != len(want.Points) {
+		return fmt.Errorf("%d points; want %d", len(got.Points), len(want.Points))
+	}
+	for i, p := range got.Points {
+		if p.Name != want.Points[i].Name || !slices.Equal(p.Sets, want.Points[i].Sets) {
+			return fmt.Errorf("point %d is %s %q; want %s %q", i, p.Name, p.Sets, want.Points[i].Name, want.Points[i].Sets)
+		}
+	}
+	return nil
 }

@@ -466,7 +466,10 @@ func (d *drills) boundary() (*Boundary, error) {
 	at, span := start+length/4, length/2
 	targets := append([]string{""}, d.regions...)
 	for _, r := range d.base.Regions {
-		if !slices.Contains(targets, r.Name) {
+		// A region with no pools (one that only has types to buy) has
+		// nothing to lose in an outage.
+		hasPool := slices.ContainsFunc(d.base.Pools, func(p scenarios.Pool) bool { return p.Region == r.Name })
+		if hasPool && !slices.Contains(targets, r.Name) {
 			targets = append(targets, r.Name)
 		}
 	}
