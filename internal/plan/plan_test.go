@@ -14,7 +14,7 @@ import (
 )
 
 // library is a Loader for a library scenario with fixed overrides.
-func library(t *testing.T, name string, base ...string) Loader {
+func library(t testing.TB, name string, base ...string) Loader {
 	t.Helper()
 	data, err := scenarios.Source(name)
 	require.NoError(t, err)
