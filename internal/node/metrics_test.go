@@ -140,9 +140,11 @@ func TestMetricsLint(t *testing.T) {
 }
 
 // A KV cache too small for the batch's growth preempts sequences; the node
-// counts the engine's preemptions.
+// counts the engine's preemptions. The requests must overlap in the engine:
+// at speed 2 each takes long enough that they do even on a loaded machine
+// (at speed 50 they could finish one by one under -race and never preempt).
 func TestPreemptionsCounted(t *testing.T) {
-	h := start(t, Config{Speed: 50, KVTokens: 120, Pool: testPool, Region: testRegion})
+	h := start(t, Config{Speed: 2, KVTokens: 120, Pool: testPool, Region: testRegion})
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
