@@ -125,7 +125,6 @@ var badFixtures = map[string][]string{
 		"purchasable.bad.yaml:27: purchasable[0].name: got \"p1\", already the name of pools[0]; want a name of its own (the plan adds it to the fleet)",
 		"purchasable.bad.yaml:37: purchasable[1].price_per_gpu_hour: got 0, want > 0: the plan buys the cheapest fleet, and a free type would always be chosen",
 		"purchasable.bad.yaml:38: purchasable[1].region: got \"r9\", no such region; did you mean \"r1\"? (regions: r1)",
-		"purchasable.bad.yaml:42: purchasable[1].replicas: got 3, want none: a purchasable type has no replicas today (plan decides how many to buy); move it to pools if it is already in the fleet",
 		"purchasable.bad.yaml:47: purchasable[1].purchase.min_term: got \"-1y\", want days, weeks or years, such as 90d, 8w or 1y (or a duration such as 36h)",
 	},
 	"refs.bad.yaml": {

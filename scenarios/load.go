@@ -60,6 +60,7 @@ func ParseInDir(name, dir string, data []byte, sets []string) (*Scenario, error)
 	s.Dir = dir
 	applyDefaults(&s)
 	(&validator{d: d, s: &s}).validate()
+	s.joinBought()
 	if len(d.problems) > 0 {
 		ve := &ValidationError{Problems: d.problems}
 		order := make(map[string]int, len(sets))

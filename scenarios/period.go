@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -73,20 +74,19 @@ func (p *Period) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML implements yaml.Marshaler, printing the text form back.
 func (p Period) MarshalYAML() (any, error) { return p.String(), nil }
 
-// Buy returns a copy of the scenario whose fleet also holds n[i] replicas
-// of purchasable pool type i (n may be shorter than Purchasable; missing
-// counts are 0). Types bought 0 times are left out, so Buy(nil) runs
-// exactly today's fleet. Pools and Purchasable are copied; everything else
-// is shared with s.
-func (s *Scenario) Buy(n []int) *Scenario {
-	c := *s
-	c.Pools = append([]Pool(nil), s.Pools...)
-	for i, pt := range s.Purchasable {
-		if i < len(n) && n[i] > 0 {
-			pt.Replicas = n[i]
-			c.Pools = append(c.Pools, pt)
+// joinBought adds a copy of each purchasable type given replicas (bought,
+// for this run) to the fleet, after today's pools.
+func (s *Scenario) joinBought() {
+	for _, p := range s.Purchasable {
+		if p.Replicas > 0 {
+			s.Pools = append(s.Pools, p)
 		}
 	}
-	c.Purchasable = append([]Pool(nil), s.Purchasable...)
-	return &c
+}
+
+// Bought reports whether pool i of Pools is a purchasable type bought for
+// this run rather than one of today's pools. (Names are unique across
+// pools and purchasable types.)
+func (s *Scenario) Bought(i int) bool {
+	return slices.ContainsFunc(s.Purchasable, func(p Pool) bool { return p.Name == s.Pools[i].Name })
 }

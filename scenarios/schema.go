@@ -32,8 +32,11 @@ type Scenario struct {
 	Models       []Model       `yaml:"models"`
 	Pools        []Pool        `yaml:"pools"`
 	// Purchasable are pool types not in the fleet today that could be
-	// bought (each with its price and purchase terms). fleetdrill plan may
-	// add them; every other command ignores them. See Scenario.Buy.
+	// bought (each with its price and purchase terms). fleetdrill plan
+	// chooses how many to buy. A type given replicas (usually by --set
+	// purchasable[i].replicas=N, "as if N were bought") joins Pools when the
+	// scenario is loaded (a copy: the list stays as written). Bought tells
+	// which pools came from here.
 	Purchasable []Pool      `yaml:"purchasable,omitempty"`
 	Tenants     []Tenant    `yaml:"tenants"`
 	Classes     []Class     `yaml:"classes"`

@@ -336,9 +336,6 @@ func (v *validator) validate() {
 			v.add(p+".name", q(pl.Name), "already the name of "+at("pools", k)+"; want a name of its own (the plan adds it to the fleet)")
 		}
 		v.pool(p, pl, regions, accels, runtimes, models)
-		if pl.Replicas != 0 {
-			v.add(p+".replicas", strconv.Itoa(pl.Replicas), "want none: a purchasable type has no replicas today (plan decides how many to buy); move it to pools if it is already in the fleet")
-		}
 		if pl.PricePerGPUHour == 0 {
 			v.add(p+".price_per_gpu_hour", num(pl.PricePerGPUHour), "want > 0: the plan buys the cheapest fleet, and a free type would always be chosen")
 		}
@@ -737,8 +734,14 @@ func (v *validator) served(model, jurisdiction string) bool {
 			byName[v.s.Models[i].Name] = &v.s.Models[i]
 		}
 	}
+	fleet := slices.Clip(v.s.Pools)
+	for _, pl := range v.s.Purchasable {
+		if pl.Replicas > 0 { // bought for this run: it joins the fleet
+			fleet = append(fleet, pl)
+		}
+	}
 	listed := map[string]bool{}
-	for _, pl := range v.s.Pools {
+	for _, pl := range fleet {
 		if jurisdiction != "" && regionJ[pl.Region] != jurisdiction {
 			continue
 		}

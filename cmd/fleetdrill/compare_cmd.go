@@ -15,6 +15,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/fleetdrill/fleetdrill/internal/compare"
+	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/internal/sweep"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/dispatch"
@@ -244,17 +245,10 @@ func invalidScenario(name string, err error) error {
 func rerunArgs(name string, sets []string, re *compare.RunError) string {
 	args := []string{name}
 	for _, s := range sets {
-		args = append(args, "--set", shellQuote(s))
+		args = append(args, "--set", shell.Quote(s))
 	}
 	args = append(args, "--set", "policy.scheduler="+re.Policy, "--seed", strconv.FormatUint(re.Seed, 10))
 	return strings.Join(args, " ")
-}
-
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$`[]{}*?;&|<>()!#~") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // checkEmitSweepFlags refuses, every problem at once, the flags that mean
@@ -330,7 +324,7 @@ func emitCompareSweep(stderr io.Writer, path, name string, sets, policies []stri
 		return fail(err)
 	}
 	runs := len(policies) * seeds
-	q := shellQuote(path)
+	q := shell.Quote(path)
 	head := fmt.Sprintf(`# A sweep spec written by fleetdrill compare --emit-sweep: the comparison of
 # %s on %s over %d seeds (%d..%d), one point per policy: %d runs.
 # Run it on this machine:

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetdrill/fleetdrill/internal/plan"
+	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
@@ -88,7 +89,7 @@ func newPlanCmd() *cobra.Command {
 			fmt.Fprintf(stderr, "plan: %s: %d demand level(s), %d failure(s) to survive\n", name, max(1, len(demands)), len(survive))
 			res, err := plan.Run(cmd.Context(), load, plan.Config{
 				Demands: demands, Survive: survive, Parallel: parallel, MaxReplicas: maxRepl, MinAttainment: minAtt, Version: buildVersion(),
-				Today: today, NeededBy: needed, KeepCommitted: keep,
+				Today: today, NeededBy: needed, KeepCommitted: keep, Command: runCommandLine(name, sets),
 			})
 			if err != nil {
 				var ve *scenarios.ValidationError
@@ -213,4 +214,13 @@ func parseDemands(in []string, growth string, today time.Time) ([]float64, []tim
 		return nil, nil, fmt.Errorf("plan: %w", errors.Join(errs...))
 	}
 	return ks, dates, nil
+}
+
+// runCommandLine is `fleetdrill run NAME --set …` with the user's sets.
+func runCommandLine(name string, sets []string) string {
+	parts := []string{"fleetdrill", "run", shell.Quote(name)}
+	for _, s := range sets {
+		parts = append(parts, "--set", shell.Quote(s))
+	}
+	return strings.Join(parts, " ")
 }

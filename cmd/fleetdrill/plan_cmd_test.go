@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -145,4 +146,49 @@ func TestPlanWalkThrough(t *testing.T) {
 			require.Contains(t, string(doc), line, "docs/planning.md's walk-through is stale; rerun its command")
 		}
 	}
+}
+
+// TestPlanVerifyReplays: a plan's verify line, pasted into a shell, runs
+// the planned fleet (purchased types included) with `fleetdrill run`, which
+// passes and reports the plan's cost per successful task.
+func TestPlanVerifyReplays(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh on PATH to split the command line")
+	}
+	dir := t.TempDir()
+	js := filepath.Join(dir, "plan.json")
+	code, _, errs := runCommand(t, newPlanCmd(), "default", "--set", "duration=10m", "--today", "2026-11-30",
+		"--demand", "1.5@2027-08-01", "--json", js)
+	require.Equal(t, exitOK, code, errs)
+	b, err := os.ReadFile(js)
+	require.NoError(t, err)
+	var res struct {
+		Levels []struct {
+			Replicas []int    `json:"replicas"`
+			PerTask  float64  `json:"cost_per_successful_task"`
+			Verify   []string `json:"verify"`
+		} `json:"levels"`
+	}
+	require.NoError(t, json.Unmarshal(b, &res))
+	lv := res.Levels[0]
+	require.Len(t, lv.Verify, 1)
+	require.Positive(t, lv.Replicas[4]+lv.Replicas[5]+lv.Replicas[6], "by August the plan buys a purchasable type: %v", lv.Replicas)
+	words, ok := strings.CutPrefix(lv.Verify[0], "fleetdrill run ")
+	require.True(t, ok, lv.Verify[0])
+	out, err := exec.Command(sh, "-c", `printf '%s\0' `+words).Output()
+	require.NoError(t, err)
+	args := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+	runJS := filepath.Join(dir, "run.json")
+	code, _, errs = runCommand(t, newRunCmd(), append(args, "--json", runJS)...)
+	require.Equal(t, exitOK, code, errs)
+	b, err = os.ReadFile(runJS)
+	require.NoError(t, err)
+	var rep struct {
+		Cost struct {
+			PerTask float64 `json:"per_successful_task"`
+		} `json:"cost"`
+	}
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.InDelta(t, lv.PerTask, rep.Cost.PerTask, 1e-12)
 }

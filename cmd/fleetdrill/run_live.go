@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/internal/liverun"
 	"github.com/fleetdrill/fleetdrill/internal/report"
+	"github.com/fleetdrill/fleetdrill/internal/shell"
 )
 
 // liveFlags are run's --live options.
@@ -85,7 +86,7 @@ func runLive(cmd *cobra.Command, name string, sets []string, jsonPath string, l 
 	}
 	repro := "fleetdrill run " + name + " --live --speed " + fmt.Sprint(res.Speed)
 	for _, s := range sets {
-		repro += " --set " + shellQuote(s)
+		repro += " --set " + shell.Quote(s)
 	}
 	return failedExpectations(res.Live, repro)
 }

@@ -177,6 +177,9 @@ func WriteText(w io.Writer, r *Result) error {
 		if lv.Commitment > 0 {
 			fmt.Fprintf(&b, "  new commitments: %.2f\n", lv.Commitment)
 		}
+		if len(lv.Verify) > 0 {
+			fmt.Fprintf(&b, "  verify: %s\n", lv.Verify[0])
+		}
 		fmt.Fprintf(&b, "  search: %d runs; a full grid up to the upper bound: %.0f runs\n\n", lv.Runs, lv.Grid)
 	}
 	fmt.Fprintf(&b, "%d runs in %.1fs on %d workers\n", r.Runs, r.Wall, r.Parallel)

@@ -21,6 +21,7 @@
 package plan
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,6 +35,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
@@ -62,6 +64,9 @@ type Config struct {
 	// from; a missing or zero entry means Today.
 	Today    time.Time
 	NeededBy []time.Time
+	// Command is the `fleetdrill run` command line (scenario and the
+	// user's --set flags) the plan's verify commands extend.
+	Command string
 	// KeepCommitted never plans fewer replicas than today's in a pool:
 	// today's capacity is paid for (sunk) and the plan only adds to it.
 	KeepCommitted bool
@@ -81,6 +86,7 @@ type Pool struct {
 	MaxReplicas  int     `json:"max_replicas,omitempty"` // the provider's limit; 0 none
 	leadTime     time.Duration
 	models       []string
+	path         string // the pool's --set path, e.g. pools[1] or purchasable[0]
 }
 
 // ReplicaHour is the cost of one replica for an hour.
@@ -146,10 +152,14 @@ type Level struct {
 	Commitment  float64   `json:"commitment"`               // Σ orders' commitments
 	// Late: no fleet that can arrive by NeededBy meets every expectation;
 	// this plan is the cheapest once its orders arrive.
-	Late bool    `json:"late,omitempty"`
-	Runs int     `json:"runs"`      // twin runs this level took
-	Grid float64 `json:"grid_runs"` // runs a full grid to the upper bound would take
-	Note string  `json:"note,omitempty"`
+	Late bool `json:"late,omitempty"`
+	// Verify repeats the planned fleet's runs, one command per case
+	// (healthy first, then each survived fault): Config.Command with
+	// the plan's overrides.
+	Verify []string `json:"verify,omitempty"`
+	Runs   int      `json:"runs"`      // twin runs this level took
+	Grid   float64  `json:"grid_runs"` // runs a full grid to the upper bound would take
+	Note   string   `json:"note,omitempty"`
 }
 
 // Checks are the expectations the runs of one case check, where they are
@@ -221,7 +231,6 @@ type planner struct {
 	base   *scenarios.Scenario
 	cfg    Config
 	pools  []Pool
-	nBase  int // pools[:nBase] are today's; the rest purchasable types
 	today  time.Time
 	cases  []string            // "" then each survived fault
 	expect map[string][]string // by case, the expectations its runs check where not the scenario's
@@ -255,10 +264,22 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	}
 	today = day(today)
 	p := &planner{load: load, base: base, cfg: cfg, cases: append([]string{""}, cfg.Survive...),
-		sem: make(chan struct{}, cfg.Parallel), cache: map[string]*Point{}, today: today, nBase: len(base.Pools)}
-	for i, pl := range append(slices.Clip(base.Pools), base.Purchasable...) {
+		sem: make(chan struct{}, cfg.Parallel), cache: map[string]*Point{}, today: today}
+	// Today's pools, then every purchasable type (one bought by --set
+	// counts as committed at that many).
+	var all []scenarios.Pool
+	for i, pl := range base.Pools {
+		if !base.Bought(i) {
+			all = append(all, pl)
+		}
+	}
+	today0 := len(all)
+	for i, pl := range append(all, base.Purchasable...) {
 		pp := Pool{Name: pl.Name, Committed: pl.Replicas, GPUsPerReplica: pl.GPUsPerReplica, PricePerGPUH: pl.PricePerGPUHour,
-			Purchasable: i >= len(base.Pools), models: pl.Models}
+			Purchasable: i >= today0, models: pl.Models, path: fmt.Sprintf("pools[%d]", i)}
+		if pp.Purchasable {
+			pp.path = fmt.Sprintf("purchasable[%d]", i-today0)
+		}
 		if pu := pl.Purchase; pu != nil {
 			pp.leadTime = pu.LeadTime.D()
 			pp.LeadTimeDays = pu.LeadTime.D().Hours() / 24
@@ -376,24 +397,34 @@ func (p *planner) costPerHour(x []int) float64 {
 	return c
 }
 
-// sets are the overrides for today's pools; purchasable counts are applied
-// with Scenario.Buy.
+// sets are the overrides that run x at demand with fault: a purchasable
+// type given replicas joins the fleet when the scenario loads.
 func (p *planner) sets(x []int, demand float64, fault string) []string {
 	var sets []string
-	for i := range p.nBase {
-		sets = append(sets, fmt.Sprintf("pools[%d].replicas=%d", i, x[i]))
+	for i, pl := range p.pools {
+		sets = append(sets, fmt.Sprintf("%s.replicas=%d", pl.path, x[i]))
 	}
 	sets = append(sets, ScaleSets(p.base, demand)...)
 	if exps, ok := p.expect[fault]; ok {
-		b, _ := json.Marshal(exps)
+		b := jsonText(exps)
 		sets = append(sets, "expect="+string(b))
 	}
 	if fault != "" {
 		faults := append(slices.Clip(p.base.Faults), fault)
-		b, _ := json.Marshal(faults) // JSON is YAML
+		b := jsonText(faults) // JSON is YAML
 		sets = append(sets, "faults="+string(b))
 	}
 	return sets
+}
+
+// jsonText is a list of strings as JSON, with < and > as they are (they
+// are common in expectations, and the text goes on command lines).
+func jsonText(list []string) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(list) // a []string always encodes
+	return bytes.TrimSpace(b.Bytes())
 }
 
 func key(x []int, demand float64, fault string) string {
@@ -438,7 +469,7 @@ func (p *planner) eval(ctx context.Context, x []int, demand float64, fault strin
 	if err != nil {
 		return nil, err // checked at the committed fleet: a planner bug
 	}
-	rep, err := twin.Run(ctx, sc.Buy(x[p.nBase:]), twin.Options{Version: p.cfg.Version})
+	rep, err := twin.Run(ctx, sc, twin.Options{Version: p.cfg.Version})
 	pt.WallS = time.Since(t0).Seconds()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -517,6 +548,9 @@ func (p *planner) level(ctx context.Context, demand float64, need time.Time) (Le
 	lv.NeededBy = need.Format(time.DateOnly)
 	lv.Runs = p.levelRuns(demand)
 	if lv.Feasible {
+		for _, f := range p.cases {
+			lv.Verify = append(lv.Verify, p.verify(lv.Replicas, demand, f))
+		}
 		for i, pl := range p.pools {
 			if lv.Gap[i] <= 0 {
 				continue
@@ -531,6 +565,19 @@ func (p *planner) level(ctx context.Context, demand float64, need time.Time) (Le
 		}
 	}
 	return lv, nil
+}
+
+// verify is the command line that runs x at demand with fault.
+func (p *planner) verify(x []int, demand float64, fault string) string {
+	var b strings.Builder
+	b.WriteString(p.cfg.Command)
+	if p.cfg.Command == "" {
+		b.WriteString("fleetdrill run " + shell.Quote(p.base.Name))
+	}
+	for _, s := range p.sets(x, demand, fault) {
+		b.WriteString(" --set " + shell.Quote(s))
+	}
+	return b.String()
 }
 
 // caps are each pool's most replicas for a level needed from need: the
@@ -566,7 +613,10 @@ func (p *planner) start(caps []int) []int {
 			continue
 		}
 		n := 0
-		for _, b := range p.pools[:p.nBase] {
+		for _, b := range p.pools {
+			if b.Purchasable {
+				continue
+			}
 			for _, m := range pl.models {
 				if slices.Contains(b.models, m) {
 					n += b.Committed
@@ -574,7 +624,7 @@ func (p *planner) start(caps []int) []int {
 				}
 			}
 		}
-		x[i] = min(max(1, n), caps[i])
+		x[i] = max(x[i], min(max(1, n), caps[i]))
 	}
 	return x
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/internal/signals"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
@@ -38,7 +39,7 @@ func (d *drills) runCmd(faults []string, expect []string, extra ...string) strin
 func (d *drills) cmdWith(sets, faults, expect []string, extra ...string) string {
 	parts := []string{"fleetdrill", "run", d.scenario}
 	for _, s := range sets {
-		parts = append(parts, "--set", shellQuote(s))
+		parts = append(parts, "--set", shell.Quote(s))
 	}
 	quote := func(list []string) string {
 		q := make([]string, len(list))
@@ -47,7 +48,7 @@ func (d *drills) cmdWith(sets, faults, expect []string, extra ...string) string 
 		}
 		return "[" + strings.Join(q, ", ") + "]"
 	}
-	parts = append(parts, "--set", shellQuote("faults="+quote(faults)), "--set", shellQuote("expect="+quote(expect)))
+	parts = append(parts, "--set", shell.Quote("faults="+quote(faults)), "--set", shell.Quote("expect="+quote(expect)))
 	return strings.Join(append(parts, extra...), " ")
 }
 

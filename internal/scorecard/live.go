@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/fleetdrill/fleetdrill/internal/liverun"
+	"github.com/fleetdrill/fleetdrill/internal/shell"
 )
 
 // Live settings of the latency stage's live replay: small, so that it runs
@@ -48,7 +49,7 @@ func (d *drills) live(ctx context.Context) (*LiveLatency, error) {
 	}
 	l.Command = fmt.Sprintf("fleetdrill run %s --live --speed %d --replicas %d", d.scenario, LiveSpeed, LiveReplicas)
 	for _, s := range sets {
-		l.Command += " --set " + shellQuote(s)
+		l.Command += " --set " + shell.Quote(s)
 	}
 	return l, nil
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
@@ -149,7 +150,7 @@ func Run(ctx context.Context, o Options) (*Card, error) {
 func command(scenario, provider string, sets []string) string {
 	parts := []string{"fleetdrill", "scorecard", scenario, "--provider", provider}
 	for _, s := range sets {
-		parts = append(parts, "--set", shellQuote(s))
+		parts = append(parts, "--set", shell.Quote(s))
 	}
 	return strings.Join(parts, " ")
 }
@@ -158,16 +159,9 @@ func command(scenario, provider string, sets []string) string {
 func compatCmd(scenario string, sets []string) string {
 	parts := []string{"fleetdrill", "scenarios", "compat", scenario}
 	for _, s := range sets {
-		parts = append(parts, "--set", shellQuote(s))
+		parts = append(parts, "--set", shell.Quote(s))
 	}
 	return strings.Join(parts, " ")
-}
-
-func shellQuote(s string) string {
-	if s != "" && !strings.ContainsAny(s, " \t'\"$`\\*?[]{}()<>|&;!#~") {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // providerPools lists the indices of the provider's pools and their

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/liverun"
+	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
@@ -321,7 +322,7 @@ func (w *world) failure(e twin.Expectation, label string) error {
 // repro is the fleetdrill run command that runs the same scenario with
 // these expectations added to its own.
 func (w *world) repro(expect []string) string {
-	args := []string{"fleetdrill", "run", shellQuote(w.base)}
+	args := []string{"fleetdrill", "run", shell.Quote(w.base)}
 	if w.live {
 		args = append(args, "--live")
 		if w.speed > 0 {
@@ -337,7 +338,7 @@ func (w *world) repro(expect []string) string {
 		extra = append(extra, "expect="+yamlList(all))
 	}
 	for _, s := range w.allSets(extra...) {
-		args = append(args, "--set", shellQuote(s))
+		args = append(args, "--set", shell.Quote(s))
 	}
 	return strings.Join(args, " ")
 }
@@ -387,14 +388,4 @@ func yamlList(items []string) string {
 		q[i] = strconv.Quote(s)
 	}
 	return "[" + strings.Join(q, ", ") + "]"
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
