@@ -17,6 +17,7 @@ func newScorecardCmd() *cobra.Command {
 		jsonPath string
 		mdPath   string
 		live     bool
+		trial    int
 	)
 	cmd := &cobra.Command{
 		Use:   "scorecard [SCENARIO] --provider P",
@@ -29,19 +30,24 @@ containers, 1 replica per pool, speed 5), 4 data boundary (a regional outage of 
 residency under failover), 5 fallback readiness (each fallback route
 exercised). It ends in a production gate: runtime parity, quality, latency
 budget, data boundary, observability and rollback, each with its evidence.
-See docs/scorecard.md.
+A provider offered only in the scenario's purchasable: list is scored on a
+trial purchase of its types (--trial-replicas each). See docs/scorecard.md.
 
 Exit status: 0 when the gate passes, 1 when an item fails, 2 for invalid
 input (an unknown provider, a scenario that does not load).`,
 		Example: `  fleetdrill scorecard default --provider gpu-cloud-b --set duration=5m
-  fleetdrill scorecard default --provider gpu-cloud-a --json card.json --md card.md`,
+  fleetdrill scorecard default --provider gpu-cloud-a --json card.json --md card.md
+  fleetdrill scorecard default --provider gpu-cloud-c --trial-replicas 2`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := "default"
 			if len(args) == 1 {
 				name = args[0]
 			}
-			card, err := scorecard.Run(cmd.Context(), scorecard.Options{Scenario: name, Sets: sets, Provider: provider, Live: live})
+			if trial < 1 {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("scorecard: --trial-replicas %d: want >= 1", trial)}
+			}
+			card, err := scorecard.Run(cmd.Context(), scorecard.Options{Scenario: name, Sets: sets, Provider: provider, Live: live, TrialReplicas: trial})
 			if err != nil {
 				var ie *scorecard.InvalidError
 				if errors.As(err, &ie) {
@@ -76,6 +82,7 @@ input (an unknown provider, a scenario that does not load).`,
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a scenario field: `path=value` (repeatable)")
 	cmd.Flags().StringVar(&jsonPath, "json", "", "write the scorecard as JSON to `FILE`")
 	cmd.Flags().StringVar(&mdPath, "md", "", "write the scorecard as Markdown to `FILE`")
+	cmd.Flags().IntVar(&trial, "trial-replicas", 1, "when the provider has no pool in the fleet, buy this many replicas of each of its purchasable types for the drills")
 	cmd.Flags().BoolVar(&live, "live", false, "also replay the latency stage's ×1 drill on the live harness (Docker; 1 replica per pool, speed 5)")
 	return cmd
 }

@@ -28,6 +28,9 @@ func mark(ok bool) string {
 func (c *Card) GateText() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scorecard %s --provider %s: gate %s\n", c.Scenario, c.Provider, mark(c.Passed))
+	if c.Trial != "" {
+		fmt.Fprintf(&b, "  trial: %s\n", c.Trial)
+	}
 	for _, g := range c.Gate {
 		fmt.Fprintf(&b, "  %s  %s: %s\n        $ %s\n", mark(g.Pass), g.Name, g.Evidence, g.Command)
 	}
@@ -41,6 +44,9 @@ func (c *Card) Markdown() string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# Scorecard: %s on %s\n\n", c.Provider, c.Scenario)
 	w("Pools: %s (regions: %s). Reproduce: `%s`\n\n", strings.Join(c.Pools, ", "), strings.Join(c.Regions, ", "), c.Command)
+	if c.Trial != "" {
+		w("Trial: %s.\n\n", c.Trial)
+	}
 	w("## Production gate: %s\n\n| item | result | evidence | reproduce |\n| --- | --- | --- | --- |\n", mark(c.Passed))
 	for _, g := range c.Gate {
 		w("| %s | %s | %s | `%s` |\n", g.Name, mark(g.Pass), cell(g.Evidence), cell(g.Command))

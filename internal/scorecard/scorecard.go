@@ -48,14 +48,22 @@ type Options struct {
 	// Command is the command line that reproduces the card, quoted into
 	// its evidence; empty: derived from the options.
 	Command string
+	// TrialReplicas is how many replicas of each of the provider's
+	// purchasable types are bought for the drills when the provider has
+	// no pool in the fleet yet (a capacity source being evaluated before
+	// a purchase); 0 means 1.
+	TrialReplicas int
 }
 
 // Card is the scorecard.
 type Card struct {
-	Schema    int        `json:"schema"`
-	Scenario  string     `json:"scenario"`
-	Provider  string     `json:"provider"`
-	Pools     []string   `json:"pools"`
+	Schema   int      `json:"schema"`
+	Scenario string   `json:"scenario"`
+	Provider string   `json:"provider"`
+	Pools    []string `json:"pools"`
+	// Trial says which purchasable types were bought for the drills,
+	// when the provider is not in the fleet yet.
+	Trial     string     `json:"trial,omitempty"`
 	Regions   []string   `json:"regions"`
 	Command   string     `json:"command"`
 	Inventory *Inventory `json:"inventory,omitempty"`
@@ -86,19 +94,44 @@ func Run(ctx context.Context, o Options) (*Card, error) {
 	if o.Provider == "" {
 		return nil, &InvalidError{errors.New("scorecard: --provider is required")}
 	}
-	if o.Command == "" {
-		o.Command = command(o.Scenario, o.Provider, o.Sets)
-	}
 	sc, err := scenarios.LoadNamedWithSets(o.Scenario, o.Sets)
 	if err != nil {
 		return invalidScenario(o, err)
 	}
 	pools, regions := providerPools(sc, o.Provider)
+	var trial string
+	if len(pools) == 0 {
+		// A provider offered only as purchasable types: buy a trial
+		// allocation of each for the drills, with --set, so that every
+		// command the card prints replays the same fleet.
+		var names, sets []string
+		for i, p := range sc.Purchasable {
+			if p.Provider == o.Provider && p.Replicas == 0 {
+				n := max(o.TrialReplicas, 1)
+				if p.Purchase != nil && p.Purchase.MaxReplicas > 0 {
+					n = min(n, p.Purchase.MaxReplicas)
+				}
+				sets = append(sets, fmt.Sprintf("purchasable[%d].replicas=%d", i, n))
+				names = append(names, fmt.Sprintf("%d × %s", n, p.Name))
+			}
+		}
+		if len(sets) > 0 {
+			o.Sets = append(slices.Clip(o.Sets), sets...)
+			if sc, err = scenarios.LoadNamedWithSets(o.Scenario, o.Sets); err != nil {
+				return invalidScenario(o, err)
+			}
+			pools, regions = providerPools(sc, o.Provider)
+			trial = fmt.Sprintf("%s is not in the fleet: the drills buy a trial of its purchasable types (%s)", o.Provider, strings.Join(names, ", "))
+		}
+	}
+	if o.Command == "" {
+		o.Command = command(o.Scenario, o.Provider, o.Sets)
+	}
 	if len(pools) == 0 {
 		return nil, &InvalidError{fmt.Errorf("scorecard: no pool of %s has provider %q (providers: %s)",
 			sc.Name, o.Provider, strings.Join(providers(sc), ", "))}
 	}
-	c := &Card{Schema: Schema, Scenario: sc.Name, Provider: o.Provider, Command: o.Command}
+	c := &Card{Schema: Schema, Scenario: sc.Name, Provider: o.Provider, Command: o.Command, Trial: trial}
 	for _, i := range pools {
 		c.Pools = append(c.Pools, sc.Pools[i].Name)
 	}

@@ -26,6 +26,31 @@ func gateItem(t *testing.T, c *Card, prefix string) GateItem {
 	return GateItem{}
 }
 
+// TestPurchasableProviderTrial: a provider only on the purchasable list is
+// scored on a trial purchase, made with --set so that the card's commands
+// replay it; the provider's limit caps the trial.
+func TestPurchasableProviderTrial(t *testing.T) {
+	c := card(t, "gpu-cloud-c")
+	require.Equal(t, []string{"usw-h100-8b", "usw-h100-70b"}, c.Pools)
+	require.Equal(t, []string{"us-west"}, c.Regions)
+	require.Equal(t, "gpu-cloud-c is not in the fleet: the drills buy a trial of its purchasable types (1 × usw-h100-8b, 1 × usw-h100-70b)", c.Trial)
+	require.Contains(t, c.Command, "--set 'purchasable[0].replicas=1' --set 'purchasable[1].replicas=1'")
+	for _, g := range c.Gate {
+		if strings.HasPrefix(g.Command, "fleetdrill run") {
+			require.Contains(t, g.Command, "--set 'purchasable[1].replicas=1'", g.Name)
+		}
+	}
+	require.Contains(t, c.GateText(), "  trial: gpu-cloud-c is not in the fleet")
+	require.Contains(t, c.Markdown(), "Trial: gpu-cloud-c is not in the fleet")
+
+	big, err := Run(t.Context(), Options{Scenario: "default", Provider: "gpu-cloud-c", Sets: []string{"duration=5m"}, TrialReplicas: 12})
+	require.NoError(t, err)
+	require.Contains(t, big.Trial, "12 × usw-h100-8b, 8 × usw-h100-70b", "usw-h100-70b sells at most 8")
+
+	// A provider with pools in the fleet is scored as it is.
+	require.Empty(t, card(t, "gpu-cloud-b").Trial)
+}
+
 func TestDefaultGPUCloudB(t *testing.T) {
 	c := card(t, "gpu-cloud-b")
 	require.Equal(t, []string{"euw-a100-8b", "euw-a100-70b"}, c.Pools)
