@@ -16,7 +16,9 @@ import (
 // passes, or its client goes away. The trigger: the global tenant's token
 // rate of 30 a minute. A request costs 21 tokens (5 estimated in, 16 out),
 // so after the first the bucket holds 9 and the second must wait 24 s of
-// model time for 21; the core defers it for 1 s at a time meanwhile.
+// model time for 21; the core defers it for 1 s at a time meanwhile. The
+// speed leaves the second request 480 ms of wall time to arrive before the
+// bucket refills (at 500 it had 48 ms, and a loaded CI machine missed it).
 func TestDeferral(t *testing.T) {
 	quota := []string{"tenants.global.tokens_per_minute=30", "policy.admission.retry_after=1s",
 		"policy.admission.defer_for=1s", "policy.health.timeout=1h", "policy.health.probe_interval=1h"}
@@ -32,13 +34,13 @@ func TestDeferral(t *testing.T) {
 		wantDeferred bool
 	}{
 		{name: "served after deferrals", sets: []string{"classes.interactive.deferrable=true", "classes.interactive.deadline=1h"},
-			speed: 500, wantStatus: http.StatusOK, wantOutcome: "completed", wantDeferred: true},
+			speed: 50, wantStatus: http.StatusOK, wantOutcome: "completed", wantDeferred: true},
 		{name: "deadline while deferred", sets: []string{"classes.interactive.deferrable=true", "classes.interactive.deadline=5s"},
 			speed: 100, wantStatus: http.StatusGatewayTimeout, wantOutcome: "timed_out", wantDeferred: true},
 		{name: "client gone while deferred", sets: []string{"classes.interactive.deferrable=true", "classes.interactive.deadline=1h"},
 			speed: 1, clientTimeout: 100 * time.Millisecond, wantOutcome: "cancelled", wantDeferred: true},
 		{name: "not deferrable: rejected", sets: []string{"classes.interactive.deadline=1h"},
-			speed: 500, wantStatus: http.StatusTooManyRequests, wantOutcome: "rejected", wantReason: "tenant-token-rate"},
+			speed: 50, wantStatus: http.StatusTooManyRequests, wantOutcome: "rejected", wantReason: "tenant-token-rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			us := newFake(t)
