@@ -3,8 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/internal/plan"
 	"github.com/fleetdrill/fleetdrill/internal/shell"
+	"github.com/fleetdrill/fleetdrill/internal/sweep"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
@@ -25,6 +28,8 @@ func newPlanCmd() *cobra.Command {
 		growth   string
 		todayS   string
 		keep     bool
+		emitGrid string
+		checkDir string
 		survive  []string
 		sets     []string
 		jsonPath string
@@ -123,6 +128,16 @@ func newPlanCmd() *cobra.Command {
 					return fmt.Errorf("plan: --plot %s: %w", plotPath, err)
 				}
 			}
+			if emitGrid != "" {
+				if err := emitPlanGrid(cmd.ErrOrStderr(), emitGrid, name, sets, res); err != nil {
+					return err
+				}
+			}
+			if checkDir != "" {
+				if err := checkPlanGrid(cmd.OutOrStdout(), checkDir, name, sets, res); err != nil {
+					return err
+				}
+			}
 			for _, lv := range res.Levels {
 				if !lv.Feasible {
 					return &exitError{code: exitFailed, err: fmt.Errorf("plan: no fleet meets every expectation at demand ×%g: %s", lv.Demand, lv.Note)}
@@ -138,6 +153,8 @@ func newPlanCmd() *cobra.Command {
 	f.StringSliceVar(&demandS, "demand", []string{"1"}, "demand multipliers of every stream's rate, each optionally with the date it must be served from, k@YYYY-MM-DD (comma-separated or repeatable); without a date, --growth dates it, else it is needed --today")
 	f.StringVar(&growth, "growth", "", `demand growth per month, e.g. "5%": dates each --demand k > 1 without a date at today + ln(k)/ln(1+growth) months`)
 	f.StringVar(&todayS, "today", "", "the date orders can first be placed, YYYY-MM-DD (default: today, UTC)")
+	f.StringVar(&emitGrid, "emit-grid", "", "also write the full grid the search pruned (every fleet up to each level's upper bound, every case) as a sweep spec to this file, to run on a cluster with fleetdrill sweep")
+	f.StringVar(&checkDir, "check-grid", "", "read the shards of that sweep from this directory and say whether the grid holds a passing fleet cheaper than the plan's (exit 1 if so)")
 	f.BoolVar(&keep, "keep-committed", false, "never plan fewer replicas than today's in a pool: today's capacity is paid for, the plan only adds")
 	f.StringArrayVar(&survive, "survive", nil, `a fault the plan must survive, in the fault syntax, e.g. "regional-outage region=us-east at=10m for=30m" (repeatable; each is tried separately)`)
 	f.StringArrayVar(&sets, "set", nil, "override a scenario field for every run, e.g. --set duration=10m (repeatable)")
@@ -223,4 +240,70 @@ func runCommandLine(name string, sets []string) string {
 		parts = append(parts, "--set", shell.Quote(s))
 	}
 	return strings.Join(parts, " ")
+}
+
+// gridScenario is how a grid spec at specPath names the scenario.
+func gridScenario(specPath, name string) string {
+	if scenarios.IsLibraryName(name) {
+		return name
+	}
+	return specRelativePath(specPath, name)
+}
+
+// emitPlanGrid writes the plan's full grid as a sweep spec and loads it
+// back (a spec the sweep refuses would be a bug).
+func emitPlanGrid(stderr io.Writer, path, name string, sets []string, res *plan.Result) error {
+	data, err := plan.GridSpec(res, gridScenario(path, name), sets)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --emit-grid: %w", err)}
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --emit-grid: %w", err)}
+	}
+	spec, err := sweep.Load(path)
+	if err != nil {
+		return fmt.Errorf("plan: --emit-grid %s: the spec written does not load (a fleetdrill bug): %w", path, err)
+	}
+	fmt.Fprintf(stderr, "plan: wrote the full grid to %s: %d runs; run it with fleetdrill sweep run %s --out DIR (or fleetdrill sweep %s --emit k8s), then repeat this plan with --check-grid DIR\n",
+		path, spec.Runs(), shell.Quote(path), shell.Quote(path))
+	return nil
+}
+
+// checkPlanGrid reads the grid sweep's shards from dir, checks they are of
+// this plan's grid (the spec hash), and compares each level's plan with
+// the grid's cheapest passing fleet.
+func checkPlanGrid(w io.Writer, dir, name string, sets []string, res *plan.Result) error {
+	specPath := filepath.Join(dir, "..", "plan-grid.yaml") // only to resolve a relative scenario path; not written
+	data, err := plan.GridSpec(res, gridScenario(specPath, name), sets)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --check-grid: %w", err)}
+	}
+	spec, err := sweep.Parse(specPath, data)
+	if err != nil {
+		return fmt.Errorf("plan: --check-grid: the plan's grid does not load (a fleetdrill bug): %w", err)
+	}
+	rep, err := sweep.ReadDir(dir)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --check-grid: %w", err)}
+	}
+	if rep.SpecHash != spec.Hash {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --check-grid %s: the shards are of sweep %s, this plan's grid is %s; run the plan with the same arguments as the --emit-grid that made them", dir, rep.SpecHash, spec.Hash)}
+	}
+	checks, err := plan.CheckGrid(res, rep)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --check-grid %s: %w", dir, err)}
+	}
+	var cheaper []string
+	for _, c := range checks {
+		verdict := "the plan is the grid's cheapest passing fleet"
+		if c.Cheaper {
+			verdict = fmt.Sprintf("the grid holds a cheaper passing fleet: %v at %.2f/h", c.Best, c.BestCost)
+			cheaper = append(cheaper, fmt.Sprintf("×%g", c.Demand))
+		}
+		fmt.Fprintf(w, "grid check, demand ×%g: %d fleets, %d pass every case; plan %.2f/h: %s\n", c.Demand, c.Fleets, c.Passing, c.PlanCost, verdict)
+	}
+	if len(cheaper) > 0 {
+		return &exitError{code: exitFailed, err: fmt.Errorf("plan: the full grid holds a cheaper passing fleet than the plan at demand %s", strings.Join(cheaper, ", "))}
+	}
+	return nil
 }

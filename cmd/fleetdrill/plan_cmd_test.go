@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/internal/sweep"
 )
 
 // TestPlanCmd: `fleetdrill plan` on the default scenario prints a fleet per
@@ -191,4 +193,38 @@ func TestPlanVerifyReplays(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(b, &rep))
 	require.InDelta(t, lv.PerTask, rep.Cost.PerTask, 1e-12)
+}
+
+// TestPlanGridOnASweep: --emit-grid writes the full grid the search pruned
+// as a sweep spec; run in three shards (as an Indexed Job would), the
+// grid confirms the plan is the cheapest passing fleet; a plan with other
+// arguments refuses the shards (another spec hash).
+func TestPlanGridOnASweep(t *testing.T) {
+	dir := t.TempDir()
+	specPath, results := filepath.Join(dir, "grid.yaml"), filepath.Join(dir, "results")
+	args := []string{"mmc", "--today", "2026-11-30", "--set", "duration=1h", "--set", "pools.mmc.replicas=2",
+		"--set", "pools.mmc.price_per_gpu_hour=2", "--set", "workload.poisson.arrivals.rate=3",
+		"--set", "pools.mmc.service.mean=1s", "--set", `expect=["all.queue_wait.mean < 0.25s"]`,
+		"--set", `purchasable=[{"name":"rent","region":"lab","provider":"cloud-b","accelerator":"generic-80gb","gpus_per_replica":1,` +
+			`"runtime":"emulated-1.0","driver":"550.54.15","models":["toy-1b"],"price_per_gpu_hour":1.5,` +
+			`"service":{"distribution":"exponential","mean":"1s"}}]`}
+	code, out, errs := runCommand(t, newPlanCmd(), append(args, "--emit-grid", specPath)...)
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, errs, "plan: wrote the full grid to "+specPath)
+	spec, err := sweep.Load(specPath)
+	require.NoError(t, err)
+	require.Greater(t, spec.Runs(), 20, "two pools: a grid worth a sweep")
+	for i := range 3 {
+		sh, err := sweep.RunShard(t.Context(), spec, sweep.Options{Shard: i, Shards: 3})
+		require.NoError(t, err)
+		_, err = sweep.WriteShard(results, sh)
+		require.NoError(t, err)
+	}
+	code, out, errs = runCommand(t, newPlanCmd(), append(args, "--check-grid", results)...)
+	require.Equal(t, exitOK, code, errs)
+	require.Regexp(t, `grid check, demand ×1: \d+ fleets, \d+ pass every case; plan [0-9.]+/h: the plan is the grid's cheapest passing fleet`, out)
+
+	code, _, errs = runCommand(t, newPlanCmd(), append(args, "--set", "duration=2h", "--check-grid", results)...)
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, "the shards are of sweep")
 }

@@ -157,9 +157,12 @@ type Level struct {
 	// (healthy first, then each survived fault): Config.Command with
 	// the plan's overrides.
 	Verify []string `json:"verify,omitempty"`
-	Runs   int      `json:"runs"`      // twin runs this level took
-	Grid   float64  `json:"grid_runs"` // runs a full grid to the upper bound would take
-	Note   string   `json:"note,omitempty"`
+	// Upper is the passing fleet the descent started from: the full grid
+	// the search pruned runs from each pool's floor to it (Grid runs).
+	Upper []int   `json:"upper_bound,omitempty"`
+	Runs  int     `json:"runs"`      // twin runs this level took
+	Grid  float64 `json:"grid_runs"` // runs a full grid to the upper bound would take
+	Note  string  `json:"note,omitempty"`
 }
 
 // Checks are the expectations the runs of one case check, where they are
@@ -213,6 +216,7 @@ type Result struct {
 	Parallel int       `json:"parallel"`
 	Today    string    `json:"today"`
 	Started  time.Time `json:"-"`
+	p        *planner
 }
 
 // ScaleSets are the overrides that multiply every workload stream's rate by
@@ -368,6 +372,7 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	res.p = p
 	res.Points = p.points
 	res.Runs = p.runs
 	res.Wall = time.Since(start).Seconds()
@@ -728,6 +733,12 @@ func (p *planner) search(ctx context.Context, demand float64, maxR []int) (Level
 			lv.Bindings = append(lv.Bindings, b)
 		}
 	}
+	// Exchanges may take a pool past the bound it started from: the grid
+	// reaches the plan too.
+	for i := range upper {
+		upper[i] = max(upper[i], x[i])
+	}
+	lv.Upper = upper
 	lv.Grid = float64(len(p.cases))
 	for i, u := range upper {
 		lv.Grid *= float64(u - p.floor(i) + 1)

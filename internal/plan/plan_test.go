@@ -155,15 +155,17 @@ func TestScaleSets(t *testing.T) {
 // < 0.25 s, so 5 servers) with today's pool "mmc" at 2 replicas and 2/h a
 // replica, and a purchasable type "rent" that serves the same model as
 // fast for 1/h, with an 8-week lead time and a one-year term.
-func rentable(t *testing.T, extra ...string) Loader {
-	return library(t, "mmc", append([]string{
+func rentable(t testing.TB, extra ...string) Loader { return library(t, "mmc", rentSets(extra...)...) }
+
+func rentSets(extra ...string) []string {
+	return append([]string{
 		"duration=3h", "pools.mmc.replicas=2", "pools.mmc.price_per_gpu_hour=2",
 		"workload.poisson.arrivals.rate=3", "pools.mmc.service.mean=1s",
 		`expect=["all.queue_wait.mean < 0.25s"]`,
 		`purchasable=[{"name":"rent","region":"lab","provider":"cloud-b","accelerator":"generic-80gb","gpus_per_replica":1,` +
 			`"runtime":"emulated-1.0","driver":"550.54.15","models":["toy-1b"],"price_per_gpu_hour":1,` +
 			`"service":{"distribution":"exponential","mean":"1s"},"purchase":{"lead_time":"8w","min_term":"1y"}}]`,
-	}, extra...)...)
+	}, extra...)
 }
 
 func date(t *testing.T, s string) time.Time {
