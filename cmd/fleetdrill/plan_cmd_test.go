@@ -211,6 +211,7 @@ func TestPlanGridOnASweep(t *testing.T) {
 	code, out, errs := runCommand(t, newPlanCmd(), append(args, "--emit-grid", specPath)...)
 	require.Equal(t, exitOK, code, errs)
 	require.Contains(t, errs, "plan: wrote the full grid to "+specPath)
+	require.Contains(t, out, "rent (buy)")
 	spec, err := sweep.Load(specPath)
 	require.NoError(t, err)
 	require.Greater(t, spec.Runs(), 20, "two pools: a grid worth a sweep")
