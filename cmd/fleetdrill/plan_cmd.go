@@ -183,6 +183,16 @@ func checkPlanFlags(parallel, maxRepl int) error {
 // monthDays is the mean Gregorian month.
 const monthDays = 365.2425 / 12
 
+// maxHorizonDays bounds a growth-dated level: capacity is not planned a
+// century ahead, and a date far out would only hide a typo in --growth.
+const maxHorizonDays = 50 * 365
+
+// day0 truncates t to its UTC date.
+func day0(t time.Time) time.Time {
+	y, m, d := t.UTC().Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
 // parseDemands reads --demand's "k" and "k@YYYY-MM-DD" entries and dates
 // the undated ones by --growth (a monthly rate such as "5%" or "0.05"):
 // demand k is reached ln(k)/ln(1+g) months from today. Without a growth
@@ -197,8 +207,11 @@ func parseDemands(in []string, growth string, today time.Time) ([]float64, []tim
 		if pct {
 			v /= 100
 		}
-		if err != nil || !(v > 0) || math.IsInf(v, 0) {
+		switch {
+		case err != nil || !(v > 0) || math.IsInf(v, 0):
 			errs = append(errs, fmt.Errorf("--growth %q: want a monthly growth rate > 0, e.g. 5%% or 0.05", growth))
+		case !pct && v >= 1:
+			errs = append(errs, fmt.Errorf("--growth %q: %.0f%% a month? write %g%% for %g%% a month, or %g for a rate of %g%%", growth, 100*v, v, v, v/100, v))
 		}
 		g = v
 	}
@@ -219,10 +232,18 @@ func parseDemands(in []string, growth string, today time.Time) ([]float64, []tim
 				errs = append(errs, fmt.Errorf("--demand %q: the date %q is not YYYY-MM-DD", e, date))
 				continue
 			}
+			if t.Before(day0(today)) {
+				errs = append(errs, fmt.Errorf("--demand %q: the date is before --today (%s); want the date this demand must be served from", e, today.Format(time.DateOnly)))
+				continue
+			}
 			need = t
 		case g > 0 && k > 1:
-			months := math.Log(k) / math.Log1p(g)
-			need = today.Add(time.Duration(math.Ceil(months*monthDays)) * 24 * time.Hour)
+			days := math.Ceil(math.Log(k) / math.Log1p(g) * monthDays)
+			if days > maxHorizonDays {
+				errs = append(errs, fmt.Errorf("--demand %q: at --growth %s it is reached in %.0f years; want a date within %d years (give k@DATE)", e, growth, days/365, maxHorizonDays/365))
+				continue
+			}
+			need = day0(today).AddDate(0, 0, int(days))
 		}
 		ks = append(ks, k)
 		dates = append(dates, need)
@@ -287,7 +308,7 @@ func checkPlanGrid(w io.Writer, dir, name string, sets []string, res *plan.Resul
 		return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --check-grid: %w", err)}
 	}
 	if rep.SpecHash != spec.Hash {
-		return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --check-grid %s: the shards are of sweep %s, this plan's grid is %s; run the plan with the same arguments as the --emit-grid that made them", dir, rep.SpecHash, spec.Hash)}
+		return &exitError{code: exitInvalid, err: fmt.Errorf("plan: --check-grid %s: the shards are of sweep %s, this plan's grid is %s; run the plan with the same arguments as the --emit-grid that made them, --today included (lead times hold pools by date)", dir, rep.SpecHash, spec.Hash)}
 	}
 	checks, err := plan.CheckGrid(res, rep)
 	if err != nil {

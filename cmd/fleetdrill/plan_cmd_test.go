@@ -91,6 +91,13 @@ func TestParseDemands(t *testing.T) {
 	_, undated, err := parseDemands([]string{"2"}, "", today)
 	require.NoError(t, err)
 	require.True(t, undated[0].IsZero(), "without growth, needed today")
+
+	_, _, err = parseDemands([]string{"1.5@2026-06-01"}, "", today)
+	require.ErrorContains(t, err, `--demand "1.5@2026-06-01": the date is before --today (2026-11-30)`)
+	_, _, err = parseDemands([]string{"2"}, "5", today)
+	require.ErrorContains(t, err, `--growth "5": 500% a month? write 5% for 5% a month`)
+	_, _, err = parseDemands([]string{"2"}, "0.01%", today)
+	require.ErrorContains(t, err, "want a date within 50 years")
 }
 
 // TestPlanCmdOrders: a scenario file with a purchasable type; the plan
@@ -228,4 +235,35 @@ func TestPlanGridOnASweep(t *testing.T) {
 	code, _, errs = runCommand(t, newPlanCmd(), append(args, "--set", "duration=2h", "--check-grid", results)...)
 	require.Equal(t, exitInvalid, code)
 	require.Contains(t, errs, "the shards are of sweep")
+}
+
+// TestPlanSurvivePurchasable: a failure on a pool type the plan may buy
+// (or on the region only such types are in) is planned for: a type bought
+// 0 times is in the fleet at 0 replicas and has nothing to lose.
+func TestPlanSurvivePurchasable(t *testing.T) {
+	for _, fault := range []string{"node-loss pool=usw-h100-8b count=1 at=3m", "regional-outage region=us-west at=3m for=3m"} {
+		code, out, errs := runCommand(t, newPlanCmd(), "default", "--set", "duration=8m", "--today", "2026-11-30",
+			"--demand", "1@2027-06-01", "--survive", fault)
+		require.Equal(t, exitOK, code, "%s: %s", fault, errs)
+		require.Contains(t, out, "survive: "+fault)
+		// Outside the planner a type bought 0 times is not in the fleet:
+		// the grid of such a plan would not build, and is refused.
+		code, _, errs = runCommand(t, newPlanCmd(), "default", "--set", "duration=8m", "--today", "2026-11-30",
+			"--demand", "1@2027-06-01", "--survive", fault, "--emit-grid", filepath.Join(t.TempDir(), "g.yaml"))
+		require.Equal(t, exitInvalid, code)
+		require.Contains(t, errs, "the grid cannot check this plan")
+	}
+}
+
+// TestPlanGridWithSeed: the user's --set seed=N moves the grid's seed (a
+// sweep refuses seed= among its sets).
+func TestPlanGridWithSeed(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "g.yaml")
+	code, _, errs := runCommand(t, newPlanCmd(), "mmc", "--set", "duration=30m", "--set", "seed=7",
+		"--set", "pools.mmc.price_per_gpu_hour=1", "--set", `expect=["all.queue_wait.mean < 5s"]`, "--emit-grid", spec)
+	require.Equal(t, exitOK, code, errs)
+	s, err := sweep.Load(spec)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{7}, s.Seeds)
+	require.NotContains(t, s.Sets, "seed=7")
 }

@@ -10,7 +10,9 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/sweep"
+	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
 // The plan's search is sequential (each bisection step depends on the one
@@ -34,6 +36,9 @@ func GridSpec(r *Result, scenario string, sets []string) ([]byte, error) {
 		return nil, fmt.Errorf("plan: the result has no planner (read from JSON?)")
 	}
 	p := r.p
+	if err := gridCanBuild(p); err != nil {
+		return nil, err
+	}
 	root := &yaml.Node{Kind: yaml.MappingNode}
 	add := func(m *yaml.Node, k string, v *yaml.Node) {
 		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, v)
@@ -53,6 +58,11 @@ func GridSpec(r *Result, scenario string, sets []string) ([]byte, error) {
 		return n
 	}
 	add(root, "scenario", str(scenario))
+	// The spec's seeds carry the seed (the sweep refuses seed= in sets).
+	sets = slices.DeleteFunc(slices.Clone(sets), func(s string) bool {
+		k, _, _ := strings.Cut(s, "=")
+		return strings.TrimSpace(k) == "seed"
+	})
 	if len(sets) > 0 {
 		n := list(sets...)
 		n.Style = 0
@@ -99,6 +109,30 @@ func GridSpec(r *Result, scenario string, sets []string) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), enc.Close()
+}
+
+// gridCanBuild refuses a grid whose runs would not build outside the
+// planner: the plan puts a type bought 0 times in the fleet at 0 replicas,
+// so a failure on it (or on a region only such types are in) has a pool
+// to hit; a plain `fleetdrill run` leaves the type out, and the fault then
+// hits nothing.
+func gridCanBuild(p *planner) error {
+	for _, f := range p.cfg.Survive {
+		sp, err := faults.Parse(f)
+		if err != nil {
+			return err
+		}
+		t := sp.Target
+		for _, pl := range p.pools {
+			if pl.Purchasable && pl.Committed == 0 && t.Pool == pl.Name {
+				return fmt.Errorf("--survive %q hits the purchasable type %s, which a grid run buying none of it leaves out of the fleet; the grid cannot check this plan", f, pl.Name)
+			}
+		}
+		if t.Region != "" && !slices.ContainsFunc(p.base.Pools, func(q scenarios.Pool) bool { return q.Region == t.Region }) {
+			return fmt.Errorf("--survive %q hits region %s, where only purchasable types are; a grid run buying none of them has no pool there, so the grid cannot check this plan", f, t.Region)
+		}
+	}
+	return nil
 }
 
 // GridCheck is one level's plan against the cheapest fleet of its grid

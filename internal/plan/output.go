@@ -117,6 +117,9 @@ func WriteText(w io.Writer, r *Result) error {
 			if pl.MaxReplicas > 0 {
 				fmt.Fprintf(&b, ", at most %d", pl.MaxReplicas)
 			}
+			if pl.BoughtBySet {
+				fmt.Fprintf(&b, "; %d bought by --set, counted as today's (no lead time or term for those)", pl.Committed)
+			}
 		}
 	}
 	b.WriteString("\n\n")
@@ -180,7 +183,7 @@ func WriteText(w io.Writer, r *Result) error {
 		if len(lv.Verify) > 0 {
 			fmt.Fprintf(&b, "  verify: %s\n", lv.Verify[0])
 		}
-		fmt.Fprintf(&b, "  search: %d runs; a full grid up to the upper bound: %.0f runs\n\n", lv.Runs, lv.Grid)
+		fmt.Fprintf(&b, "  search: %d runs at this demand; a full grid up to the upper bound: %.0f runs\n\n", lv.Runs, lv.Grid)
 	}
 	fmt.Fprintf(&b, "%d runs in %.1fs on %d workers\n", r.Runs, r.Wall, r.Parallel)
 	_, err := io.WriteString(w, b.String())

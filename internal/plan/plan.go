@@ -80,7 +80,10 @@ type Pool struct {
 	PricePerGPUH   float64 `json:"price_per_gpu_hour"`
 	// Purchasable is a type from the scenario's purchasable: list, with
 	// no replicas today.
-	Purchasable  bool    `json:"purchasable,omitempty"`
+	Purchasable bool `json:"purchasable,omitempty"`
+	// BoughtBySet: a purchasable type the user's --set bought; the plan
+	// counts it as today's (committed) capacity.
+	BoughtBySet  bool    `json:"bought_by_set,omitempty"`
 	LeadTimeDays float64 `json:"lead_time_days"`
 	MinTermDays  float64 `json:"min_term_days"`
 	MaxReplicas  int     `json:"max_replicas,omitempty"` // the provider's limit; 0 none
@@ -191,16 +194,31 @@ func caseExpect(sc *scenarios.Scenario, fault string) ([]string, error) {
 		if err != nil {
 			return nil, err // validated with the scenario
 		}
+		fault := ex.Fault
+		if l, ok := faultFigure(ex.LHS); ok && ex.Scope == "" {
+			fault = l // faults.<label>.… reads a fault's own figures
+		}
 		switch {
-		case ex.Scope == "":
-		case ex.Fault == "recovery" && len(labels) == 0:
+		case fault == "":
+		case fault == "recovery" && len(labels) == 0:
 			continue
-		case ex.Fault != "recovery" && !slices.Contains(labels, ex.Fault):
+		case fault != "recovery" && !slices.Contains(labels, fault):
 			continue
 		}
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// faultFigure reads the label from a fault's figure, faults.<label>.<name>
+// (a label such as regional-outage(us-east) holds no dot).
+func faultFigure(lhs string) (label string, ok bool) {
+	rest, ok := strings.CutPrefix(lhs, "faults.")
+	if !ok {
+		return "", false
+	}
+	label, _, ok = strings.Cut(rest, ".")
+	return label, ok
 }
 
 // Result is a plan.
@@ -272,9 +290,12 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	// Today's pools, then every purchasable type (one bought by --set
 	// counts as committed at that many).
 	var all []scenarios.Pool
+	var boughtBySet []string
 	for i, pl := range base.Pools {
 		if !base.Bought(i) {
 			all = append(all, pl)
+		} else {
+			boughtBySet = append(boughtBySet, pl.Name)
 		}
 	}
 	today0 := len(all)
@@ -283,6 +304,7 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 			Purchasable: i >= today0, models: pl.Models, path: fmt.Sprintf("pools[%d]", i)}
 		if pp.Purchasable {
 			pp.path = fmt.Sprintf("purchasable[%d]", i-today0)
+			pp.BoughtBySet = slices.Contains(boughtBySet, pl.Name)
 		}
 		if pu := pl.Purchase; pu != nil {
 			pp.leadTime = pu.LeadTime.D()
@@ -474,6 +496,15 @@ func (p *planner) eval(ctx context.Context, x []int, demand float64, fault strin
 	if err != nil {
 		return nil, err // checked at the committed fleet: a planner bug
 	}
+	// A type bought 0 times is in the fleet at 0 replicas, as today's
+	// pools are at 0: a --survive fault on it (or on its region) then has
+	// a pool to hit and nothing to lose, instead of failing to build.
+	for _, pt := range sc.Purchasable {
+		if !slices.ContainsFunc(sc.Pools, func(q scenarios.Pool) bool { return q.Name == pt.Name }) {
+			pt.Replicas = 0
+			sc.Pools = append(sc.Pools, pt)
+		}
+	}
 	rep, err := twin.Run(ctx, sc, twin.Options{Version: p.cfg.Version})
 	pt.WallS = time.Since(t0).Seconds()
 	if err != nil {
@@ -547,7 +578,7 @@ func (p *planner) level(ctx context.Context, demand float64, need time.Time) (Le
 				need.Format(time.DateOnly), strings.Join(held, ", "))
 			lv = late
 		} else {
-			lv.Note += fmt.Sprintf("; nor with %s free of lead time", strings.Join(held, ", "))
+			lv.Note += fmt.Sprintf("; nor with %s free of lead time: %s", strings.Join(held, ", "), late.Note)
 		}
 	}
 	lv.NeededBy = need.Format(time.DateOnly)

@@ -281,6 +281,13 @@ func TestPlanScopedExpectations(t *testing.T) {
 		require.Equal(t, pt.Fault != "", slices.Contains(exprs, scoped), "fault %q checks %v", pt.Fault, exprs)
 	}
 
+	// A fault's own figure, unscoped, is read only where the fault runs.
+	const detect = "faults.regional-outage(eu-west).time_to_detect_s < 300"
+	fig := library(t, "default", "duration=10m", `expect=["residency_violations == 0", "`+detect+`"]`)
+	res, err = Run(context.Background(), fig, Config{Survive: []string{outage}})
+	require.NoError(t, err)
+	require.Equal(t, []Checks{{Case: "healthy", Expect: []string{"residency_violations == 0"}}}, res.Checks)
+
 	_, err = Run(context.Background(), load, Config{Survive: []string{"regional-outage region=us-east at=4m for=3m"}})
 	var ie *InvalidError
 	require.ErrorAs(t, err, &ie)

@@ -147,6 +147,8 @@ func TestSpecErrors(t *testing.T) {
 		{"no scenario file", "scenario: nope.yaml\npoints: [{name: a, sets: []}]\nseeds: 1\n", []string{"spec.yaml:1: scenario: not a library scenario"}},
 		{"bad point set", "scenario: small.yaml\npoints:\n  - {name: ok, sets: []}\n  - name: bad\n    sets:\n      - pools[0].replicas=many\nseeds: 1\n", []string{"spec.yaml:4: points[1] (bad): the scenario is invalid with its sets", "replicas"}},
 		{"syntax", "scenario: [\n", []string{"spec.yaml:1: did not find expected node content"}},
+		{"bad grid value", "scenario: small.yaml\npoints:\n  - grid:\n      duration: [1m, 2m]\n      pools[0].replicas: [1, 2, many]\nseeds: 1\n",
+			[]string{"spec.yaml:3: points[2] (duration=1m,pools[0].replicas=many): the scenario is invalid with its sets"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(filepath.Join("testdata", "spec.yaml"), []byte(tc.spec))
@@ -156,6 +158,20 @@ func TestSpecErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestGridCheckedParameterByParameter: a grid is checked when the spec
+// loads one parameter at a time (every value once); a combination that is
+// invalid only together is found when it runs, and names its point.
+func TestGridCheckedParameterByParameter(t *testing.T) {
+	spec := "scenario: small.yaml\nsets: [duration=1m]\npoints:\n  - grid:\n" +
+		"      classes.interactive.slo.ttft: [1s, 40s]\n      classes.interactive.slo.e2e: [60s, 30s]\nseeds: 1\n"
+	s, err := Parse(filepath.Join("testdata", "spec.yaml"), []byte(spec))
+	require.NoError(t, err, "each value alone is valid")
+	require.Equal(t, 4, s.Runs())
+	_, err = RunShard(t.Context(), s, Options{})
+	require.ErrorContains(t, err, "classes.interactive.slo.ttft=40s,classes.interactive.slo.e2e=30s")
+	require.ErrorContains(t, err, "want <= slo.e2e")
 }
 
 // TestK8sManifest: the manifest decodes back into the API types, and the
