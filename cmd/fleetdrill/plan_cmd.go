@@ -187,12 +187,6 @@ const monthDays = 365.2425 / 12
 // century ahead, and a date far out would only hide a typo in --growth.
 const maxHorizonDays = 50 * 365
 
-// day0 truncates t to its UTC date.
-func day0(t time.Time) time.Time {
-	y, m, d := t.UTC().Date()
-	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-}
-
 // parseDemands reads --demand's "k" and "k@YYYY-MM-DD" entries and dates
 // the undated ones by --growth (a monthly rate such as "5%" or "0.05"):
 // demand k is reached ln(k)/ln(1+g) months from today. Without a growth
@@ -232,7 +226,7 @@ func parseDemands(in []string, growth string, today time.Time) ([]float64, []tim
 				errs = append(errs, fmt.Errorf("--demand %q: the date %q is not YYYY-MM-DD", e, date))
 				continue
 			}
-			if t.Before(day0(today)) {
+			if t.Before(plan.DateOf(today)) {
 				errs = append(errs, fmt.Errorf("--demand %q: the date is before --today (%s); want the date this demand must be served from", e, today.Format(time.DateOnly)))
 				continue
 			}
@@ -243,7 +237,7 @@ func parseDemands(in []string, growth string, today time.Time) ([]float64, []tim
 				errs = append(errs, fmt.Errorf("--demand %q: at --growth %s it is reached in %.0f years; want a date within %d years (give k@DATE)", e, growth, days/365, maxHorizonDays/365))
 				continue
 			}
-			need = day0(today).AddDate(0, 0, int(days))
+			need = plan.DateOf(today).AddDate(0, 0, int(days))
 		}
 		ks = append(ks, k)
 		dates = append(dates, need)

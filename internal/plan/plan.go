@@ -284,7 +284,7 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	if today.IsZero() {
 		today = time.Now().UTC()
 	}
-	today = day(today)
+	today = DateOf(today)
 	p := &planner{load: load, base: base, cfg: cfg, cases: append([]string{""}, cfg.Survive...),
 		sem: make(chan struct{}, cfg.Parallel), cache: map[string]*Point{}, today: today}
 	// Today's pools, then every purchasable type (one bought by --set
@@ -383,7 +383,7 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	for i, d := range cfg.Demands {
 		need := today
 		if i < len(cfg.NeededBy) && !cfg.NeededBy[i].IsZero() {
-			need = day(cfg.NeededBy[i])
+			need = DateOf(cfg.NeededBy[i])
 		}
 		g.Go(func() error {
 			lv, err := p.level(gctx, d, need)
@@ -401,8 +401,8 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	return res, nil
 }
 
-// day truncates t to its UTC date.
-func day(t time.Time) time.Time {
+// DateOf truncates t to its UTC date: plans work in whole days.
+func DateOf(t time.Time) time.Time {
 	y, m, d := t.UTC().Date()
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
@@ -593,7 +593,7 @@ func (p *planner) level(ctx context.Context, demand float64, need time.Time) (Le
 			}
 			o := Order{Pool: pl.Name, Replicas: lv.Gap[i],
 				OrderBy:    need.Add(-pl.leadTime).Format(time.DateOnly),
-				Arrives:    day(p.today.Add(pl.leadTime + scenarios.Day - 1)).Format(time.DateOnly),
+				Arrives:    DateOf(p.today.Add(pl.leadTime + scenarios.Day - 1)).Format(time.DateOnly),
 				Late:       need.Add(-pl.leadTime).Before(p.today),
 				Commitment: float64(lv.Gap[i]) * pl.ReplicaHour() * pl.MinTermDays * 24}
 			lv.Orders = append(lv.Orders, o)
