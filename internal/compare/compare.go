@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/internal/workers"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
@@ -133,74 +131,38 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	workers := cfg.Parallel
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
 	seeds := make([]uint64, cfg.Seeds)
 	for i := range seeds {
 		seeds[i] = cfg.FirstSeed + uint64(i)
 	}
 	total := len(cfg.Policies) * len(seeds)
-	workers = min(workers, total)
+	parallel := workers.Count(cfg.Parallel, total)
 
 	// Run i is policy i/len(seeds), seed i%len(seeds); its sample goes to
 	// samples[i] whichever worker finishes it when, so the result does not
 	// depend on completion order.
 	samples := make([]sample, total)
-	errs := make([]error, total)
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		next, done atomic.Int64
-		progressMu sync.Mutex
-		wg         sync.WaitGroup
-	)
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= total || runCtx.Err() != nil {
-					return
-				}
-				pol, seed := cfg.Policies[i/len(seeds)], seeds[i%len(seeds)]
-				s, err := runOne(runCtx, load, pol, seed, cfg.Version)
-				if err != nil {
-					errs[i] = &RunError{Policy: pol, Seed: seed, Err: err}
-					cancel() // the comparison is lost; stop the other workers
-					return
-				}
-				samples[i] = s
-				if cfg.Progress != nil {
-					progressMu.Lock()
-					cfg.Progress(int(done.Add(1)), total)
-					progressMu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("compare: %w", err)
-	}
-	// The first run that failed on its own, not because another's failure
-	// cancelled it.
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
-		}
-	}
-	for _, err := range errs {
+	err := workers.Run(ctx, total, parallel, func(ctx context.Context, i int) error {
+		pol, seed := cfg.Policies[i/len(seeds)], seeds[i%len(seeds)]
+		s, err := runOne(ctx, load, pol, seed, cfg.Version)
 		if err != nil {
-			return nil, err
+			return &RunError{Policy: pol, Seed: seed, Err: err}
 		}
+		samples[i] = s
+		return nil
+	}, cfg.Progress)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("compare: %w", err)
+		}
+		return nil, err
 	}
 
 	res, err := assemble(cfg, seeds, samples)
 	if err != nil {
 		return nil, err
 	}
-	res.Run = RunInfo{Wall: time.Since(start), Parallel: workers, Version: cfg.Version}
+	res.Run = RunInfo{Wall: time.Since(start), Parallel: parallel, Version: cfg.Version}
 	return res, nil
 }
 

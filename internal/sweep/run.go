@@ -2,14 +2,11 @@ package sweep
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/internal/workers"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
 
@@ -82,55 +79,17 @@ func RunShard(ctx context.Context, s *Spec, opts Options) (*Shard, error) {
 	}
 	start := time.Now()
 	idx := Indexes(opts.Shard, opts.Shards, s.Runs())
-	workers := opts.Parallel
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	workers = max(min(workers, len(idx)), 1)
+	parallel := workers.Count(opts.Parallel, len(idx))
 	results := make([]Result, len(idx))
-	errs := make([]error, len(idx))
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		next, done atomic.Int64
-		mu         sync.Mutex
-		wg         sync.WaitGroup
-	)
-	for range workers {
-		wg.Go(func() {
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= len(idx) || runCtx.Err() != nil {
-					return
-				}
-				r, err := s.runOne(runCtx, idx[k], opts.Version)
-				if err != nil {
-					errs[k] = err
-					cancel()
-					return
-				}
-				results[k] = r
-				if opts.Progress != nil {
-					mu.Lock()
-					opts.Progress(int(done.Add(1)), len(idx))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sweep: %w", err)
-	}
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, err
+	if err := workers.Run(ctx, len(idx), parallel, func(ctx context.Context, k int) error {
+		r, err := s.runOne(ctx, idx[k], opts.Version)
+		results[k] = r
+		return err
+	}, opts.Progress); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("sweep: %w", err)
 		}
-	}
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	return &Shard{
 		Schema: Schema, SpecHash: s.Hash, Scenario: s.ScenarioName,
@@ -138,7 +97,7 @@ func RunShard(ctx context.Context, s *Spec, opts Options) (*Shard, error) {
 		Results: results,
 		Run: RunInfo{
 			WallS:    math.Round(time.Since(start).Seconds()*1000) / 1000,
-			Parallel: workers, Version: opts.Version,
+			Parallel: parallel, Version: opts.Version,
 		},
 	}, nil
 }
