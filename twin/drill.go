@@ -11,7 +11,6 @@ import (
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
-	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // Drill is a run driven from outside, a slice of simulated time at a time,
@@ -245,60 +244,29 @@ func (d *Drill) Snapshot() Snapshot {
 	snap := Snapshot{Scenario: sc.Name, Seed: sc.Seed, Now: now, End: r.end, Duration: r.duration, Done: d.done,
 		Requests: r.total, Rejections: maps.Clone(r.rejections)}
 	// Fleet, by region.
-	for _, reg := range sc.Regions {
-		rs := RegionState{Name: reg.Name, Jurisdiction: reg.Jurisdiction}
-		for pi, pp := range r.p.pools {
-			if pp.spec.Region != reg.Name {
-				continue
-			}
-			ps := PoolState{Name: pp.spec.Name, Provider: pp.spec.Provider, Replicas: pp.spec.Replicas,
-				Dispatched: r.pools[pi].Dispatched}
-			for m, name := range sc.Models {
-				if r.core.Serves(pi, m) {
-					ps.Models = append(ps.Models, name.Name)
-				}
-			}
-			busy := 0
-			for ri := range r.replicas {
-				rt := &r.replicas[ri]
-				if rt.pool != pi {
-					continue
-				}
-				br := r.core.BreakerView(now, ri)
-				switch {
-				case br == sched.Open:
-					ps.Open++
-				case r.core.Ready(ri) && !rt.loading:
-					ps.Up++
-				}
-				ps.Inflight += r.core.Inflight(ri)
-				if rt.eng != nil {
-					run, wait := rt.eng.Running(), rt.eng.Load()-rt.eng.Running()
-					ps.Running += run
-					ps.Waiting += wait
-					if run > 0 {
-						busy++
-					}
-				} else if rt.svcReq != nil {
-					ps.Running++
-					busy++
-				}
-			}
-			switch {
-			case ps.Replicas > 0 && ps.Up == ps.Replicas:
-				ps.Health = "healthy"
-			case ps.Up > 0:
-				ps.Health = "degraded"
-			default:
-				ps.Health = "down"
-			}
-			if ps.Replicas > 0 {
-				ps.Utilization = float64(busy) / float64(ps.Replicas)
-			}
-			rs.Pools = append(rs.Pools, ps)
+	replicaPool := make([]int, len(r.replicas))
+	for ri := range r.replicas {
+		replicaPool[ri] = r.replicas[ri].pool
+	}
+	snap.Regions = FleetState(sc, r.core, now, replicaPool, func(ri int) ReplicaLoad {
+		rt := &r.replicas[ri]
+		l := ReplicaLoad{Loading: rt.loading}
+		switch {
+		case rt.eng != nil:
+			l.Running, l.Waiting = rt.eng.Running(), rt.eng.Load()-rt.eng.Running()
+		case rt.svcReq != nil:
+			l.Running = 1
 		}
-		if len(rs.Pools) > 0 { // a region with no pools (one to buy into, say) has nothing to show
-			snap.Regions = append(snap.Regions, rs)
+		return l
+	}, false)
+	poolIndex := make(map[string]int, len(sc.Pools))
+	for pi, p := range sc.Pools {
+		poolIndex[p.Name] = pi
+	}
+	for i := range snap.Regions {
+		for j := range snap.Regions[i].Pools {
+			ps := &snap.Regions[i].Pools[j]
+			ps.Dispatched = r.pools[poolIndex[ps.Name]].Dispatched
 		}
 	}
 	// Classes over the recent window.

@@ -1,6 +1,11 @@
 package twin
 
-import "time"
+import (
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
 
 // Snapshot is the state of a drill at one instant of simulated time, for a
 // console to draw: the router's view of the fleet (breakers, not the fault
@@ -114,4 +119,74 @@ type FaultState struct {
 	// From its start, -1 until it happens (recovery: from its end).
 	Detect, Mitigate, Recover time.Duration
 	Injected                  bool // by the operator, not the scenario
+}
+
+// ReplicaLoad is what a snapshot knows of one replica beyond the router's
+// view: whether it is loading a model, and the work in its engine.
+type ReplicaLoad struct {
+	Loading          bool
+	Running, Waiting int
+}
+
+// FleetState is the fleet by region from the router's view at now, for
+// the snapshot of a drill or of a live session. replicaPool[ri] is replica
+// ri's pool index in sc.Pools. load, when set, tells what each replica's
+// engine runs; without it (a live fleet, whose engines are remote) a
+// replica with requests in flight counts as busy. Pools with no replicas
+// are left out when skipEmpty; regions with no pools always are.
+func FleetState(sc *scenarios.Scenario, core *sched.Core, now time.Duration, replicaPool []int, load func(ri int) ReplicaLoad, skipEmpty bool) []RegionState {
+	var out []RegionState
+	for _, reg := range sc.Regions {
+		rs := RegionState{Name: reg.Name, Jurisdiction: reg.Jurisdiction}
+		for pi, p := range sc.Pools {
+			if p.Region != reg.Name || skipEmpty && p.Replicas == 0 {
+				continue
+			}
+			ps := PoolState{Name: p.Name, Provider: p.Provider, Replicas: p.Replicas}
+			for m, model := range sc.Models {
+				if core.Serves(pi, m) {
+					ps.Models = append(ps.Models, model.Name)
+				}
+			}
+			busy := 0
+			for ri, rp := range replicaPool {
+				if rp != pi {
+					continue
+				}
+				var l ReplicaLoad
+				if load != nil {
+					l = load(ri)
+				}
+				switch {
+				case core.BreakerView(now, ri) == sched.Open:
+					ps.Open++
+				case core.Ready(ri) && !l.Loading:
+					ps.Up++
+				}
+				n := core.Inflight(ri)
+				ps.Inflight += n
+				ps.Running += l.Running
+				ps.Waiting += l.Waiting
+				if load != nil && l.Running > 0 || load == nil && n > 0 {
+					busy++
+				}
+			}
+			switch {
+			case ps.Replicas > 0 && ps.Up == ps.Replicas:
+				ps.Health = "healthy"
+			case ps.Up > 0:
+				ps.Health = "degraded"
+			default:
+				ps.Health = "down"
+			}
+			if ps.Replicas > 0 {
+				ps.Utilization = float64(busy) / float64(ps.Replicas)
+			}
+			rs.Pools = append(rs.Pools, ps)
+		}
+		if len(rs.Pools) > 0 { // a region with no pools (one to buy into, say) has nothing to show
+			out = append(out, rs)
+		}
+	}
+	return out
 }

@@ -459,50 +459,7 @@ func (s *Session) Snapshot() twin.Snapshot {
 		}
 	}
 	s.gw.View(func(core *sched.Core, cnow time.Duration) {
-		for _, reg := range sc.Regions {
-			rs := twin.RegionState{Name: reg.Name, Jurisdiction: reg.Jurisdiction}
-			for pi, p := range sc.Pools {
-				if p.Region != reg.Name || p.Replicas == 0 {
-					continue
-				}
-				ps := twin.PoolState{Name: p.Name, Provider: p.Provider, Replicas: p.Replicas}
-				for m, model := range sc.Models {
-					if core.Serves(pi, m) {
-						ps.Models = append(ps.Models, model.Name)
-					}
-				}
-				busy := 0
-				for ri, rp := range replicaPool {
-					if rp != pi {
-						continue
-					}
-					switch {
-					case core.BreakerView(cnow, ri) == sched.Open:
-						ps.Open++
-					case core.Ready(ri):
-						ps.Up++
-					}
-					n := core.Inflight(ri)
-					ps.Inflight += n
-					if n > 0 {
-						busy++
-					}
-				}
-				switch {
-				case ps.Up == ps.Replicas:
-					ps.Health = "healthy"
-				case ps.Up > 0:
-					ps.Health = "degraded"
-				default:
-					ps.Health = "down"
-				}
-				ps.Utilization = float64(busy) / float64(ps.Replicas)
-				rs.Pools = append(rs.Pools, ps)
-			}
-			if len(rs.Pools) > 0 { // a region with no pools (one to buy into, say) has nothing to show
-				snap.Regions = append(snap.Regions, rs)
-			}
-		}
+		snap.Regions = twin.FleetState(sc, core, cnow, replicaPool, nil, true)
 		for m, model := range sc.Models {
 			ms := twin.ModelState{Name: model.Name, Queue: core.QueueLen(m)}
 			for t, tn := range sc.Tenants {
