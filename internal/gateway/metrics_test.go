@@ -326,8 +326,11 @@ func TestTPOTFromStream(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, 1.0, h.metric(signals.TPOT.Name, nil))
 	got := h.histSum(signals.TPOT.Name, map[string]string{"model": "llama-3.1-8b", "pool": "use-h100-8b", "region": "us-east", "class": "interactive"})
+	// The span runs from the first output event's arrival to the last's: a
+	// first event held up on a loaded machine shortens it, so the lower
+	// bound is half the gap. A TPOT in wall seconds would be a tenth.
 	want := gap.Seconds() * speed
-	assert.GreaterOrEqual(t, got, want, "TPOT %gs, want >= %gs (model time)", got, want)
+	assert.GreaterOrEqual(t, got, want/2, "TPOT %gs, want about %gs (model time)", got, want)
 	assert.Less(t, got, 3*want, "TPOT %gs", got)
 	require.Equal(t, 1.0, h.metric(signals.TTFT.Name, nil))
 
