@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-const modelConfigDir = "testdata/model_configs"
+const modelConfigDir = "models" // the shipped set, embedded by models.go
 
-// publishedSize is a checkpoint in testdata/model_configs and the size its
+// publishedSize is a checkpoint in models/ and the size its
 // authors publish. The files from shared/profiles/sim-to-real/model_configs
 // are copied as they are; mixtral-8x22b-v0.1, llama-2-70b-hf and qwen3-32b
 // were added by hand from the published config.json (mistral-community
