@@ -99,6 +99,9 @@ type Config struct {
 	// PrefixCaching keeps prompt blocks cached in free KV memory, so that a
 	// request whose leading blocks are cached skips their prefill.
 	PrefixCaching bool
+	// BlockTokens is the prompt tokens one of Seq.Blocks covers; 0 is
+	// BlockTokens (Mooncake's 512). vLLM caches 16-token blocks.
+	BlockTokens int
 }
 
 // Replica is one serving replica.
@@ -122,6 +125,12 @@ type Replica struct {
 	decoders int // sequences decoding in every step of the segment
 
 	noSkip bool // tests: one step per segment, the slow obvious reference
+
+	// The decode run's step times, a + c·i (Profile.DecodeRun), fixed when
+	// the segment is planned.
+	runA, runC float64
+	batch      latency.Batch // reused for every step with prefill work
+	blockTok   int
 
 	cache *prefixCache // nil without prefix caching
 
@@ -154,7 +163,10 @@ func New(cfg Config) (*Replica, error) {
 	if cfg.Profile.MaxBatchedTokens < 1 {
 		return nil, fmt.Errorf("engine: max batched tokens %d, want >= 1", cfg.Profile.MaxBatchedTokens)
 	}
-	r := &Replica{prof: cfg.Profile, maxSeqs: cfg.MaxSeqs, kvCap: cfg.KVTokens}
+	r := &Replica{prof: cfg.Profile, maxSeqs: cfg.MaxSeqs, kvCap: cfg.KVTokens, blockTok: cfg.BlockTokens}
+	if r.blockTok <= 0 {
+		r.blockTok = BlockTokens
+	}
 	if cfg.PrefixCaching {
 		r.cache = newPrefixCache()
 	}
@@ -389,7 +401,7 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 			hit := r.cache.match(s.Blocks)
 			r.cache.Lookups += uint64(len(s.Blocks))
 			r.cache.Hits += uint64(hit)
-			s.CachedTokens = min(hit*BlockTokens, s.Prompt-1)
+			s.CachedTokens = min(hit*r.blockTok, s.Prompt-1)
 			s.prefilled = max(s.prefilled, s.CachedTokens)
 			r.cache.insert(s.Blocks)
 		}
@@ -404,7 +416,7 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 	}
 	r.blocked = r.wHead < len(r.waiting)
 	if r.cache != nil {
-		r.cache.shrink(int((r.kvCap - r.kvUsed) / BlockTokens))
+		r.cache.shrink(int((r.kvCap - r.kvUsed) / int64(r.blockTok)))
 	}
 	if len(r.running) == 0 {
 		return
@@ -414,10 +426,16 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 	r.segStart = now
 	r.decoders = decoders
 	if prefillTokens > 0 {
+		r.batch.Decoders, r.batch.DecodeKV = decoders, r.kvDecode
+		r.batch.Chunks = r.batch.Chunks[:0]
+		for _, c := range r.prefill {
+			r.batch.Chunks = append(r.batch.Chunks, latency.Chunk{Tokens: c.tokens, Context: c.s.prefilled})
+		}
 		r.segSteps = 1
-		r.segEnd = now + latency.US(r.prof.Step(len(r.running), prefillTokens, r.kvDecode))
+		r.segEnd = now + latency.US(r.prof.StepBatch(len(r.running), r.batch))
 		return
 	}
+	r.runA, r.runC = r.prof.DecodeRun(decoders, r.kvDecode)
 	// A pure decode run: until the first sequence finishes, or the KV cache
 	// cannot take another step.
 	n := math.MaxInt
@@ -440,9 +458,7 @@ func (r *Replica) sum(k int) float64 {
 	if k <= 0 {
 		return 0
 	}
-	B := float64(r.decoders)
-	a := r.prof.StepBase + r.prof.PerSeq*B + r.prof.PerKVToken*float64(r.kvDecode)
-	c := r.prof.PerKVToken * B
+	a, c := r.runA, r.runC
 	m := r.prof.MinStep
 	// Steps below the floor come first (the series increases).
 	j := 0

@@ -35,8 +35,39 @@ type Profile struct {
 	// engine's num_gpu_blocks × block_size); 0 means derive it from memory.
 	KVTokens int
 
+	// Physics, when set, replaces the linear model: the step time comes
+	// from the batch's composition on a placement (physics.go), and the
+	// linear costs above are ignored (MinStep and the engine limits still
+	// apply).
+	Physics *Physics
+
 	// Source says where the numbers come from, for reports and docs.
 	Source string
+}
+
+// StepBatch returns the duration in µs of a step running b, where running
+// is the number of sequences on the replica (the linear model charges each,
+// whether or not it has work in this step).
+func (p *Profile) StepBatch(running int, b Batch) float64 {
+	if p.Physics != nil {
+		return math.Max(p.Physics.Step(b), p.MinStep)
+	}
+	tokens := 0
+	for _, c := range b.Chunks {
+		tokens += c.Tokens
+	}
+	return p.Step(running, tokens, b.DecodeKV)
+}
+
+// DecodeRun returns the time of step i of a run of pure decode steps as
+// a + c·i (before the MinStep floor), for decoders sequences holding kv
+// KV tokens when the run starts.
+func (p *Profile) DecodeRun(decoders int, kv int64) (a, c float64) {
+	if p.Physics != nil {
+		return p.Physics.DecodeRun(decoders, kv)
+	}
+	B := float64(decoders)
+	return p.StepBase + p.PerSeq*B + p.PerKVToken*float64(kv), p.PerKVToken * B
 }
 
 // Step returns the duration of one engine iteration in microseconds.

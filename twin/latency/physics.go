@@ -1,0 +1,373 @@
+package latency
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// This file is the twin's physical step-time model: the time of one engine
+// iteration from what is in its batch, for any model (a Hugging Face
+// config.json) on any accelerator of the table (gpus.go) at any
+// tensor-parallel degree, with a handful of coefficients per GPU family
+// fitted jointly across models (internal/calibrate). docs/profiles.md says
+// why each term is there and what it costs when it is wrong.
+//
+// Per step, per GPU of the tensor-parallel group:
+//
+//	step = c.Step + c.Layer·L + c.Seq·S                       host and launch overheads
+//	     + max(FLOPs_linear / (peak·c.Compute),                GEMMs: compute- or
+//	           bytes_weights / (BW·c.Weights))                 memory-bound, per phase
+//	     + FLOPs_attn_prefill / (peak_bf16·c.Compute)          prefill attention (quadratic)
+//	     + bytes_KV_read / (BW·c.KV)                           decode (and chunk) attention
+//	     + 2·L·allreduce(N tokens)                             tensor parallelism
+//	     + L_moe·c.MoELayer                                    MoE routing and permutation
+//
+// for S sequences in the step (decoders and prefill chunks) and N tokens
+// through the GEMMs. The GEMM term is one roofline over the whole batch, so
+// a few hundred prefill tokens riding in a memory-bound decode step cost
+// what they really cost: almost nothing until the batch's arithmetic
+// intensity crosses the ridge point.
+
+// Coeffs are the fitted efficiencies and overheads of one GPU family
+// running one engine. Efficiencies are fractions of the spec sheet's peak;
+// overheads are in µs.
+type Coeffs struct {
+	Compute float64 `yaml:"compute_eff" json:"compute_eff"` // share of dense peak FLOP/s GEMMs and prefill attention reach
+	Weights float64 `yaml:"weight_eff" json:"weight_eff"`   // share of memory bandwidth weight reads reach
+	KV      float64 `yaml:"kv_eff" json:"kv_eff"`           // share of memory bandwidth paged-attention KV reads reach
+	Link    float64 `yaml:"link_eff" json:"link_eff"`       // share of link bandwidth the all-reduce reaches
+
+	Step      float64 `yaml:"step_us" json:"step_us"`             // per step: scheduling, sampling, input preparation
+	Layer     float64 `yaml:"layer_us" json:"layer_us"`           // per layer per step: kernel launches
+	Seq       float64 `yaml:"seq_us" json:"seq_us"`               // per sequence per step: metadata, sampling, detokenising
+	AllReduce float64 `yaml:"allreduce_us" json:"allreduce_us"`   // fixed cost of one all-reduce on NVLink (scaled by the link's latency elsewhere)
+	MoELayer  float64 `yaml:"moe_layer_us" json:"moe_layer_us"`   // per MoE layer per step: routing, token permutation
+	Imbalance float64 `yaml:"moe_imbalance" json:"moe_imbalance"` // expert GEMM time over a perfectly balanced split (>= 1)
+
+	// Request is the client-side cost of a request outside the engine
+	// (HTTP, tokenisation, the first detokenised chunk), µs: it delays
+	// when the request reaches the engine.
+	Request float64 `yaml:"request_us" json:"request_us"`
+}
+
+// Names and pointers of the coefficients, in a fixed order, for fitting.
+func (c *Coeffs) Fields() []struct {
+	Name string
+	P    *float64
+} {
+	return []struct {
+		Name string
+		P    *float64
+	}{
+		{"compute_eff", &c.Compute}, {"weight_eff", &c.Weights}, {"kv_eff", &c.KV}, {"link_eff", &c.Link},
+		{"step_us", &c.Step}, {"layer_us", &c.Layer}, {"seq_us", &c.Seq}, {"allreduce_us", &c.AllReduce},
+		{"moe_layer_us", &c.MoELayer}, {"moe_imbalance", &c.Imbalance}, {"request_us", &c.Request},
+	}
+}
+
+// Check reports the first coefficient out of its range.
+func (c Coeffs) Check() error {
+	for _, f := range c.Fields() {
+		v := *f.P
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			return fmt.Errorf("coefficient %s = %g: want a finite number >= 0", f.Name, v)
+		}
+	}
+	for _, e := range []struct {
+		name string
+		v    float64
+	}{{"compute_eff", c.Compute}, {"weight_eff", c.Weights}, {"kv_eff", c.KV}, {"link_eff", c.Link}} {
+		if e.v <= 0 || e.v > 1 {
+			return fmt.Errorf("coefficient %s = %g: want an efficiency in (0, 1]: a share of the spec sheet's peak", e.name, e.v)
+		}
+	}
+	if c.Imbalance < 1 {
+		return fmt.Errorf("coefficient moe_imbalance = %g: want >= 1 (1 is a perfectly balanced expert split)", c.Imbalance)
+	}
+	return nil
+}
+
+// Placement is a model laid out on a replica: the accelerator, the model's
+// shape, the tensor-parallel degree and the precisions.
+type Placement struct {
+	GPU   GPU
+	Model ModelConfig
+	TP    int
+	// Precision of the weights: "bf16", "fp16" or "fp8". KVDtype of the KV
+	// cache: "" follows the engine's default (bf16/fp16, even for FP8
+	// weights, as vLLM does unless kv_cache_dtype is set), or "fp8".
+	Precision string
+	KVDtype   string
+	// ExpertParallel spreads whole experts over the tensor-parallel group
+	// (vLLM's enable_expert_parallel) instead of slicing every expert:
+	// tokens then travel to their experts' GPU and back (all-to-all).
+	ExpertParallel bool
+}
+
+// Normalize checks a placement and fills defaults.
+func (p *Placement) Normalize() error {
+	if p.TP < 1 {
+		p.TP = 1
+	}
+	if p.TP > 64 {
+		return fmt.Errorf("tensor_parallel %d: want 1..64", p.TP)
+	}
+	switch strings.ToLower(p.Precision) {
+	case "", "bf16", "fp16", "float16", "bfloat16":
+		p.Precision = "bf16"
+		if p.Model.Quantization == "fp8" {
+			p.Precision = "fp8" // the checkpoint itself is FP8
+		}
+	case "fp8":
+		p.Precision = "fp8"
+	default:
+		return fmt.Errorf("precision %q: want bf16, fp16 or fp8", p.Precision)
+	}
+	switch strings.ToLower(p.KVDtype) {
+	case "", "auto", "bf16", "fp16":
+		p.KVDtype = "bf16"
+	case "fp8", "fp8_e4m3", "fp8_e5m2":
+		p.KVDtype = "fp8"
+	default:
+		return fmt.Errorf("kv_cache_dtype %q: want auto, bf16 or fp8", p.KVDtype)
+	}
+	if p.Model.Layers < 1 || p.Model.Hidden < 1 {
+		return fmt.Errorf("model %q has no layers or hidden size", p.Model.Name)
+	}
+	if p.GPU.BandwidthGBs <= 0 || p.GPU.BF16TFLOPs <= 0 {
+		return fmt.Errorf("GPU %q has no bandwidth or FLOP/s figure", p.GPU.Name)
+	}
+	return nil
+}
+
+func (p Placement) weightBytes() float64 {
+	if p.Precision == "fp8" {
+		return 1
+	}
+	return 2
+}
+
+func (p Placement) kvBytes() float64 {
+	if p.KVDtype == "fp8" {
+		return 1
+	}
+	return 2
+}
+
+// kvShare is the share of the model's KV heads one GPU holds: 1/TP, but
+// never less than one head (vLLM replicates KV heads when there are fewer
+// than GPUs).
+func (p Placement) kvShare() float64 {
+	h := max(p.Model.KVHeads, 1)
+	return max(float64(h)/float64(p.TP), 1) / float64(h)
+}
+
+// WeightBytesPerGPU is the weight memory of one GPU. Embeddings and the LM
+// head stay in 16 bits in FP8 checkpoints (they are not quantised).
+func (p Placement) WeightBytesPerGPU() float64 {
+	total, _ := p.Model.Params()
+	emb := p.Model.EmbeddingParams()
+	return ((total-emb)*p.weightBytes() + emb*2) / float64(p.TP)
+}
+
+// KVBytesPerTokenPerGPU is one token's KV footprint on one GPU.
+func (p Placement) KVBytesPerTokenPerGPU() float64 {
+	return p.Model.KVBytesPerToken(p.kvBytes()) * p.kvShare()
+}
+
+// activationReserveGB is the memory per GPU vLLM keeps for activations,
+// CUDA graphs and the CUDA context beyond weights and KV. MODELING.md warns
+// that ignoring it overestimates KV capacity (LLMServingSim PR #59).
+const activationReserveGB = 1.25
+
+// KVTokens estimates a replica's KV capacity when the engine's own figure
+// (num_gpu_blocks × block_size) is not known: what gpu_memory_utilization
+// leaves per GPU after weights and the activation reserve, over one token's
+// KV per GPU.
+func (p Placement) KVTokens(memUtil float64) int {
+	if memUtil <= 0 {
+		memUtil = 0.9
+	}
+	free := p.GPU.MemoryBytes()*memUtil - activationReserveGB*1e9 - p.WeightBytesPerGPU()
+	return int(max(free, 0) / p.KVBytesPerTokenPerGPU())
+}
+
+// Physics is a placement's step-time model with its coefficients, reduced
+// to the constants the hot path needs.
+type Physics struct {
+	coeffs Coeffs
+	desc   string
+
+	overhead   float64 // µs per step: Step + Layer·L + MoE layers
+	seqUS      float64 // µs per sequence
+	denseBytes float64 // weight bytes per GPU read every step (everything but routed experts)
+	expertB    float64 // bytes per GPU of one routed expert in one layer
+	moeLayers  float64
+	experts    float64 // routed experts per MoE layer
+	topK       float64
+	flopsTok   float64 // linear FLOPs per token per GPU (active parameters)
+	expFlopTok float64 // of which routed experts' (before imbalance)
+	lmHeadFlop float64 // FLOPs per GPU per token that produces logits
+	attnFlop   float64 // prefill attention FLOPs per GPU per (token × context token)
+	kvBytes    float64 // bytes per GPU per KV token read
+	bw         float64 // bytes per µs of memory bandwidth
+	peak       float64 // FLOPs per µs of the GEMMs' precision
+	peakAttn   float64 // FLOPs per µs of attention (16-bit)
+	tp         float64
+	arBytesTok float64 // all-reduce bytes per token (hidden × 2)
+	arFixed    float64 // µs per all-reduce
+	linkBW     float64 // bytes per µs
+	kvBW       float64 // bytes per µs of paged-attention KV reads
+	layers     float64
+	a2aBytes   float64 // all-to-all bytes per routed token per MoE layer (expert parallel), 0 otherwise
+}
+
+// nvlinkLatencyUS is the link latency the all-reduce coefficient is fitted
+// at (NVLink 4 on H100): a slower link's fixed cost scales with its own.
+const nvlinkLatencyUS = 3.0
+
+// NewPhysics reduces a placement and coefficients to a step-time model.
+func NewPhysics(pl Placement, c Coeffs) (*Physics, error) {
+	if err := pl.Normalize(); err != nil {
+		return nil, err
+	}
+	if err := c.Check(); err != nil {
+		return nil, err
+	}
+	m := pl.Model
+	tp := float64(pl.TP)
+	wb := pl.weightBytes()
+	L := float64(m.Layers)
+	moeL := 0.0
+	if m.IsMoE() {
+		moeL = float64(m.MoELayers)
+	}
+	denseL := L - moeL
+	// Weights read every step whatever the batch: attention, dense MLPs,
+	// shared experts, and the LM head (the input embedding is a lookup).
+	lm := float64(m.Vocab) * float64(m.Hidden)
+	always := L*m.AttnParams() + denseL*m.DenseMLPParams() + moeL*m.SharedExpertParams()
+	ph := &Physics{coeffs: c, layers: L, tp: tp, moeLayers: moeL}
+	ph.denseBytes = (always*wb + lm*2) / tp
+	if moeL > 0 {
+		ph.experts = float64(m.Experts)
+		ph.topK = float64(max(m.ExpertsPerToken, 1))
+		ph.expertB = m.ExpertParams() * wb / tp
+		ph.expFlopTok = 2 * moeL * ph.topK * m.ExpertParams() / tp
+	}
+	ph.flopsTok = 2 * always / tp
+	ph.lmHeadFlop = 2 * lm / tp
+	heads := float64(max(m.Heads, 1))
+	hd := float64(max(m.HeadDim, 1))
+	// QKᵀ and AV: 2 FLOPs per multiply-add, two matmuls, per head and
+	// layer, for each (query token, context token) pair.
+	ph.attnFlop = 4 * L * heads * hd / tp
+	ph.kvBytes = pl.KVBytesPerTokenPerGPU()
+	ph.kvBW = pl.GPU.BandwidthGBs * 1e3 * c.KV
+	ph.bw = pl.GPU.BandwidthGBs * 1e3 * c.Weights // GB/s → bytes/µs; weights' efficiency
+	peak := pl.GPU.BF16TFLOPs
+	if pl.Precision == "fp8" && pl.GPU.FP8TFLOPs > 0 {
+		peak = pl.GPU.FP8TFLOPs
+	}
+	ph.peak = peak * 1e6 * c.Compute // TFLOP/s → FLOP/µs
+	ph.peakAttn = pl.GPU.BF16TFLOPs * 1e6 * c.Compute
+	ph.overhead = c.Step + c.Layer*L + c.MoELayer*moeL
+	ph.seqUS = c.Seq
+	if pl.TP > 1 {
+		ph.arBytesTok = float64(m.Hidden) * 2 * 2 * (tp - 1) / tp // ring: 2(TP−1)/TP of the message, 16-bit activations
+		lat := pl.GPU.LinkLatencyUS
+		if lat <= 0 {
+			lat = nvlinkLatencyUS
+		}
+		ph.arFixed = c.AllReduce * lat / nvlinkLatencyUS
+		ph.linkBW = max(pl.GPU.TPLinkGBs(pl.TP), 1) * 1e3 * c.Link
+		if pl.ExpertParallel && moeL > 0 {
+			// Each routed token's activation goes to its experts' GPU and
+			// back: (TP−1)/TP of them leave the GPU, twice.
+			ph.a2aBytes = 2 * float64(m.Hidden) * 2 * (tp - 1) / tp
+			// Whole experts per GPU instead of slices: the bytes per GPU
+			// of the experts touched are the same on average.
+		}
+	}
+	ph.desc = fmt.Sprintf("physics: %s × %s tp%d %s (weights %.1f GB/GPU, KV %.0f B/token/GPU)",
+		pl.GPU.Name, m.Name, pl.TP, pl.Precision, ph.denseBytes/1e9+ph.expertB*ph.experts*moeL/1e9, ph.kvBytes)
+	return ph, nil
+}
+
+// Coeffs returns the coefficients the model was built with.
+func (ph *Physics) Coeffs() Coeffs { return ph.coeffs }
+
+// String says what the model describes.
+func (ph *Physics) String() string { return ph.desc }
+
+// Chunk is the prefill of part of one prompt in a step: Tokens new tokens
+// after Context tokens already in the KV cache.
+type Chunk struct {
+	Tokens, Context int
+}
+
+// Batch is what one engine step runs.
+type Batch struct {
+	Decoders int     // sequences producing one token each
+	DecodeKV int64   // KV tokens those sequences hold (read once each)
+	Chunks   []Chunk // prefill work
+}
+
+// Step returns a step's duration in µs.
+func (ph *Physics) Step(b Batch) float64 {
+	n := float64(b.Decoders)
+	seqs := n
+	logits := n
+	attn := 0.0
+	kv := float64(b.DecodeKV)
+	for _, c := range b.Chunks {
+		t := float64(c.Tokens)
+		n += t
+		seqs++
+		logits++ // the chunk's last token (only the final chunk's is sampled; close enough)
+		attn += t * (float64(c.Context) + t/2)
+		kv += float64(c.Context)
+	}
+	return ph.step(n, seqs, logits, attn, kv)
+}
+
+func (ph *Physics) step(n, seqs, logits, attnPairs, kv float64) float64 {
+	if n <= 0 {
+		return 0
+	}
+	bytes := ph.denseBytes
+	flops := ph.flopsTok*n + ph.lmHeadFlop*logits
+	t := ph.overhead + ph.seqUS*seqs
+	if ph.moeLayers > 0 {
+		// Experts touched by n tokens each picking topK of E uniformly:
+		// E·(1 − (1 − k/E)^n) per layer.
+		touched := ph.experts * (1 - math.Pow(1-ph.topK/ph.experts, n))
+		bytes += ph.moeLayers * touched * ph.expertB
+		flops += ph.expFlopTok * n * ph.coeffs.Imbalance
+		if ph.a2aBytes > 0 {
+			t += ph.moeLayers * 2 * (ph.arFixed + ph.topK*n*ph.a2aBytes/ph.linkBW)
+		}
+	}
+	t += math.Max(flops/ph.peak, bytes/ph.bw)
+	t += ph.attnFlop * attnPairs / ph.peakAttn
+	t += kv * ph.kvBytes / ph.kvBW
+	if ph.tp > 1 {
+		t += 2 * ph.layers * (ph.arFixed + n*ph.arBytesTok/ph.linkBW)
+	}
+	return t
+}
+
+// DecodeRun returns a run of pure decode steps with decoders sequences
+// holding kv KV tokens at its start as a + c·i for step i: only the KV
+// read grows, by one token per sequence per step.
+func (ph *Physics) DecodeRun(decoders int, kv int64) (a, c float64) {
+	n := float64(decoders)
+	a = ph.step(n, n, n, 0, float64(kv))
+	c = n * ph.kvBytes / ph.kvBW
+	return a, c
+}
+
+// RequestOverhead is the client-side delay before a request reaches the
+// engine, µs.
+func (ph *Physics) RequestOverhead() float64 { return ph.coeffs.Request }
