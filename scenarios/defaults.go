@@ -40,6 +40,11 @@ func applyDefaults(s *Scenario) {
 			if p := &pools[i]; p.Service != nil && p.MaxBatch == 0 {
 				p.MaxBatch = 1
 			}
+			// tensor_parallel is gpus_per_replica under the name a derived
+			// profile's readers know it by.
+			if p := &pools[i]; p.TensorParallel > 0 && p.GPUsPerReplica == 0 {
+				p.GPUsPerReplica = p.TensorParallel
+			}
 		}
 	}
 	for i := range s.Workload {

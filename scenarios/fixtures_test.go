@@ -119,6 +119,13 @@ var badFixtures = map[string][]string{
 		"ranges.bad.yaml:66: policy.admission.queue_limit: got -1, want >= 0",
 		"ranges.bad.yaml:66: policy.admission.retry_after: got -1s, want a duration >= 0",
 	},
+	"derived.bad.yaml": {
+		"derived.bad.yaml:33: pools[0].gpu: got \"H1000\", not in the GPU spec table a derived profile needs; want gpu: one of A100-SXM-40GB, A100-SXM-80GB, B200, H100-PCIe, H100-SXM, H200-SXM, L40S, MI300X, RTX4090, RTXPRO6000",
+		"derived.bad.yaml:35: pools[0].tensor_parallel: got 2, want gpus_per_replica (1): a replica's GPUs are its tensor-parallel group; give one of the two",
+		"derived.bad.yaml:36: pools[0].model_config: got \"llama-9\", unknown model \"llama-9\": the shipped models are codellama-34b-instruct-hf, deepseek-v2-lite, glm-5.2-fp8, llama-2-70b-hf, llama-2-7b-hf, llama-3.1-70b-instruct, llama-3.1-8b-instruct, llama-4-scout-17b-16e-instruct-fp8-dynamic, mistral-nemo-instruct-2407, mixtral-8x22b-v0.1, mixtral-8x7b-v0.1, qwen2.5-7b-instruct, qwen3-14b, qwen3-30b-a3b, qwen3-32b, yi-34b (Hugging Face names such as meta-llama/Llama-3.1-8B-Instruct also match, as do names that differ only by an -Instruct, -hf or release-tag suffix); for another model, pass the path to its config.json (from its Hugging Face repository) instead",
+		"derived.bad.yaml:37: pools[0].precision: got \"int3\", want one of bf16, fp16, fp8",
+		"derived.bad.yaml:45: pools[1].gpus_per_replica: got 1, the weights of llama-3.1-70b-instruct (141.1 GB per GPU in bf16) leave room for 0 KV tokens on H100-SXM at 90 % of memory, want >= 4096; want more GPUs per replica or precision: fp8",
+	},
 	"purchasable.bad.yaml": {
 		"purchasable.bad.yaml:25: pools[0].purchase.lead_time: got \"2 weeks\", want days, weeks or years, such as 90d, 8w or 1y (or a duration such as 36h)",
 		"purchasable.bad.yaml:25: pools[0].purchase.max_replicas: got 2, want >= replicas (4): it is the most the provider sells, today's included",
@@ -180,7 +187,7 @@ var badFixtures = map[string][]string{
 	"unknown-keys.bad.yaml": {
 		"unknown-keys.bad.yaml:7: regoins: unknown key \"regoins\"; did you mean regions?",
 		"unknown-keys.bad.yaml:11: regions[0].zone: unknown key \"zone\"; known keys: name, jurisdiction",
-		"unknown-keys.bad.yaml:34: pools[0].gpus: unknown key \"gpus\"; did you mean gpus_per_replica?",
+		"unknown-keys.bad.yaml:34: pools[0].gpus: unknown key \"gpus\"; did you mean gpu or gpus_per_replica?",
 		"unknown-keys.bad.yaml:43: pools[0].quota.tokens_per_min: unknown key \"tokens_per_min\"; did you mean tokens_per_minute?",
 		"unknown-keys.bad.yaml:45: pools[0].profiles.m.step_base: unknown key \"step_base\"; did you mean step_base_us?",
 		"unknown-keys.bad.yaml:51: classes[0].slo.ttft_p99: unknown key \"ttft_p99\"; did you mean ttft?",

@@ -1,6 +1,8 @@
 package scenarios
 
 import (
+	"github.com/fleetdrill/fleetdrill/twin/latency"
+
 	"os"
 	"path/filepath"
 )
@@ -123,6 +125,22 @@ type Pool struct {
 	// Profiles gives the measured performance for each served model, keyed
 	// by model name. A pairing without a profile is untested.
 	Profiles map[string]Profile `yaml:"profiles,omitempty"`
+	// GPU, TensorParallel, ModelConfig and Precision derive a profile from
+	// the physical step-time model (twin/latency/physics.go) for the pool's
+	// model that has no entry in profiles, without a measured run: GPU names
+	// a row of the spec table (H100, H200, A100-80GB, L40S, B200, …; empty:
+	// the accelerator's name), ModelConfig a Hugging Face config.json (a
+	// path relative to the scenario, or a shipped model such as
+	// llama-3.1-70b-instruct), Precision the weights' (bf16, fp16 or fp8;
+	// empty: the checkpoint's own). TensorParallel is gpus_per_replica.
+	GPU            string `yaml:"gpu,omitempty"`
+	TensorParallel int    `yaml:"tensor_parallel,omitempty"`
+	ModelConfig    string `yaml:"model_config,omitempty"`
+	Precision      string `yaml:"precision,omitempty"`
+	// Coefficients replace the GPU family's built-in coefficients of a
+	// derived profile (as fleetdrill calibrate --benchmark --out writes
+	// them).
+	Coefficients *latency.Coeffs `yaml:"coefficients,omitempty"`
 	// Service, when set, replaces the batching model: each replica serves
 	// one request at a time with the given service-time distribution, which
 	// makes the pool an M/M/c (or M/D/c) queue.

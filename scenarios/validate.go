@@ -527,6 +527,70 @@ func (v *validator) pool(p string, pl Pool, regions, accels, runtimes, models ma
 	for _, key := range sortedKeys(pl.Profiles) {
 		v.profile(p+".profiles."+key, key, pl)
 	}
+	v.derived(p, pl, acc)
+}
+
+// derived checks a pool's derived-profile keys (gpu, tensor_parallel,
+// model_config, precision): the GPU is in the spec table, the config reads,
+// the parallelism agrees with gpus_per_replica, one model is left for the
+// derived profile, and its weights leave room for a KV cache.
+func (v *validator) derived(p string, pl Pool, acc *Accelerator) {
+	if pl.GPU == "" && pl.TensorParallel == 0 && pl.ModelConfig == "" && pl.Precision == "" && pl.Coefficients == nil {
+		return
+	}
+	if c := pl.Coefficients; c != nil {
+		if err := c.Check(); err != nil {
+			v.add(p+".coefficients", "", err.Error())
+		}
+	}
+	if pl.TensorParallel != 0 && pl.TensorParallel != pl.GPUsPerReplica {
+		v.add(p+".tensor_parallel", strconv.Itoa(pl.TensorParallel), fmt.Sprintf("want gpus_per_replica (%d): a replica's GPUs are its tensor-parallel group; give one of the two", pl.GPUsPerReplica))
+	}
+	if pl.Precision != "" {
+		v.enum(p+".precision", pl.Precision, []string{"bf16", "fp16", "fp8"})
+	}
+	name, key := pl.GPU, ".gpu"
+	if name == "" {
+		name, key = pl.Accelerator, ".accelerator"
+	}
+	gpu, err := latency.LookupGPU(name)
+	if err != nil {
+		v.add(p+key, q(name), "not in the GPU spec table a derived profile needs; want gpu: one of "+oneOf(latency.GPUNames()))
+	}
+	if pl.ModelConfig == "" {
+		v.add(p+".model_config", "", "missing; a derived profile (gpu, tensor_parallel, precision) needs the model's Hugging Face config.json: a path or a shipped model, one of "+oneOf(latency.ModelNames()))
+		return
+	}
+	m, merr := latency.ResolveModelConfig(pl.ModelConfig, v.s.Dir)
+	if merr != nil {
+		v.add(p+".model_config", q(pl.ModelConfig), merr.Error())
+	}
+	bare := 0
+	for _, mn := range pl.Models {
+		if _, ok := pl.Profiles[mn]; !ok {
+			bare++
+		}
+	}
+	if bare != 1 {
+		v.add(p+".model_config", q(pl.ModelConfig), fmt.Sprintf("describes one model, and %d of the pool's models have no profile; want exactly one model without an entry in profiles", bare))
+	}
+	if err != nil || merr != nil || pl.GPUsPerReplica < 1 {
+		return
+	}
+	place := latency.Placement{GPU: gpu, Model: m, TP: pl.GPUsPerReplica, Precision: pl.Precision}
+	if err := place.Normalize(); err != nil {
+		v.add(p+".model_config", q(pl.ModelConfig), err.Error())
+		return
+	}
+	usable := 0.9
+	if acc != nil && acc.UsableFraction > 0 {
+		usable = acc.UsableFraction
+	}
+	if kv := place.KVTokens(usable); kv < fleet.MinKVTokens {
+		v.add(p+".gpus_per_replica", strconv.Itoa(pl.GPUsPerReplica), fmt.Sprintf(
+			"the weights of %s (%.1f GB per GPU in %s) leave room for %d KV tokens on %s at %.0f %% of memory, want >= %d; want more GPUs per replica or precision: fp8",
+			m.Name, place.WeightBytesPerGPU()/1e9, place.Precision, kv, gpu.Name, 100*usable, fleet.MinKVTokens))
+	}
 }
 
 // tpPattern reads the tensor-parallel degree from a built-in ref's last

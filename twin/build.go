@@ -104,12 +104,10 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 			Runtime: ps.Runtime, Driver: ps.Driver, Models: ps.Models, Profiles: map[string]latency.Profile{},
 			Service: ps.Service != nil}
 		pp.profiles = make([]latency.Profile, len(sc.Models))
-		for _, name := range slices.Sorted(maps.Keys(ps.Profiles)) {
-			prof, err := resolveProfile(ps.Profiles[name])
-			if err != nil {
-				errs = append(errs, fmt.Errorf("pools[%d].profiles.%s: %w", pi, name, err))
-				continue
-			}
+		profs, perrs := PoolProfiles(sc, ps, fmt.Sprintf("pools[%d]", pi))
+		errs = append(errs, perrs...)
+		for _, name := range slices.Sorted(maps.Keys(profs)) {
+			prof := profs[name]
 			fp.Profiles[name] = prof
 			if mi, ok := p.models[name]; ok {
 				pp.profiles[mi] = prof

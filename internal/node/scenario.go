@@ -36,14 +36,13 @@ func FromScenario(sc *scenarios.Scenario, pool string) (Config, error) {
 		Service: ps.Service != nil}
 	var errs []error
 	var first *latency.Profile
+	profs, perrs := twin.PoolProfiles(sc, &ps, fmt.Sprintf("pools[%d]", i))
+	for _, err := range perrs {
+		errs = append(errs, fmt.Errorf("node: %w", err))
+	}
 	for _, name := range ps.Models {
-		sp, ok := ps.Profiles[name]
+		prof, ok := profs[name]
 		if !ok {
-			continue
-		}
-		prof, err := twin.ResolveProfile(sp)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("node: pools[%d].profiles.%s: %w", i, name, err))
 			continue
 		}
 		fp.Profiles[name] = prof

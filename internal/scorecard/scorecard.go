@@ -19,7 +19,6 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
-	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
 // Schema is the version of the scorecard's JSON layout.
@@ -302,13 +301,10 @@ type ParityCheck struct {
 	Reasons  []string `json:"reasons,omitempty"`
 }
 
-func fleetPool(p scenarios.Pool) *fleet.Pool {
-	profiles := map[string]latency.Profile{}
-	for m, sp := range p.Profiles {
-		if lp, err := twin.ResolveProfile(sp); err == nil {
-			profiles[m] = lp
-		}
-	}
+func fleetPool(sc *scenarios.Scenario, p scenarios.Pool) *fleet.Pool {
+	// A profile that does not resolve is untested here; the scenario's
+	// validation reports why.
+	profiles, _ := twin.PoolProfiles(sc, &p, p.Name)
 	return &fleet.Pool{Name: p.Name, Region: p.Region, Accelerator: p.Accelerator, GPUsPerReplica: p.GPUsPerReplica,
 		Runtime: p.Runtime, Driver: p.Driver, Models: p.Models, Profiles: profiles}
 }
@@ -336,7 +332,7 @@ func parity(sc *scenarios.Scenario, provider string) *Parity {
 				continue
 			}
 			offered = true
-			v := reg.Check(fleetPool(p), m)
+			v := reg.Check(fleetPool(sc, p), m)
 			par.Checks = append(par.Checks, ParityCheck{Pool: p.Name, Model: m, Runtime: p.Runtime, Driver: p.Driver,
 				Servable: v.Servable, Tested: v.Tested, Reasons: v.Reasons})
 			if !v.Servable {
@@ -347,7 +343,7 @@ func parity(sc *scenarios.Scenario, provider string) *Parity {
 				if o.Runtime == p.Runtime {
 					continue
 				}
-				alt := fleetPool(p)
+				alt := fleetPool(sc, p)
 				alt.Runtime = o.Runtime
 				av := reg.Check(alt, m)
 				note := fmt.Sprintf("%s serves %s on %s; %s (%s) serves it on %s", p.Name, m, p.Runtime, o.Name, o.Provider, o.Runtime)
