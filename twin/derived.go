@@ -67,7 +67,7 @@ func DerivedProfile(pl latency.Placement, c *latency.Coeffs, usable float64) (la
 	if pl.GPU.MemoryGB >= 75 && pl.GPU.Family != "ampere" {
 		chunk = 8192
 	}
-	return latency.Profile{Physics: ph, MinStep: 100, MaxBatchedTokens: chunk, KVTokens: kv,
+	return latency.Profile{Physics: ph, MinStep: 100, MaxBatchedTokens: chunk, KVTokens: kv, AsyncScheduling: true,
 		Source: ph.String() + "; " + how}, nil
 }
 

@@ -52,8 +52,9 @@ type Seq struct {
 	Scheduled time.Duration
 	Admitted  bool
 
-	prefilled int   // tokens of the current (re)computation already in the KV cache
-	kv        int64 // KV tokens this sequence holds (reserved at admission)
+	added     time.Duration // when it was last queued on the replica
+	prefilled int           // tokens of the current (re)computation already in the KV cache
+	kv        int64         // KV tokens this sequence holds (reserved at admission)
 	state     seqState
 	cancelled bool
 }
@@ -131,6 +132,10 @@ type Replica struct {
 	runA, runC float64
 	batch      latency.Batch // reused for every step with prefill work
 	blockTok   int
+	// lastStart is when the step that just ended started: with async
+	// scheduling only sequences queued before it can join the next step
+	// (the one after was scheduled while it ran).
+	lastStart time.Duration
 
 	cache *prefixCache // nil without prefix caching
 
@@ -227,8 +232,10 @@ func (r *Replica) Add(now time.Duration, s *Seq) {
 		s.Output = 1
 	}
 	s.state = seqWaiting
+	s.added = now
 	r.waiting = append(r.waiting, s)
 	if !r.busy {
+		r.lastStart = now
 		r.plan(now, nil)
 		return
 	}
@@ -271,6 +278,10 @@ func (r *Replica) Advance(now time.Duration, out Sink) {
 	r.BusyTime += r.segEnd - r.segStart
 	r.Steps += uint64(r.segSteps)
 	n := r.segSteps
+	r.lastStart = r.segStart
+	if n > 1 {
+		r.lastStart = r.segStart + latency.US(r.sum(n-1))
+	}
 
 	// Prefill progress of the (single) step with prefill work.
 	for _, c := range r.prefill {
@@ -375,9 +386,18 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 	}
 	// Admit waiting sequences while there is room: a running slot, prefill
 	// budget, and KV for the whole (re)computation, reserved up front so an
-	// admitted prompt never thrashes.
+	// admitted prompt never thrashes. With async scheduling, only those
+	// queued before the step that just ended started (an engine with
+	// nothing in flight schedules at once).
+	cutoff := now
+	if r.prof.AsyncScheduling && len(r.running) > 0 {
+		cutoff = r.lastStart
+	}
 	for budget > 0 && len(r.running) < r.maxSeqs && r.wHead < len(r.waiting) {
 		s := r.waiting[r.wHead]
+		if s.added > cutoff {
+			break
+		}
 		// Its prompt (and, after a preemption, what it had generated),
 		// plus the token its prefill produces; the decoders need one more
 		// each at the end of this step.
@@ -414,7 +434,8 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 		r.waiting = r.waiting[:0]
 		r.wHead = 0
 	}
-	r.blocked = r.wHead < len(r.waiting)
+	lagging := r.wHead < len(r.waiting) && r.waiting[r.wHead].added > cutoff
+	r.blocked = r.wHead < len(r.waiting) && !lagging
 	if r.cache != nil {
 		r.cache.shrink(int((r.kvCap - r.kvUsed) / int64(r.blockTok)))
 	}
@@ -442,8 +463,8 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 	for _, s := range r.running {
 		n = min(n, s.Output-s.Generated)
 	}
-	if r.noSkip {
-		n = 1
+	if r.noSkip || lagging {
+		n = 1 // the newcomers join after this step
 	}
 	if free := (r.kvCap - r.kvUsed) / int64(max(decoders, 1)); free < int64(n) {
 		n = int(max(free, 1))
@@ -492,6 +513,9 @@ func (r *Replica) cut(now time.Duration) {
 		} else {
 			lo = mid + 1
 		}
+	}
+	if r.prof.AsyncScheduling {
+		lo++ // the step after the one in progress is already scheduled
 	}
 	if lo < r.segSteps {
 		r.segSteps = lo

@@ -120,6 +120,47 @@ func TestArrivalCutsDecodeRunAtStepBoundary(t *testing.T) {
 	require.Equal(t, time.Second, l.done[1], "a is not delayed by the flat profile")
 }
 
+// TestAsyncSchedulingJoinsOneStepLater: with vLLM's async scheduling the
+// step after the one in progress is already scheduled, so a newcomer joins
+// the one after that; an idle engine schedules at once.
+func TestAsyncSchedulingJoinsOneStepLater(t *testing.T) {
+	prof := flat(10_000)
+	prof.AsyncScheduling = true
+	r, err := New(Config{Profile: prof, MaxSeqs: 8, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	a := &Seq{Tag: 1, Prompt: 10, Output: 100}
+	b := &Seq{Tag: 2, Prompt: 10, Output: 2}
+	// b arrives at 35ms, during a's fourth step (30–40ms); the 40–50ms step
+	// is already scheduled, so b is prefilled in the 50–60ms step.
+	drive(t, r, []arrival{{0, a}, {35 * time.Millisecond, b}}, l)
+	require.Equal(t, 10*time.Millisecond, l.first[1], "an idle engine schedules a newcomer at once")
+	require.Equal(t, 60*time.Millisecond, l.first[2])
+	require.Equal(t, 70*time.Millisecond, l.done[2])
+
+	// A newcomer queued during a prefill step (a one-step segment) waits
+	// for the next step to run without it, too.
+	r, err = New(Config{Profile: prof, MaxSeqs: 8, KVTokens: 100_000})
+	require.NoError(t, err)
+	l = newLog()
+	c := &Seq{Tag: 3, Prompt: 10, Output: 50}
+	d := &Seq{Tag: 4, Prompt: 10, Output: 2}
+	drive(t, r, []arrival{{0, c}, {5 * time.Millisecond, d}}, l)
+	require.Equal(t, 30*time.Millisecond, l.first[4])
+}
+
+func physicsProfile(t *testing.T, chunk int, async bool) latency.Profile {
+	t.Helper()
+	g, err := latency.LookupGPU("H100")
+	require.NoError(t, err)
+	m, err := latency.LookupModel("llama-3.1-8b-instruct")
+	require.NoError(t, err)
+	c, _ := latency.CoeffsFor(g)
+	ph, err := latency.NewPhysics(latency.Placement{GPU: g, Model: m, TP: 1}, c)
+	require.NoError(t, err)
+	return latency.Profile{Physics: ph, MinStep: 100, MaxBatchedTokens: chunk, AsyncScheduling: async}
+}
+
 func TestMaxSeqsQueues(t *testing.T) {
 	r, err := New(Config{Profile: flat(10_000), MaxSeqs: 1, KVTokens: 100_000})
 	require.NoError(t, err)
@@ -196,6 +237,12 @@ func TestSkipAheadMatchesStepByStep(t *testing.T) {
 				StepBase: 2000 + rng.Float64()*8000, PerSeq: rng.Float64() * 50,
 				PerPrefillToken: rng.Float64() * 0.5, PerKVToken: rng.Float64() * 0.05,
 				MinStep: rng.Float64() * 6000, MaxBatchedTokens: 256 + rng.IntN(4096),
+			}
+			// Odd seeds schedule asynchronously; the last ten time steps
+			// with the physical model of a real placement.
+			prof.AsyncScheduling = seed%2 == 1
+			if seed >= 20 {
+				prof = physicsProfile(t, prof.MaxBatchedTokens, prof.AsyncScheduling)
 			}
 			cfg := Config{Profile: prof, MaxSeqs: 1 + rng.IntN(16), KVTokens: int64(2000 + rng.IntN(20000))}
 			var arr []arrival

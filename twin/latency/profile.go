@@ -35,6 +35,12 @@ type Profile struct {
 	// engine's num_gpu_blocks × block_size); 0 means derive it from memory.
 	KVTokens int
 
+	// AsyncScheduling is vLLM's async scheduling (on by default since
+	// 0.11): the engine schedules step k+1 while step k runs, so a request
+	// that arrives during step k joins step k+2, not k+1. It adds about one
+	// step to TTFT, which the sim-to-real runs show (docs/fidelity.md).
+	AsyncScheduling bool
+
 	// Physics, when set, replaces the linear model: the step time comes
 	// from the batch's composition on a placement (physics.go), and the
 	// linear costs above are ignored (MinStep and the engine limits still
