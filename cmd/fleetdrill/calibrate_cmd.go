@@ -71,8 +71,8 @@ engine described by --gpu, --model, --tp, --dp, --max-seqs and --max-batched-tok
 	f := cmd.Flags()
 	f.StringVar(&out, "out", "", "write the profile to `FILE` (YAML)")
 	f.StringVar(&requests, "requests", "", "calibrate from a generic CSV/JSONL of measured requests")
-	f.StringVar(&gpu, "gpu", "", "with --requests: the GPU (a name of calibrate.GPUs, e.g. RTXPRO6000)")
-	f.StringVar(&model, "model", "", "with --requests: the model (e.g. meta-llama/Llama-3.1-8B)")
+	f.StringVar(&gpu, "gpu", "", "with --requests: the GPU, a name or alias in twin/latency/gpus.go (e.g. RTXPRO6000, H100, A100-80GB)")
+	f.StringVar(&model, "model", "", "with --requests: the model, the Hugging Face name of a config in twin/latency/models (e.g. meta-llama/Llama-3.1-8B, Qwen/Qwen3-32B) or the path to its config.json")
 	f.IntVar(&tp, "tp", 1, "with --requests: tensor-parallel degree")
 	f.IntVar(&dp, "dp", 1, "with --requests: data-parallel replicas")
 	f.IntVar(&maxSeqs, "max-seqs", 256, "with --requests: the engine's max_num_seqs")
@@ -206,7 +206,7 @@ func profileFor(pf *calibrate.ProfileFile, run *calibrate.Run) (prof calibrate.L
 		return prof, "", err
 	}
 	how = fmt.Sprintf("calibrated on %s (in-sample)", pf.CalibratedOn.Run)
-	if from != to {
+	if !from.Equal(to) {
 		prof = calibrate.Transfer(prof, from, to)
 		how = fmt.Sprintf("calibrated on %s, transferred from %s/%s to %s/%s (out-of-sample)", pf.CalibratedOn.Run,
 			from.GPU.Name, from.Model.Name, to.GPU.Name, to.Model.Name)

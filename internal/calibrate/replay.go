@@ -6,7 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/internal/trace"
@@ -284,20 +284,30 @@ func replayScenario(run *Run, pl Placement, prof latency.Profile, dir string) *s
 	}
 	d := func(x time.Duration) scenarios.Duration { return scenarios.Duration(x) }
 	m := pl.Model
+	name := scenarioName(m.Name)
+	precision := "bf16"
+	if pl.bytesPerParam() == 1 {
+		precision = "fp8"
+	}
+	const gib = 1 << 30
+	// The scenario sizes weights per replica as parameters × precision; an
+	// expert-parallel rank holds only its share of the experts.
+	params := pl.weightBytesPerGPU() * float64(pl.TP) / pl.bytesPerParam()
 	return &scenarios.Scenario{
 		Schema: 1, Name: "fidelity-" + run.Name, Seed: 1, Dir: dir,
 		Duration: d(time.Duration(last*float64(time.Second)) + time.Second), Drain: d(time.Hour),
-		Regions:      []scenarios.Region{{Name: "lab", Jurisdiction: "lab"}},
-		Accelerators: []scenarios.Accelerator{{Name: pl.GPU.Name, MemoryGiB: pl.GPU.MemoryGiB, UsableFraction: 0.9, Precisions: []string{"bf16"}}},
-		Runtimes:     []scenarios.Runtime{{Name: "vllm", Server: "vllm", Version: e.Version}},
-		Models: []scenarios.Model{{Name: m.Name, ParametersB: m.ParamsB / float64(pl.EP), Layers: m.Layers, KVHeads: m.KVHeads,
-			HeadDim: m.HeadDim, Precision: "bf16", ContextLength: 1 << 20, Runtimes: []string{"vllm"}}},
+		Regions: []scenarios.Region{{Name: "lab", Jurisdiction: "lab"}},
+		Accelerators: []scenarios.Accelerator{{Name: pl.GPU.Name, MemoryGiB: pl.GPU.MemoryGB * 1e9 / gib, UsableFraction: 0.9,
+			Precisions: []string{precision}}},
+		Runtimes: []scenarios.Runtime{{Name: "vllm", Server: "vllm", Version: e.Version}},
+		Models: []scenarios.Model{{Name: name, ParametersB: params / 1e9, Layers: m.Layers, KVHeads: max(m.KVHeads, 1),
+			HeadDim: max(m.HeadDim, 1), Precision: precision, ContextLength: 1 << 20, Runtimes: []string{"vllm"}}},
 		Pools: []scenarios.Pool{{Name: "engine", Region: "lab", Provider: "lab", Accelerator: pl.GPU.Name,
-			GPUsPerReplica: pl.TP, Replicas: max(e.DP, 1), Runtime: "vllm", Driver: "999", Models: []string{m.Name},
-			MaxBatch: e.MaxSeqs, Profiles: map[string]scenarios.Profile{m.Name: p}}},
+			GPUsPerReplica: pl.TP, Replicas: max(e.DP, 1), Runtime: "vllm", Driver: "999", Models: []string{name},
+			MaxBatch: e.MaxSeqs, Profiles: map[string]scenarios.Profile{name: p}}},
 		Tenants: []scenarios.Tenant{{Name: "bench", Weight: 1}},
 		Classes: []scenarios.Class{{Name: "all"}},
-		Workload: []scenarios.Stream{{Name: "run", Tenant: "bench", Class: "all", Model: m.Name,
+		Workload: []scenarios.Stream{{Name: "run", Tenant: "bench", Class: "all", Model: name,
 			Trace: &scenarios.TraceSource{Path: "arrivals.jsonl", Format: "canonical", TimeScale: 1, RateScale: 1}}},
 		Policy: scenarios.Policy{Scheduler: "fifo", Admission: scenarios.Admission{QueueLimit: 1 << 30},
 			Routing: scenarios.Routing{Strategy: "least-loaded"}, Jobs: scenarios.JobPolicy{MaxPoolShare: 0.5}},
@@ -317,4 +327,19 @@ func FromYAML(p scenarios.Profile) latency.Profile {
 		PerKVToken: p.PerKVTokenUS, MinStep: p.MinStepUS, MaxBatchedTokens: p.MaxBatchedTokens, KVTokens: p.KVTokens}
 }
 
-func sortStrings(s []string) { slices.Sort(s) }
+// scenarioName makes a model's name a valid scenario name: what follows
+// the org, with characters a scenario name cannot hold turned into '-'.
+func scenarioName(s string) string {
+	s = s[strings.LastIndexAny(s, `/\`)+1:]
+	b := []byte(s)
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || i > 0 && (c == '.' || c == '_' || c == '-')
+		if !ok {
+			b[i] = '-'
+		}
+	}
+	if len(b) == 0 || b[0] == '-' {
+		b = append([]byte("m"), b...)
+	}
+	return string(b)
+}
