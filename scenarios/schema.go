@@ -137,6 +137,11 @@ type Pool struct {
 	TensorParallel int    `yaml:"tensor_parallel,omitempty"`
 	ModelConfig    string `yaml:"model_config,omitempty"`
 	Precision      string `yaml:"precision,omitempty"`
+	// ExpertParallel spreads a MoE model's routed experts, whole, over this
+	// many GPUs: the TP GPUs of ExpertParallel/TP replicas (vLLM's
+	// --enable-expert-parallel with data parallelism). 0 or 1: every GPU
+	// of a replica holds a slice of every expert.
+	ExpertParallel int `yaml:"expert_parallel,omitempty"`
 	// Coefficients replace the GPU family's built-in coefficients of a
 	// derived profile (as fleetdrill calibrate --benchmark --out writes
 	// them).
@@ -529,4 +534,19 @@ func (s *Scenario) TracePath(path string) string {
 		}
 		dir = parent
 	}
+}
+
+// Derives reports whether a pool derives a profile from the physical model
+// (any of gpu, tensor_parallel, model_config, precision, coefficients).
+func (pl *Pool) Derives() bool {
+	return pl.GPU != "" || pl.TensorParallel != 0 || pl.ModelConfig != "" || pl.Precision != "" || pl.Coefficients != nil || pl.ExpertParallel != 0
+}
+
+// LimitsOnly reports whether a profile gives only engine limits
+// (max_batched_tokens, kv_tokens, min_step_us) and no costs: on a pool that
+// derives its profile, such an entry sets the derived profile's limits (the
+// engine's own max_num_batched_tokens and reported KV capacity) instead of
+// replacing it.
+func (p Profile) LimitsOnly() bool {
+	return p.Ref == "" && p.StepBaseUS == 0 && p.PerSeqUS == 0 && p.PerPrefillTokenUS == 0 && p.PerKVTokenUS == 0
 }

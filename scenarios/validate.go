@@ -535,7 +535,7 @@ func (v *validator) pool(p string, pl Pool, regions, accels, runtimes, models ma
 // the parallelism agrees with gpus_per_replica, one model is left for the
 // derived profile, and its weights leave room for a KV cache.
 func (v *validator) derived(p string, pl Pool, acc *Accelerator) {
-	if pl.GPU == "" && pl.TensorParallel == 0 && pl.ModelConfig == "" && pl.Precision == "" && pl.Coefficients == nil {
+	if !pl.Derives() {
 		return
 	}
 	if c := pl.Coefficients; c != nil {
@@ -567,20 +567,27 @@ func (v *validator) derived(p string, pl Pool, acc *Accelerator) {
 	}
 	bare := 0
 	for _, mn := range pl.Models {
-		if _, ok := pl.Profiles[mn]; !ok {
+		if pr, ok := pl.Profiles[mn]; !ok || pr.LimitsOnly() {
 			bare++
 		}
 	}
 	if bare != 1 {
-		v.add(p+".model_config", q(pl.ModelConfig), fmt.Sprintf("describes one model, and %d of the pool's models have no profile; want exactly one model without an entry in profiles", bare))
+		v.add(p+".model_config", q(pl.ModelConfig), fmt.Sprintf("describes one model, and %d of the pool's models have no profile; want exactly one model without an entry in profiles (or with only max_batched_tokens, kv_tokens, min_step_us)", bare))
 	}
 	if err != nil || merr != nil || pl.GPUsPerReplica < 1 {
 		return
 	}
-	place := latency.Placement{GPU: gpu, Model: m, TP: pl.GPUsPerReplica, Precision: pl.Precision}
+	place := latency.Placement{GPU: gpu, Model: m, TP: pl.GPUsPerReplica, Precision: pl.Precision, EP: pl.ExpertParallel}
 	if err := place.Normalize(); err != nil {
-		v.add(p+".model_config", q(pl.ModelConfig), err.Error())
+		key, val := ".model_config", q(pl.ModelConfig)
+		if strings.HasPrefix(err.Error(), "expert_parallel") {
+			key, val = ".expert_parallel", strconv.Itoa(pl.ExpertParallel)
+		}
+		v.add(p+key, val, err.Error())
 		return
+	}
+	if pl.ExpertParallel > 1 && pl.Replicas > 0 && pl.Replicas%(pl.ExpertParallel/max(pl.GPUsPerReplica, 1)) != 0 {
+		v.add(p+".expert_parallel", strconv.Itoa(pl.ExpertParallel), fmt.Sprintf("spreads experts over %d replicas, which replicas (%d) is not a multiple of; want a degree that groups whole replicas", pl.ExpertParallel/max(pl.GPUsPerReplica, 1), pl.Replicas))
 	}
 	usable := 0.9
 	if acc != nil && acc.UsableFraction > 0 {
@@ -618,6 +625,8 @@ func (v *validator) profile(p, model string, pl Pool) {
 		if m := tpPattern.FindStringSubmatch(pr.Ref); m != nil && pl.GPUsPerReplica >= 1 && m[1] != strconv.Itoa(pl.GPUsPerReplica) {
 			v.add(p+".ref", q(pr.Ref), fmt.Sprintf("the profile was measured at tensor parallelism %s but the pool has gpus_per_replica %d; want a tp%d profile", m[1], pl.GPUsPerReplica, pl.GPUsPerReplica))
 		}
+	} else if pl.Derives() && pr.LimitsOnly() {
+		// The engine limits of a derived profile: no costs to give.
 	} else {
 		// Without a built-in to start from, the costs that are never zero
 		// on real hardware must be given.

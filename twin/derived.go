@@ -9,12 +9,6 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
-// Derives reports whether a pool asks for a derived profile (any of gpu,
-// tensor_parallel, model_config, precision).
-func Derives(pl *scenarios.Pool) bool {
-	return pl.GPU != "" || pl.TensorParallel != 0 || pl.ModelConfig != "" || pl.Precision != "" || pl.Coefficients != nil
-}
-
 // DerivedPlacement resolves a pool's gpu, model_config, precision and
 // tensor-parallel degree into a placement. Errors name the key and say
 // what to fix.
@@ -36,7 +30,7 @@ func DerivedPlacement(sc *scenarios.Scenario, pl *scenarios.Pool) (latency.Place
 	if err != nil {
 		return out, fmt.Errorf("model_config: %w", err)
 	}
-	out = latency.Placement{GPU: g, Model: m, TP: max(pl.GPUsPerReplica, 1), Precision: pl.Precision}
+	out = latency.Placement{GPU: g, Model: m, TP: max(pl.GPUsPerReplica, 1), Precision: pl.Precision, EP: pl.ExpertParallel}
 	if err := out.Normalize(); err != nil {
 		return out, err
 	}
@@ -61,12 +55,7 @@ func DerivedProfile(pl latency.Placement, c *latency.Coeffs, usable float64) (la
 		return latency.Profile{}, fmt.Errorf("the weights of %s (%.1f GB per GPU) leave no KV cache on %d × %s at %.0f %% of memory; want more tensor_parallel or fp8",
 			pl.Model.Name, pl.WeightBytesPerGPU()/1e9, pl.TP, pl.GPU.Name, 100*usable)
 	}
-	// vLLM's default max_num_batched_tokens for its OpenAI server: 8192 on
-	// devices with at least 70 GiB that are not A100s, 2048 otherwise.
-	chunk := 2048
-	if pl.GPU.MemoryGB >= 75 && pl.GPU.Family != "ampere" {
-		chunk = 8192
-	}
+	_, chunk := latency.EngineDefaults(pl.GPU)
 	return latency.Profile{Physics: ph, MinStep: 100, MaxBatchedTokens: chunk, KVTokens: kv, AsyncScheduling: true,
 		Source: ph.String() + "; " + how}, nil
 }
@@ -78,7 +67,11 @@ func DerivedProfile(pl latency.Placement, c *latency.Coeffs, usable float64) (la
 func PoolProfiles(sc *scenarios.Scenario, ps *scenarios.Pool, at string) (map[string]latency.Profile, []error) {
 	out := map[string]latency.Profile{}
 	var errs []error
+	derives := ps.Derives()
 	for _, name := range slices.Sorted(maps.Keys(ps.Profiles)) {
+		if derives && ps.Profiles[name].LimitsOnly() {
+			continue // the derived profile's engine limits, below
+		}
 		prof, err := resolveProfile(ps.Profiles[name])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.profiles.%s: %w", at, name, err))
@@ -86,7 +79,7 @@ func PoolProfiles(sc *scenarios.Scenario, ps *scenarios.Pool, at string) (map[st
 		}
 		out[name] = prof
 	}
-	if !Derives(ps) {
+	if !derives {
 		return out, errs
 	}
 	pl, err := DerivedPlacement(sc, ps)
@@ -104,9 +97,22 @@ func PoolProfiles(sc *scenarios.Scenario, ps *scenarios.Pool, at string) (map[st
 		return out, append(errs, fmt.Errorf("%s.model_config: %w", at, err))
 	}
 	for _, name := range ps.Models {
-		if _, ok := out[name]; !ok {
-			out[name] = prof
+		if _, ok := out[name]; ok {
+			continue
 		}
+		p := prof
+		if lim, ok := ps.Profiles[name]; ok {
+			if lim.MaxBatchedTokens > 0 {
+				p.MaxBatchedTokens = lim.MaxBatchedTokens
+			}
+			if lim.KVTokens > 0 {
+				p.KVTokens = lim.KVTokens
+			}
+			if lim.MinStepUS > 0 {
+				p.MinStep = lim.MinStepUS
+			}
+		}
+		out[name] = p
 	}
 	return out, errs
 }

@@ -474,7 +474,7 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 }
 
 // sum returns the duration in µs of the first k steps of the current decode
-// run: step i takes max(MinStep, a + c·(K0 + i·B)).
+// run: step i takes max(MinStep, a + c·i) (Profile.DecodeRun).
 func (r *Replica) sum(k int) float64 {
 	if k <= 0 {
 		return 0

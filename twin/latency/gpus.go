@@ -43,8 +43,12 @@ type GPU struct {
 	// TPLinkGBs gives what a group of GPUs gets.
 	LinkGBs float64
 	Link    string // "nvlink3", "nvlink4", "nvlink5", "pcie4", "pcie5", "xgmi"
-	// LinkLatencyUS is a rough fixed cost per collective step on that link
-	// (see the link constants below for where each comes from).
+	// LinkLatencyUS is a rough latency of that link (see the link
+	// constants below for where each comes from). The physical model uses
+	// it as a ratio: an all-reduce's fixed cost (coefficient allreduce_us,
+	// fitted on NVLink 4) scales with it, once per all-reduce whatever the
+	// group's size (vLLM's custom all-reduce is one-shot for small
+	// messages, not a ring of 2(TP−1) steps).
 	LinkLatencyUS float64
 
 	Source string // where the figures come from

@@ -44,6 +44,12 @@ type Coeffs struct {
 	AllReduce float64 `yaml:"allreduce_us" json:"allreduce_us"`   // fixed cost of one all-reduce on NVLink (scaled by the link's latency elsewhere)
 	MoELayer  float64 `yaml:"moe_layer_us" json:"moe_layer_us"`   // per MoE layer per step: routing, token permutation
 	Imbalance float64 `yaml:"moe_imbalance" json:"moe_imbalance"` // expert GEMM time over a perfectly balanced split (>= 1)
+	// Spread is how evenly a router spreads a batch over its experts, in
+	// (0, 1]: the experts a batch of n tokens touches are those n·Spread
+	// tokens would touch under uniform routing. Real routers favour some
+	// experts, so a growing batch reaches new experts more slowly than
+	// uniform routing says (1 is uniform).
+	Spread float64 `yaml:"moe_spread" json:"moe_spread"`
 
 	// Request is the client-side cost of a request outside the engine
 	// (HTTP, tokenisation, the first detokenised chunk), µs: it delays
@@ -62,7 +68,7 @@ func (c *Coeffs) Fields() []struct {
 	}{
 		{"compute_eff", &c.Compute}, {"weight_eff", &c.Weights}, {"kv_eff", &c.KV}, {"link_eff", &c.Link},
 		{"step_us", &c.Step}, {"layer_us", &c.Layer}, {"seq_us", &c.Seq}, {"allreduce_us", &c.AllReduce},
-		{"moe_layer_us", &c.MoELayer}, {"moe_imbalance", &c.Imbalance}, {"request_us", &c.Request},
+		{"moe_layer_us", &c.MoELayer}, {"moe_imbalance", &c.Imbalance}, {"moe_spread", &c.Spread}, {"request_us", &c.Request},
 	}
 }
 
@@ -77,7 +83,7 @@ func (c Coeffs) Check() error {
 	for _, e := range []struct {
 		name string
 		v    float64
-	}{{"compute_eff", c.Compute}, {"weight_eff", c.Weights}, {"kv_eff", c.KV}, {"link_eff", c.Link}} {
+	}{{"compute_eff", c.Compute}, {"weight_eff", c.Weights}, {"kv_eff", c.KV}, {"link_eff", c.Link}, {"moe_spread", c.Spread}} {
 		if e.v <= 0 || e.v > 1 {
 			return fmt.Errorf("coefficient %s = %g: want an efficiency in (0, 1]: a share of the spec sheet's peak", e.name, e.v)
 		}
@@ -94,15 +100,19 @@ type Placement struct {
 	GPU   GPU
 	Model ModelConfig
 	TP    int
-	// Precision of the weights: "bf16", "fp16" or "fp8". KVDtype of the KV
+	// Precision of the weights: "bf16", "fp16" or "fp8" ("" is the
+	// checkpoint's own; a 16-bit precision on an FP8 checkpoint is an
+	// error: vLLM runs the weights it is given). KVDtype of the KV
 	// cache: "" follows the engine's default (bf16/fp16, even for FP8
 	// weights, as vLLM does unless kv_cache_dtype is set), or "fp8".
 	Precision string
 	KVDtype   string
-	// ExpertParallel spreads whole experts over the tensor-parallel group
-	// (vLLM's enable_expert_parallel) instead of slicing every expert:
-	// tokens then travel to their experts' GPU and back (all-to-all).
-	ExpertParallel bool
+	// EP spreads whole routed experts over EP GPUs (vLLM's
+	// --enable-expert-parallel, over the TP × DP GPUs of a data-parallel
+	// group) instead of slicing every expert across the TP group: each GPU
+	// holds E/EP experts and serves the tokens of all EP/TP replicas that
+	// pick them, which travel there and back (all-to-all). 0 or 1: sliced.
+	EP int
 }
 
 // Normalize checks a placement and fills defaults.
@@ -113,12 +123,23 @@ func (p *Placement) Normalize() error {
 	if p.TP > 64 {
 		return fmt.Errorf("tensor_parallel %d: want 1..64", p.TP)
 	}
+	if p.EP > 1 && (p.EP%p.TP != 0 || p.EP > 512) {
+		return fmt.Errorf("expert_parallel %d: want a multiple of tensor_parallel (%d): the GPUs of EP/TP replicas", p.EP, p.TP)
+	}
+	if p.EP > 1 && p.Model.IsMoE() && p.Model.Experts%p.EP != 0 {
+		return fmt.Errorf("expert_parallel %d: %s has %d experts per layer; want a degree that divides them", p.EP, p.Model.Name, p.Model.Experts)
+	}
 	switch strings.ToLower(p.Precision) {
-	case "", "bf16", "fp16", "float16", "bfloat16":
+	case "":
 		p.Precision = "bf16"
 		if p.Model.Quantization == "fp8" {
 			p.Precision = "fp8" // the checkpoint itself is FP8
 		}
+	case "bf16", "fp16", "float16", "bfloat16":
+		if p.Model.Quantization == "fp8" {
+			return fmt.Errorf("precision %s: the %s checkpoint is FP8; want fp8 (or leave precision out), or a 16-bit checkpoint's config", p.Precision, p.Model.Name)
+		}
+		p.Precision = "bf16"
 	case "fp8":
 		p.Precision = "fp8"
 	default:
@@ -168,7 +189,13 @@ func (p Placement) kvShare() float64 {
 func (p Placement) WeightBytesPerGPU() float64 {
 	total, _ := p.Model.Params()
 	emb := p.Model.EmbeddingParams()
-	return ((total-emb)*p.weightBytes() + emb*2) / float64(p.TP)
+	routed := 0.0
+	if p.Model.IsMoE() {
+		routed = float64(p.Model.MoELayers) * float64(p.Model.Experts) * p.Model.ExpertParams()
+	}
+	// Routed experts are split over the EP GPUs when spread, else sliced
+	// over the TP group like everything else.
+	return ((total-emb-routed)*p.weightBytes()+emb*2)/float64(p.TP) + routed*p.weightBytes()/float64(max(p.TP, p.EP))
 }
 
 // KVBytesPerTokenPerGPU is one token's KV footprint on one GPU.
@@ -203,6 +230,8 @@ type Physics struct {
 	seqUS      float64 // µs per sequence
 	denseBytes float64 // weight bytes per GPU read every step (everything but routed experts)
 	expertB    float64 // bytes per GPU of one routed expert in one layer
+	localExp   float64 // routed experts per MoE layer on this GPU
+	tokScale   float64 // tokens reaching the experts per token of this replica (EP/TP replicas share them)
 	moeLayers  float64
 	experts    float64 // routed experts per MoE layer
 	topK       float64
@@ -254,7 +283,18 @@ func NewPhysics(pl Placement, c Coeffs) (*Physics, error) {
 		ph.experts = float64(m.Experts)
 		ph.topK = float64(max(m.ExpertsPerToken, 1))
 		ph.expertB = m.ExpertParams() * wb / tp
+		ph.localExp, ph.tokScale = ph.experts, 1
+		// Expert work per GPU is the same either way: sliced, every GPU
+		// does 1/TP of each token's; spread, 1/EP of EP/TP replicas'.
 		ph.expFlopTok = 2 * moeL * ph.topK * m.ExpertParams() / tp
+		if ep := float64(max(pl.EP, 1)); ep > 1 {
+			ph.expertB = m.ExpertParams() * wb
+			ph.localExp = ph.experts / ep
+			ph.tokScale = ep / tp
+			// Each routed 16-bit activation leaves for another GPU with
+			// probability (EP−1)/EP; step charges dispatch and combine.
+			ph.a2aBytes = float64(m.Hidden) * 2 * (ep - 1) / ep
+		}
 	}
 	ph.flopsTok = 2 * always / tp
 	ph.lmHeadFlop = 2 * lm / tp
@@ -274,24 +314,19 @@ func NewPhysics(pl Placement, c Coeffs) (*Physics, error) {
 	ph.peakAttn = pl.GPU.BF16TFLOPs * 1e6 * c.Compute
 	ph.overhead = c.Step + c.Layer*L + c.MoELayer*moeL
 	ph.seqUS = c.Seq
-	if pl.TP > 1 {
-		ph.arBytesTok = float64(m.Hidden) * 2 * 2 * (tp - 1) / tp // ring: 2(TP−1)/TP of the message, 16-bit activations
+	if group := max(pl.TP, pl.EP); group > 1 {
 		lat := pl.GPU.LinkLatencyUS
 		if lat <= 0 {
 			lat = nvlinkLatencyUS
 		}
 		ph.arFixed = c.AllReduce * lat / nvlinkLatencyUS
-		ph.linkBW = max(pl.GPU.TPLinkGBs(pl.TP), 1) * 1e3 * c.Link
-		if pl.ExpertParallel && moeL > 0 {
-			// Each routed token's activation goes to its experts' GPU and
-			// back: (TP−1)/TP of them leave the GPU, twice.
-			ph.a2aBytes = 2 * float64(m.Hidden) * 2 * (tp - 1) / tp
-			// Whole experts per GPU instead of slices: the bytes per GPU
-			// of the experts touched are the same on average.
-		}
+		ph.linkBW = max(pl.GPU.TPLinkGBs(group), 1) * 1e3 * c.Link
+	}
+	if pl.TP > 1 {
+		ph.arBytesTok = float64(m.Hidden) * 2 * 2 * (tp - 1) / tp // ring: 2(TP−1)/TP of the message, 16-bit activations
 	}
 	ph.desc = fmt.Sprintf("physics: %s × %s tp%d %s (weights %.1f GB/GPU, KV %.0f B/token/GPU)",
-		pl.GPU.Name, m.Name, pl.TP, pl.Precision, ph.denseBytes/1e9+ph.expertB*ph.experts*moeL/1e9, ph.kvBytes)
+		pl.GPU.Name, m.Name, pl.TP, pl.Precision, ph.denseBytes/1e9+ph.expertB*ph.localExp*moeL/1e9, ph.kvBytes)
 	return ph, nil
 }
 
@@ -340,9 +375,10 @@ func (ph *Physics) step(n, seqs, logits, attnPairs, kv float64) float64 {
 	flops := ph.flopsTok*n + ph.lmHeadFlop*logits
 	t := ph.overhead + ph.seqUS*seqs
 	if ph.moeLayers > 0 {
-		// Experts touched by n tokens each picking topK of E uniformly:
-		// E·(1 − (1 − k/E)^n) per layer.
-		touched := ph.experts * (1 - math.Pow(1-ph.topK/ph.experts, n))
+		// Experts touched by n tokens each picking topK of E: under
+		// uniform routing E·(1 − (1 − k/E)^n) per layer; a real router's
+		// skew reaches new experts as n·Spread uniform tokens would.
+		touched := ph.localExp * (1 - math.Pow(1-ph.topK/ph.experts, n*ph.tokScale*ph.coeffs.Spread))
 		bytes += ph.moeLayers * touched * ph.expertB
 		flops += ph.expFlopTok * n * ph.coeffs.Imbalance
 		if ph.a2aBytes > 0 {
@@ -371,3 +407,15 @@ func (ph *Physics) DecodeRun(decoders int, kv int64) (a, c float64) {
 // RequestOverhead is the client-side delay before a request reaches the
 // engine, µs.
 func (ph *Physics) RequestOverhead() float64 { return ph.coeffs.Request }
+
+// EngineDefaults are vLLM's default max_num_seqs and max_num_batched_tokens
+// for its OpenAI server (EngineArgs.get_batch_defaults): 1024 and 8192 on
+// devices with at least 70 GiB that are not A100s, 256 and 2048 otherwise
+// (A100 excluded after vLLM PR #17885 measured lower throughput with the
+// larger budget).
+func EngineDefaults(g GPU) (maxSeqs, maxBatchedTokens int) {
+	if g.MemoryBytes() >= 70*(1<<30) && g.Family != "ampere" {
+		return 1024, 8192
+	}
+	return 256, 2048
+}

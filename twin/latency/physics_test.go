@@ -175,3 +175,31 @@ func TestProfileStepBatchLinear(t *testing.T) {
 	require.Equal(t, 5000+30+300.0, a)
 	require.InDelta(t, 0.3, c, 1e-12)
 }
+
+// TestExpertParallelAcrossReplicas: spreading Qwen3-30B-A3B's experts over
+// two data-parallel GPUs halves each GPU's expert weights, makes each GPU
+// see both replicas' tokens, and adds the all-to-all; a degree that does
+// not divide the experts, or is not a multiple of TP, is refused.
+func TestExpertParallelAcrossReplicas(t *testing.T) {
+	one := placement(t, "RTXPRO6000", "qwen3-30b-a3b", 1, "bf16")
+	two := one
+	two.EP = 2
+	require.NoError(t, two.Normalize())
+	total, _ := one.Model.Params()
+	routed := float64(one.Model.MoELayers*one.Model.Experts) * one.Model.ExpertParams()
+	require.InDelta(t, one.WeightBytesPerGPU()-routed*2/2, two.WeightBytesPerGPU(), 1e6)
+	require.Greater(t, routed/total, 0.8, "a sparse MoE is mostly routed experts")
+
+	p1, p2 := physics(t, one), physics(t, two)
+	require.Zero(t, p1.a2aBytes)
+	require.Positive(t, p2.a2aBytes)
+	require.Equal(t, 2.0, p2.tokScale)
+	require.Equal(t, p1.experts/2, p2.localExp)
+
+	bad := one
+	bad.EP = 3
+	require.ErrorContains(t, bad.Normalize(), "divides")
+	tp2 := placement(t, "H100", "mixtral-8x7b-v0.1", 2, "bf16")
+	tp2.EP = 3
+	require.ErrorContains(t, tp2.Normalize(), "multiple of tensor_parallel")
+}
