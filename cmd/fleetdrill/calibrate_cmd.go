@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,6 +18,9 @@ func newCalibrateCmd() *cobra.Command {
 		out, requests, gpu, model string
 		tp, dp, maxSeqs, chunk    int
 		evals                     int
+		benchmarks                []string
+		start, free               string
+		physics                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "calibrate RUN_DIR",
@@ -28,11 +32,24 @@ over decode and prefill intervals is refined by replaying the run through the tw
 
 With --requests FILE, calibrate from a generic CSV or JSONL of measured requests instead
 (arrival, input_tokens, output_tokens, ttft, e2e in seconds; optional queue_wait), with the
-engine described by --gpu, --model, --tp, --dp, --max-seqs and --max-batched-tokens.`,
+engine described by --gpu, --model, --tp, --dp, --max-seqs and --max-batched-tokens.
+
+With --benchmark FILE|DIR (repeatable), fit the coefficients of the physical step-time model
+(docs/profiles.md) jointly to published aggregate results instead: benchmark experiment files
+(docs/fidelity.md gives the format), each replayed through the twin for every candidate. All
+experiments must run on one GPU family; --out writes the coefficients for fidelity --profile
+and a scenario pool's coefficients key.`,
 		Example: `  fleetdrill calibrate ../shared/profiles/vllm_measured_llmservingsim/RTXPRO6000_Llama-3.1-8B --out pro6000-8b.yaml
-  fleetdrill calibrate --requests gateway.csv --gpu RTXPRO6000 --model meta-llama/Llama-3.1-8B --max-seqs 128 --out my.yaml`,
+  fleetdrill calibrate --requests gateway.csv --gpu RTXPRO6000 --model meta-llama/Llama-3.1-8B --max-seqs 128 --out my.yaml
+  fleetdrill calibrate --benchmark internal/benchmark/testdata/simtoreal --out hopper.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(benchmarks) > 0 {
+				if len(args) > 0 || requests != "" {
+					return &exitError{code: exitInvalid, err: fmt.Errorf("give --benchmark, RUN_DIR or --requests FILE, one of them")}
+				}
+				return calibrateBenchmarks(cmd, benchmarks, start, free, evals, out)
+			}
 			var run *calibrate.Run
 			var err error
 			switch {
@@ -46,6 +63,9 @@ engine described by --gpu, --model, --tp, --dp, --max-seqs and --max-batched-tok
 			}
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
+			}
+			if physics {
+				return calibratePhysicsRun(cmd, run, start, free, evals, out)
 			}
 			pf, fit, err := calibrateRun(cmd, run, evals)
 			if err != nil {
@@ -77,7 +97,11 @@ engine described by --gpu, --model, --tp, --dp, --max-seqs and --max-batched-tok
 	f.IntVar(&dp, "dp", 1, "with --requests: data-parallel replicas")
 	f.IntVar(&maxSeqs, "max-seqs", 256, "with --requests: the engine's max_num_seqs")
 	f.IntVar(&chunk, "max-batched-tokens", 2048, "with --requests: the engine's max_num_batched_tokens")
-	f.IntVar(&evals, "refine-evals", 150, "replays the refining fit may use (0: linear fit only)")
+	f.IntVar(&evals, "refine-evals", 150, "replays the refining fit may use (0: linear fit only; with --benchmark, replays of the whole set)")
+	f.StringArrayVar(&benchmarks, "benchmark", nil, "fit the physical model to benchmark experiment `FILE`s or directories of them (repeatable)")
+	f.StringVar(&start, "start", "", "with --benchmark or --physics: start from the coefficients in `FILE` (default: the family's built-in ones)")
+	f.StringVar(&free, "free", "", "with --benchmark or --physics: fit only these coefficients, comma-separated (e.g. request_us,kv_eff; default: all with --benchmark, the device's efficiencies and overheads with --physics)")
+	f.BoolVar(&physics, "physics", false, "fit the physical model's coefficients to RUN_DIR (a device's efficiencies and overheads) instead of a linear profile")
 	return cmd
 }
 
@@ -126,10 +150,11 @@ func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }
 func newFidelityCmd() *cobra.Command {
 	var (
 		profile, jsonPath, plotPath string
-		maxErr                      float64
+		maxErr, maxTTFT             float64
+		benchmarks                  []string
 	)
 	cmd := &cobra.Command{
-		Use:   "fidelity RUN_DIR --profile FILE",
+		Use:   "fidelity (RUN_DIR --profile FILE | --benchmark FILE...)",
 		Short: "Replay a measured run through the twin and compare",
 		Long: `Replay a measured run's exact arrivals and token counts through the twin with a profile
 (from fleetdrill calibrate) and compare predicted with measured TTFT, TPOT, end-to-end
@@ -137,25 +162,59 @@ latency and queue wait, per request and at p50/p90/p95/p99, and the running/wait
 
 When the run's GPU, model or parallelism differ from the profile's calibration, the profile
 is first transferred to them by the roofline (see docs/fidelity.md): an out-of-sample check.
-Exits 1 when --max-error is set and the p50 or p95 end-to-end error exceeds it.`,
+Exits 1 when --max-error is set and the p50 or p95 end-to-end error exceeds it.
+
+With --benchmark FILE|DIR (repeatable), score the physical model on published benchmark
+experiments instead (docs/fidelity.md gives the format): each is replayed through the twin and
+every measured stage figure compared. --profile then names a coefficients file (calibrate
+--benchmark --out); without it each GPU family's built-in coefficients are used. --json writes,
+per experiment, stage and metric, measured, predicted and signed error, and the summary: the
+median absolute error per metric and the experiments where the twin backs up though vLLM did not.
+--max-error fails (exit 1) when the median |error| of E2E mean, E2E p99 or ITL mean exceeds it or
+the twin backs up anywhere; --max-ttft-error does the same for TTFT mean.`,
 		Example: `  fleetdrill fidelity ../shared/profiles/vllm_measured_llmservingsim/RTX4090_Llama-3.1-8B \
-      --profile pro6000-8b.yaml --json fid.json --plot fid.png --max-error 0.15`,
-		Args: cobra.ExactArgs(1),
+      --profile pro6000-8b.yaml --json fid.json --plot fid.png --max-error 0.15
+  fleetdrill fidelity --benchmark internal/benchmark/testdata/simtoreal --json bench.json --max-error 0.08`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(benchmarks) > 0 {
+				if len(args) > 0 {
+					return &exitError{code: exitInvalid, err: fmt.Errorf("give RUN_DIR or --benchmark, not both")}
+				}
+				if plotPath != "" {
+					return &exitError{code: exitInvalid, err: fmt.Errorf("--plot: a benchmark has no per-request samples to draw; use --json")}
+				}
+				return fidelityBenchmarks(cmd, benchmarks, profile, jsonPath, maxErr, maxTTFT)
+			}
+			if len(args) != 1 {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("give RUN_DIR (a measured run) or --benchmark FILE")}
+			}
 			if profile == "" {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("--profile: required; write one with fleetdrill calibrate --out")}
-			}
-			pf, err := calibrate.ReadProfileFile(profile)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
 			}
 			run, err := calibrate.LoadRun(args[0])
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			prof, how, err := profileFor(pf, run)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
+			var prof calibrate.LatencyProfile
+			var how string
+			if calibrate.IsCoeffsFile(profile) {
+				cf, err := calibrate.ReadCoeffsFile(profile)
+				if err != nil {
+					return &exitError{code: exitInvalid, err: err}
+				}
+				if prof, err = calibrate.PhysicsProfile(run, cf.Coefficients); err != nil {
+					return &exitError{code: exitInvalid, err: err}
+				}
+				how = fmt.Sprintf("the physical model with %s (calibrated on %s)", profile, strings.Join(cf.CalibratedOn, ", "))
+			} else {
+				pf, err := calibrate.ReadProfileFile(profile)
+				if err != nil {
+					return &exitError{code: exitInvalid, err: err}
+				}
+				if prof, how, err = profileFor(pf, run); err != nil {
+					return &exitError{code: exitInvalid, err: err}
+				}
 			}
 			fid, err := calibrate.Replay(cmd.Context(), run, prof)
 			if err != nil {
@@ -189,7 +248,9 @@ Exits 1 when --max-error is set and the p50 or p95 end-to-end error exceeds it.`
 	f.StringVar(&profile, "profile", "", "profile `FILE` written by fleetdrill calibrate")
 	f.StringVar(&jsonPath, "json", "", "write the comparison to `FILE` (JSON)")
 	f.StringVar(&plotPath, "plot", "", "draw CDFs and time series to `FILE` (.png or .svg)")
-	f.Float64Var(&maxErr, "max-error", 0, "fail (exit 1) when the p50 or p95 end-to-end relative error exceeds this, e.g. 0.1")
+	f.Float64Var(&maxErr, "max-error", 0, "fail (exit 1) when the p50 or p95 end-to-end relative error exceeds this, e.g. 0.1 (with --benchmark: the median |error| of E2E mean, E2E p99 or ITL mean, or any backlog)")
+	f.Float64Var(&maxTTFT, "max-ttft-error", 0, "with --benchmark: fail (exit 1) when the median |error| of TTFT mean exceeds this")
+	f.StringArrayVar(&benchmarks, "benchmark", nil, "score the twin on benchmark experiment `FILE`s or directories of them (repeatable)")
 	return cmd
 }
 

@@ -54,3 +54,100 @@ func TestCalibrateErrors(t *testing.T) {
 	require.Equal(t, exitInvalid, code)
 	require.Contains(t, errs, "meta.json")
 }
+
+const trainVal = "../../internal/benchmark/testdata/simtoreal"
+
+// TestFidelityBenchmark scores the twin on the sim-to-real train/val
+// experiments through the command: a row per experiment, stage and metric
+// in the JSON, a summary, and the exit codes --max-error gives.
+func TestFidelityBenchmark(t *testing.T) {
+	js := filepath.Join(t.TempDir(), "b.json")
+	code, out, errs := runCLI(t, "fidelity", "--benchmark", trainVal, "--json", js, "--max-error", "0.08")
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, out, "fidelity of the twin on 13 benchmark experiments, with the built-in coefficients")
+	require.Contains(t, out, "backs up where the engine kept up: 0")
+	var sc struct {
+		Rows []struct {
+			Experiment, Stage, Metric string
+			Measured                  float64 `json:"measured_ms"`
+			Predicted                 float64 `json:"predicted_ms"`
+			Error                     float64
+		}
+		Summary []struct {
+			Metric      string
+			Experiments int
+			MedianAbs   float64 `json:"median_abs_error"`
+		}
+		BackedUp int `json:"backed_up"`
+	}
+	b, err := os.ReadFile(js)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &sc))
+	exps := map[string]bool{}
+	for _, r := range sc.Rows {
+		exps[r.Experiment] = true
+		require.InDelta(t, (r.Predicted-r.Measured)/r.Measured, r.Error, 1e-3, "%+v", r)
+	}
+	require.Len(t, exps, 13)
+	// 13 experiments, 8 of them two-stage: 7 metrics in stages -1, 0 and,
+	// where there is one, 1.
+	require.Equal(t, 7*(13*2+8), len(sc.Rows))
+	var e2e float64
+	for _, s := range sc.Summary {
+		if s.Metric == "e2e_mean" {
+			e2e = s.MedianAbs
+			require.Equal(t, 13, s.Experiments)
+		}
+	}
+	require.Positive(t, e2e)
+
+	code, _, errs = runCLI(t, "fidelity", "--benchmark", trainVal, "--max-error", "0.0001")
+	require.Equal(t, exitFailed, code)
+	require.Contains(t, errs, "e2e_mean median |error|")
+
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"name": "x", "gpu": "TPUv9"}`), 0o644))
+	code, _, errs = runCLI(t, "fidelity", "--benchmark", bad)
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, "bad.json")
+}
+
+// TestCalibrateBenchmark fits two coefficients to one experiment, writes
+// them, and fidelity --profile reads them back.
+func TestCalibrateBenchmark(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "c.yaml")
+	one := filepath.Join(trainVal, "64-qwen2-5-7b-instruct-tp1-roleplay-1-1.json")
+	code, stdout, errs := runCLI(t, "calibrate", "--benchmark", one, "--free", "request_us,kv_eff", "--refine-evals", "30", "--out", out)
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, stdout, "fitting 1 experiments (hopper family)")
+	require.Contains(t, stdout, "wrote "+out)
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Contains(t, string(data), "request_us:")
+	require.Contains(t, string(data), "64-qwen2-5-7b-instruct-tp1-roleplay-1-1")
+
+	code, stdout, errs = runCLI(t, "fidelity", "--benchmark", one, "--profile", out)
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, stdout, "with "+out)
+
+	code, _, errs = runCLI(t, "calibrate", "--benchmark", one, "--free", "no_such")
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, `no coefficient "no_such"`)
+}
+
+// TestCalibratePhysicsOnARun fits the physical model's device
+// coefficients to a measured run and replays it with them.
+func TestCalibratePhysicsOnARun(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "c.yaml")
+	code, stdout, errs := runCLI(t, "calibrate", calRun, "--physics", "--refine-evals", "60", "--out", out)
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, stdout, "fitting compute_eff,weight_eff,kv_eff,step_us,seq_us on RTXPRO6000_Llama-3.1-8B (blackwell family)")
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Contains(t, string(data), "family: blackwell")
+
+	code, stdout, errs = runCLI(t, "fidelity", calRun, "--profile", out, "--max-error", "0.1")
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, stdout, "the physical model with "+out)
+}

@@ -293,6 +293,19 @@ func replayScenario(run *Run, pl Placement, prof latency.Profile, dir string) *s
 	// The scenario sizes weights per replica as parameters × precision; an
 	// expert-parallel rank holds only its share of the experts.
 	params := pl.weightBytesPerGPU() * float64(pl.TP) / pl.bytesPerParam()
+	pool := scenarios.Pool{Name: "engine", Region: "lab", Provider: "lab", Accelerator: pl.GPU.Name,
+		GPUsPerReplica: pl.TP, Replicas: max(e.DP, 1), Runtime: "vllm", Driver: "999", Models: []string{name},
+		MaxBatch: e.MaxSeqs, Profiles: map[string]scenarios.Profile{name: p}}
+	if ph := prof.Physics; ph != nil {
+		// The physical model, derived as a scenario pool derives it, with
+		// the run's own engine limits.
+		c := ph.Coeffs()
+		pool.GPU, pool.ModelConfig, pool.Coefficients = pl.GPU.Name, e.Model, &c
+		if pl.EP > 1 {
+			pool.ExpertParallel = pl.EP
+		}
+		pool.Profiles = map[string]scenarios.Profile{name: {MaxBatchedTokens: p.MaxBatchedTokens, KVTokens: p.KVTokens}}
+	}
 	return &scenarios.Scenario{
 		Schema: 1, Name: "fidelity-" + run.Name, Seed: 1, Dir: dir,
 		Duration: d(time.Duration(last*float64(time.Second)) + time.Second), Drain: d(time.Hour),
@@ -302,9 +315,7 @@ func replayScenario(run *Run, pl Placement, prof latency.Profile, dir string) *s
 		Runtimes: []scenarios.Runtime{{Name: "vllm", Server: "vllm", Version: e.Version}},
 		Models: []scenarios.Model{{Name: name, ParametersB: params / 1e9, Layers: m.Layers, KVHeads: max(m.KVHeads, 1),
 			HeadDim: max(m.HeadDim, 1), Precision: precision, ContextLength: 1 << 20, Runtimes: []string{"vllm"}}},
-		Pools: []scenarios.Pool{{Name: "engine", Region: "lab", Provider: "lab", Accelerator: pl.GPU.Name,
-			GPUsPerReplica: pl.TP, Replicas: max(e.DP, 1), Runtime: "vllm", Driver: "999", Models: []string{name},
-			MaxBatch: e.MaxSeqs, Profiles: map[string]scenarios.Profile{name: p}}},
+		Pools:   []scenarios.Pool{pool},
 		Tenants: []scenarios.Tenant{{Name: "bench", Weight: 1}},
 		Classes: []scenarios.Class{{Name: "all"}},
 		Workload: []scenarios.Stream{{Name: "run", Tenant: "bench", Class: "all", Model: name,

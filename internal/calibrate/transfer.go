@@ -154,10 +154,11 @@ func (p Placement) tflops() float64 {
 
 // KVTokens estimates a replica's KV capacity from memory when the run does
 // not record it: (memory × 0.9 − activation reserve − weights) per GPU,
-// over the KV bytes per token each GPU holds. latency.GPU's memory is in
-// 10⁹ bytes as spec sheets quote it.
+// over the KV bytes per token each GPU holds. Memory is what the driver
+// reports (latency.GPU.MemoryBytes), which gpu_memory_utilization is a
+// share of.
 func (p Placement) KVTokens() int {
-	free := (p.GPU.MemoryGB*0.9-activationReserveGB)*1e9 - p.weightBytesPerGPU()
+	free := p.GPU.MemoryBytes()*0.9 - activationReserveGB*1e9 - p.weightBytesPerGPU()
 	return int(max(free, 0) / p.kvBytesPerTokenPerGPU())
 }
 

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetdrill/fleetdrill/internal/calibrate"
+	"github.com/fleetdrill/fleetdrill/twin/latency"
+)
+
+// goalMetrics are the metrics the benchmark summary leads with: the ones
+// the sim-to-real study publishes.
+var goalMetrics = []string{"e2e_mean", "e2e_p99", "ttft_mean", "itl_mean"}
+
+// calibrateBenchmarks fits the physical model's coefficients jointly over
+// benchmark experiments (`calibrate --benchmark`).
+func calibrateBenchmarks(cmd *cobra.Command, paths []string, start, free string, evals int, out string) error {
+	setups, err := calibrate.LoadSetups(paths...)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	family := setups[0].Placement.GPU.Family
+	for _, s := range setups[1:] {
+		if s.Placement.GPU.Family != family {
+			return &exitError{code: exitInvalid, err: fmt.Errorf("--benchmark: %s runs on %s (%s) and %s on %s (%s): coefficients are fitted per GPU family; calibrate each family on its own",
+				setups[0].Name, setups[0].Placement.GPU.Name, family, s.Name, s.Placement.GPU.Name, s.Placement.GPU.Family)}
+		}
+	}
+	c, how := latency.CoeffsFor(setups[0].Placement.GPU)
+	if start != "" {
+		f, err := calibrate.ReadCoeffsFile(start)
+		if err != nil {
+			return &exitError{code: exitInvalid, err: fmt.Errorf("--start: %w", err)}
+		}
+		c, how = f.Coefficients, start
+	}
+	var freeList []string
+	if free != "" {
+		freeList = strings.Split(free, ",")
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "fitting %d experiments (%s family) from %s, %d replays at most\n", len(setups), family, how, evals)
+	fitted, loss, err := calibrate.FitCoeffs(cmd.Context(), setups, c, freeList, evals)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	sc, err := calibrate.ScoreBenchmarks(cmd.Context(), setups, &fitted)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	fmt.Fprintf(w, "loss (RMS of log errors over experiments) %.4f\n", loss)
+	writeCoeffs(w, fitted)
+	fmt.Fprintln(w, "\nin-sample (the experiments it was fitted on):")
+	writeBenchSummary(w, sc)
+	if out != "" {
+		f := &calibrate.CoeffsFile{Family: family, Coefficients: roundCoeffs(fitted), Fit: calibrate.CoeffsFit{
+			Method:      "Nelder-Mead (gonum) on log coefficients; loss: per experiment the weighted mean of squared log errors of its measured stage figures, then the RMS over experiments",
+			Free:        freeList,
+			Evaluations: evals, Loss: round4(loss), InSample: map[string]float64{}, BackedUp: sc.BackedUp}}
+		for _, s := range setups {
+			f.CalibratedOn = append(f.CalibratedOn, s.Name)
+		}
+		for _, s := range sc.Summary {
+			f.Fit.InSample[s.Metric] = s.MedianAbs
+		}
+		if err := calibrate.WriteCoeffsFile(out, f); err != nil {
+			return &exitError{code: exitInvalid, err: fmt.Errorf("--out: %w", err)}
+		}
+		fmt.Fprintf(w, "wrote %s\n", out)
+	}
+	return nil
+}
+
+func roundCoeffs(c latency.Coeffs) latency.Coeffs {
+	for _, f := range c.Fields() {
+		*f.P = roundSig(*f.P, 5)
+	}
+	return c
+}
+
+// roundSig rounds x to n significant digits.
+func roundSig(x float64, n int) float64 {
+	if x == 0 || math.IsNaN(x) || math.IsInf(x, 0) {
+		return x
+	}
+	p := math.Pow(10, float64(n)-math.Ceil(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}
+
+func writeCoeffs(w io.Writer, c latency.Coeffs) {
+	var parts []string
+	for _, f := range c.Fields() {
+		parts = append(parts, fmt.Sprintf("%s %.4g", f.Name, *f.P))
+	}
+	fmt.Fprintf(w, "coefficients: %s\n", strings.Join(parts, ", "))
+}
+
+// fidelityBenchmarks scores the twin on benchmark experiments
+// (`fidelity --benchmark`).
+func fidelityBenchmarks(cmd *cobra.Command, paths []string, profile, jsonPath string, maxErr, maxTTFT float64) error {
+	setups, err := calibrate.LoadSetups(paths...)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	var c *latency.Coeffs
+	how := "the built-in coefficients of each experiment's GPU family"
+	if profile != "" {
+		f, err := calibrate.ReadCoeffsFile(profile)
+		if err != nil {
+			return &exitError{code: exitInvalid, err: err}
+		}
+		c, how = &f.Coefficients, profile
+	}
+	sc, err := calibrate.ScoreBenchmarks(cmd.Context(), setups, c)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "fidelity of the twin on %d benchmark experiments, with %s\n\n", len(setups), how)
+	writeBenchRows(w, sc)
+	fmt.Fprintln(w)
+	writeBenchSummary(w, sc)
+	if jsonPath != "" {
+		b, err := json.MarshalIndent(sc, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
+			return &exitError{code: exitInvalid, err: fmt.Errorf("--json: %w", err)}
+		}
+	}
+	var fails []string
+	if maxErr > 0 {
+		for _, m := range []string{"e2e_mean", "e2e_p99", "itl_mean"} {
+			if s, ok := sc.SummaryOf(m); ok && s.MedianAbs > maxErr {
+				fails = append(fails, fmt.Sprintf("%s median |error| %.1f%% > %.1f%%", m, 100*s.MedianAbs, 100*maxErr))
+			}
+		}
+		if sc.BackedUp > 0 {
+			fails = append(fails, fmt.Sprintf("the twin backs up on %d experiments the engine kept up with", sc.BackedUp))
+		}
+	}
+	if maxTTFT > 0 {
+		if s, ok := sc.SummaryOf("ttft_mean"); ok && s.MedianAbs > maxTTFT {
+			fails = append(fails, fmt.Sprintf("ttft_mean median |error| %.1f%% > %.1f%%", 100*s.MedianAbs, 100*maxTTFT))
+		}
+	}
+	if len(fails) > 0 {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%s", strings.Join(fails, "; "))}
+	}
+	return nil
+}
+
+// writeBenchRows prints each experiment's whole-run figures for the goal
+// metrics: measured, twin, signed error.
+func writeBenchRows(w io.Writer, sc *calibrate.BenchScore) {
+	fmt.Fprintf(w, "%-48s", "experiment (whole run; ms: measured → twin, error)")
+	for _, m := range goalMetrics {
+		fmt.Fprintf(w, " %-27s", m)
+	}
+	fmt.Fprintln(w)
+	byExp := map[string]map[string]calibrate.BenchRow{}
+	var order []string
+	for _, r := range sc.Rows {
+		if r.Stage != "-1" {
+			continue
+		}
+		if byExp[r.Experiment] == nil {
+			byExp[r.Experiment] = map[string]calibrate.BenchRow{}
+			order = append(order, r.Experiment)
+		}
+		byExp[r.Experiment][r.Metric] = r
+	}
+	for _, e := range order {
+		name := e
+		if len(name) > 47 {
+			name = name[:46] + "…"
+		}
+		fmt.Fprintf(w, "%-48s", name)
+		for _, m := range goalMetrics {
+			r, ok := byExp[e][m]
+			if !ok {
+				fmt.Fprintf(w, " %-27s", "—")
+				continue
+			}
+			fmt.Fprintf(w, " %-27s", fmt.Sprintf("%s → %s %+.1f%%", msFig(r.Measured), msFig(r.Predicted), 100*r.Error))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func writeBenchSummary(w io.Writer, sc *calibrate.BenchScore) {
+	fmt.Fprintf(w, "%-10s %-12s %-18s %-14s %s\n", "metric", "experiments", "median |error|", "mean error", "worst")
+	for _, s := range sc.Summary {
+		fmt.Fprintf(w, "%-10s %-12d %-18s %-14s %.1f%% (%s)\n", s.Metric, s.Experiments,
+			fmt.Sprintf("%.1f%%", 100*s.MedianAbs), fmt.Sprintf("%+.1f%%", 100*s.MeanSigned), 100*s.Worst, s.WorstName)
+	}
+	fmt.Fprintf(w, "backs up where the engine kept up: %d", sc.BackedUp)
+	if len(sc.BackedUpNames) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(sc.BackedUpNames, ", "))
+	}
+	fmt.Fprintln(w)
+}
+
+// msFig prints milliseconds with three significant figures, and whole
+// milliseconds from 1000 up (no exponents).
+func msFig(x float64) string {
+	if math.Abs(x) >= 1000 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.3g", x)
+}
+
+// physicsFree is what one dense measured run identifies: the device's
+// efficiencies and overheads (not tensor-parallel or MoE terms).
+const physicsFree = "compute_eff,weight_eff,kv_eff,step_us,seq_us"
+
+// calibratePhysicsRun fits the physical model's coefficients to one
+// measured run (`calibrate RUN_DIR --physics`).
+func calibratePhysicsRun(cmd *cobra.Command, run *calibrate.Run, start, free string, evals int, out string) error {
+	pl, err := calibrate.Resolve(run.Engine)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	c, how := latency.CoeffsFor(pl.GPU)
+	if start != "" {
+		f, err := calibrate.ReadCoeffsFile(start)
+		if err != nil {
+			return &exitError{code: exitInvalid, err: fmt.Errorf("--start: %w", err)}
+		}
+		c, how = f.Coefficients, start
+	}
+	if free == "" {
+		free = physicsFree
+	}
+	freeList := strings.Split(free, ",")
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "fitting %s on %s (%s family) from %s, %d replays at most\n", free, run.Name, pl.GPU.Family, how, evals)
+	fitted, loss, err := calibrate.RefineCoeffs(cmd.Context(), run, c, freeList, evals)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	prof, err := calibrate.PhysicsProfile(run, fitted)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	fid, err := calibrate.Replay(cmd.Context(), run, prof)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	writeCoeffs(w, fitted)
+	fmt.Fprintf(w, "  in-sample replay: end-to-end p50/p95 within %.1f%% (loss %.4f)\n", 100*fid.MaxE2EError(), loss)
+	if out != "" {
+		f := &calibrate.CoeffsFile{Family: pl.GPU.Family, Engine: "vllm " + run.Engine.Version, Coefficients: roundCoeffs(fitted),
+			CalibratedOn: []string{run.Name}, Fit: calibrate.CoeffsFit{
+				Method:      "Nelder-Mead (gonum) on log coefficients; loss: mean absolute log-ratio of per-request E2E and TPOT (plus half of TTFT) when the run is replayed through the twin",
+				Free:        freeList,
+				Evaluations: evals, Loss: round4(loss), InSample: map[string]float64{"e2e_p50_p95_max": round4(fid.MaxE2EError())}}}
+		if err := calibrate.WriteCoeffsFile(out, f); err != nil {
+			return &exitError{code: exitInvalid, err: fmt.Errorf("--out: %w", err)}
+		}
+		fmt.Fprintf(w, "wrote %s\n", out)
+	}
+	return nil
+}
