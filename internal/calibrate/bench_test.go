@@ -153,3 +153,26 @@ func TestFitRecoversKnownCoefficients(t *testing.T) {
 	_, _, err = FitCoeffs(context.Background(), setups, start, []string{"no_such"}, 10)
 	require.ErrorContains(t, err, `no coefficient "no_such"`)
 }
+
+// BenchmarkReplayTrainVal replays the 13 train/val experiments (74,246
+// requests, 4.3 hours of load) with the physical model: one evaluation of
+// the fit's objective.
+func BenchmarkReplayTrainVal(b *testing.B) {
+	setups, err := LoadSetups(trainVal)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var reqs int
+	for b.Loop() {
+		preds, err := replayAll(context.Background(), setups, BuiltinCoeffs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs = 0
+		for _, p := range preds {
+			reqs += p.Requests
+		}
+	}
+	b.ReportMetric(float64(reqs), "requests/op")
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)/float64(len(setups)), "ms/experiment")
+}
