@@ -137,6 +137,10 @@ type Pool struct {
 	TensorParallel int    `yaml:"tensor_parallel,omitempty"`
 	ModelConfig    string `yaml:"model_config,omitempty"`
 	Precision      string `yaml:"precision,omitempty"`
+	// KVCacheDtype is vLLM's --kv-cache-dtype for a derived profile:
+	// empty or auto keeps 16-bit KV, fp8 halves each token's KV bytes (and
+	// doubles the cache's tokens).
+	KVCacheDtype string `yaml:"kv_cache_dtype,omitempty"`
 	// ExpertParallel spreads a MoE model's routed experts, whole, over this
 	// many GPUs: the TP GPUs of ExpertParallel/TP replicas (vLLM's
 	// --enable-expert-parallel with data parallelism). 0 or 1: every GPU
@@ -539,7 +543,7 @@ func (s *Scenario) TracePath(path string) string {
 // Derives reports whether a pool derives a profile from the physical model
 // (any of gpu, tensor_parallel, model_config, precision, coefficients).
 func (pl *Pool) Derives() bool {
-	return pl.GPU != "" || pl.TensorParallel != 0 || pl.ModelConfig != "" || pl.Precision != "" || pl.Coefficients != nil || pl.ExpertParallel != 0
+	return pl.GPU != "" || pl.TensorParallel != 0 || pl.ModelConfig != "" || pl.Precision != "" || pl.Coefficients != nil || pl.ExpertParallel != 0 || pl.KVCacheDtype != ""
 }
 
 // LimitsOnly reports whether a profile gives only engine limits

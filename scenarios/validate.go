@@ -549,6 +549,9 @@ func (v *validator) derived(p string, pl Pool, acc *Accelerator) {
 	if pl.Precision != "" {
 		v.enum(p+".precision", pl.Precision, []string{"bf16", "fp16", "fp8"})
 	}
+	if pl.KVCacheDtype != "" {
+		v.enum(p+".kv_cache_dtype", pl.KVCacheDtype, []string{"auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"})
+	}
 	name, key := pl.GPU, ".gpu"
 	if name == "" {
 		name, key = pl.Accelerator, ".accelerator"
@@ -577,7 +580,8 @@ func (v *validator) derived(p string, pl Pool, acc *Accelerator) {
 	if err != nil || merr != nil || pl.GPUsPerReplica < 1 {
 		return
 	}
-	place := latency.Placement{GPU: gpu, Model: m, TP: pl.GPUsPerReplica, Precision: pl.Precision, EP: pl.ExpertParallel}
+	place := latency.Placement{GPU: gpu, Model: m, TP: pl.GPUsPerReplica, Precision: pl.Precision, EP: pl.ExpertParallel,
+		KVDtype: pl.KVCacheDtype}
 	if err := place.Normalize(); err != nil {
 		key, val := ".model_config", q(pl.ModelConfig)
 		if strings.HasPrefix(err.Error(), "expert_parallel") {

@@ -30,7 +30,8 @@ func DerivedPlacement(sc *scenarios.Scenario, pl *scenarios.Pool) (latency.Place
 	if err != nil {
 		return out, fmt.Errorf("model_config: %w", err)
 	}
-	out = latency.Placement{GPU: g, Model: m, TP: max(pl.GPUsPerReplica, 1), Precision: pl.Precision, EP: pl.ExpertParallel}
+	out = latency.Placement{GPU: g, Model: m, TP: max(pl.GPUsPerReplica, 1), Precision: pl.Precision, EP: pl.ExpertParallel,
+		KVDtype: pl.KVCacheDtype}
 	if err := out.Normalize(); err != nil {
 		return out, err
 	}

@@ -70,6 +70,12 @@ type Engine struct {
 	TotalKVBlocks int  `json:"total_kv_blocks,omitempty"`
 	BlockSize     int  `json:"block_size"` // tokens per KV block
 	PrefixCaching bool `json:"prefix_caching"`
+	// KVCacheDtype is vLLM's --kv-cache-dtype; empty or "auto" keeps the
+	// model's 16-bit KV.
+	KVCacheDtype string `json:"kv_cache_dtype,omitempty"`
+	// EnableExpertParallel is vLLM's --enable-expert-parallel: a MoE
+	// model's experts spread whole over the TP × DP GPUs.
+	EnableExpertParallel bool `json:"enable_expert_parallel,omitempty"`
 }
 
 // Workload is the open-loop load the benchmark client generated.

@@ -201,3 +201,23 @@ func TestLoadAll(t *testing.T) {
 		require.ErrorIs(t, err, os.ErrNotExist)
 	})
 }
+
+// TestParseEngineOptions: vLLM's --kv-cache-dtype and
+// --enable-expert-parallel are read when given, written back, and a KV
+// dtype vLLM does not have is refused with the field named.
+func TestParseEngineOptions(t *testing.T) {
+	text := strings.Replace(briefExample, `"prefix_caching": true}`, `"prefix_caching": true, "kv_cache_dtype": "fp8", "enable_expert_parallel": true}`, 1)
+	e, err := Parse("x.json", []byte(text))
+	require.NoError(t, err)
+	require.Equal(t, "fp8", e.Engine.KVCacheDtype)
+	require.True(t, e.Engine.EnableExpertParallel)
+	b, err := e.Marshal()
+	require.NoError(t, err)
+	back, err := Parse("x.json", b)
+	require.NoError(t, err)
+	require.Equal(t, e.Engine, back.Engine)
+
+	bad := strings.Replace(briefExample, `"prefix_caching": true}`, `"prefix_caching": true, "kv_cache_dtype": "int4"}`, 1)
+	_, err = Parse("x.json", []byte(bad))
+	require.ErrorContains(t, err, "engine.kv_cache_dtype")
+}

@@ -12,7 +12,7 @@ var (
 	experimentKeys = []string{"name", "source", "gpu", "tensor_parallel", "dp", "model_config",
 		"precision", "engine_version", "engine", "workload", "measured_ms"}
 	engineKeys = []string{"max_num_seqs", "max_num_batched_tokens", "max_model_len",
-		"total_kv_blocks", "block_size", "prefix_caching"}
+		"total_kv_blocks", "block_size", "prefix_caching", "kv_cache_dtype", "enable_expert_parallel"}
 	workloadKeys     = []string{"arrivals", "stages", "shared_prefix", "seed", "num_requests"}
 	stageKeys        = []string{"rate", "duration_s"}
 	sharedPrefixKeys = []string{"system_prompt_len", "question_len", "output_len",
@@ -117,6 +117,19 @@ func (w *walker) engine(g *Engine, raw json.RawMessage) {
 	}
 	if raw, ok := w.required(obj, path, "prefix_caching", "want true or false"); ok {
 		g.PrefixCaching, _ = w.boolean(path+".prefix_caching", raw)
+	}
+	if raw, ok := obj["kv_cache_dtype"]; ok {
+		if v, ok := w.str(path+".kv_cache_dtype", raw); ok {
+			switch v {
+			case "auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2":
+				g.KVCacheDtype = v
+			default:
+				w.add(path+".kv_cache_dtype", quoteRaw(raw), "want vLLM's --kv-cache-dtype: auto, fp8, fp8_e4m3 or fp8_e5m2")
+			}
+		}
+	}
+	if raw, ok := obj["enable_expert_parallel"]; ok {
+		g.EnableExpertParallel, _ = w.boolean(path+".enable_expert_parallel", raw)
 	}
 }
 

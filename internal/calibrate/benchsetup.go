@@ -21,7 +21,11 @@ func SetupFromExperiment(e *benchmark.Experiment) (*BenchSetup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: model_config: %w", e.Name, err)
 	}
-	pl := latency.Placement{GPU: gpu, Model: m, TP: max(e.TensorParallel, 1), Precision: e.Precision}
+	pl := latency.Placement{GPU: gpu, Model: m, TP: max(e.TensorParallel, 1), Precision: e.Precision,
+		KVDtype: e.Engine.KVCacheDtype}
+	if e.Engine.EnableExpertParallel && m.IsMoE() {
+		pl.EP = pl.TP * max(e.DP, 1)
+	}
 	if err := pl.Normalize(); err != nil {
 		return nil, fmt.Errorf("%s: %w", e.Name, err)
 	}
