@@ -151,3 +151,27 @@ func TestCalibratePhysicsOnARun(t *testing.T) {
 	require.Equal(t, exitOK, code, errs)
 	require.Contains(t, stdout, "the physical model with "+out)
 }
+
+// TestBenchmarkImport puts a vllm bench serve result into an experiment
+// and scores the twin on it.
+func TestBenchmarkImport(t *testing.T) {
+	dir := t.TempDir()
+	base := filepath.Join(trainVal, "64-qwen2-5-7b-instruct-tp1-roleplay-1-1.json")
+	res := "../../internal/benchmark/testdata/vllm/openai-6.0qps-Qwen2.5-7B-Instruct-20260301-101500.json"
+	out := filepath.Join(dir, "mine.json")
+	code, stdout, errs := runCLI(t, "benchmark", "import", res, "--kind", "vllm-bench-serve", "--into", base, "--out", out)
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, stdout, "stages [0 -1]")
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var e struct {
+		Measured map[string]map[string]float64 `json:"measured_ms"`
+	}
+	require.NoError(t, json.Unmarshal(data, &e))
+	require.Contains(t, e.Measured["-1"], "ttft_mean")
+	require.Equal(t, e.Measured["-1"], e.Measured["0"], "one run at one rate: the stage is the whole run")
+
+	code, _, errs = runCLI(t, "benchmark", "import", res, "--into", filepath.Join(trainVal, "17-llama-4-scout-17b-16e-tp2-general-lite-2-1.json"), "--out", out)
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, "one stage")
+}

@@ -56,6 +56,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newSweepCmd())
 	root.AddCommand(newScorecardCmd())
 	root.AddCommand(newPlanCmd())
+	root.AddCommand(newBenchmarkCmd())
 	return root
 }
 
