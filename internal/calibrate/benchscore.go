@@ -206,37 +206,9 @@ func benchLoss(setups []*BenchSetup, preds []*BenchPrediction) float64 {
 // logarithms (they are all positive; moe_imbalance is fitted as its excess
 // over 1). It returns the coefficients and the loss (RMS of log errors).
 func FitCoeffs(ctx context.Context, setups []*BenchSetup, start latency.Coeffs, free []string, evaluations int) (latency.Coeffs, float64, error) {
-	var names []string
-	for _, f := range start.Fields() {
-		if len(free) == 0 || slices.Contains(free, f.Name) {
-			names = append(names, f.Name)
-		}
-	}
-	for _, f := range free {
-		found := false
-		for _, g := range start.Fields() {
-			found = found || g.Name == f
-		}
-		if !found {
-			return start, 0, fmt.Errorf("calibrate: no coefficient %q to fit", f)
-		}
-	}
-	set := func(x []float64) latency.Coeffs {
-		c := start
-		j := 0
-		for _, f := range c.Fields() {
-			if slices.Contains(names, f.Name) {
-				*f.P = fromLog(f.Name, x[j])
-				j++
-			}
-		}
-		return c
-	}
-	x0 := make([]float64, 0, len(names))
-	for _, f := range start.Fields() {
-		if slices.Contains(names, f.Name) {
-			x0 = append(x0, toLog(f.Name, *f.P))
-		}
+	x0, set, err := coeffSpace(start, free)
+	if err != nil {
+		return start, 0, err
 	}
 	var firstErr error
 	objective := func(x []float64) float64 {

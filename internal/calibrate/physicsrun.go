@@ -42,31 +42,9 @@ func RefineCoeffs(ctx context.Context, run *Run, start latency.Coeffs, free []st
 		return start, 0, err
 	}
 	defer sim.close()
-	var names []string
-	for _, f := range start.Fields() {
-		if len(free) == 0 || slices.Contains(free, f.Name) {
-			names = append(names, f.Name)
-		}
-	}
-	if len(names) < max(len(free), 1) {
-		return start, 0, fmt.Errorf("calibrate: --free %v: want coefficient names of %v", free, coeffNames(start))
-	}
-	set := func(x []float64) latency.Coeffs {
-		c := start
-		j := 0
-		for _, f := range c.Fields() {
-			if slices.Contains(names, f.Name) {
-				*f.P = fromLog(f.Name, x[j])
-				j++
-			}
-		}
-		return c
-	}
-	var x0 []float64
-	for _, f := range start.Fields() {
-		if slices.Contains(names, f.Name) {
-			x0 = append(x0, toLog(f.Name, *f.P))
-		}
+	x0, set, err := coeffSpace(start, free)
+	if err != nil {
+		return start, 0, err
 	}
 	var failed error
 	objective := func(x []float64) float64 {
@@ -98,27 +76,43 @@ func RefineCoeffs(ctx context.Context, run *Run, start latency.Coeffs, free []st
 	return set(res.X), res.F, nil
 }
 
-// toLog and fromLog map a coefficient to the unconstrained space the fits
-// search: logarithms keep every coefficient positive; moe_imbalance is
-// fitted as its excess over 1.
-func toLog(name string, v float64) float64 {
-	if name == "moe_imbalance" {
-		v--
+// coeffSpace maps the coefficients of start named in free (all when
+// empty) to the unconstrained vector the fits search, and back: logarithms
+// keep every coefficient positive; moe_imbalance is fitted as its excess
+// over 1. The others stay at start's values.
+func coeffSpace(start latency.Coeffs, free []string) (x0 []float64, set func([]float64) latency.Coeffs, err error) {
+	var all []string
+	for _, f := range start.Fields() {
+		all = append(all, f.Name)
 	}
-	return math.Log(max(v, 1e-3))
-}
-
-func fromLog(name string, x float64) float64 {
-	if name == "moe_imbalance" {
-		return 1 + math.Exp(x)
+	for _, f := range free {
+		if !slices.Contains(all, f) {
+			return nil, nil, fmt.Errorf("calibrate: no coefficient %q to fit; want some of %v", f, all)
+		}
 	}
-	return math.Exp(x)
-}
-
-func coeffNames(c latency.Coeffs) []string {
-	var out []string
-	for _, f := range c.Fields() {
-		out = append(out, f.Name)
+	fitted := func(name string) bool { return len(free) == 0 || slices.Contains(free, name) }
+	for _, f := range start.Fields() {
+		if fitted(f.Name) {
+			v := *f.P
+			if f.Name == "moe_imbalance" {
+				v--
+			}
+			x0 = append(x0, math.Log(max(v, 1e-3)))
+		}
 	}
-	return out
+	set = func(x []float64) latency.Coeffs {
+		c := start
+		j := 0
+		for _, f := range c.Fields() {
+			if fitted(f.Name) {
+				*f.P = math.Exp(x[j])
+				if f.Name == "moe_imbalance" {
+					*f.P++
+				}
+				j++
+			}
+		}
+		return c
+	}
+	return x0, set, nil
 }
