@@ -125,6 +125,7 @@ var badFixtures = map[string][]string{
 		"derived.bad.yaml:36: pools[0].model_config: got \"llama-9\", unknown model \"llama-9\": the shipped models are codellama-34b-instruct-hf, deepseek-v2-lite, glm-5.2-fp8, llama-2-70b-hf, llama-2-7b-hf, llama-3.1-70b-instruct, llama-3.1-8b-instruct, llama-4-scout-17b-16e-instruct-fp8-dynamic, mistral-nemo-instruct-2407, mixtral-8x22b-v0.1, mixtral-8x7b-v0.1, qwen2.5-7b-instruct, qwen3-14b, qwen3-30b-a3b, qwen3-32b, yi-34b (Hugging Face names such as meta-llama/Llama-3.1-8B-Instruct also match, as do names that differ only by an -Instruct, -hf or release-tag suffix); for another model, pass the path to its config.json (from its Hugging Face repository) instead",
 		"derived.bad.yaml:37: pools[0].precision: got \"int3\", want one of bf16, fp16, fp8",
 		"derived.bad.yaml:45: pools[1].gpus_per_replica: got 1, the weights of llama-3.1-70b-instruct (141.1 GB per GPU in bf16) leave room for 0 KV tokens on H100-SXM at 90 % of memory, want >= 4096; want more GPUs per replica or precision: fp8",
+		"derived.bad.yaml:61: pools[2].precision: got \"bf16\", precision bf16: the llama-4-scout-17b-16e-instruct-fp8-dynamic checkpoint is FP8; want fp8 (or leave precision out), or a 16-bit checkpoint's config",
 	},
 	"purchasable.bad.yaml": {
 		"purchasable.bad.yaml:25: pools[0].purchase.lead_time: got \"2 weeks\", want days, weeks or years, such as 90d, 8w or 1y (or a duration such as 36h)",

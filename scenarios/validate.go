@@ -583,11 +583,19 @@ func (v *validator) derived(p string, pl Pool, acc *Accelerator) {
 	place := latency.Placement{GPU: gpu, Model: m, TP: pl.GPUsPerReplica, Precision: pl.Precision, EP: pl.ExpertParallel,
 		KVDtype: pl.KVCacheDtype}
 	if err := place.Normalize(); err != nil {
-		key, val := ".model_config", q(pl.ModelConfig)
-		if strings.HasPrefix(err.Error(), "expert_parallel") {
-			key, val = ".expert_parallel", strconv.Itoa(pl.ExpertParallel)
+		// Normalize's messages start with the key at fault.
+		key, val := "model_config", q(pl.ModelConfig)
+		switch first, _, _ := strings.Cut(err.Error(), " "); first {
+		case "expert_parallel":
+			key, val = first, strconv.Itoa(pl.ExpertParallel)
+		case "tensor_parallel":
+			key, val = "gpus_per_replica", strconv.Itoa(pl.GPUsPerReplica)
+		case "precision":
+			key, val = first, q(pl.Precision)
+		case "kv_cache_dtype":
+			key, val = first, q(pl.KVCacheDtype)
 		}
-		v.add(p+key, val, err.Error())
+		v.add(p+"."+key, val, err.Error())
 		return
 	}
 	if pl.ExpertParallel > 1 && pl.Replicas > 0 && pl.Replicas%(pl.ExpertParallel/max(pl.GPUsPerReplica, 1)) != 0 {

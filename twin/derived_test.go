@@ -32,7 +32,9 @@ func TestDerivedPoolPredictsMeasuredITL(t *testing.T) {
 	require.Empty(t, errs)
 	prof := profs["m"]
 	require.NotNil(t, prof.Physics, "a derived pool runs on the physical model")
-	require.InEpsilon(t, 1_054_822, prof.KVTokens, 0.01, "KV from the H100's memory less the weights")
+	// vLLM 0.15.1 reported 65,352 blocks of 16 for this placement (the
+	// sim-to-real study's experiment 64).
+	require.InEpsilon(t, 65_352*16, prof.KVTokens, 0.05, "KV from the H100's memory less the weights")
 
 	rep, err := Run(context.Background(), sc, Options{})
 	require.NoError(t, err)

@@ -113,7 +113,7 @@ func fidelityBenchmarks(cmd *cobra.Command, paths []string, profile, jsonPath st
 	if profile != "" {
 		f, err := calibrate.ReadCoeffsFile(profile)
 		if err != nil {
-			return &exitError{code: exitInvalid, err: err}
+			return &exitError{code: exitInvalid, err: fmt.Errorf("--profile: %w", err)}
 		}
 		c, how = &f.Coefficients, profile
 	}

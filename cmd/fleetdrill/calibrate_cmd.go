@@ -48,7 +48,13 @@ and a scenario pool's coefficients key.`,
 				if len(args) > 0 || requests != "" {
 					return &exitError{code: exitInvalid, err: fmt.Errorf("give --benchmark, RUN_DIR or --requests FILE, one of them")}
 				}
+				if physics {
+					return &exitError{code: exitInvalid, err: fmt.Errorf("--physics: --benchmark always fits the physical model; leave --physics out")}
+				}
 				return calibrateBenchmarks(cmd, benchmarks, start, free, evals, out)
+			}
+			if !physics && (start != "" || free != "") {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("--start and --free set the physical model's coefficients: use them with --benchmark or --physics")}
 			}
 			var run *calibrate.Run
 			var err error

@@ -134,6 +134,15 @@ func TestCalibrateBenchmark(t *testing.T) {
 	code, _, errs = runCLI(t, "calibrate", "--benchmark", one, "--free", "no_such")
 	require.Equal(t, exitInvalid, code)
 	require.Contains(t, errs, `no coefficient "no_such"`)
+	code, _, errs = runCLI(t, "calibrate", "--benchmark", one, "--physics")
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, "--physics")
+	code, _, errs = runCLI(t, "calibrate", calRun, "--free", "kv_eff")
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, "use them with --benchmark or --physics")
+	code, _, errs = runCLI(t, "fidelity", "--benchmark", one, "--profile", calRun)
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, "--profile:")
 }
 
 // TestCalibratePhysicsOnARun fits the physical model's device

@@ -221,3 +221,17 @@ func TestParseEngineOptions(t *testing.T) {
 	_, err = Parse("x.json", []byte(bad))
 	require.ErrorContains(t, err, "engine.kv_cache_dtype")
 }
+
+// TestWorkloadBounds: a stage so long, slow or busy that its replay's clock
+// or memory would overflow is refused, naming the field.
+func TestWorkloadBounds(t *testing.T) {
+	for _, tc := range []struct{ stage, want string }{
+		{`{"rate": 8, "duration_s": 1e12}`, "workload.stages[0].duration_s: got 1e+12, want at most"},
+		{`{"rate": 1e-12, "duration_s": 600}`, "workload.stages[0].rate: got 1e-12, want at least"},
+		{`{"rate": 1e6, "duration_s": 600}`, "sends 6e+08 requests; want at most 10000000"},
+	} {
+		text := strings.Replace(briefExample, `{"rate": 8, "duration_s": 600}`, tc.stage, 1)
+		_, err := Parse("x.json", []byte(text))
+		require.ErrorContains(t, err, tc.want)
+	}
+}

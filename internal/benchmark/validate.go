@@ -50,6 +50,13 @@ func (c *checker) positive(path string, v float64) {
 	}
 }
 
+// Workload bounds (see problems).
+const (
+	maxStageSeconds = 30 * 86400 // 30 days
+	minRate         = 1e-4       // one request in under three hours
+	maxRequests     = 10_000_000
+)
+
 func formatFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // problems lists everything wrong with e's values, in schema order.
@@ -89,10 +96,27 @@ func (e *Experiment) problems() []Problem {
 	if len(wl.Stages) == 0 {
 		c.add("workload.stages", "", "want at least one stage")
 	}
+	total := 0.0
 	for i, s := range wl.Stages {
 		p := joinIndex("workload.stages", i)
 		c.positive(p+".rate", s.Rate)
 		c.positive(p+".duration_s", s.DurationS)
+		// Bounds that keep a replay's clock (nanoseconds in an int64) and
+		// its memory sane: a benchmark runs for hours, not years.
+		switch {
+		case s.DurationS > maxStageSeconds:
+			c.add(p+".duration_s", formatFloat(s.DurationS), fmt.Sprintf("want at most %g (about %d days): a stage of a benchmark run", float64(maxStageSeconds), maxStageSeconds/86400))
+		case s.Rate > 0 && s.Rate < minRate:
+			c.add(p+".rate", formatFloat(s.Rate), fmt.Sprintf("want at least %g requests per second", minRate))
+		case s.Rate*s.DurationS > maxRequests:
+			c.add(p+".rate", formatFloat(s.Rate), fmt.Sprintf("with duration_s %s it sends %.3g requests; want at most %d in a stage", formatFloat(s.DurationS), s.Rate*s.DurationS, maxRequests))
+		}
+		if s.Rate > 0 && s.DurationS > 0 {
+			total += s.Rate * s.DurationS
+		}
+	}
+	if total > maxRequests {
+		c.add("workload.stages", "", fmt.Sprintf("the stages send %.3g requests in all; want at most %d", total, maxRequests))
 	}
 	sp := wl.SharedPrefix
 	const spp = "workload.shared_prefix"

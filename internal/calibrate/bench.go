@@ -90,11 +90,17 @@ type benchReq struct {
 	finished    bool
 }
 
-type benchSink struct{ reqs []benchReq }
+type benchSink struct {
+	reqs  []benchReq
+	twice int // Done reported again for a finished request: a bug
+}
 
 func (b *benchSink) FirstToken(s *engine.Seq, at time.Duration) { b.reqs[s.Tag].first = at }
 func (b *benchSink) Done(s *engine.Seq, at time.Duration) {
 	r := &b.reqs[s.Tag]
+	if r.finished {
+		b.twice++
+	}
 	r.done, r.finished = at, true
 }
 func (b *benchSink) Preempted(*engine.Seq, time.Duration) {}
@@ -242,6 +248,9 @@ func ReplayBenchmark(s *BenchSetup, c latency.Coeffs) (*BenchPrediction, error) 
 			return nil, fmt.Errorf("%s: request %d never finished in the replay", s.Name, i)
 		}
 	}
+	if sink.twice > 0 {
+		return nil, fmt.Errorf("%s: %d requests finished twice in the replay", s.Name, sink.twice)
+	}
 
 	p := &BenchPrediction{Stages: map[string]map[string]float64{}, Requests: len(reqs), Counts: map[string]int{}}
 	for i := range reqs {
@@ -287,8 +296,9 @@ func stageMetrics(reqs []benchReq, stage int, perChunk float64) map[string]float
 		"e2e_mean": e2e.Mean(), "e2e_p50": e2e.Quantile(0.5), "e2e_p90": e2e.Quantile(0.9), "e2e_p99": e2e.Quantile(0.99),
 	}
 	if n > 0 {
+		// Both per counted token (see BenchSetup.TokensPerChunk).
 		m["itl_mean"] = gaps / n * perChunk
-		m["tpot_mean"] = tpot.Mean()
+		m["tpot_mean"] = tpot.Mean() * perChunk
 	}
 	return m
 }

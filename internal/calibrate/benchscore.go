@@ -143,7 +143,7 @@ func ScoreBenchmarks(ctx context.Context, setups []*BenchSetup, c *latency.Coeff
 	return sc, nil
 }
 
-// Summary returns a metric's summary, and false when no experiment
+// SummaryOf returns a metric's summary, and false when no experiment
 // measured it.
 func (sc *BenchScore) SummaryOf(metric string) (BenchSummary, bool) {
 	for _, s := range sc.Summary {
@@ -182,9 +182,16 @@ func benchLoss(setups []*BenchSetup, preds []*BenchPrediction) float64 {
 	total := 0.0
 	for i, s := range setups {
 		var sum, w float64
-		for st, ms := range s.Measured {
-			for m, meas := range ms {
+		// In a fixed order: a float sum's last bits depend on it, and the
+		// fit compares these values.
+		for _, st := range stageKeys(s.Measured) {
+			ms := s.Measured[st]
+			for _, m := range BenchMetrics {
+				meas, ok := ms[m]
 				wt := fitWeights[m]
+				if !ok {
+					continue
+				}
 				pred := preds[i].Stages[st][m]
 				if wt == 0 || meas <= 0 || pred <= 0 {
 					continue

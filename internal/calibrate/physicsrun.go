@@ -19,7 +19,7 @@ func PhysicsProfile(run *Run, c latency.Coeffs) (latency.Profile, error) {
 	if err != nil {
 		return latency.Profile{}, err
 	}
-	ph, err := latency.NewPhysics(latency.Placement{GPU: pl.GPU, Model: pl.Model, TP: pl.TP, EP: pl.EP}, c)
+	ph, err := latency.NewPhysics(latency.Placement{GPU: pl.GPU, Model: pl.Model, TP: pl.TP, EP: pl.expertGPUs()}, c)
 	if err != nil {
 		return latency.Profile{}, fmt.Errorf("calibrate: %s: %w", run.Name, err)
 	}

@@ -302,7 +302,7 @@ func replayScenario(run *Run, pl Placement, prof latency.Profile, dir string) *s
 		c := ph.Coeffs()
 		pool.GPU, pool.ModelConfig, pool.Coefficients = pl.GPU.Name, e.Model, &c
 		if pl.EP > 1 {
-			pool.ExpertParallel = pl.EP
+			pool.ExpertParallel = pl.expertGPUs()
 		}
 		pool.Profiles = map[string]scenarios.Profile{name: {MaxBatchedTokens: p.MaxBatchedTokens, KVTokens: p.KVTokens}}
 	}

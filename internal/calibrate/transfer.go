@@ -50,6 +50,16 @@ func Resolve(e Engine) (Placement, error) {
 	return p, nil
 }
 
+// expertGPUs is the expert-parallel degree as the physical model counts
+// it: GPUs (TP × the EP replicas), where Placement.EP counts replicas; 0
+// when the experts are not spread.
+func (p Placement) expertGPUs() int {
+	if p.EP <= 1 {
+		return 0
+	}
+	return p.EP * p.TP
+}
+
 // Equal reports whether two placements are the same layout of the same
 // model on the same device (latency.GPU, holding its aliases in a slice,
 // cannot be compared with ==).

@@ -225,8 +225,9 @@ func (r *Replica) Next() (time.Duration, bool) { return r.segEnd, r.busy }
 
 // Add queues a sequence at time now. If the replica is idle, a step starts
 // now; if it is in a run of decode steps, the run is cut at the end of the
-// step in progress so the sequence joins the next step. The caller must then
-// re-read Next.
+// step in progress so the sequence joins the next step (with async
+// scheduling, the step after that: the next one was scheduled when the one
+// in progress started). The caller must then re-read Next.
 func (r *Replica) Add(now time.Duration, s *Seq) {
 	if s.Output < 1 {
 		s.Output = 1
@@ -235,11 +236,10 @@ func (r *Replica) Add(now time.Duration, s *Seq) {
 	s.added = now
 	r.waiting = append(r.waiting, s)
 	if !r.busy {
-		r.lastStart = now
-		r.plan(now, nil)
+		r.plan(now, nil) // nothing in flight: schedules at once
 		return
 	}
-	r.cut(now)
+	r.cut(now, true)
 }
 
 // Cancel removes a sequence (its deadline expired, or the client went away).
@@ -262,7 +262,7 @@ func (r *Replica) Cancel(now time.Duration, s *Seq) bool {
 		return true
 	case seqRunning:
 		s.cancelled = true
-		r.cut(now)
+		r.cut(now, false)
 		return true
 	}
 	return false
@@ -497,8 +497,11 @@ func (r *Replica) sum(k int) float64 {
 }
 
 // cut shortens a run of decode steps to end with the step in progress at
-// now.
-func (r *Replica) cut(now time.Duration) {
+// now. For a newcomer (join) under async scheduling, the run ends one step
+// later when the step in progress started before now: the step after it
+// was scheduled then, without the newcomer. A cancellation takes effect at
+// the end of the step in progress either way.
+func (r *Replica) cut(now time.Duration, join bool) {
 	if !r.busy || r.segSteps <= 1 {
 		return
 	}
@@ -514,7 +517,7 @@ func (r *Replica) cut(now time.Duration) {
 			lo = mid + 1
 		}
 	}
-	if r.prof.AsyncScheduling {
+	if join && r.prof.AsyncScheduling && r.segStart+latency.US(r.sum(lo-1)) < now {
 		lo++ // the step after the one in progress is already scheduled
 	}
 	if lo < r.segSteps {

@@ -149,6 +149,68 @@ func TestAsyncSchedulingJoinsOneStepLater(t *testing.T) {
 	require.Equal(t, 30*time.Millisecond, l.first[4])
 }
 
+// TestAsyncSkipAheadMatchesStepByStepAtTies: a newcomer queued at the very
+// instant a step ends and the next begins (before or after the replica's
+// Advance at that instant), and a cancellation in the middle of a run, land
+// on the same step whether the replica skips ahead or steps one at a time.
+func TestAsyncSkipAheadMatchesStepByStepAtTies(t *testing.T) {
+	prof := flat(10_000)
+	prof.AsyncScheduling = true
+	type result struct {
+		first, done map[int]time.Duration
+		events      []string
+	}
+	const tie = 30 * time.Millisecond // a finishes then: a segment ends in both modes
+	run := func(noSkip, afterAdvance bool, cancelAt time.Duration) result {
+		r, err := New(Config{Profile: prof, MaxSeqs: 8, KVTokens: 100_000})
+		require.NoError(t, err)
+		r.noSkip = noSkip
+		l := newLog()
+		a := &Seq{Tag: 1, Prompt: 10, Output: 3}
+		b := &Seq{Tag: 2, Prompt: 10, Output: 3}
+		c := &Seq{Tag: 3, Prompt: 10, Output: 50}
+		r.Add(0, a)
+		r.Add(0, c)
+		added, cancelled := false, false
+		for {
+			next, busy := r.Next()
+			if !busy {
+				break
+			}
+			if !cancelled && cancelAt > 0 && cancelAt < next {
+				r.Cancel(cancelAt, c)
+				cancelled = true
+				continue
+			}
+			if !added && !afterAdvance && next >= tie {
+				r.Add(tie, b)
+				added = true
+				continue
+			}
+			r.Advance(next, l)
+			require.NoError(t, r.Invariants())
+			if !added && afterAdvance && next == tie {
+				r.Add(tie, b)
+				added = true
+			}
+		}
+		require.True(t, added)
+		return result{l.first, l.done, l.events}
+	}
+	for _, after := range []bool{false, true} {
+		for _, cancelAt := range []time.Duration{0, 65 * time.Millisecond} {
+			fast, slow := run(false, after, cancelAt), run(true, after, cancelAt)
+			require.Equal(t, slow.events, fast.events, "after advance %v, cancel at %v", after, cancelAt)
+		}
+	}
+	require.Equal(t, tie, run(false, false, 0).done[1], "a ends at the tie")
+	// Queued at 30ms, as the 30–40ms step is scheduled (before or after the
+	// replica sees the 20–30ms step end), b is prefilled in 40–50ms: the
+	// newcomer joins the step after the one being scheduled as it arrives.
+	require.Equal(t, 50*time.Millisecond, run(false, false, 0).first[2])
+	require.Equal(t, 50*time.Millisecond, run(false, true, 0).first[2])
+}
+
 func physicsProfile(t *testing.T, chunk int, async bool) latency.Profile {
 	t.Helper()
 	g, err := latency.LookupGPU("H100")
