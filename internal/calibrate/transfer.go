@@ -9,14 +9,6 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
-// activationReserveGB is the memory per GPU, in 10⁹ bytes, that vLLM keeps
-// for activations and CUDA graphs beyond weights and KV cache. Derived from
-// the RTX 4090 run, the only one that records its KV capacity: 25.25·10⁹
-// bytes × 0.9 − 16.06·10⁹ of weights leaves 6.66·10⁹, of which the
-// measured 41,408 tokens × 128 KiB use 5.43·10⁹. MODELING.md warns that
-// ignoring it overestimates KV.
-const activationReserveGB = 1.24
-
 // Placement is how a model is laid out on a run's GPUs.
 type Placement struct {
 	GPU   latency.GPU
@@ -47,6 +39,9 @@ func Resolve(e Engine) (Placement, error) {
 	if m.IsMoE() && e.DP > 1 {
 		p.EP = e.DP // the MoE run shards experts across its data-parallel ranks
 	}
+	if pl := (latency.Placement{GPU: gpu, Model: m, TP: p.TP, EP: p.expertGPUs()}); pl.Normalize() != nil {
+		return Placement{}, fmt.Errorf("calibrate: %s on %d × %s (dp %d): %w", e.Model, p.TP, gpu.Name, e.DP, pl.Normalize())
+	}
 	return p, nil
 }
 
@@ -76,30 +71,25 @@ func (p Placement) bytesPerParam() float64 {
 	return 2
 }
 
-// weightBytesPerGPU is the weight memory each GPU holds: tensor parallelism
-// splits every weight; expert parallelism splits only the routed experts,
-// while attention, shared experts and embeddings are replicated on each
-// expert-parallel rank.
-func (p Placement) weightBytesPerGPU() float64 {
-	total, _ := p.Model.Params()
-	experts := 0.0
-	if p.Model.IsMoE() {
-		experts = float64(min(p.Model.MoELayers, p.Model.Layers)) * p.Model.ExpertParams() * float64(p.Model.Experts)
-	}
-	return ((total - experts) + experts/float64(max(p.EP, 1))) * p.bytesPerParam() / float64(p.TP)
+// physical is the placement as the physical model sees it (its sizing is
+// the one sizing of weights and KV the project has): expert parallelism
+// counted in GPUs, precision the checkpoint's. Resolve has checked it.
+func (p Placement) physical() latency.Placement {
+	pl := latency.Placement{GPU: p.GPU, Model: p.Model, TP: p.TP, EP: p.expertGPUs()}
+	_ = pl.Normalize()
+	return pl
 }
 
-// kvBytesPerTokenPerGPU is one token's BF16 KV cache on each GPU of a
+// weightBytesPerGPU is the weight memory each GPU holds: tensor parallelism
+// splits every weight; expert parallelism splits the routed experts over
+// its GPUs instead (latency.Placement.WeightBytesPerGPU).
+func (p Placement) weightBytesPerGPU() float64 { return p.physical().WeightBytesPerGPU() }
+
+// kvBytesPerTokenPerGPU is one token's 16-bit KV cache on each GPU of a
 // replica: tensor parallelism splits KV heads, but a group wider than the
 // model's KV heads replicates them (and MLA's single latent is replicated
 // on every GPU).
-func (p Placement) kvBytesPerTokenPerGPU() float64 {
-	kvHeads := p.Model.KVHeads
-	if kvHeads <= 0 {
-		kvHeads = p.Model.Heads
-	}
-	return p.Model.KVBytesPerToken(2) / float64(max(min(p.TP, kvHeads), 1))
-}
+func (p Placement) kvBytesPerTokenPerGPU() float64 { return p.physical().KVBytesPerTokenPerGPU() }
 
 // streamedBytesPerGPU is what a decode step reads of each GPU's weights:
 // all of them but the input embedding, of which a step gathers only its
@@ -167,10 +157,7 @@ func (p Placement) tflops() float64 {
 // over the KV bytes per token each GPU holds. Memory is what the driver
 // reports (latency.GPU.MemoryBytes), which gpu_memory_utilization is a
 // share of.
-func (p Placement) KVTokens() int {
-	free := p.GPU.MemoryBytes()*0.9 - activationReserveGB*1e9 - p.weightBytesPerGPU()
-	return int(max(free, 0) / p.kvBytesPerTokenPerGPU())
-}
+func (p Placement) KVTokens() int { return p.physical().KVTokens(0.9) }
 
 // Transfer predicts the profile of placement to from one calibrated on from,
 // by the roofline with a fixed overhead:
