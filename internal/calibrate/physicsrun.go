@@ -6,8 +6,6 @@ import (
 	"math"
 	"slices"
 
-	"gonum.org/v1/gonum/optimize"
-
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
@@ -64,13 +62,11 @@ func RefineCoeffs(ctx context.Context, run *Run, start latency.Coeffs, free []st
 		}
 		return loss(run, pred)
 	}
-	res, err := optimize.Minimize(optimize.Problem{Func: objective}, x0,
-		&optimize.Settings{FuncEvaluations: evaluations, Converger: &optimize.FunctionConverge{Absolute: 1e-4, Iterations: 20}},
-		&optimize.NelderMead{SimplexSize: 0.3})
+	res, err := refineMinimize(objective, x0, evaluations)
 	if failed != nil {
 		return start, 0, failed
 	}
-	if err != nil && res == nil {
+	if err != nil {
 		return start, 0, err
 	}
 	return set(res.X), res.F, nil

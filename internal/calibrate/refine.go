@@ -55,13 +55,11 @@ func Refine(ctx context.Context, run *Run, start latency.Profile, evaluations in
 		}
 		return loss(run, pred)
 	}
-	res, err := optimize.Minimize(optimize.Problem{Func: objective}, x0,
-		&optimize.Settings{FuncEvaluations: evaluations, Converger: &optimize.FunctionConverge{Absolute: 1e-4, Iterations: 20}},
-		&optimize.NelderMead{SimplexSize: 0.3})
+	res, err := refineMinimize(objective, x0, evaluations)
 	if failed != nil {
 		return start, 0, failed
 	}
-	if err != nil && res == nil {
+	if err != nil {
 		return start, 0, err
 	}
 	best := profile(res.X)
@@ -93,4 +91,18 @@ func loss(run *Run, pred []twin.RequestLog) float64 {
 		return math.Inf(1)
 	}
 	return sum / float64(n)
+}
+
+// refineMinimize is the search both replay refinements (a linear profile,
+// the physical model's coefficients) run: Nelder–Mead over log
+// coefficients, stopping after evaluations replays or when the loss stops
+// moving. It fails only when there is no result at all.
+func refineMinimize(objective func([]float64) float64, x0 []float64, evaluations int) (*optimize.Result, error) {
+	res, err := optimize.Minimize(optimize.Problem{Func: objective}, x0,
+		&optimize.Settings{FuncEvaluations: evaluations, Converger: &optimize.FunctionConverge{Absolute: 1e-4, Iterations: 20}},
+		&optimize.NelderMead{SimplexSize: 0.3})
+	if res == nil {
+		return nil, err
+	}
+	return res, nil
 }
