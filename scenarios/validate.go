@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fleetdrill/fleetdrill/internal/modelfile"
 	"github.com/fleetdrill/fleetdrill/internal/suggest"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
@@ -564,7 +565,7 @@ func (v *validator) derived(p string, pl Pool, acc *Accelerator) {
 		v.add(p+".model_config", "", "missing; a derived profile (gpu, tensor_parallel, precision) needs the model's Hugging Face config.json: a path or a shipped model, one of "+oneOf(latency.ModelNames()))
 		return
 	}
-	m, merr := latency.ResolveModelConfig(pl.ModelConfig, v.s.Dir)
+	m, merr := modelfile.Resolve(pl.ModelConfig, v.s.Dir)
 	if merr != nil {
 		v.add(p+".model_config", q(pl.ModelConfig), merr.Error())
 	}

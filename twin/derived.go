@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/fleetdrill/fleetdrill/internal/modelfile"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
@@ -26,7 +27,7 @@ func DerivedPlacement(sc *scenarios.Scenario, pl *scenarios.Pool) (latency.Place
 	if err != nil {
 		return out, fmt.Errorf("%s: %w", key, err)
 	}
-	m, err := latency.ResolveModelConfig(pl.ModelConfig, sc.Dir)
+	m, err := modelfile.Resolve(pl.ModelConfig, sc.Dir)
 	if err != nil {
 		return out, fmt.Errorf("model_config: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/internal/benchmark"
+	"github.com/fleetdrill/fleetdrill/internal/modelfile"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
@@ -17,7 +18,7 @@ func SetupFromExperiment(e *benchmark.Experiment) (*BenchSetup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: gpu: %w", e.Name, err)
 	}
-	m, err := latency.LoadModelConfig(e.ModelConfigPath())
+	m, err := modelfile.Load(e.ModelConfigPath())
 	if err != nil {
 		return nil, fmt.Errorf("%s: model_config: %w", e.Name, err)
 	}

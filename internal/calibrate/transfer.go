@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/fleetdrill/fleetdrill/internal/modelfile"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
@@ -28,7 +29,7 @@ func Resolve(e Engine) (Placement, error) {
 	if err != nil {
 		return Placement{}, fmt.Errorf("calibrate: %w", err)
 	}
-	m, err := latency.ResolveModelConfig(e.Model, "")
+	m, err := modelfile.Resolve(e.Model, "")
 	if err != nil {
 		return Placement{}, fmt.Errorf("calibrate: %w", err)
 	}

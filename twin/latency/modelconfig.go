@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -66,14 +65,11 @@ type ModelConfig struct {
 // overflowing, so sizes are always finite.
 const maxDim = 1 << 24
 
-// LoadModelConfig reads a Hugging Face config.json. The model's name is its
+// ParseModelConfigFile reads the contents of the Hugging Face config.json
+// at path (internal/modelfile reads the file). The model's name is its
 // _name_or_path, else the file's name without ".json" (the directory's name
-// for a file called config.json).
-func LoadModelConfig(path string) (ModelConfig, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return ModelConfig{}, fmt.Errorf("model config: %w", err)
-	}
+// for a file called config.json); errors name path.
+func ParseModelConfigFile(path string, data []byte) (ModelConfig, error) {
 	name := strings.TrimSuffix(filepath.Base(path), ".json")
 	if name == "config" {
 		if dir := filepath.Base(filepath.Dir(path)); dir != "." && dir != string(filepath.Separator) {

@@ -93,7 +93,7 @@ func TestModelConfigPublishedSizes(t *testing.T) {
 	}
 	for _, p := range publishedSizes {
 		t.Run(strings.TrimSuffix(p.file, ".json"), func(t *testing.T) {
-			m, err := LoadModelConfig(filepath.Join(modelConfigDir, p.file))
+			m, err := loadModelConfig(filepath.Join(modelConfigDir, p.file))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -146,7 +146,7 @@ func TestModelConfigMatchesLlamaShapes(t *testing.T) {
 		{"llama-3.1-8b-instruct.json", llama31_8B},
 		{"llama-3.1-70b-instruct.json", llama31_70B},
 	} {
-		m, err := LoadModelConfig(filepath.Join(modelConfigDir, tc.file))
+		m, err := loadModelConfig(filepath.Join(modelConfigDir, tc.file))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,7 +163,7 @@ func TestModelConfigMatchesLlamaShapes(t *testing.T) {
 }
 
 func TestModelConfigFields(t *testing.T) {
-	m, err := LoadModelConfig(filepath.Join(modelConfigDir, "llama-4-scout-17b-16e-instruct-fp8-dynamic.json"))
+	m, err := loadModelConfig(filepath.Join(modelConfigDir, "llama-4-scout-17b-16e-instruct-fp8-dynamic.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,10 +176,10 @@ func TestModelConfigFields(t *testing.T) {
 		Quantization: "fp8", DType: "bfloat16", MaxPosition: 10485760,
 	}
 	if m != want {
-		t.Errorf("LoadModelConfig(scout) =\n%+v\nwant\n%+v", m, want)
+		t.Errorf("loadModelConfig(scout) =\n%+v\nwant\n%+v", m, want)
 	}
 
-	m, err = LoadModelConfig(filepath.Join(modelConfigDir, "deepseek-v2-lite.json"))
+	m, err = loadModelConfig(filepath.Join(modelConfigDir, "deepseek-v2-lite.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,10 +191,10 @@ func TestModelConfigFields(t *testing.T) {
 		KVLoraRank: 512, QKRopeHeadDim: 64, QKNopeHeadDim: 128, VHeadDim: 128,
 	}
 	if m != want {
-		t.Errorf("LoadModelConfig(deepseek-v2-lite) =\n%+v\nwant\n%+v", m, want)
+		t.Errorf("loadModelConfig(deepseek-v2-lite) =\n%+v\nwant\n%+v", m, want)
 	}
 
-	m, err = LoadModelConfig(filepath.Join(modelConfigDir, "llama-2-70b-hf.json"))
+	m, err = loadModelConfig(filepath.Join(modelConfigDir, "llama-2-70b-hf.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,40 +388,6 @@ func TestParseModelConfigErrors(t *testing.T) {
 	}
 }
 
-func TestLoadModelConfigNames(t *testing.T) {
-	dir := t.TempDir()
-	body := []byte(`{"num_hidden_layers": 1, "hidden_size": 8, "num_attention_heads": 1, "intermediate_size": 8, "vocab_size": 10}`)
-	for _, tc := range []struct{ path, want string }{
-		{filepath.Join(dir, "my-model.json"), "my-model"},
-		{filepath.Join(dir, "Some-Model-7B", "config.json"), "Some-Model-7B"},
-	} {
-		if err := os.MkdirAll(filepath.Dir(tc.path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(tc.path, body, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m, err := LoadModelConfig(tc.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Name != tc.want {
-			t.Errorf("LoadModelConfig(%s).Name = %q, want %q", tc.path, m.Name, tc.want)
-		}
-	}
-	missing := filepath.Join(dir, "nope.json")
-	if _, err := LoadModelConfig(missing); err == nil || !strings.Contains(err.Error(), missing) {
-		t.Errorf("LoadModelConfig(missing) error = %v, want one naming %s", err, missing)
-	}
-	bad := filepath.Join(dir, "bad.json")
-	if err := os.WriteFile(bad, []byte(`{"hidden_size": 8}`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadModelConfig(bad); err == nil || !strings.Contains(err.Error(), bad) {
-		t.Errorf("LoadModelConfig(bad) error = %v, want one naming %s", err, bad)
-	}
-}
-
 // FuzzParseModelConfig: no input panics, and every accepted config has a
 // usable shape and finite sizes.
 func FuzzParseModelConfig(f *testing.F) {
@@ -456,4 +422,14 @@ func FuzzParseModelConfig(f *testing.F) {
 			t.Fatalf("active %v > total %v for %+v", active, total, m)
 		}
 	})
+}
+
+// loadModelConfig reads a config.json fixture (the package itself does no
+// I/O: internal/modelfile does).
+func loadModelConfig(path string) (ModelConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ModelConfig{}, err
+	}
+	return ParseModelConfigFile(path, data)
 }

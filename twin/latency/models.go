@@ -12,9 +12,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -168,52 +166,4 @@ func isReleaseTag(w string) bool {
 		}
 	}
 	return true
-}
-
-// ResolveModelConfig turns a model reference into a shape. A reference to a
-// file is loaded: one that exists (relative references are taken from
-// baseDir when it is not ""), a directory holding config.json (a
-// downloaded Hugging Face snapshot), or anything that ends in ".json", is
-// absolute, starts with '.' or '~', or has more than one '/' (the error then
-// says the file is missing). Anything else is a name for LookupModel: a
-// single '/' cannot mark a path, since Hugging Face names
-// ("meta-llama/Llama-3.1-8B") have one.
-func ResolveModelConfig(ref, baseDir string) (ModelConfig, error) {
-	if strings.TrimSpace(ref) == "" {
-		return ModelConfig{}, fmt.Errorf("no model given: name a shipped model (%s) or give the path to its config.json",
-			strings.Join(ModelNames(), ", "))
-	}
-	p := ref
-	if baseDir != "" && !filepath.IsAbs(ref) {
-		p = filepath.Join(baseDir, ref)
-	}
-	if fi, err := os.Stat(p); err == nil {
-		if !fi.IsDir() {
-			return LoadModelConfig(p)
-		}
-		if cfg := filepath.Join(p, "config.json"); fileExists(cfg) {
-			return LoadModelConfig(cfg)
-		}
-	}
-	if looksLikePath(ref) {
-		return LoadModelConfig(p) // fails, saying which file is missing
-	}
-	m, err := LookupModel(ref)
-	if err != nil && strings.Contains(ref, "/") {
-		return ModelConfig{}, fmt.Errorf("%w (no file or directory %s holding a config.json exists either)", err, p)
-	}
-	return m, err
-}
-
-func fileExists(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir()
-}
-
-// looksLikePath reports whether ref can only be a file's path, not a
-// model's name.
-func looksLikePath(ref string) bool {
-	return strings.HasSuffix(strings.ToLower(ref), ".json") || filepath.IsAbs(ref) ||
-		strings.HasPrefix(ref, ".") || strings.HasPrefix(ref, "~") ||
-		strings.Count(ref, "/") > 1 || (filepath.Separator != '/' && strings.ContainsRune(ref, filepath.Separator))
 }

@@ -1,7 +1,6 @@
 package latency
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -66,7 +65,7 @@ func TestLookupModel(t *testing.T) {
 			if err != nil {
 				t.Fatalf("LookupModel(%q): %v", tc.name, err)
 			}
-			want, err := LoadModelConfig(filepath.Join("models", tc.want+".json"))
+			want, err := loadModelConfig(filepath.Join("models", tc.want+".json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -126,58 +125,6 @@ func TestLookupModelAmbiguous(t *testing.T) {
 				t.Errorf("lookupModel(%q) = %v, %v; want an error containing %q", tc.name, got.Name, err, tc.err)
 			case tc.layers > 0 && (err != nil || got.Layers != tc.layers):
 				t.Errorf("lookupModel(%q) = %v (%d layers), %v; want the one with %d layers", tc.name, got.Name, got.Layers, err, tc.layers)
-			}
-		})
-	}
-}
-
-func TestResolveModelConfig(t *testing.T) {
-	dir := t.TempDir()
-	data, err := os.ReadFile(filepath.Join("models", "qwen3-14b.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(rel string) string {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	abs := write("mine.json")
-	write("snapshots/my-model/config.json")
-	write("org/Local-Model/config.json")
-	write("notjson") // a file, whatever its name
-
-	for _, tc := range []struct {
-		ref, base string
-		name      string // the model's Name; "" with err
-		err       string
-	}{
-		{abs, "", "mine", ""},
-		{"mine.json", dir, "mine", ""},
-		{"notjson", dir, "notjson", ""},
-		{filepath.Join(dir, "snapshots", "my-model"), "", "my-model", ""}, // a snapshot directory
-		{"org/Local-Model", dir, "Local-Model", ""},                       // a file wins over a name
-		{"meta-llama/Llama-3.1-8B", dir, "llama-3.1-8b-instruct", ""},     // no such file: a name
-		{"qwen3-32b", "", "qwen3-32b", ""},
-		{"missing.json", dir, "", "missing.json"},
-		{"./qwen3-32b", dir, "", "qwen3-32b"}, // a path, not a name
-		{"a/b/c", dir, "", "no such file"},
-		{"org/Not-Shipped", dir, "", "unknown model \"org/Not-Shipped\""},
-		{"org/Not-Shipped", dir, "", "no file or directory"},
-		{"", dir, "", "no model given"},
-	} {
-		t.Run(tc.ref, func(t *testing.T) {
-			m, err := ResolveModelConfig(tc.ref, tc.base)
-			switch {
-			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-				t.Errorf("ResolveModelConfig(%q, %q) = %q, %v; want an error containing %q", tc.ref, tc.base, m.Name, err, tc.err)
-			case tc.err == "" && (err != nil || m.Name != tc.name):
-				t.Errorf("ResolveModelConfig(%q, %q) = %q, %v; want %q", tc.ref, tc.base, m.Name, err, tc.name)
 			}
 		})
 	}

@@ -1,0 +1,164 @@
+package internal
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/fleetdrill/fleetdrill"
+
+// layerRule is an import rule a package's doc comment states. With
+// transitive, what the package reaches through other packages of the
+// module counts too; otherwise only its own imports (for packages that use
+// a higher package's types, which itself stands on what they must not
+// touch).
+type layerRule struct {
+	pkg        string   // relative to the module root
+	forbidden  []string // import paths, or prefixes ending in "/..."
+	transitive bool
+	why        string // where the rule is stated
+}
+
+// layerRules are the import rules the packages' doc comments state. A rule
+// added to a doc comment belongs here too, so that it holds.
+var layerRules = []layerRule{
+	{"sim", []string{module + "/..."}, true, "sim/doc.go: must not import anything from fleetdrill"},
+	{"sim/stats", []string{module + "/..."}, true, "sim/stats/doc.go: stats is a leaf"},
+	{"twin/dispatch", []string{module + "/..."}, true, "twin/dispatch/doc.go: must not import sim or any other fleetdrill package"},
+	{"twin/sched", []string{module + "/sim/...", module + "/sim", "os", "net/...", "net", "io/...", "io", "math/rand", "math/rand/v2", "crypto/rand"}, true,
+		"twin/sched/sched.go: must not import sim, read a clock, draw random numbers or do I/O"},
+	{"twin/engine", []string{module + "/sim/...", module + "/sim", "os", "net", "net/...", "io", "math/rand", "math/rand/v2"}, true,
+		"twin/engine/engine.go: must not import sim, read a clock, start goroutines or do I/O"},
+	{"twin/fleet", []string{module + "/sim", module + "/sim/...", module + "/twin/sched"}, true,
+		"twin/fleet/fleet.go: must not import sim, the scheduler, or anything that does I/O"},
+	{"twin/latency", []string{module + "/...", "math/rand", "math/rand/v2", "net", "net/...", "os"}, true,
+		"twin/latency/profile.go: pure arithmetic, no I/O (internal/modelfile reads files); must not import sim or anything above twin/latency"},
+	{"internal/trace", []string{module + "/twin", module + "/twin/...", module + "/sim", module + "/sim/..."}, true,
+		"internal/trace/record.go: must not import the twin or the kernel"},
+	{"internal/anonymize", []string{module + "/twin", module + "/twin/...", module + "/sim", module + "/sim/...", module + "/cmd/..."}, true,
+		"internal/anonymize/doc.go: must not import the twin, the kernel or the CLI"},
+	{"internal/tui", []string{module + "/twin/sched", module + "/sim", module + "/sim/..."}, false,
+		"internal/tui/doc.go: must not import twin/sched, sim"},
+	{"internal/report", []string{module + "/twin/sched", module + "/sim"}, false,
+		"internal/report/text.go: must not import the scheduler or the kernel"},
+	{"internal/openmetrics", []string{module + "/twin/sched", module + "/twin/engine", module + "/sim"}, false,
+		"internal/openmetrics/doc.go: imports nothing from the twin's model"},
+	{"internal/gpu", []string{module + "/twin", module + "/twin/...", module + "/sim", module + "/sim/...", module + "/internal/gateway", module + "/internal/node"}, false,
+		"internal/gpu/doc.go: must not import twin/, sim/ or the live gateway and node"},
+	// The twin is one of the two drivers of the scheduler core; it must not
+	// reach the live one.
+	{"twin", []string{module + "/internal/gateway", module + "/internal/node", module + "/internal/livefleet", module + "/internal/liverun"}, true,
+		"docs/DESIGN.md: the simulator and the live gateway are two drivers of one core"},
+}
+
+// TestLayering holds the import rules the doc comments state.
+func TestLayering(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	imports := map[string][]string{} // package (relative) → its imports
+	var load func(rel string) []string
+	load = func(rel string) []string {
+		if imp, ok := imports[rel]; ok {
+			return imp
+		}
+		imports[rel] = nil // a cycle cannot recurse forever (Go forbids them anyway)
+		imp, err := directImports(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		imports[rel] = imp
+		return imp
+	}
+	reach := func(rel string, transitive bool) map[string]string {
+		out := map[string]string{} // import → the package of ours that imports it
+		var walk func(rel string)
+		walk = func(rel string) {
+			for _, p := range load(rel) {
+				if _, seen := out[p]; seen {
+					continue
+				}
+				out[p] = rel
+				if transitive && strings.HasPrefix(p, module+"/") {
+					walk(strings.TrimPrefix(p, module+"/"))
+				}
+			}
+		}
+		walk(rel)
+		return out
+	}
+	for _, r := range layerRules {
+		if _, err := os.Stat(filepath.Join(root, r.pkg)); err != nil {
+			t.Errorf("%s: no such package (the rule from %s)", r.pkg, r.why)
+			continue
+		}
+		for p, via := range reach(r.pkg, r.transitive) {
+			for _, f := range r.forbidden {
+				if matches(p, f) && p != module+"/"+r.pkg {
+					t.Errorf("%s imports %s (through %s); %s", r.pkg, p, via, r.why)
+				}
+			}
+		}
+	}
+}
+
+func matches(path, pattern string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return strings.HasPrefix(path, prefix+"/")
+	}
+	return path == pattern
+}
+
+// directImports lists the imports of a package's non-test Go files, every
+// build variant included (cgo and not).
+func directImports(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	fset := token.NewFileSet()
+	for _, e := range entries {
+		n := e.Name()
+		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.ImportsOnly)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range f.Imports {
+			p, err := strconv.Unquote(s.Path.Value)
+			if err != nil {
+				return nil, err
+			}
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// TestLayeringCatchesAViolation: the check itself finds an import it
+// forbids (a rule on a package that does import the path).
+func TestLayeringCatchesAViolation(t *testing.T) {
+	imp, err := directImports("../twin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(imp, module+"/sim") {
+		t.Fatalf("twin's imports %v: want sim among them for this check", imp)
+	}
+	if !matches(module+"/sim/stats", module+"/sim/...") || matches(module+"/simx", module+"/sim/...") {
+		t.Error("prefix patterns match the package tree, not a name prefix")
+	}
+}
