@@ -139,11 +139,7 @@ func (d *Drill) Inject(line string) (string, error) {
 	if n := d.labels[base]; n > 0 {
 		label = fmt.Sprintf("%s#%d", base, n+1)
 	}
-	f := &faultRT{spec: sp, label: label, start: at, detected: -1, mitigated: -1, recovered: -1,
-		report: &FaultReport{Spec: sp.String()}}
-	if end, ok := sp.End(); ok {
-		f.end = end
-	}
+	f := newFaultRT(sp, label) // starts at at: a retirement's notice runs from now
 	if err := d.r.p.resolveFault(f); err != nil {
 		return "", fmt.Errorf("%s: %w", line, err)
 	}

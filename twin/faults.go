@@ -140,18 +140,24 @@ func newFaults(lines []string) ([]*faultRT, error) {
 	var out []*faultRT
 	names := labels(specs)
 	for i, sp := range specs {
-		label := names[i]
-		f := &faultRT{spec: sp, label: label, start: sp.At, detected: -1, mitigated: -1, recovered: -1,
-			report: &FaultReport{Spec: sp.String()}}
-		if sp.Kind == faults.ModelRetirement {
-			f.start = max(sp.At-sp.Notice, 0) // the notice starts it
-		}
-		if end, ok := sp.End(); ok {
-			f.end = end
-		}
-		out = append(out, f)
+		out = append(out, newFaultRT(sp, names[i]))
 	}
 	return out, nil
+}
+
+// newFaultRT is a fault's run-time record, nothing detected yet: it starts
+// at its time (a retirement at its notice) and ends when its spec says.
+// Runs, drills and the live recorder all make theirs here.
+func newFaultRT(sp faults.Spec, label string) *faultRT {
+	f := &faultRT{spec: sp, label: label, start: sp.At, detected: -1, mitigated: -1, recovered: -1,
+		report: &FaultReport{Spec: sp.String()}}
+	if sp.Kind == faults.ModelRetirement {
+		f.start = max(sp.At-sp.Notice, 0) // the notice starts it
+	}
+	if end, ok := sp.End(); ok {
+		f.end = end
+	}
+	return f
 }
 
 func spansOf(fs []*faultRT) []faultSpan {

@@ -331,14 +331,7 @@ func (rec *Recorder) AddFault(sp faults.Spec) (FaultPlan, int, error) {
 	if n > 0 {
 		label = fmt.Sprintf("%s#%d", base, n+1)
 	}
-	f := &faultRT{spec: sp, label: label, start: sp.At, detected: -1, mitigated: -1, recovered: -1,
-		report: &FaultReport{Spec: sp.String()}}
-	if sp.Kind == faults.ModelRetirement {
-		f.start = max(sp.At-sp.Notice, 0)
-	}
-	if end, ok := sp.End(); ok {
-		f.end = end
-	}
+	f := newFaultRT(sp, label)
 	if err := rec.p.resolveFault(f); err != nil {
 		return FaultPlan{}, 0, err
 	}
