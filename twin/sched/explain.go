@@ -70,18 +70,18 @@ func (c *Core) Explain(now time.Duration, tenant, class, model int) Route {
 		}
 		var ok []int
 		for pi := range c.cfg.Pools {
-			p := &c.cfg.Pools[pi]
-			switch {
-			case !p.Serves[m]:
-				add(SkipNotServing)
-			case tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency:
+			// No request size here: KV fit is a property of one request.
+			switch skip := c.poolFits(&c.cfg.Pools[pi], m, tj, -1); skip {
+			case SkipJurisdiction:
 				add(SkipJurisdiction + " " + tj)
-			default:
+			case "":
 				if why := c.poolVerdict(now, pi); why != "" {
 					add(why)
 					continue
 				}
 				ok = append(ok, pi)
+			default:
+				add(skip)
 			}
 		}
 		if len(ok) > 0 {

@@ -573,7 +573,9 @@ func (c *Core) nextFor(now time.Duration, r int) *Request {
 			continue
 		}
 		req := c.reqOf(it)
-		if !pool.Serves[rs.Model] || int64(req.Input+req.Output) > pool.KVTokens[rs.Model] || !c.poolQuotaOK(now, rs.Pool, req) {
+		// Residency is the queue key's: only queues this pool may serve
+		// are looked at.
+		if c.poolFits(pool, rs.Model, "", int64(req.Input+req.Output)) != "" || !c.poolQuotaOK(now, rs.Pool, req) {
 			continue
 		}
 		if best == nil || c.before(req, best) {
@@ -687,11 +689,8 @@ func (c *Core) canEverServe(req *Request, m int, why *skipCounts) bool {
 	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
 	ok := false
 	for i := range c.cfg.Pools {
-		p := &c.cfg.Pools[i]
-		notServing := !p.Serves[m]
-		outside := !notServing && tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency
-		tooSmall := !notServing && !outside && int64(req.Input+req.Output) > p.KVTokens[m]
-		if !notServing && !outside && !tooSmall {
+		skip := c.poolFits(&c.cfg.Pools[i], m, tj, int64(req.Input+req.Output))
+		if skip == "" {
 			if why == nil {
 				return true
 			}
@@ -702,15 +701,32 @@ func (c *Core) canEverServe(req *Request, m int, why *skipCounts) bool {
 		// arrival, and concatenation allocates.
 		switch {
 		case why == nil:
-		case notServing:
-			why.add("not serving " + c.cfg.Models[m].Name)
-		case outside:
-			why.add("outside jurisdiction " + tj)
+		case skip == SkipNotServing:
+			why.add(SkipNotServing + " " + c.cfg.Models[m].Name)
+		case skip == SkipJurisdiction:
+			why.add(SkipJurisdiction + " " + tj)
 		default:
-			why.add("too small for the request's KV")
+			why.add(skip)
 		}
 	}
 	return ok
+}
+
+// poolFits is the one check of whether pool p can ever take a request of
+// model m from a tenant bound to jurisdiction tj ("" for none) needing
+// tokens of KV (< 0: not asked), in the order reports name the reasons: ""
+// when it can, else the Skip reason. Arrival, dispatch, prefix routing,
+// the queues' next pick and Explain all ask it, so they cannot disagree.
+func (c *Core) poolFits(p *Pool, m int, tj string, tokens int64) string {
+	switch {
+	case !p.Serves[m]:
+		return SkipNotServing
+	case tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency:
+		return SkipJurisdiction
+	case tokens >= 0 && tokens > p.KVTokens[m]:
+		return SkipTooSmall
+	}
+	return ""
 }
 
 // pick chooses a ready replica with room for req running model m, or -1.
@@ -742,14 +758,11 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 		if !rs.hasRoom() {
 			continue // the least-loaded replica is full: all are
 		}
-		if tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency {
-			continue
-		}
-		if int64(req.Input+req.Output) > p.KVTokens[m] {
+		if c.poolFits(p, m, tj, int64(req.Input+req.Output)) != "" {
 			continue
 		}
 		if !c.poolQuotaOK(now, g.pool, req) {
-			c.Skipped["provider quota exhausted"]++
+			c.Skipped[SkipQuota]++
 			continue
 		}
 		load := float64(rs.inflight) / float64(rs.MaxBatch)
@@ -790,8 +803,7 @@ func (c *Core) pickByPrefix(now time.Duration, req *Request, m int) int {
 	for _, gi := range c.groupsOf[m] {
 		g := &c.groups[gi]
 		p := &c.cfg.Pools[g.pool]
-		if !p.Serves[m] || (tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency) ||
-			int64(req.Input+req.Output) > p.KVTokens[m] || !c.poolQuotaOK(now, g.pool, req) {
+		if c.poolFits(p, m, tj, int64(req.Input+req.Output)) != "" || !c.poolQuotaOK(now, g.pool, req) {
 			continue
 		}
 		for _, r := range g.heap {
