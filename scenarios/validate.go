@@ -11,14 +11,18 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/internal/modelfile"
 	"github.com/fleetdrill/fleetdrill/internal/suggest"
+	"github.com/fleetdrill/fleetdrill/twin/dispatch"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // Enumerations, in the order the docs and messages list them.
 var (
-	schedulers        = []string{"fifo", "priority", "wfq", "edf"}
-	routingStrategies = []string{"least-loaded", "cheapest", "round-robin", "ordered", "lowest-latency"}
+	// The scheduler core's own lists: a name it accepts is one the
+	// validator accepts, and no other.
+	schedulers        = dispatch.Policies()
+	routingStrategies = sched.Strategies
 	processes         = []string{"poisson", "gamma"}
 	tokenDists        = []string{"constant", "uniform", "exponential", "lognormal"}
 	serviceDists      = []string{"exponential", "deterministic"}
