@@ -1055,14 +1055,26 @@ func (c *Core) chargePool(now time.Duration, pi int, req *Request) {
 }
 
 func (c *Core) refillPool(now time.Duration, pi int) {
-	p := &c.cfg.Pools[pi]
 	ps := &c.pools[pi]
 	if now > ps.last {
-		dt := (now - ps.last).Seconds()
-		ps.reqTokens = min(p.RequestsPerMinute, ps.reqTokens+p.RequestsPerMinute/60*dt)
-		ps.tokTokens = min(p.TokensPerMinute, ps.tokTokens+p.TokensPerMinute/60*dt)
+		ps.reqTokens, ps.tokTokens = c.poolBuckets(now, pi)
 		ps.last = now
 	}
+}
+
+// poolBuckets is what pool pi's request and token buckets hold at now,
+// refilled since their last update without changing them: the one refill
+// rule of the dispatch path and of QuotaSpent's view.
+func (c *Core) poolBuckets(now time.Duration, pi int) (req, tok float64) {
+	p := &c.cfg.Pools[pi]
+	ps := &c.pools[pi]
+	req, tok = ps.reqTokens, ps.tokTokens
+	if now > ps.last {
+		dt := (now - ps.last).Seconds()
+		req = min(p.RequestsPerMinute, req+p.RequestsPerMinute/60*dt)
+		tok = min(p.TokensPerMinute, tok+p.TokensPerMinute/60*dt)
+	}
+	return req, tok
 }
 
 // skipCounts counts why pools were skipped, for a readable rejection.

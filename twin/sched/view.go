@@ -13,12 +13,8 @@ func (c *Core) QuotaSpent(now time.Duration, pi int) bool {
 	if p.RequestsPerMinute == 0 && p.TokensPerMinute == 0 {
 		return false
 	}
-	ps := &c.pools[pi]
-	req, tok := ps.reqTokens, ps.tokTokens
-	if now > ps.last {
-		dt := (now - ps.last).Seconds()
-		req = min(p.RequestsPerMinute, req+p.RequestsPerMinute/60*dt)
-		tok = min(p.TokensPerMinute, tok+p.TokensPerMinute/60*dt)
-	}
+	// Spent for any request: less than one request, or one token, left
+	// (dispatch asks for the request's own tokens, which a view has not).
+	req, tok := c.poolBuckets(now, pi)
 	return (p.RequestsPerMinute > 0 && req < 1) || (p.TokensPerMinute > 0 && tok < 1)
 }
