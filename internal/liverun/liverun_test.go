@@ -97,6 +97,16 @@ func TestUnsupportedFaultsAreRefusedUpFront(t *testing.T) {
 	require.Contains(t, err.Error(), "--set faults=")
 }
 
+// Policies the live gateway does not carry out (hedging, the degradation
+// ladder) are refused by name before anything starts, not dropped.
+func TestUnsupportedPoliciesAreRefusedUpFront(t *testing.T) {
+	_, err := Run(context.Background(), Options{Scenario: "default", NoTwin: true, Sets: []string{
+		"policy.routing.hedge_after=2s", `policy.degradation=[{name: shed, action: shed-batch, class: batch, trigger: {queue_wait: 5s}}]`}})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "policy.routing.hedge_after 2s: the live gateway does not hedge yet")
+	require.Contains(t, err.Error(), "policy.degradation (1 steps)")
+}
+
 // A console's session: snapshots follow the replay from the gateway's view,
 // a fault injected from the console shows as open breakers and a detection,
 // ends on request, and lands in the report and the record; every request is

@@ -73,8 +73,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 }
 
 // liveScenario loads the scenario as the live fleet will run it: pools that
-// cannot run on an emulated node (service-time pools, pools without a
-// latency profile) get no replicas, others at most opts.Replicas, and none
+// cannot run on an emulated node (service-time pools, pools with neither a
+// latency profile nor a derived one) get no replicas, others at most opts.Replicas, and none
 // starts cold. It returns the --set overrides that make it so.
 func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 	base, err := scenarios.LoadNamedWithSets(opts.Scenario, opts.Sets)
@@ -84,7 +84,7 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 	sets := append([]string(nil), opts.Sets...)
 	for _, p := range base.Pools {
 		n := p.Replicas
-		if p.Service != nil || len(p.Profiles) == 0 {
+		if p.Service != nil || (len(p.Profiles) == 0 && !p.Derives()) {
 			n = 0
 		} else if opts.Replicas > 0 {
 			n = min(n, opts.Replicas)
@@ -102,6 +102,21 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 	}
 	sc.Expect = append(sc.Expect, opts.Expect...)
 	return sets, sc, nil
+}
+
+// checkPolicy refuses, by name and before anything starts, the parts of a
+// scenario's policy the live gateway does not carry out: run live, they
+// would be dropped silently and the comparison with the twin would compare
+// two policies.
+func checkPolicy(sc *scenarios.Scenario) error {
+	var errs []error
+	if sc.Policy.Routing.HedgeAfter > 0 {
+		errs = append(errs, fmt.Errorf("policy.routing.hedge_after %s: the live gateway does not hedge yet; drop it with --set policy.routing.hedge_after=0s to run live", sc.Policy.Routing.HedgeAfter))
+	}
+	if len(sc.Policy.Degradation) > 0 {
+		errs = append(errs, fmt.Errorf("policy.degradation (%d steps): the live gateway has no degradation ladder yet; drop it with --set 'policy.degradation=[]' to run live", len(sc.Policy.Degradation)))
+	}
+	return errors.Join(errs...)
 }
 
 // checkFaults refuses, before anything starts, faults the live fleet cannot

@@ -83,6 +83,9 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPolicy(sc); err != nil {
+		return nil, err
+	}
 	rec, err := twin.NewRecorder(sc)
 	if err != nil {
 		return nil, err
