@@ -85,6 +85,7 @@ type call struct {
 	ready      chan int      // the replica, when the core dispatches the request
 	dispatched time.Duration // model time of the last dispatch; set before ready is sent
 	held       bool          // the core holds it (admitted, not finished)
+	offered    bool          // offered to the core at least once: req.Arrived is set
 }
 
 // New builds a gateway and starts its health probes.
@@ -308,7 +309,12 @@ func (g *Gateway) admit(c *call) (sched.Decision, int) {
 	default:
 	}
 	now := g.now()
-	c.req.Arrived = now
+	// A request arrives once: a retry or a deferred request offered again
+	// keeps its arrival, as in the twin, so FIFO order, priority aging,
+	// WFQ and its wait count from when the client sent it.
+	if !c.offered {
+		c.req.Arrived, c.offered = now, true
+	}
 	g.waiting[c.req.ID] = c
 	d := g.core.Arrive(now, &c.req)
 	if d.Outcome == sched.Dispatched || d.Outcome == sched.Queued {
