@@ -50,6 +50,9 @@ type Outcome struct {
 	ServedModel int
 	Attempts    int // attempts made, 1 without retries
 	Deferrals   int
+	// Admitted: the core dispatched or queued the request at least once,
+	// as the twin counts admitted (a completed request always was).
+	Admitted bool
 }
 
 // FaultPlan is one of the scenario's faults, as a replay must inject it to
@@ -249,7 +252,7 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(time.Du
 		c.Arrived++
 		c.Retries += uint64(max(o.Attempts-1, 0))
 		c.Deferred += uint64(o.Deferrals)
-		if o.Result != Rejected {
+		if o.Admitted || o.Result == Completed {
 			c.Admitted++
 		}
 	})

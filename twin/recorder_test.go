@@ -110,3 +110,26 @@ func TestRecorderAttributesFaults(t *testing.T) {
 	require.True(t, rep.Passed(), "%+v", rep.Expectations)
 	require.Equal(t, uint64(2), rep.Pools["use-h100-8b"].Dispatched+rep.Pools["use-h100-70b"].Dispatched)
 }
+
+// TestRecorderCountsAdmittedAsTheTwin: admitted means the core dispatched
+// or queued the request at least once, live as in the twin; a request
+// deferred at every offer until its deadline, or refused, never was.
+func TestRecorderCountsAdmittedAsTheTwin(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("default", []string{"duration=2m", "warmup=0s", "faults=[]", "expect=[]"})
+	require.NoError(t, err)
+	var arrivals []Arrival
+	streams, err := Arrivals(sc, func(a Arrival) error { arrivals = append(arrivals, a); return nil })
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(arrivals), 4)
+	rec, err := NewRecorder(sc)
+	require.NoError(t, err)
+	a := arrivals[:4]
+	rec.Add(Outcome{Arrival: a[0], Result: Completed, Ended: a[0].At + time.Second, Replica: -1, ServedModel: a[0].Model, Attempts: 1})
+	rec.Add(Outcome{Arrival: a[1], Result: TimedOut, Ended: a[1].At + time.Minute, Replica: -1, Attempts: 1, Deferrals: 3})
+	rec.Add(Outcome{Arrival: a[2], Result: TimedOut, Ended: a[2].At + time.Minute, Replica: -1, Attempts: 1, Admitted: true})
+	rec.Add(Outcome{Arrival: a[3], Result: Rejected, Reason: "queue-full", Ended: a[3].At, Replica: -1, Attempts: 1})
+	rep, err := rec.Report(sc.Duration.D(), streams)
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), rep.Requests.Arrived)
+	require.Equal(t, uint64(2), rep.Requests.Admitted, "the completed one and the one queued before it timed out")
+}

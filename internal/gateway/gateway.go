@@ -86,6 +86,7 @@ type call struct {
 	dispatched time.Duration // model time of the last dispatch; set before ready is sent
 	held       bool          // the core holds it (admitted, not finished)
 	offered    bool          // offered to the core at least once: req.Arrived is set
+	admitted   bool          // the core dispatched or queued it at least once (the twin's "admitted")
 }
 
 // New builds a gateway and starts its health probes.
@@ -318,6 +319,7 @@ func (g *Gateway) admit(c *call) (sched.Decision, int) {
 	g.waiting[c.req.ID] = c
 	d := g.core.Arrive(now, &c.req)
 	if d.Outcome == sched.Dispatched || d.Outcome == sched.Queued {
+		c.admitted = true
 		c.held = true
 		g.held++
 		g.heldPeak = max(g.heldPeak, g.held)

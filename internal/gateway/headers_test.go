@@ -96,6 +96,10 @@ func TestOutcomeHeaders(t *testing.T) {
 			assert.Equal(t, tc.wantReason != "", hasReason, "X-Fleetdrill-Reason present")
 			assert.Equal(t, tc.wantAttempts, hd.Get("X-Fleetdrill-Attempts"))
 			assert.Empty(t, hd.Get("X-Fleetdrill-Deferrals"), "no deferral")
+			// Admitted as the twin counts it: the core dispatched or queued
+			// the request; a refusal at its only offer never was.
+			refusedAtOffer := tc.wantOutcome == "rejected" && tc.wantReason != "upstream-quota"
+			assert.Equal(t, !refusedAtOffer, hd.Get("X-Fleetdrill-Admitted") == "1", "X-Fleetdrill-Admitted %q", hd.Get("X-Fleetdrill-Admitted"))
 			if tc.wantRetryAfter {
 				s, err := strconv.Atoi(hd.Get("Retry-After"))
 				assert.NoError(t, err, "Retry-After %q", hd.Get("Retry-After"))

@@ -80,6 +80,10 @@ const (
 	hdrQueueWait = "X-Fleetdrill-Queue-Wait"
 	hdrDeferrals = "X-Fleetdrill-Deferrals"
 	hdrAttempts  = "X-Fleetdrill-Attempts"
+	// hdrAdmitted is "1" when the core dispatched or queued the request at
+	// least once: what the twin counts as admitted (a request deferred or
+	// rejected at every offer never was).
+	hdrAdmitted = "X-Fleetdrill-Admitted"
 )
 
 // reasonUpstreamQuota is X-Fleetdrill-Reason when upstream 429s outlasted
@@ -156,6 +160,9 @@ func (q *request) setHeaders(w http.ResponseWriter, outcome, reason string) {
 		h.Set(hdrDeferrals, strconv.Itoa(q.deferrals))
 	}
 	h.Set(hdrAttempts, strconv.Itoa(q.attempts))
+	if q.c.admitted {
+		h.Set(hdrAdmitted, "1")
+	}
 }
 
 func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {

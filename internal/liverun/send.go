@@ -26,6 +26,7 @@ const (
 	hAttempts  = "X-Fleetdrill-Attempts"
 	hDeferrals = "X-Fleetdrill-Deferrals"
 	hQueueWait = "X-Fleetdrill-Queue-Wait"
+	hAdmitted  = "X-Fleetdrill-Admitted"
 )
 
 // body is a chat completion request of the arrival's shape.
@@ -85,6 +86,7 @@ func (r *replay) exchange(ctx context.Context, a twin.Arrival, o *twin.Outcome) 
 	h := resp.Header
 	o.Attempts = max(atoi(h.Get(hAttempts)), 1)
 	o.Deferrals = atoi(h.Get(hDeferrals))
+	o.Admitted = h.Get(hAdmitted) == "1"
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		o.Ended = r.now()
