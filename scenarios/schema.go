@@ -554,3 +554,20 @@ func (pl *Pool) Derives() bool {
 func (p Profile) LimitsOnly() bool {
 	return p.Ref == "" && p.StepBaseUS == 0 && p.PerSeqUS == 0 && p.PerPrefillTokenUS == 0 && p.PerKVTokenUS == 0
 }
+
+// GPUName is the spec-table name a derived profile looks up, and the key
+// that gives it: gpu, or else the accelerator's name.
+func (pl *Pool) GPUName() (name, key string) {
+	if pl.GPU != "" {
+		return pl.GPU, "gpu"
+	}
+	return pl.Accelerator, "accelerator"
+}
+
+// Placement lays a model of shape m out on gpu as the pool's derived-profile
+// keys say (tensor parallelism, precisions, expert parallelism): the one
+// place the validator and the twin build it. Normalize checks it.
+func (pl *Pool) Placement(gpu latency.GPU, m latency.ModelConfig) latency.Placement {
+	return latency.Placement{GPU: gpu, Model: m, TP: max(pl.GPUsPerReplica, 1), Precision: pl.Precision,
+		EP: pl.ExpertParallel, KVDtype: pl.KVCacheDtype}
+}

@@ -557,13 +557,10 @@ func (v *validator) derived(p string, pl Pool, acc *Accelerator) {
 	if pl.KVCacheDtype != "" {
 		v.enum(p+".kv_cache_dtype", pl.KVCacheDtype, []string{"auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2"})
 	}
-	name, key := pl.GPU, ".gpu"
-	if name == "" {
-		name, key = pl.Accelerator, ".accelerator"
-	}
+	name, key := pl.GPUName()
 	gpu, err := latency.LookupGPU(name)
 	if err != nil {
-		v.add(p+key, q(name), "not in the GPU spec table a derived profile needs; want gpu: one of "+oneOf(latency.GPUNames()))
+		v.add(p+"."+key, q(name), "not in the GPU spec table a derived profile needs; want gpu: one of "+oneOf(latency.GPUNames()))
 	}
 	if pl.ModelConfig == "" {
 		v.add(p+".model_config", "", "missing; a derived profile (gpu, tensor_parallel, precision) needs the model's Hugging Face config.json: a path or a shipped model, one of "+oneOf(latency.ModelNames()))
@@ -585,8 +582,7 @@ func (v *validator) derived(p string, pl Pool, acc *Accelerator) {
 	if err != nil || merr != nil || pl.GPUsPerReplica < 1 {
 		return
 	}
-	place := latency.Placement{GPU: gpu, Model: m, TP: pl.GPUsPerReplica, Precision: pl.Precision, EP: pl.ExpertParallel,
-		KVDtype: pl.KVCacheDtype}
+	place := pl.Placement(gpu, m)
 	if err := place.Normalize(); err != nil {
 		// Normalize's messages start with the key at fault.
 		key, val := "model_config", q(pl.ModelConfig)

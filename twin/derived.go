@@ -18,11 +18,7 @@ func DerivedPlacement(sc *scenarios.Scenario, pl *scenarios.Pool) (latency.Place
 	if pl.ModelConfig == "" {
 		return out, fmt.Errorf("model_config: missing; a derived profile needs the model's shape: a Hugging Face config.json path or a shipped model (%v)", latency.ModelNames())
 	}
-	name := pl.GPU
-	key := "gpu"
-	if name == "" {
-		name, key = pl.Accelerator, "accelerator"
-	}
+	name, key := pl.GPUName()
 	g, err := latency.LookupGPU(name)
 	if err != nil {
 		return out, fmt.Errorf("%s: %w", key, err)
@@ -31,8 +27,7 @@ func DerivedPlacement(sc *scenarios.Scenario, pl *scenarios.Pool) (latency.Place
 	if err != nil {
 		return out, fmt.Errorf("model_config: %w", err)
 	}
-	out = latency.Placement{GPU: g, Model: m, TP: max(pl.GPUsPerReplica, 1), Precision: pl.Precision, EP: pl.ExpertParallel,
-		KVDtype: pl.KVCacheDtype}
+	out = pl.Placement(g, m)
 	if err := out.Normalize(); err != nil {
 		return out, err
 	}

@@ -176,3 +176,22 @@ func BenchmarkReplayTrainVal(b *testing.B) {
 	b.ReportMetric(float64(reqs), "requests/op")
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)/float64(len(setups)), "ms/experiment")
 }
+
+// TestTokensPerChunkIsMeasured: latency.TokensPerStreamChunk's Llama-2
+// figure is the one the train/val measurements give, (output − 1) ÷ the
+// tokens the client counted, (E2E − TTFT) / ITL, on both Llama-2 runs; every
+// other model's runs count what they generate (the factor is 1).
+func TestTokensPerChunkIsMeasured(t *testing.T) {
+	llama2 := 0
+	for _, s := range loadTrainVal(t) {
+		m := s.Measured["-1"]
+		gaps := (m["e2e_mean"] - m["ttft_mean"]) / m["itl_mean"] // counted output − 1
+		ratio := float64(s.Workload.OutputLen-1) / gaps
+		want := latency.TokensPerStreamChunk(s.Placement.Model)
+		require.InEpsilon(t, want, ratio, 0.02, "%s: generated / counted tokens", s.Name)
+		if want != 1 {
+			llama2++
+		}
+	}
+	require.Equal(t, 2, llama2, "the two Llama-2 runs")
+}

@@ -91,9 +91,7 @@ func synthesize(t *testing.T, truth latency.Profile) *Run {
 		at += rng.ExpFloat64() / 8 // 8 req/s: a busy engine, as in the measured runs
 		run.Requests = append(run.Requests, Request{Input: 200 + rng.IntN(2500), Output: 50 + rng.IntN(700), Arrived: at})
 	}
-	pl, err := Resolve(run.Engine)
-	require.NoError(t, err)
-	sim, err := newSimulator(run, pl)
+	sim, err := newSimulator(run)
 	require.NoError(t, err)
 	defer sim.close()
 	truth.MaxBatchedTokens = 2048

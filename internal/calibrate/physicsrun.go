@@ -17,6 +17,12 @@ func PhysicsProfile(run *Run, c latency.Coeffs) (latency.Profile, error) {
 	if err != nil {
 		return latency.Profile{}, err
 	}
+	return physicsProfile(run, pl, c)
+}
+
+// physicsProfile is PhysicsProfile on a placement already resolved: the
+// fit builds one for every candidate.
+func physicsProfile(run *Run, pl Placement, c latency.Coeffs) (latency.Profile, error) {
 	ph, err := latency.NewPhysics(latency.Placement{GPU: pl.GPU, Model: pl.Model, TP: pl.TP, EP: pl.expertGPUs()}, c)
 	if err != nil {
 		return latency.Profile{}, fmt.Errorf("calibrate: %s: %w", run.Name, err)
@@ -31,11 +37,7 @@ func PhysicsProfile(run *Run, c latency.Coeffs) (latency.Profile, error) {
 // device's efficiencies and overheads, not tensor-parallel or MoE terms:
 // fit those on runs that have them (or keep the family's).
 func RefineCoeffs(ctx context.Context, run *Run, start latency.Coeffs, free []string, evaluations int) (latency.Coeffs, float64, error) {
-	pl, err := Resolve(run.Engine)
-	if err != nil {
-		return start, 0, err
-	}
-	sim, err := newSimulator(run, pl)
+	sim, err := newSimulator(run)
 	if err != nil {
 		return start, 0, err
 	}
@@ -50,7 +52,7 @@ func RefineCoeffs(ctx context.Context, run *Run, start latency.Coeffs, free []st
 		if failed != nil || c.Check() != nil {
 			return 1e6
 		}
-		prof, err := PhysicsProfile(run, c)
+		prof, err := physicsProfile(run, sim.pl, c)
 		if err != nil {
 			failed = err
 			return 1e6

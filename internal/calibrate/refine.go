@@ -23,11 +23,7 @@ import (
 // It is deterministic: Nelder–Mead draws nothing at random, and every
 // replay is.
 func Refine(ctx context.Context, run *Run, start latency.Profile, evaluations int) (latency.Profile, float64, error) {
-	pl, err := Resolve(run.Engine)
-	if err != nil {
-		return start, 0, err
-	}
-	sim, err := newSimulator(run, pl)
+	sim, err := newSimulator(run)
 	if err != nil {
 		return start, 0, err
 	}

@@ -87,11 +87,7 @@ func (f *Fidelity) Samples(metric string) (measured, predicted []float64) {
 // profile, on the run's engine settings (replicas, tensor parallelism, max
 // sequences, chunk budget, KV capacity), and compares.
 func Replay(ctx context.Context, run *Run, prof latency.Profile) (*Fidelity, error) {
-	pl, err := Resolve(run.Engine)
-	if err != nil {
-		return nil, err
-	}
-	sim, err := newSimulator(run, pl)
+	sim, err := newSimulator(run)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +193,11 @@ type simulator struct {
 	dir string
 }
 
-func newSimulator(run *Run, pl Placement) (*simulator, error) {
+func newSimulator(run *Run) (*simulator, error) {
+	pl, err := Resolve(run.Engine)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := os.MkdirTemp("", "fleetdrill-fidelity-*")
 	if err != nil {
 		return nil, err
