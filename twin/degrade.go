@@ -117,7 +117,7 @@ func (r *runner) evaluateLadder() {
 		l.attempts[1], l.failures[1] = l.attempts[0], l.failures[0]
 		l.attempts[0], l.failures[0] = 0, 0
 	}
-	if now+degradeEvery <= r.end && (r.live > 0 || !r.afterArrivals()) {
+	if now+degradeEvery <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
 		r.s.After(degradeEvery, r.evaluateLadder)
 	}
 }
@@ -161,7 +161,7 @@ func (r *runner) degrade(req *request) bool {
 	l := r.ladder
 	// New requests, and requests the ladder deferred coming back (they
 	// stay deferred while their class is still shed).
-	if l == nil || l.engaged == 0 || (req.attempts > 0 && !req.shed) {
+	if l == nil || l.engaged == 0 || (req.life.Attempts > 0 && !req.shed) {
 		return false
 	}
 	now := r.s.Now()

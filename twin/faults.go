@@ -74,13 +74,46 @@ type faultRT struct {
 	endTimer                       sim.Timer     // the scheduled end, so a drill can move it
 	detected, mitigated, recovered time.Duration // -1: not yet
 	lost                           uint64
-	saved                          []savedQuota
+	quotas                         []*providerQuota // quota-exhaustion: per pool in pools
 	report                         *FaultReport
 }
 
-type savedQuota struct {
-	pool     int
-	rpm, tpm float64
+// providerQuota is a provider's quota while a quota-exhaustion fault holds
+// it down: ground truth the core is not told of. It learns of it from the
+// 429s the provider answers (sched.Core.Throttled), as a live gateway does.
+// The buckets start empty: the quota is exhausted when the fault begins.
+type providerQuota struct {
+	rpm, tpm float64 // both zero: nothing gets through
+	req, tok float64
+	last     time.Duration
+}
+
+// zeroQuotaRetryAfter is the Retry-After a provider with no quota left
+// answers: the emulated node's default (internal/node.DefaultRetryAfter),
+// so that the twin and a live fleet throttle alike.
+const zeroQuotaRetryAfter = 30 * time.Second
+
+// take charges one request of tokens at now, or returns the Retry-After the
+// provider answers instead: the wait until its buckets would take it, in
+// whole seconds, as HTTP gives it.
+func (q *providerQuota) take(now time.Duration, tokens int) time.Duration {
+	if q.rpm == 0 || q.tpm == 0 {
+		return zeroQuotaRetryAfter
+	}
+	dt := (now - q.last).Seconds()
+	q.last = now
+	q.req = min(q.rpm, q.req+q.rpm/60*dt)
+	q.tok = min(q.tpm, q.tok+q.tpm/60*dt)
+	// A request larger than the burst waits for a full bucket rather than
+	// forever, as the core's own buckets do.
+	need := min(float64(tokens), q.tpm)
+	wait := max((1-q.req)/(q.rpm/60), (need-q.tok)/(q.tpm/60))
+	if wait > 0 {
+		return time.Duration(math.Ceil(wait)) * time.Second
+	}
+	q.req--
+	q.tok -= need
+	return 0
 }
 
 // replica fault state, recomputed from the active faults.
@@ -177,6 +210,7 @@ func (r *runner) initFaults() error {
 		return err
 	}
 	r.faultState = make([]replicaFault, len(r.replicas))
+	r.quota = make([]*providerQuota, len(r.p.pools))
 	for i, f := range fs {
 		if err := r.p.resolveFault(f); err != nil {
 			return fmt.Errorf("faults[%d] %q: %w", i, f.spec.String(), err)
@@ -260,13 +294,12 @@ func (r *runner) startFault(f *faultRT) {
 	r.event(now, "fault-start", fmt.Sprintf("%s: %s (%d replicas)", f.label, f.spec.String(), len(f.replicas)))
 	switch f.spec.Kind {
 	case faults.QuotaExhaustion:
+		f.quotas = f.quotas[:0]
 		for _, pi := range f.pools {
-			cp := &r.p.core.Pools[pi]
-			f.saved = append(f.saved, savedQuota{pool: pi, rpm: cp.RequestsPerMinute, tpm: cp.TokensPerMinute})
-			r.core.SetPoolQuota(now, pi, quotaOrTiny(f.spec.QuotaRPM), quotaOrTiny(f.spec.QuotaTPM))
+			q := &providerQuota{rpm: f.spec.QuotaRPM, tpm: f.spec.QuotaTPM, last: now}
+			f.quotas = append(f.quotas, q)
+			r.quota[pi] = q
 		}
-		f.detected = now // the provider answers 429 at once
-		r.event(now, "detected", f.label+": provider answers 429")
 	case faults.ModelRetirement:
 		// The fault starts at the notice: new requests are steered to
 		// the model's fallbacks; at `at` the model disappears.
@@ -291,8 +324,10 @@ func (r *runner) endFault(f *faultRT) {
 	r.event(now, "fault-end", f.label)
 	switch f.spec.Kind {
 	case faults.QuotaExhaustion:
-		for _, sq := range f.saved {
-			r.core.SetPoolQuota(now, sq.pool, sq.rpm, sq.tpm)
+		for i, pi := range f.pools {
+			if r.quota[pi] == f.quotas[i] {
+				r.quota[pi] = nil
+			}
 		}
 	case faults.NodeLoss:
 		// Lost nodes come back empty: they load the model again.
@@ -315,15 +350,6 @@ func (r *runner) endFault(f *faultRT) {
 	}
 	r.applyFaults()
 	r.dispatch()
-}
-
-// quotaOrTiny turns a zero quota into one so small it never refills within
-// a run: the core reads zero as unlimited.
-func quotaOrTiny(q float64) float64 {
-	if q == 0 {
-		return 1e-3
-	}
-	return q
 }
 
 // applyFaults recomputes every replica's fault state from the active
@@ -387,7 +413,7 @@ func (r *runner) failReplicaWork(ri int) {
 			rt.timer.Stop()
 			rt.svcReq = nil
 		}
-		r.failAttempt(req, ri, r.downDelay(ri))
+		r.failAttempt(req, ri, attemptFate{fail: true, delay: r.downDelay(ri)})
 	}
 	if rt.eng != nil {
 		r.rearm(ri)
@@ -502,41 +528,87 @@ func (r *runner) requeueUnroutable() {
 	}
 }
 
-// attempt outcome of a request on an affected replica, decided at
-// dispatch: nil when it runs normally.
-func (r *runner) faultAtDispatch(req *request, ri int) (fail bool, delay time.Duration) {
+// attemptFate is what the ground truth does to an attempt, decided at
+// dispatch.
+type attemptFate struct {
+	fail bool // the attempt fails (after delay)
+	// throttle > 0: the provider refuses it for its quota (a 429 after
+	// delay) with this Retry-After.
+	throttle time.Duration
+	delay    time.Duration // before it fails, or before the replica starts it
+}
+
+// faultAtDispatch decides an attempt of req on replica ri: the zero fate
+// when it runs normally.
+func (r *runner) faultAtDispatch(req *request, ri int) attemptFate {
 	st := &r.faultState[ri]
 	switch {
 	case st.down:
-		return true, r.downDelay(ri)
+		return attemptFate{fail: true, delay: r.downDelay(ri)}
 	case st.failRate > 0 && r.faultRand.Float64() < st.failRate:
-		return true, st.latency + 20*time.Millisecond
+		return attemptFate{fail: true, delay: st.latency + 20*time.Millisecond}
 	}
-	return false, st.latency
+	if q := r.quota[r.replicas[ri].pool]; q != nil {
+		if wait := q.take(r.s.Now(), req.core.Input+req.core.Output); wait > 0 {
+			// A 429 is an answer: it comes back at the network's pace.
+			return attemptFate{fail: true, throttle: wait, delay: st.latency + 20*time.Millisecond}
+		}
+	}
+	return attemptFate{delay: st.latency}
 }
 
-// failAttempt ends one attempt of req on replica ri with an error after
-// delay: the core hears of the failure (its breaker counts it), and the
-// request is retried or fails.
-func (r *runner) failAttempt(req *request, ri int, delay time.Duration) {
+// failAttempt ends one attempt of req on replica ri as fate says, after its
+// delay: the core hears of it — an error through the replica's breaker, a
+// 429 as the pool's throttle — and the request's lifecycle retries it or
+// ends it.
+func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 	// A duplicate in flight dies with the attempt: the retry starts over.
 	r.dropHedge(req)
 	r.core.EndHedge(r.s.Now(), &req.core, false)
 	r.dispatch()
 	req.state = stFailing
-	req.attemptTimer = r.s.After(delay, func() {
+	req.attemptTimer = r.s.After(fate.delay, func() {
 		if req.state != stFailing {
 			return
 		}
 		now := r.s.Now()
-		r.noteAttempt(true)
-		if tr, changed := r.core.Observe(now, ri, false); changed {
-			r.breakerChanged(tr)
+		how := sched.AttemptError
+		if fate.throttle > 0 {
+			how = sched.AttemptThrottled
+			r.throttled(ri, fate.throttle)
+		} else {
+			r.noteAttempt(true)
+			if tr, changed := r.core.Observe(now, ri, false); changed {
+				r.breakerChanged(tr)
+			}
 		}
 		r.core.Finish(now, &req.core)
 		r.dispatch()
-		r.retryOrFail(req, 0)
+		r.attemptFailed(req, how, fate.throttle)
 	})
+}
+
+// throttled tells the core replica ri's provider answered 429 asking for
+// retryAfter; the first 429 of a quota fault is its detection.
+func (r *runner) throttled(ri int, retryAfter time.Duration) {
+	now := r.s.Now()
+	if !r.core.Throttled(now, ri, retryAfter) {
+		return
+	}
+	pi := r.replicas[ri].pool
+	name := r.p.pools[pi].spec.Name
+	// Once per pool: a provider with no quota throttles again each time
+	// its Retry-After runs out and the core tries it.
+	if key := "throttled:" + name; !r.firstSeen[key] {
+		r.firstSeen[key] = true
+		r.event(now, "throttled", fmt.Sprintf("pool %s: provider answers 429, retry after %v", name, retryAfter))
+	}
+	for _, f := range r.faults {
+		if f.active && f.detected < 0 && f.spec.Kind == faults.QuotaExhaustion && slices.Contains(f.pools, pi) {
+			f.detected = now
+			r.event(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, now-f.start))
+		}
+	}
 }
 
 // breakerChanged records a breaker transition on the timeline and as the
@@ -582,7 +654,7 @@ func (r *runner) probe() {
 		ri := ri
 		r.s.After(r.downDelay(ri), func() { r.observeProbe(ri, false) })
 	}
-	if now+r.p.sc.Policy.Health.ProbeInterval.D() <= r.end && (r.live > 0 || !r.afterArrivals()) {
+	if now+r.p.sc.Policy.Health.ProbeInterval.D() <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
 		r.s.After(r.p.sc.Policy.Health.ProbeInterval.D(), r.probe)
 	}
 }

@@ -91,8 +91,14 @@ func TestQuotaExhaustionRoutesToTheOtherProvider(t *testing.T) {
 	rep := run(t, sc)
 	require.True(t, rep.Requests.Balanced())
 	f := rep.Faults["quota-exhaustion(cloud-a)"]
-	require.Zero(t, f.TimeToDetectS, "a 429 is immediate")
-	require.Zero(t, f.RequestsLost)
+	// The core is not told of the quota: it learns from the first 429,
+	// which comes back at once for the first request sent there.
+	require.Positive(t, f.TimeToDetectS)
+	require.Less(t, f.TimeToDetectS, 2.0, "a 429 is an answer: detected at the first attempt refused")
+	require.Contains(t, kinds(rep), "throttled")
+	require.Zero(t, f.RequestsLost, "a throttled attempt is retried on the other provider")
+	require.Positive(t, rep.Requests.Retries)
+	require.Zero(t, rep.Rejections[sched.ReasonUpstreamQuota])
 	require.Greater(t, f.SLOAttainmentDuring, 0.9)
 }
 
@@ -241,13 +247,16 @@ func TestRetryBudgetBoundsConcurrentRetries(t *testing.T) {
 	none, some, all := build(0.001), build(0.2), build(1)
 	// With almost no budget only the floor may retry at once, however many
 	// fail.
-	require.LessOrEqual(t, none.retryingPeak, sched.RetryFloor)
-	require.Equal(t, sched.RetryFloor, none.retryingPeak, "the overload fills the floor")
-	require.Zero(t, none.retrying, "every retrying request was released")
+	noneNow, nonePeak := none.lc.Retrying()
+	require.LessOrEqual(t, nonePeak, sched.RetryFloor)
+	require.Equal(t, sched.RetryFloor, nonePeak, "the overload fills the floor")
+	require.Zero(t, noneNow, "every retrying request was released")
 	rn, rs, ra := none.report().Requests, some.report().Requests, all.report().Requests
 	require.Less(t, rn.Retries, rs.Retries)
 	require.Less(t, rs.Retries, ra.Retries, "a larger budget retries more")
-	require.Greater(t, all.retryingPeak, some.retryingPeak)
+	_, allPeak := all.lc.Retrying()
+	_, somePeak := some.lc.Retrying()
+	require.Greater(t, allPeak, somePeak)
 	for _, c := range []Counts{rn, rs, ra} {
 		require.True(t, c.Balanced())
 	}

@@ -30,10 +30,12 @@ func (r *runner) hedge(req *request) {
 		return
 	}
 	if r.faultState != nil {
-		if fail, _ := r.faultAtDispatch(req, h); fail || r.replicas[h].eng == nil {
+		if fate := r.faultAtDispatch(req, h); fate.fail || r.replicas[h].eng == nil {
 			// The duplicate went to a failing replica: it is lost, and
-			// the gateway hears of the failure.
-			if tr, changed := r.core.Observe(now, h, false); changed {
+			// the gateway hears of the failure (or of the 429).
+			if fate.throttle > 0 {
+				r.throttled(h, fate.throttle)
+			} else if tr, changed := r.core.Observe(now, h, false); changed {
 				r.breakerChanged(tr)
 			}
 			r.core.EndHedge(now, &req.core, false)

@@ -146,7 +146,11 @@ type runner struct {
 	reqs []*request // slab; requests are reused once finished
 	free []int
 	next uint64 // request ids
-	live int    // requests not finished
+
+	// lc is the requests' lifecycle around the core, shared with the live
+	// gateway: retries, their budget, what admitted means.
+	lc   *sched.Lifecycle
+	draw func() float64 // backoff draws, from faultRand
 
 	warmup, duration, end time.Duration
 
@@ -181,10 +185,9 @@ type runner struct {
 
 	faults       []*faultRT
 	faultState   []replicaFault
+	quota        []*providerQuota // per pool: a quota fault's ground truth, nil when none
 	faultRand    *rand.Rand
 	doubleStarts int // dispatches of a request not waiting: a twin bug, fails the run
-	retrying     int // requests waiting for or making a retry, against the retry budget
-	retryingPeak int // the most at once (tests check the budget with it)
 }
 
 type replicaRT struct {
@@ -227,12 +230,10 @@ type request struct {
 	retry        sim.Timer
 	dispatchedAt time.Duration
 	firstAt      time.Duration
-	admitted     bool
+	life         sched.Life  // attempts, admission, the retry budget (see sched.Lifecycle)
 	held         bool        // finished, but an engine holds its sequence until Dropped
 	shed         bool        // deferred by the degradation ladder
 	rejected     bool        // finished by a rejection
-	inRetry      bool        // counted in runner.retrying
-	attempts     int         // attempts made, the current one included
 	hedgeSeq     *engine.Seq // a hedged duplicate attempt's sequence, on hedgeAt
 	hedgeAt      int
 	hedgeTimer   sim.Timer
@@ -307,6 +308,8 @@ func newRunner(p *plan) (*runner, error) {
 		return nil, err
 	}
 	r.faultRand = r.s.Rand("faults/errors")
+	r.draw = r.faultRand.Float64
+	r.lc = sched.NewLifecycle(p.retry, sc.Policy.Retries.RetryRejected)
 	r.ladderRand = r.s.Rand("degradation")
 	if err := r.initFaults(); err != nil {
 		r.closeSources()
@@ -397,7 +400,7 @@ const slice = time.Minute
 // reports whether the run is over there.
 func (r *runner) runTo(until time.Duration) bool {
 	r.s.RunUntil(until)
-	return until == r.end || (r.live == 0 && r.afterArrivals())
+	return until == r.end || (r.lc.Live() == 0 && r.afterArrivals())
 }
 
 // schedule draws stream i's next arrival and schedules it.
@@ -501,76 +504,74 @@ func (r *runner) arrive(i int) {
 	r.offer(req)
 }
 
-// offer submits a request (new, or a deferred one coming back) to admission.
+// offer submits a request (new, or a deferred one coming back) to admission,
+// and carries out what its lifecycle says next.
 func (r *runner) offer(req *request) {
 	now := r.s.Now()
-	req.attempts++
 	d := r.core.Arrive(now, &req.core)
+	next := r.lc.Offered(&req.life, d, r.draw)
 	r.metricsOffered(req)
-	switch d.Outcome {
-	case sched.Dispatched, sched.Queued:
-		if !req.admitted {
-			req.admitted = true
-			if req.measured {
-				r.count(req, func(c *Counts) { c.Admitted++ })
-			}
+	switch next.Action {
+	case sched.Wait:
+		if next.FirstAdmit && req.measured {
+			r.count(req, func(c *Counts) { c.Admitted++ })
 		}
 		req.state = stWaiting
 		r.dispatch()
 		if d.Outcome == sched.Queued {
 			r.preemptFor(req.core.Served)
 		}
-	case sched.Rejected:
-		rt := r.p.sc.Policy.Retries
-		if rt.RetryRejected && d.Reason != sched.ReasonNoRoute && r.canRetry(req) {
-			r.noteRejectedRetry(d, now)
-			r.retryOrFail(req, d.RetryAfter)
+	case sched.Reoffer:
+		if next.Retry {
+			r.noteRejectedRetry(next.Reason, now)
+			r.retryLater(req, next.After)
 			break
 		}
-		r.reject(req, d)
-	case sched.Deferred:
 		if req.measured {
 			r.count(req, func(c *Counts) { c.Deferred++ })
 		}
 		r.recent.deferred(req.core.Class, now)
-		r.noteDeferral(d.Reason, now)
+		r.noteDeferral(next.Reason, now)
 		req.state = stDeferred
-		req.retry = r.s.After(d.RetryAfter, req.onRetry)
+		req.retry = r.s.After(next.After, req.onRetry)
+	case sched.Refuse:
+		r.reject(req, d)
 	}
 	r.armWake()
 }
 
-// canRetry reports whether req may be tried again, by the retry policy the
-// live gateway uses too (sched.RetryPolicy).
-func (r *runner) canRetry(req *request) bool {
-	return r.p.retry.Allow(req.attempts, r.retrying, r.live, req.inRetry)
+// attemptFailed carries out what the lifecycle says after an attempt of req
+// ended without an answer: a retry after a backoff, or the end.
+func (r *runner) attemptFailed(req *request, how sched.Attempt, retryAfter time.Duration) {
+	next := r.lc.Failed(&req.life, how, retryAfter, r.draw)
+	switch {
+	case next.Action == sched.Reoffer:
+		r.retryLater(req, next.After)
+	case next.Reason != "":
+		// The provider's quota refused every attempt: refused, as the
+		// gateway answers the client (429 upstream-quota).
+		r.reject(req, sched.Decision{Outcome: sched.Rejected, Reason: next.Reason, RetryAfter: next.RetryAfter})
+	default:
+		r.finish(req, func(c *Counts) { c.Failed++ }, false)
+	}
 }
 
-// retryOrFail retries req after a backoff (exponential, full jitter, at
-// least retryAfter unless clients ignore it), or fails it for good.
-func (r *runner) retryOrFail(req *request, retryAfter time.Duration) {
-	if !r.canRetry(req) {
-		r.finish(req, func(c *Counts) { c.Failed++ }, false)
-		return
-	}
-	var delay time.Duration
-	if !r.p.retry.IgnoreRetryAfter {
-		delay = r.p.retry.Delay(req.attempts, r.faultRand.Float64(), retryAfter)
-	}
-	if !req.inRetry {
-		req.inRetry = true
-		r.retrying++
-		r.retryingPeak = max(r.retryingPeak, r.retrying)
-	}
+// retryLater offers req again after delay.
+func (r *runner) retryLater(req *request, delay time.Duration) {
 	req.state = stRetrying
 	req.retry = r.s.After(delay, req.onRetry)
 }
 
-func (r *runner) noteRejectedRetry(d sched.Decision, at time.Duration) {
-	key := "retry:" + d.Reason
+// noteRejectedRetry adds a timeline entry the first time clients retry a
+// refusal for reason ("" when the retry follows a failed attempt).
+func (r *runner) noteRejectedRetry(reason string, at time.Duration) {
+	if reason == "" {
+		return
+	}
+	key := "retry:" + reason
 	if !r.firstSeen[key] {
 		r.firstSeen[key] = true
-		r.event(at, "first-client-retry", "clients retry requests refused for "+d.Reason)
+		r.event(at, "first-client-retry", "clients retry requests refused for "+reason)
 	}
 }
 
@@ -640,12 +641,12 @@ func (r *runner) dispatch() {
 			req.hedgeTimer = r.s.After(h, req.onHedge)
 		}
 		if r.faultState != nil {
-			if fail, delay := r.faultAtDispatch(req, x.Replica); fail {
-				r.failAttempt(req, x.Replica, delay)
+			if fate := r.faultAtDispatch(req, x.Replica); fate.fail {
+				r.failAttempt(req, x.Replica, fate)
 				continue
-			} else if delay > 0 {
+			} else if fate.delay > 0 {
 				req.startAt = x.Replica
-				req.startTimer = r.s.After(delay, req.onStart)
+				req.startTimer = r.s.After(fate.delay, req.onStart)
 				continue
 			}
 		}
@@ -685,7 +686,7 @@ func (r *runner) startOn(req *request, ri int) {
 		req.seq = r.newSeq()
 		*req.seq = engine.Seq{Tag: req.idx, Prompt: old.Prompt, Output: old.Output, Blocks: old.Blocks}
 		req.held = false
-	} else if req.attempts > 1 {
+	} else if req.life.Attempts > 1 {
 		// A retry starts over: what an earlier attempt generated is lost.
 		*req.seq = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
 	}
@@ -889,10 +890,7 @@ func (r *runner) finish(req *request, outcome func(*Counts), answered bool) {
 	req.state = stDone
 	r.demand.finish(req.core.Class, r.s.Now(), r.s.Now()-req.core.Arrived)
 	r.metricsFinished(req, outcome, answered)
-	if req.inRetry {
-		req.inRetry = false
-		r.retrying--
-	}
+	r.lc.Finish(&req.life)
 	req.deadline.Stop()
 	req.retry.Stop()
 	req.attemptTimer.Stop()
@@ -944,7 +942,7 @@ func (r *runner) owner(cr *sched.Request) *request {
 }
 
 func (r *runner) alloc() *request {
-	r.live++
+	r.lc.Begin()
 	if n := len(r.free); n > 0 {
 		i := r.free[n-1]
 		r.free = r.free[:n-1]
@@ -970,7 +968,7 @@ func (r *runner) alloc() *request {
 }
 
 func (r *runner) release(req *request) {
-	r.live--
+	r.lc.Release()
 	if req.seq != nil {
 		r.freeSeq(req.seq)
 		req.seq = nil
@@ -1087,7 +1085,7 @@ func (r *runner) startSampling(fn func(time.Duration, int, []ReplicaState), peri
 			queued += r.core.QueueLen(m)
 		}
 		fn(r.s.Now(), queued, states)
-		if r.s.Now()+period <= r.end && (r.live > 0 || !r.afterArrivals()) {
+		if r.s.Now()+period <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
 			r.s.After(period, tick)
 		}
 	}

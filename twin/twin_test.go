@@ -281,7 +281,7 @@ func TestDeadlineExpiryDuringStepsLeavesNoGhosts(t *testing.T) {
 	rep := r.report()
 	require.Positive(t, rep.Requests.TimedOut)
 	require.Zero(t, rep.Requests.InFlightAtEnd)
-	require.Zero(t, r.live)
+	require.Zero(t, r.lc.Live())
 	for i := range r.replicas {
 		eng := r.replicas[i].eng
 		require.Zero(t, eng.Load(), "replica %d still holds sequences", i)

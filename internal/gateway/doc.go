@@ -90,10 +90,15 @@
 // policy.health.timeout) counts against its backend's breaker (core.Observe)
 // and is retried as in the twin: up to policy.retries.max_attempts, after an
 // exponential backoff with full jitter, within the retry budget (the
-// requests retrying at once at most budget × requests in flight, or 10). An
-// upstream 429 is quota, not ill health: it is retried after at least its
-// Retry-After, and does not count against the breaker. Where a retry goes
-// is the core's routing decision (breakers, residency, fallbacks).
+// requests retrying at once at most budget × requests in flight, or 10).
+// What happens next is sched.Lifecycle's answer, the twin's too: the
+// gateway only carries it out. An upstream 429 is quota, not ill health: it
+// does not count against the breaker; the core keeps the pool out of
+// routing for its Retry-After (core.Throttled, as a quota fault in the
+// twin), and the request is retried after its backoff, elsewhere; only
+// when its attempts run out does the client get 429 upstream-quota with
+// that Retry-After. Where a retry goes is the core's routing decision
+// (breakers, throttles, residency, fallbacks).
 //
 // # Response headers
 //

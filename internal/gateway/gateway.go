@@ -49,10 +49,9 @@ type Gateway struct {
 	core     *sched.Core
 	waiting  map[uint64]*call // requests the core holds, awaiting dispatch
 	nextID   uint64
-	live     int // requests being handled
-	retrying int // of which retrying (the budget's numerator)
-	retry    sched.RetryPolicy
+	lc       *sched.Lifecycle // requests' lives around the core, as in the twin
 	rng      *rand.Rand
+	draw     func() float64 // backoff draws from rng
 	wake     *time.Timer
 	wakeAt   time.Duration // when wake fires (model time); 0: disarmed
 	closed   bool
@@ -86,7 +85,7 @@ type call struct {
 	dispatched time.Duration // model time of the last dispatch; set before ready is sent
 	held       bool          // the core holds it (admitted, not finished)
 	offered    bool          // offered to the core at least once: req.Arrived is set
-	admitted   bool          // the core dispatched or queued it at least once (the twin's "admitted")
+	life       sched.Life    // attempts, deferrals, admission, the retry budget (see sched.Lifecycle)
 }
 
 // New builds a gateway and starts its health probes.
@@ -120,7 +119,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, clk: clock{start: time.Now(), speed: cfg.Speed}, reg: cfg.Registry,
 		models: map[string]int{}, classes: map[string]int{}, waiting: map[uint64]*call{}, byPool: map[string][]int{},
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6761746577617921)), retry: twin.RetryPolicy(&sc)}
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6761746577617921)),
+		lc:  sched.NewLifecycle(twin.RetryPolicy(&sc), sc.Policy.Retries.RetryRejected)}
+	g.draw = g.rng.Float64
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -300,9 +301,9 @@ func (g *Gateway) onWake() {
 	g.deliver(now)
 }
 
-// admit offers c to the core: its decision, and the replica when it was
-// dispatched at once (-1 otherwise).
-func (g *Gateway) admit(c *call) (sched.Decision, int) {
+// admit offers c to the core: its decision, and what c's lifecycle says to
+// do next.
+func (g *Gateway) admit(c *call) (sched.Decision, sched.Next) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	select {
@@ -318,17 +319,25 @@ func (g *Gateway) admit(c *call) (sched.Decision, int) {
 	}
 	g.waiting[c.req.ID] = c
 	d := g.core.Arrive(now, &c.req)
-	if d.Outcome == sched.Dispatched || d.Outcome == sched.Queued {
-		c.admitted = true
+	next := g.lc.Offered(&c.life, d, g.draw)
+	if next.Action == sched.Wait {
 		c.held = true
 		g.held++
 		g.heldPeak = max(g.heldPeak, g.held)
 	}
 	g.deliver(now)
-	if d.Outcome != sched.Dispatched && d.Outcome != sched.Queued {
+	if next.Action != sched.Wait {
 		delete(g.waiting, c.req.ID)
 	}
-	return d, -1
+	return d, next
+}
+
+// failed asks c's lifecycle what to do after an attempt ended without an
+// answer; a 429 tells the core the pool's provider is throttling.
+func (g *Gateway) failed(c *call, how sched.Attempt, retryAfter time.Duration) sched.Next {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.lc.Failed(&c.life, how, retryAfter, g.draw)
 }
 
 // finish tells the core that c's attempt ended (wherever it was), with
@@ -349,6 +358,18 @@ func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Dura
 		g.held--
 	}
 	g.core.Finish(now, &c.req)
+	g.deliver(now)
+}
+
+// throttle tells the core that replica r's provider answered 429 asking
+// for retryAfter (model time): its pool takes nothing until then.
+func (g *Gateway) throttle(r int, retryAfter time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if g.core.Throttled(now, r, retryAfter) {
+		g.log.Info("throttled", "pool", g.replicas[r].pool, "replica", r, "retry_after", retryAfter)
+	}
 	g.deliver(now)
 }
 

@@ -46,8 +46,11 @@ func TestOutcomeHeaders(t *testing.T) {
 		{name: "rejected: no route", key: keyEU, // larger than any replica's KV cache
 			body:       `{"model":"llama-3.1-8b","max_tokens":1000000000,"messages":[{"role":"user","content":"x"}]}`,
 			wantStatus: http.StatusServiceUnavailable, wantOutcome: "rejected", wantReason: "no-compatible-pool", wantAttempts: "1"},
-		{name: "rejected: upstream quota", key: keyGlobal,
+		{name: "a 429 steers the retry to the other pool", key: keyGlobal,
 			prep:       func(us, _ *fake) { us.mode.Store(modeThrottle) },
+			wantStatus: http.StatusOK, wantOutcome: "completed", wantAttempts: "2", wantQueueWait: true},
+		{name: "rejected: upstream quota", key: keyGlobal,
+			prep:       func(us, eu *fake) { us.mode.Store(modeThrottle); eu.mode.Store(modeThrottle) },
 			wantStatus: http.StatusTooManyRequests, wantOutcome: "rejected", wantReason: "upstream-quota",
 			wantAttempts: "2", wantRetryAfter: true},
 		{name: "failed: upstream 5xx", key: keyGlobal,

@@ -106,7 +106,7 @@ func TestOverloadIsBounded(t *testing.T) {
 		}
 	}
 	h.gw.mu.Lock()
-	held, live := h.gw.held, h.gw.live
+	held, live := h.gw.held, h.gw.lc.Live()
 	h.gw.mu.Unlock()
 	assert.Equal(t, bound, held, "requests the core holds")
 	assert.Equal(t, bound, live, "requests the gateway tracks")
@@ -124,7 +124,7 @@ func TestOverloadIsBounded(t *testing.T) {
 	h.gw.mu.Lock()
 	assert.LessOrEqual(t, h.gw.heldPeak, bound, "the core held more than the admission bound")
 	assert.Zero(t, h.gw.held)
-	assert.Zero(t, h.gw.live)
+	assert.Zero(t, h.gw.lc.Live())
 	assert.Empty(t, h.gw.waiting)
 	h.gw.mu.Unlock()
 	assert.Equal(t, float64(n-bound), h.metric("fleetdrill_gateway_requests_total", map[string]string{"outcome": "rejected"}))

@@ -26,7 +26,7 @@ var outcomes = []string{outCompleted, outRejected, outFailed, outTimedOut, outCa
 // rejectReasons are the reasons a request is refused: the core's and
 // upstream-quota (upstream 429s outlasted the retries).
 var rejectReasons = []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens, sched.ReasonQueueFull,
-	sched.ReasonDeadline, sched.ReasonNoRoute, reasonUpstreamQuota}
+	sched.ReasonDeadline, sched.ReasonNoRoute, sched.ReasonUpstreamQuota}
 
 // metrics are the gateway's series: the shared catalogue's (package
 // signals: the names, help, labels and buckets the twin writes in simulated

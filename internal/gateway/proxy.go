@@ -86,10 +86,6 @@ const (
 	hdrAdmitted = "X-Fleetdrill-Admitted"
 )
 
-// reasonUpstreamQuota is X-Fleetdrill-Reason when upstream 429s outlasted
-// the retries.
-const reasonUpstreamQuota = "upstream-quota"
-
 // setRetryAfter sets Retry-After to d, model time, in whole seconds (at
 // least 1).
 func setRetryAfter(w http.ResponseWriter, d time.Duration) {
@@ -127,9 +123,6 @@ type request struct {
 	class      string
 	model      string // requested
 	arrived    time.Time
-	attempts   int
-	deferrals  int
-	inRetry    bool
 	lastStatus int           // of the last failed attempt: 0 transport error
 	lastRetry  time.Duration // upstream Retry-After of the last attempt (model time)
 	lastMsg    string
@@ -156,11 +149,11 @@ func (q *request) setHeaders(w http.ResponseWriter, outcome, reason string) {
 	if reason != "" {
 		h.Set(hdrReason, reason)
 	}
-	if q.deferrals > 0 {
-		h.Set(hdrDeferrals, strconv.Itoa(q.deferrals))
+	if q.c.life.Deferrals > 0 {
+		h.Set(hdrDeferrals, strconv.Itoa(q.c.life.Deferrals))
 	}
-	h.Set(hdrAttempts, strconv.Itoa(q.attempts))
-	if q.c.admitted {
+	h.Set(hdrAttempts, strconv.Itoa(q.c.life.Attempts))
+	if q.c.life.Admitted {
 		h.Set(hdrAdmitted, "1")
 	}
 }
@@ -218,53 +211,47 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	g.nextID++
 	q.c.req.ID = g.nextID
-	g.live++
+	g.lc.Begin()
 	g.mu.Unlock()
 
 	outcome, status := g.run(ctx, w, q)
 
 	g.mu.Lock()
-	g.live--
-	if q.inRetry {
-		g.retrying--
-	}
+	g.lc.Finish(&q.c.life)
+	g.lc.Release()
 	g.mu.Unlock()
 	g.metrics.ended(q, outcome)
 	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", cr.Model, "stream", q.stream,
-		"outcome", outcome, "status", status, "attempts", q.attempts, "deferrals", q.deferrals, "input_tokens_est", in,
+		"outcome", outcome, "status", status, "attempts", q.c.life.Attempts, "deferrals", q.c.life.Deferrals, "input_tokens_est", in,
 		"max_output_tokens", out, "duration", g.clk.model(time.Since(arrived)))
 }
 
-// run drives one request through admission, dispatch and its attempts, and
-// answers the client. It returns the outcome and the status sent (0: none).
+// run carries out one request's life (sched.Lifecycle decides each step,
+// as in the twin): admission, waits, attempts, and the answer to the
+// client. It returns the outcome and the status sent (0: none).
 func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (string, int) {
-	rt := g.sc.Policy.Retries
+	var next sched.Next
 	for {
-		q.attempts++
-		d, _ := g.admit(&q.c)
-		switch d.Outcome {
-		case sched.Deferred:
-			// A deferrable class waits and is offered again, as in the
-			// twin, until its deadline.
-			q.deferrals++
-			g.metrics.deferrals.WithLabelValues(q.tenant, q.class, d.Reason).Inc()
-			if !g.sleep(ctx, d.RetryAfter) {
+		var d sched.Decision
+		d, next = g.admit(&q.c)
+		switch next.Action {
+		case sched.Reoffer:
+			if next.Retry {
+				g.metrics.retries.WithLabelValues(q.tenant, q.class).Inc()
+			} else {
+				g.metrics.deferrals.WithLabelValues(q.tenant, q.class, next.Reason).Inc()
+			}
+			if !g.sleep(ctx, next.After) {
 				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
 			}
 			continue
-		case sched.Rejected:
-			if rt.RetryRejected && d.Reason != sched.ReasonNoRoute && g.canRetry(q) {
-				if !g.backoff(ctx, q, d.RetryAfter) {
-					return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
-				}
-				continue
-			}
+		case sched.Refuse:
 			if d.Reason == sched.ReasonNoRoute {
 				q.fail(w, outRejected, d.Reason, http.StatusServiceUnavailable, "no_route", "no pool may serve this request")
 				return outRejected, http.StatusServiceUnavailable
 			}
-			setRetryAfter(w, d.RetryAfter)
-			q.fail(w, outRejected, d.Reason, http.StatusTooManyRequests, "rate_limit_exceeded", "request refused: "+d.Reason)
+			setRetryAfter(w, next.RetryAfter)
+			q.fail(w, outRejected, next.Reason, http.StatusTooManyRequests, "rate_limit_exceeded", "request refused: "+next.Reason)
 			return outRejected, http.StatusTooManyRequests
 		}
 		// Wait for a replica.
@@ -294,17 +281,21 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 		case resCancelled:
 			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
 		}
-		if !g.canRetry(q) {
+		how := sched.AttemptError
+		if q.lastStatus == http.StatusTooManyRequests {
+			how = sched.AttemptThrottled
+		}
+		if next = g.failed(&q.c, how, q.lastRetry); next.Action == sched.GiveUp {
 			break
 		}
 		g.metrics.retries.WithLabelValues(q.tenant, q.class).Inc()
-		if !g.backoff(ctx, q, q.lastRetry) {
+		if !g.sleep(ctx, next.After) {
 			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
 		}
 	}
-	if q.lastStatus == http.StatusTooManyRequests {
-		setRetryAfter(w, q.lastRetry)
-		q.fail(w, outRejected, reasonUpstreamQuota, http.StatusTooManyRequests, "rate_limit_exceeded", "upstream quota exhausted")
+	if next.Reason == sched.ReasonUpstreamQuota {
+		setRetryAfter(w, next.RetryAfter)
+		q.fail(w, outRejected, next.Reason, http.StatusTooManyRequests, "rate_limit_exceeded", "upstream quota exhausted")
 		return outRejected, http.StatusTooManyRequests
 	}
 	q.fail(w, outFailed, "", http.StatusBadGateway, "upstream_error", q.lastMsg)
@@ -328,34 +319,6 @@ func (g *Gateway) ctxStatus(ctx context.Context, w http.ResponseWriter, q *reque
 		return http.StatusGatewayTimeout
 	}
 	return 0 // nobody is listening
-}
-
-// canRetry reports whether q may be tried again, as the twin decides: attempts
-// left and the retry budget not spent. It enters q in the budget.
-func (g *Gateway) canRetry(q *request) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.retry.Allow(q.attempts, g.retrying, g.live, q.inRetry) {
-		return false
-	}
-	if !q.inRetry && !g.retry.IgnoreRetryAfter {
-		q.inRetry = true
-		g.retrying++
-	}
-	return true
-}
-
-// backoff sleeps before a retry: exponential with full jitter, at least
-// retryAfter (model time); false when ctx ended first.
-func (g *Gateway) backoff(ctx context.Context, q *request, retryAfter time.Duration) bool {
-	var delay time.Duration
-	if !g.retry.IgnoreRetryAfter {
-		g.mu.Lock()
-		u := g.rng.Float64()
-		g.mu.Unlock()
-		delay = g.retry.Delay(q.attempts, u, retryAfter)
-	}
-	return g.sleep(ctx, delay)
 }
 
 // sleep waits d of model time; false when ctx ended first.
@@ -433,9 +396,13 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
 		g.metrics.throttled.WithLabelValues(be.pool, be.region).Inc()
 		g.attemptFailed(rep, resp.StatusCode, false)
-		g.finish(&q.c, rep, false, false, 0) // quota, not ill health
 		q.lastStatus, q.lastRetry = resp.StatusCode, g.parseRetryAfter(resp.Header.Get("Retry-After"))
 		q.lastMsg = "upstream quota exhausted"
+		// Quota, not ill health: the breaker is left alone, and the core
+		// keeps the pool out of routing for the Retry-After, as the twin
+		// does.
+		g.throttle(rep, q.lastRetry)
+		g.finish(&q.c, rep, false, false, 0)
 		return resRetry, "", 0
 	}
 

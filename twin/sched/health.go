@@ -157,6 +157,21 @@ func (c *Core) SetPoolQuota(now time.Duration, p int, rpm, tpm float64) {
 	}
 }
 
+// Throttled records that the provider of replica r's pool refused an
+// attempt at now for its quota (HTTP 429), asking for retryAfter: the pool
+// takes no request until then (at least a second: a 429 without a usable
+// Retry-After still says "not now"), and a wake-up is set for when it may
+// again. This is how the core learns of a provider's quota it was not
+// told of: from results, as a live gateway does. It reports whether the
+// pool was not throttled before (the core's detection).
+func (c *Core) Throttled(now time.Duration, r int, retryAfter time.Duration) bool {
+	c.dispatches = c.dispatches[:0]
+	ps := &c.pools[c.replicas[r].Pool]
+	fresh := now >= ps.throttledUntil
+	ps.throttledUntil = max(ps.throttledUntil, now+max(retryAfter, time.Second))
+	return fresh
+}
+
 // Unroutable removes and returns the queued requests whose model no pool
 // serves any more (a retirement, an incompatible upgrade), so the driver can
 // offer them to admission again: their fallback chain, or a refusal.

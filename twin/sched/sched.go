@@ -269,6 +269,9 @@ type poolState struct {
 	reqTokens, tokTokens float64 // provider quota buckets
 	last                 time.Duration
 	latency              float64 // EWMA of observed time to first token, seconds
+	// throttledUntil: the provider answered 429 with a Retry-After that
+	// ends then (see Throttled); the pool takes nothing before.
+	throttledUntil time.Duration
 }
 
 // New builds a core. Every replica starts ready; use SetReady for replicas
@@ -1013,6 +1016,12 @@ func (c *Core) releaseTenant(req *Request) {
 // poolQuotaOK checks the provider's request and token rate quotas for one
 // more request, scheduling a wake-up for when they refill if not.
 func (c *Core) poolQuotaOK(now time.Duration, pi int, req *Request) bool {
+	if t := c.pools[pi].throttledUntil; now < t {
+		if c.wakeAt == 0 || t < c.wakeAt {
+			c.wakeAt = t
+		}
+		return false
+	}
 	p := &c.cfg.Pools[pi]
 	if p.RequestsPerMinute == 0 && p.TokensPerMinute == 0 {
 		return true
