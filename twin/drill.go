@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/faults"
@@ -184,16 +183,14 @@ func (d *Drill) EndFault(label string) error {
 	}
 	f.endTimer.Stop()
 	f.end = at
-	prev := f.spec.String()
+	prev := f.startEvent(f.start)
 	f.spec.For = at - f.spec.At
 	f.report.Spec = f.spec.String()
 	// The timeline's fault-start entry shows the spec: the one Run will
 	// read from the record, with its for=.
-	old := fmt.Sprintf("%s: %s (", f.label, prev)
 	for i := range d.r.timeline {
-		ev := &d.r.timeline[i]
-		if ev.Kind == "fault-start" && strings.HasPrefix(ev.Detail, old) {
-			ev.Detail = fmt.Sprintf("%s: %s (", f.label, f.spec.String()) + ev.Detail[len(old):]
+		if ev := &d.r.timeline[i]; ev.Kind == prev.Kind && ev.Detail == prev.Detail {
+			ev.Detail = f.startEvent(f.start).Detail
 		}
 	}
 	d.ends[f] = true

@@ -291,7 +291,7 @@ func (r *runner) startFault(f *faultRT) {
 	now := r.s.Now()
 	f.active = true
 	f.replicas = r.chooseReplicas(f)
-	r.event(now, "fault-start", fmt.Sprintf("%s: %s (%d replicas)", f.label, f.spec.String(), len(f.replicas)))
+	r.addEvent(f.startEvent(now))
 	switch f.spec.Kind {
 	case faults.QuotaExhaustion:
 		f.quotas = f.quotas[:0]
@@ -321,7 +321,7 @@ func (r *runner) startFault(f *faultRT) {
 func (r *runner) endFault(f *faultRT) {
 	now := r.s.Now()
 	f.active = false
-	r.event(now, "fault-end", f.label)
+	r.addEvent(f.endEvent(now))
 	switch f.spec.Kind {
 	case faults.QuotaExhaustion:
 		for i, pi := range f.pools {
@@ -615,14 +615,13 @@ func (r *runner) throttled(ri int, retryAfter time.Duration) {
 // detection of the faults that affect the replica.
 func (r *runner) breakerChanged(tr sched.Transition) {
 	now := r.s.Now()
-	pool := r.p.pools[r.replicas[tr.Replica].pool].spec.Name
-	r.event(now, "breaker-"+tr.To.String(), fmt.Sprintf("pool %s replica %d: %s", pool, tr.Replica, tr))
+	r.addEvent(r.p.breakerEvent(now, tr))
 	if tr.To != sched.Open {
 		return
 	}
 	for _, f := range r.faults {
 		if f.breakerOpened(now, tr.Replica) {
-			r.event(now, "detected", fmt.Sprintf("%s after %v", f.label, now-f.start))
+			r.addEvent(f.breakerDetectedEvent(now))
 		}
 	}
 }
@@ -669,13 +668,13 @@ func (r *runner) observeProbe(ri int, ok bool) {
 // noteServed updates the faults' mitigation and recovery times when a
 // request completes on replica ri.
 func (r *runner) noteServed(req *request, ri int) {
-	noteServed(r.p, r.faults, r.s.Now(), ri, req.core.Model, req.core.Served, r.event)
+	noteServed(r.p, r.faults, r.s.Now(), ri, req.core.Model, req.core.Served, r.addEvent)
 }
 
 // noteServed updates faults' mitigation and recovery when a request for
 // model completes at now on replica ri, answered by model served, and
 // records what changed with event.
-func noteServed(p *plan, fs []*faultRT, now time.Duration, ri, model, served int, event func(time.Duration, string, string)) {
+func noteServed(p *plan, fs []*faultRT, now time.Duration, ri, model, served int, event func(TimelineEvent)) {
 	for _, f := range fs {
 		affected := slices.Contains(f.replicas, ri)
 		if f.spec.Kind == faults.ModelRetirement {
@@ -684,8 +683,8 @@ func noteServed(p *plan, fs []*faultRT, now time.Duration, ri, model, served int
 			}
 			affected = served == model
 		}
-		if ev, detail := f.served(now, affected, p.displaced(f, model)); ev != "" {
-			event(now, ev, detail)
+		if ev, ok := f.served(now, affected, p.displaced(f, model)); ok {
+			event(ev)
 		}
 	}
 }
@@ -696,16 +695,16 @@ func noteServed(p *plan, fs []*faultRT, now time.Duration, ri, model, served int
 // about one model, not replicas: it is mitigated when a request for the
 // model is served by a fallback, and recovered when the model itself serves
 // again. It returns the timeline event to record, if any.
-func (f *faultRT) served(now time.Duration, affected, displaced bool) (kind, detail string) {
+func (f *faultRT) served(now time.Duration, affected, displaced bool) (TimelineEvent, bool) {
 	switch {
 	case f.active && f.detected >= 0 && f.mitigated < 0 && !affected && displaced:
 		f.mitigated = now
-		return "mitigated", fmt.Sprintf("%s: first request served elsewhere, %v after the fault began", f.label, now-f.start)
+		return timelineEvent(now, "mitigated", fmt.Sprintf("%s: first request served elsewhere, %v after the fault began", f.label, now-f.start)), true
 	case !f.active && f.end > 0 && now >= f.end && f.recovered < 0 && affected:
 		f.recovered = now
-		return "recovered", fmt.Sprintf("%s: affected replicas serve again, %v after the fault ended", f.label, now-f.end)
+		return timelineEvent(now, "recovered", fmt.Sprintf("%s: affected replicas serve again, %v after the fault ended", f.label, now-f.end)), true
 	}
-	return "", ""
+	return TimelineEvent{}, false
 }
 
 // displaced reports whether a request for model is traffic the fault

@@ -176,9 +176,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 		return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.kind, b.kind))
 	})
 	var timeline []TimelineEvent
-	event := func(at time.Duration, kind, detail string) {
-		timeline = append(timeline, TimelineEvent{TS: round(at.Seconds(), 6), Kind: kind, Detail: detail})
-	}
+	event := func(ev TimelineEvent) { timeline = append(timeline, ev) }
 	sc := rec.p.sc
 	warmup := sc.Warmup.D()
 	dispatched := make([]uint64, len(rec.p.pools))
@@ -187,21 +185,19 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 		case markStart:
 			f := rec.faults[m.fault]
 			f.active = true
-			event(m.at, "fault-start", fmt.Sprintf("%s: %s (%d replicas)", f.label, f.spec.String(), len(f.replicas)))
+			event(f.startEvent(m.at))
 		case markEnd:
 			f := rec.faults[m.fault]
 			f.active = false
-			event(m.at, "fault-end", f.label)
+			event(f.endEvent(m.at))
 		case markBreaker:
-			pool := rec.p.pools[rec.p.replicas[m.replica].pool].spec.Name
-			tr := sched.Transition{Replica: m.replica, From: m.from, To: m.to, At: m.at}
-			event(m.at, "breaker-"+m.to.String(), fmt.Sprintf("pool %s replica %d: %s", pool, m.replica, tr))
+			event(rec.p.breakerEvent(m.at, sched.Transition{Replica: m.replica, From: m.from, To: m.to, At: m.at}))
 			if m.to != sched.Open {
 				continue
 			}
 			for _, f := range rec.faults {
 				if f.breakerOpened(m.at, m.replica) {
-					event(m.at, "detected", fmt.Sprintf("%s after %v", f.label, m.at-f.start))
+					event(f.breakerDetectedEvent(m.at))
 				}
 			}
 		case markRefusal:
@@ -210,7 +206,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 				if f.active && f.detected < 0 && slices.Contains(f.replicas, m.replica) &&
 					(kind == faults.QuotaExhaustion && m.status == 429 || kind == faults.ModelRetirement && m.status == 404) {
 					f.detected = m.at
-					event(m.at, "detected", fmt.Sprintf("%s: upstream answered %d, %v after the fault began", f.label, m.status, m.at-f.start))
+					event(timelineEvent(m.at, "detected", fmt.Sprintf("%s: upstream answered %d, %v after the fault began", f.label, m.status, m.at-f.start)))
 				}
 			}
 		case markOutcome:
@@ -222,9 +218,9 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 		}
 	}
 	if warmup > 0 {
-		event(warmup, "warmup-end", "measurement starts")
+		event(warmupEndEvent(warmup))
 	}
-	event(sc.Duration.D(), "arrivals-end", "no new requests; draining")
+	event(arrivalsEndEvent(sc.Duration.D()))
 	slices.SortStableFunc(timeline, func(a, b TimelineEvent) int { return cmp.Compare(a.TS, b.TS) })
 	rep := rec.assemble(end, dispatched)
 	rep.Timeline = timeline
@@ -241,7 +237,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 }
 
 // record counts one outcome as the twin's runner counts a request.
-func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(time.Duration, string, string)) {
+func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(TimelineEvent)) {
 	measured := o.At >= warmup
 	count := func(f func(*Counts)) {
 		if measured {

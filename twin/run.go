@@ -385,9 +385,9 @@ func (r *runner) start() {
 	// its run must match the scenario that lists it.
 	r.s.At(r.p.sc.Policy.Health.ProbeInterval.D(), r.probe)
 	if r.warmup > 0 {
-		s.At(r.warmup, func() { r.event(s.Now(), "warmup-end", "measurement starts") })
+		s.At(r.warmup, func() { r.addEvent(warmupEndEvent(s.Now())) })
 	}
-	s.At(r.duration, func() { r.event(s.Now(), "arrivals-end", "no new requests; draining") })
+	s.At(r.duration, func() { r.addEvent(arrivalsEndEvent(s.Now())) })
 }
 
 // slice is how far the run advances between checks of cancellation,
@@ -435,8 +435,14 @@ func (r *runner) closeSources() {
 // afterArrivals reports whether no stream will produce another request.
 func (r *runner) afterArrivals() bool { return r.s.Now() >= r.duration }
 
+// event adds an entry to the run's timeline.
 func (r *runner) event(at time.Duration, kind, detail string) {
-	r.timeline = append(r.timeline, TimelineEvent{TS: round(at.Seconds(), 6), Kind: kind, Detail: detail})
+	r.addEvent(timelineEvent(at, kind, detail))
+}
+
+// addEvent adds an entry made by one of timeline.go's constructors.
+func (r *runner) addEvent(ev TimelineEvent) {
+	r.timeline = append(r.timeline, ev)
 }
 
 func (r *runner) replicaReady(i int) {
