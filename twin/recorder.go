@@ -281,32 +281,14 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(Timelin
 	}
 }
 
+// assemble is the recorder's report: what the twin reports the same way,
+// and the requests each pool served (dispatched, nil before the replay).
 func (rec *Recorder) assemble(end time.Duration, dispatched []uint64) *Report {
-	sc := rec.p.sc
-	window := (sc.Duration.D() - sc.Warmup.D()).Seconds()
-	rep := &Report{
-		Schema: ReportSchema, Scenario: sc.Name, Seed: sc.Seed,
-		SimDurationS: round(end.Seconds(), 6), WarmupS: round(sc.Warmup.D().Seconds(), 6),
-		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
-		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: faultReports(rec.faults),
-		Rejections: map[string]uint64{}, Timeline: []TimelineEvent{},
+	pools := newPoolReports(rec.p)
+	for i, n := range dispatched {
+		pools[i].Dispatched = n
 	}
-	rec.t.fill(rep, window)
-	hours := sc.Duration.D().Hours()
-	for i, pp := range rec.p.pools {
-		pr := &PoolReport{Region: pp.spec.Region, Replicas: pp.spec.Replicas}
-		if dispatched != nil {
-			pr.Dispatched = dispatched[i]
-		}
-		pr.Cost = round(float64(pp.spec.Replicas)*float64(pp.spec.GPUsPerReplica)*pp.spec.PricePerGPUHour*hours, 6)
-		rep.Cost.Total += pr.Cost
-		rep.Pools[pp.spec.Name] = pr
-	}
-	rep.Cost.Total = round(rep.Cost.Total, 6)
-	if rec.t.succeeded > 0 {
-		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(rec.t.succeeded), 9)
-	}
-	return rep
+	return assembleReport(rec.p, &rec.t, rec.faults, end, pools)
 }
 
 // randFor is the stream a run named name would draw from.

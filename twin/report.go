@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fleetdrill/fleetdrill/internal/suggest"
 	"github.com/fleetdrill/fleetdrill/scenarios"
@@ -169,6 +170,49 @@ func (r *Report) JSON() ([]byte, error) {
 		return nil, err
 	}
 	return append(b, '\n'), nil
+}
+
+// newPoolReports starts each pool's report, in the plan's order, with what
+// the scenario says of it; the run fills in what happened.
+func newPoolReports(p *plan) []*PoolReport {
+	out := make([]*PoolReport, len(p.pools))
+	for i, pp := range p.pools {
+		out[i] = &PoolReport{Region: pp.spec.Region, Replicas: pp.spec.Replicas}
+	}
+	return out
+}
+
+// assembleReport builds the part of a report that the twin's runner and the
+// live Recorder both know, in one place so that a live report stays
+// comparable with the twin's field by field: the header, the tally's
+// counts, groups, windows and rejections over the measured window, the
+// faults, each pool (pools, from newPoolReports) with its provisioned cost,
+// and the fleet's cost. end is when the run stopped. Each caller adds what
+// only it knows; Jobs, Workload and Timeline start empty.
+func assembleReport(p *plan, t *tally, fs []*faultRT, end time.Duration, pools []*PoolReport) *Report {
+	sc := p.sc
+	duration, warmup := sc.Duration.D(), sc.Warmup.D()
+	rep := &Report{
+		Schema: ReportSchema, Scenario: sc.Name, Seed: sc.Seed,
+		SimDurationS: round(end.Seconds(), 6), WarmupS: round(warmup.Seconds(), 6),
+		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
+		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: faultReports(fs),
+		Rejections: map[string]uint64{}, Timeline: []TimelineEvent{},
+	}
+	t.fill(rep, (duration - warmup).Seconds())
+	// The fleet is paid for the scenario's duration, not the drain.
+	hours := duration.Hours()
+	for i, pp := range p.pools {
+		pr := pools[i]
+		pr.Cost = round(float64(pp.spec.Replicas)*float64(pp.spec.GPUsPerReplica)*pp.spec.PricePerGPUHour*hours, 6)
+		rep.Cost.Total += pr.Cost
+		rep.Pools[pp.spec.Name] = pr
+	}
+	rep.Cost.Total = round(rep.Cost.Total, 6)
+	if t.succeeded > 0 {
+		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(t.succeeded), 9)
+	}
+	return rep
 }
 
 // finish computes summaries from the sketches.

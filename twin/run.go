@@ -300,9 +300,7 @@ func newRunner(p *plan) (*runner, error) {
 	if r.sources, err = openSources(p, r.s.Rand, r.duration, r.streams); err != nil {
 		return nil, err
 	}
-	for _, pp := range p.pools {
-		r.pools = append(r.pools, &PoolReport{Region: pp.spec.Region, Replicas: pp.spec.Replicas})
-	}
+	r.pools = newPoolReports(p)
 	if err := r.initJobs(); err != nil {
 		r.closeSources()
 		return nil, err
@@ -1000,71 +998,62 @@ func (r *runner) report() *Report {
 	return r.assemble()
 }
 
+// assemble builds the report: what the live Recorder reports the same way
+// (assembleReport), then what only the twin knows.
 func (r *runner) assemble() *Report {
-	sc := r.p.sc
 	end := r.s.Now()
-	window := (r.duration - r.warmup).Seconds()
-	rep := &Report{
-		Schema: ReportSchema, Scenario: sc.Name, Seed: sc.Seed,
-		SimDurationS: round(end.Seconds(), 6), WarmupS: round(r.warmup.Seconds(), 6),
-		Events:  r.s.Events(),
-		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
-		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: faultReports(r.faults),
-		Hedges:              r.hedges,
-		Degradation:         r.ladderReport(),
-		Forecast:            r.forecastReport(),
-		ResidencyViolations: r.residency, Rejections: map[string]uint64{},
-		Timeline: append([]TimelineEvent{}, r.timeline...),
+	rep := assembleReport(r.p, &r.tally, r.faults, end, r.pools)
+	rep.Events = r.s.Events()
+	rep.Hedges = r.hedges
+	rep.Degradation = r.ladderReport()
+	rep.Forecast = r.forecastReport()
+	rep.ResidencyViolations = r.residency
+	rep.Timeline = append(rep.Timeline, r.timeline...)
+	for i := range r.p.pools {
+		r.poolUse(i, end)
 	}
-	r.tally.fill(rep, window)
-	hours := r.duration.Hours()
-	for i, pp := range r.p.pools {
-		pr := r.pools[i]
-		var busy time.Duration
-		var lookups, hits uint64
-		pr.Preemptions, pr.Steps = 0, 0
-		for j := range r.replicas {
-			rt := &r.replicas[j]
-			switch {
-			case rt.pool != i:
-			case rt.eng != nil:
-				busy += rt.eng.BusyTime
-				pr.Preemptions += rt.eng.Preemptions
-				pr.Steps += rt.eng.Steps
-				l, h := rt.eng.PrefixStats()
-				lookups += l
-				hits += h
-			default:
-				busy += rt.svcBusy
-			}
-		}
-		pr.PrefixBlocks = lookups
-		if lookups > 0 {
-			pr.PrefixHitRate = round(float64(hits)/float64(lookups), 6)
-		}
-		gpus := float64(pp.spec.GPUsPerReplica)
-		if n := pp.spec.Replicas; n > 0 && end > 0 {
-			pr.Utilization = round(busy.Seconds()/(float64(n)*end.Seconds()), 6)
-		}
-		pr.BusyGPUHours = round(busy.Hours()*gpus, 6)
-		pr.Cost = round(float64(pp.spec.Replicas)*gpus*pp.spec.PricePerGPUHour*hours, 6)
-		rep.Cost.Total += pr.Cost
-		rep.Pools[pp.spec.Name] = pr
-	}
-	rep.Cost.Total = round(rep.Cost.Total, 6)
-	for i, st := range sc.Workload {
+	for i, st := range r.p.sc.Workload {
 		rep.Workload[st.Name] = r.streams[i]
 	}
-	for i, js := range sc.Jobs {
+	for i, js := range r.p.sc.Jobs {
 		jr := r.jobs.reports[i]
 		jr.Wait = jr.wait.Summary()
 		jr.GPUHoursUsed, jr.GPUHoursWasted = round(jr.GPUHoursUsed, 6), round(jr.GPUHoursWasted, 6)
 		rep.Jobs[js.Name] = jr
 	}
-	if r.succeeded > 0 {
-		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(r.succeeded), 9)
-	}
 	return rep
+}
+
+// poolUse fills pool i's report with what its replicas' engines did until
+// end: busy time, preemptions, steps and prefix-cache hits.
+func (r *runner) poolUse(i int, end time.Duration) {
+	pp, pr := &r.p.pools[i], r.pools[i]
+	var busy time.Duration
+	var lookups, hits uint64
+	pr.Preemptions, pr.Steps = 0, 0
+	for j := range r.replicas {
+		rt := &r.replicas[j]
+		switch {
+		case rt.pool != i:
+		case rt.eng != nil:
+			busy += rt.eng.BusyTime
+			pr.Preemptions += rt.eng.Preemptions
+			pr.Steps += rt.eng.Steps
+			l, h := rt.eng.PrefixStats()
+			lookups += l
+			hits += h
+		default:
+			busy += rt.svcBusy
+		}
+	}
+	pr.PrefixBlocks = lookups
+	if lookups > 0 {
+		pr.PrefixHitRate = round(float64(hits)/float64(lookups), 6)
+	}
+	if n := pp.spec.Replicas; n > 0 && end > 0 {
+		pr.Utilization = round(busy.Seconds()/(float64(n)*end.Seconds()), 6)
+	}
+	pr.BusyGPUHours = round(busy.Hours()*float64(pp.spec.GPUsPerReplica), 6)
 }
 
 // startSampling calls fn every period with every replica's state, until the
