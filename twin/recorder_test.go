@@ -12,12 +12,17 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// Fed the twin's own request timelines, the recorder must report exactly
-// what the twin reports: same counts, same quantiles, same SLO attainment,
-// per class, tenant and window.
+// Fed the twin's own request timelines and fault times, the recorder must
+// report exactly what the twin reports: same header, counts, quantiles and
+// SLO attainment, per class, tenant and window; same rejections, pools'
+// region, replicas and cost, fleet cost, fault attribution; and the same
+// timeline entries for what both see (faults starting and ending, the
+// warm-up and arrivals ending). Both assemble with assembleReport; this
+// checks that what each feeds it is counted alike.
 func TestRecorderReportsWhatTheTwinReports(t *testing.T) {
-	sets := []string{"duration=4m", "warmup=1m", "faults=[]",
-		`expect=["classes.interactive.ttft_s.p99 < 5s"]`}
+	const fault = "latency(eu-west)"
+	sets := []string{"duration=4m", "warmup=1m", `faults=["latency region=eu-west at=2m for=1m latency=2s"]`,
+		`expect=["classes.interactive.ttft_s.p99 < 5s", "during latency(eu-west): requests.completed > 0"]`}
 	sc, err := scenarios.LoadNamedWithSets("default", sets)
 	require.NoError(t, err)
 	var arrivals []Arrival
@@ -28,6 +33,10 @@ func TestRecorderReportsWhatTheTwinReports(t *testing.T) {
 	require.NoError(t, err)
 	rec, err := NewRecorder(sc)
 	require.NoError(t, err)
+	for i, fp := range rec.Faults() {
+		rec.FaultStarted(i, fp.Start)
+		rec.FaultEnded(i, fp.End)
+	}
 	var logs int
 	twinRep, err := Run(context.Background(), sc, Options{OnComplete: func(l RequestLog) {
 		a := arrivals[l.ID]
@@ -41,20 +50,50 @@ func TestRecorderReportsWhatTheTwinReports(t *testing.T) {
 
 	got, err := rec.Report(time.Duration(twinRep.SimDurationS*float64(time.Second)), streams)
 	require.NoError(t, err)
-	same := func(a, b any) {
+	same := func(what string, a, b any) {
 		t.Helper()
 		ja, err := json.Marshal(a)
 		require.NoError(t, err)
 		jb, err := json.Marshal(b)
 		require.NoError(t, err)
-		require.JSONEq(t, string(ja), string(jb))
+		require.JSONEq(t, string(ja), string(jb), what)
 	}
-	same(twinRep.Requests, got.Requests)
-	same(twinRep.Classes, got.Classes)
-	same(twinRep.Tenants, got.Tenants)
-	same(twinRep.Workload, got.Workload)
-	same(twinRep.Expectations, got.Expectations)
+	require.Equal(t, []any{twinRep.Schema, twinRep.Scenario, twinRep.Seed, twinRep.SimDurationS, twinRep.WarmupS},
+		[]any{got.Schema, got.Scenario, got.Seed, got.SimDurationS, got.WarmupS}, "header")
+	same("requests", twinRep.Requests, got.Requests)
+	same("classes", twinRep.Classes, got.Classes)
+	same("tenants", twinRep.Tenants, got.Tenants)
+	require.Contains(t, twinRep.Windows, "during "+fault)
+	same("windows", twinRep.Windows, got.Windows)
+	same("rejections", twinRep.Rejections, got.Rejections)
+	same("workload", twinRep.Workload, got.Workload)
+	same("expectations", twinRep.Expectations, got.Expectations)
 	require.Equal(t, twinRep.Cost, got.Cost)
+	require.Equal(t, len(twinRep.Pools), len(got.Pools))
+	for name, tp := range twinRep.Pools {
+		gp := got.Pools[name]
+		require.NotNil(t, gp, "pool %s", name)
+		require.Equal(t, []any{tp.Region, tp.Replicas, tp.Cost}, []any{gp.Region, gp.Replicas, gp.Cost}, "pool %s: region, replicas, cost", name)
+	}
+	// Recovery is the first request served by an affected replica after
+	// the fault: the twin's request log does not say which replica served.
+	tf, gf := *twinRep.Faults[fault], *got.Faults[fault]
+	tf.TimeToRecoverS, gf.TimeToRecoverS = 0, 0
+	same("faults", tf, gf)
+	require.Less(t, gf.SLOAttainmentDuring, 1.0, "the fault made requests miss: attribution counts both")
+
+	shared := func(tl []TimelineEvent) []TimelineEvent {
+		var out []TimelineEvent
+		for _, ev := range tl {
+			switch ev.Kind {
+			case "fault-start", "fault-end", "warmup-end", "arrivals-end":
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	require.Len(t, shared(twinRep.Timeline), 4)
+	require.Equal(t, shared(twinRep.Timeline), shared(got.Timeline))
 }
 
 func countBefore(as []Arrival, t time.Duration) int {
