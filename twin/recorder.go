@@ -246,7 +246,7 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(Timelin
 	}
 	count(func(c *Counts) {
 		c.Arrived++
-		c.Retries += uint64(max(o.Attempts-1, 0))
+		c.Retries += uint64(max(o.Attempts-1-o.Deferrals, 0))
 		c.Deferred += uint64(o.Deferrals)
 		if o.Admitted || o.Result == Completed {
 			c.Admitted++
@@ -404,7 +404,7 @@ func (rec *Recorder) Counts() Counts {
 	for i := range rec.outs {
 		o := &rec.outs[i]
 		c.Arrived++
-		c.Retries += uint64(max(o.Attempts-1, 0))
+		c.Retries += uint64(max(o.Attempts-1-o.Deferrals, 0))
 		c.Deferred += uint64(o.Deferrals)
 		switch o.Result {
 		case Completed:

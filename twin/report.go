@@ -60,7 +60,9 @@ type Report struct {
 // Counts account for every request that arrived after the warm-up, exactly
 // once: Arrived = Rejected + Completed + Failed + Cancelled + TimedOut +
 // InFlightAtEnd. Admitted, Deferred, Retries and Fallbacks count events on
-// the way, not outcomes.
+// the way, not outcomes: Retries the offers again after a refusal or a
+// failed attempt (a deferred request coming back is a deferral, not a
+// retry).
 type Counts struct {
 	Arrived       uint64 `json:"arrived"`
 	Admitted      uint64 `json:"admitted"`

@@ -583,11 +583,8 @@ func (r *runner) reject(req *request, d sched.Decision) {
 	reason := d.Reason
 	if req.measured {
 		r.rejections[reason]++
-		if d.Detail != "" {
-			r.note(reason+": "+d.Detail, r.s.Now())
-		}
 	}
-	r.note(reason, r.s.Now())
+	r.note(reason, d.Detail, r.s.Now())
 	req.rejected = true
 	r.metricsRejected(req, reason)
 	r.finish(req, func(c *Counts) { c.Rejected++ }, false)
@@ -603,11 +600,17 @@ func (r *runner) noteDeferral(reason string, at time.Duration) {
 	}
 }
 
-// note adds a timeline entry the first time a rejection reason occurs.
-func (r *runner) note(reason string, at time.Duration) {
-	if !r.firstSeen[reason] {
-		r.firstSeen[reason] = true
-		r.event(at, "first-"+reason, "first request refused for "+reason)
+// note adds a timeline entry the first time a rejection reason occurs, and
+// again for each new detail of it (why no pool could take a request).
+func (r *runner) note(reason, detail string, at time.Duration) {
+	key, text := reason, "first request refused for "+reason
+	if detail != "" {
+		key += ": " + detail
+		text += " (" + detail + ")"
+	}
+	if !r.firstSeen[key] {
+		r.firstSeen[key] = true
+		r.event(at, "first-"+reason, text)
 	}
 }
 
@@ -962,7 +965,9 @@ func (r *runner) alloc() *request {
 		if req.shed && r.degrade(req) {
 			return // still shed: deferred again
 		}
-		if req.measured {
+		// A deferred request coming back is not a retry: it was never
+		// refused or failed (the deferrals are counted apart).
+		if req.measured && req.state == stRetrying {
 			r.count(req, func(c *Counts) { c.Retries++ })
 		}
 		r.offer(req)

@@ -483,19 +483,36 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 	c.releaseTenant(req)
 	req.Served, req.Fallback = req.Model, false
 	if !routable {
-		// Only now count why, for the operator: the fast path allocates
-		// nothing.
-		var why skipCounts
-		for i := 0; i <= len(fallbacks); i++ {
-			m := req.Model
-			if i > 0 {
-				m = fallbacks[i-1]
-			}
-			c.canEverServe(req, m, &why)
-		}
-		return Decision{Outcome: Rejected, Reason: ReasonNoRoute, RetryAfter: 0, Detail: why.String()}
+		return Decision{Outcome: Rejected, Reason: ReasonNoRoute, RetryAfter: 0, Detail: c.noRouteDetail(req, cls, fallbacks)}
 	}
 	return c.refuse(req, cls, ReasonQueueFull, c.predictedWait(req.Model))
+}
+
+// noRouteDetail says, for the operator, why no model of req's chain could
+// be served: per model, why each pool was skipped, or that the model is
+// below the class's quality floor. Built only for a refusal: the fast path
+// allocates nothing. The model is named only when there is a chain.
+func (c *Core) noRouteDetail(req *Request, cls Class, fallbacks []int) string {
+	parts := make([]string, 0, len(fallbacks)+1)
+	for i := 0; i <= len(fallbacks); i++ {
+		m := req.Model
+		var part string
+		if i > 0 {
+			m = fallbacks[i-1]
+		}
+		if i > 0 && c.cfg.Models[m].Quality < cls.QualityFloor {
+			part = SkipQuality
+		} else {
+			var why skipCounts
+			c.canEverServe(req, m, &why)
+			part = why.String()
+		}
+		if len(fallbacks) > 0 {
+			part = c.cfg.Models[m].Name + ": " + part
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // refuse rejects, or defers a deferrable class.
