@@ -181,7 +181,7 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 	p.core.DeadlineCheck = pol.Admission.DeadlineCheck
 	p.core.RetryAfter = pol.Admission.RetryAfter.D()
 	p.core.DeferFor = pol.Admission.DeferFor.D()
-	p.core.Strategy = pol.Routing.Strategy
+	p.core.Strategy = sched.Strategy(pol.Routing.Strategy)
 	p.core.Fallback = pol.Routing.Fallback
 	p.core.IgnoreResidency = pol.Routing.IgnoreResidency
 	p.core.Health = sched.Health{Threshold: pol.Health.Threshold, OpenFor: pol.Health.OpenFor.D()}

@@ -462,8 +462,8 @@ func (r *runner) retire(f *faultRT) {
 		f.detected = now // the next request gets model_not_found
 	}
 	r.event(now, "route-change", fmt.Sprintf("%s: %s no longer served by %d pools (route version %d)", f.label,
-		f.spec.Target.Model, len(f.pools), r.core.RouteVersion))
-	r.requeueUnroutable()
+		f.spec.Target.Model, len(f.pools), r.core.Ready().RouteVersion))
+	r.dispatch() // offers again the requests no pool serves any more
 }
 
 // upgradeDriver changes the fault's pools to a driver (and runtime),
@@ -497,14 +497,14 @@ func (r *runner) upgradeDriver(f *faultRT, driver, runtime string) {
 					}
 				}
 				r.event(now, "route-change", fmt.Sprintf("%s: %s on %s %s (route version %d)", f.label,
-					r.p.sc.Models[mi].Name, pp.spec.Name, what, r.core.RouteVersion))
+					r.p.sc.Models[mi].Name, pp.spec.Name, what, r.core.Ready().RouteVersion))
 			}
 		}
 	}
 	for _, ri := range f.replicas {
 		r.restartReplica(ri)
 	}
-	r.requeueUnroutable()
+	r.dispatch() // offers again the requests no pool serves any more
 }
 
 func profilesOf(p *plan, pi int) map[string]latency.Profile {
@@ -515,17 +515,6 @@ func profilesOf(p *plan, pi int) map[string]latency.Profile {
 		}
 	}
 	return out
-}
-
-// requeueUnroutable re-offers queued requests whose model no pool serves
-// any more.
-func (r *runner) requeueUnroutable() {
-	for _, cr := range r.core.Unroutable() {
-		req := r.owner(cr)
-		r.core.Finish(r.s.Now(), &req.core)
-		req.state = stNew
-		r.offer(req)
-	}
 }
 
 // attemptFate is what the ground truth does to an attempt, decided at
@@ -578,9 +567,8 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 			r.throttled(ri, fate.throttle)
 		} else {
 			r.noteAttempt(true)
-			if tr, changed := r.core.Observe(now, ri, false); changed {
-				r.breakerChanged(tr)
-			}
+			r.core.Observe(now, ri, false)
+			r.dispatch()
 		}
 		r.core.Finish(now, &req.core)
 		r.dispatch()
@@ -659,8 +647,8 @@ func (r *runner) probe() {
 }
 
 func (r *runner) observeProbe(ri int, ok bool) {
-	if tr, changed := r.core.Observe(r.s.Now(), ri, ok); changed {
-		r.breakerChanged(tr)
+	r.core.Observe(r.s.Now(), ri, ok)
+	if r.core.HasReady() {
 		r.dispatch()
 	}
 }

@@ -35,8 +35,8 @@ func (r *runner) hedge(req *request) {
 			// the gateway hears of the failure (or of the 429).
 			if fate.throttle > 0 {
 				r.throttled(h, fate.throttle)
-			} else if tr, changed := r.core.Observe(now, h, false); changed {
-				r.breakerChanged(tr)
+			} else {
+				r.core.Observe(now, h, false)
 			}
 			r.core.EndHedge(now, &req.core, false)
 			r.dispatch()

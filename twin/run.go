@@ -167,8 +167,10 @@ type runner struct {
 	firsts []hedgeResult // hedge races decided during an engine Advance
 	hedges HedgeReport
 
-	seqFree     []*engine.Seq    // pooled engine sequences
-	dq          []sched.Dispatch // dispatches being started (see dispatch)
+	seqFree     []*engine.Seq      // pooled engine sequences
+	dq          []sched.Dispatch   // dispatches being started (see dispatch)
+	trq         []sched.Transition // breaker transitions being recorded
+	urq         []*sched.Request   // unroutable requests being offered again
 	dispatching bool
 
 	onArrive   func(*request) // tests: observe every arrival
@@ -614,55 +616,80 @@ func (r *runner) note(reason, detail string, at time.Duration) {
 	}
 }
 
-// dispatch starts on their replicas the requests the core just dispatched.
-// Starting one can make the core dispatch more (a replica unblocks); those
-// join the same work list, so no decision is lost or handled twice.
+// dispatch carries out the core's Ready: breaker transitions go on the
+// timeline, requests no pool serves any more are offered again, and
+// dispatched requests start on their replicas. Carrying one out can make
+// the core decide more (a replica unblocks, a re-offer dispatches); those
+// join the same work lists, so no decision is lost or handled twice.
 func (r *runner) dispatch() {
-	r.dq = append(r.dq, r.core.TakeDispatches()...)
+	rd := r.core.Ready()
+	r.dq = append(r.dq, rd.Dispatches...)
+	r.trq = append(r.trq, rd.Transitions...)
+	r.urq = append(r.urq, rd.Unroutable...)
+	r.core.Advance()
 	if r.dispatching {
 		return
 	}
 	r.dispatching = true
-	now := r.s.Now()
-	for i := 0; i < len(r.dq); i++ {
-		x := r.dq[i]
-		req := r.owner(x.Req)
-		if req.state != stWaiting {
-			// Only a waiting request can start; anything else is a stale
-			// dispatch replayed (see sched.TakeDispatches).
-			r.doubleStarts++
-			continue
+	for len(r.trq)+len(r.urq)+len(r.dq) > 0 {
+		for i := 0; i < len(r.trq); i++ {
+			r.breakerChanged(r.trq[i])
 		}
-		rt := &r.replicas[x.Replica]
-		req.state = stRunning
-		req.dispatchedAt = now
-		r.metricsRouted(req)
-		pp := &r.p.pools[rt.pool]
-		r.pools[rt.pool].Dispatched++
-		tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
-		if tj != "" && pp.region.Jurisdiction != tj && req.measured {
-			r.residency++
+		r.trq = r.trq[:0]
+		for i := 0; i < len(r.urq); i++ {
+			req := r.owner(r.urq[i])
+			r.urq[i] = nil
+			r.core.Finish(r.s.Now(), &req.core)
+			req.state = stNew
+			r.offer(req)
 		}
-		if h := r.p.sc.Policy.Routing.HedgeAfter.D(); h > 0 {
-			// The hedge clock starts when the request is sent.
-			req.hedgeTimer = r.s.After(h, req.onHedge)
+		r.urq = r.urq[:0]
+		for i := 0; i < len(r.dq); i++ {
+			r.startDispatched(r.dq[i])
 		}
-		if r.faultState != nil {
-			if fate := r.faultAtDispatch(req, x.Replica); fate.fail {
-				r.failAttempt(req, x.Replica, fate)
-				continue
-			} else if fate.delay > 0 {
-				req.startAt = x.Replica
-				req.startTimer = r.s.After(fate.delay, req.onStart)
-				continue
-			}
-		}
-		r.startOn(req, x.Replica)
+		r.dq = r.dq[:0]
 	}
-	r.dq = r.dq[:0]
 	r.dispatching = false
 	// Filling a replica can spend a provider quota and ask for a wake-up.
 	r.armWake()
+}
+
+// startDispatched starts a request the core dispatched: on its replica, or
+// failed or delayed as the ground truth has it.
+func (r *runner) startDispatched(x sched.Dispatch) {
+	now := r.s.Now()
+	req := r.owner(x.Req)
+	if req.state != stWaiting {
+		// Only a waiting request can start; anything else is a
+		// dispatch carried out twice: a twin bug, which fails the run.
+		r.doubleStarts++
+		return
+	}
+	rt := &r.replicas[x.Replica]
+	req.state = stRunning
+	req.dispatchedAt = now
+	r.metricsRouted(req)
+	pp := &r.p.pools[rt.pool]
+	r.pools[rt.pool].Dispatched++
+	tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
+	if tj != "" && pp.region.Jurisdiction != tj && req.measured {
+		r.residency++
+	}
+	if h := r.p.sc.Policy.Routing.HedgeAfter.D(); h > 0 {
+		// The hedge clock starts when the request is sent.
+		req.hedgeTimer = r.s.After(h, req.onHedge)
+	}
+	if r.faultState != nil {
+		if fate := r.faultAtDispatch(req, x.Replica); fate.fail {
+			r.failAttempt(req, x.Replica, fate)
+			return
+		} else if fate.delay > 0 {
+			req.startAt = x.Replica
+			req.startTimer = r.s.After(fate.delay, req.onStart)
+			return
+		}
+	}
+	r.startOn(req, x.Replica)
 }
 
 // completeCached answers a request from the cache: a lookup of 10 ms, no
@@ -849,9 +876,8 @@ func (r *runner) complete(req *request) {
 	if ri := req.core.Replica; ri >= 0 {
 		r.core.ObserveLatency(ri, ttft)
 		r.noteAttempt(false)
-		if tr, changed := r.core.Observe(now, ri, true); changed {
-			r.breakerChanged(tr)
-		}
+		r.core.Observe(now, ri, true)
+		r.dispatch()
 		r.noteServed(req, ri)
 	}
 	r.noteOutcome(req, met, false)
@@ -926,8 +952,8 @@ func (r *runner) finish(req *request, outcome func(*Counts), answered bool) {
 
 // armWake keeps one kernel timer at the core's requested wake-up.
 func (r *runner) armWake() {
-	at, ok := r.core.WakeAt()
-	if !ok || (r.coreWake.Pending() && r.coreWakeAt == at) {
+	at := r.core.Ready().WakeAt
+	if at == 0 || (r.coreWake.Pending() && r.coreWakeAt == at) {
 		return
 	}
 	r.coreWake.Stop()

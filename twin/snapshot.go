@@ -160,7 +160,7 @@ func FleetState(sc *scenarios.Scenario, core *sched.Core, now time.Duration, rep
 				switch {
 				case core.BreakerView(now, ri) == sched.Open:
 					ps.Open++
-				case core.Ready(ri) && !l.Loading:
+				case core.ReplicaReady(ri) && !l.Loading:
 					ps.Up++
 				}
 				n := core.Inflight(ri)

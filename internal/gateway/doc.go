@@ -7,11 +7,14 @@
 //
 // One mutex owns the core. Every input carries now, the model time since
 // the gateway started (see Time compression): an arrival (Arrive), a
-// finished attempt (Finish), a result or probe (Observe). After each call
-// the dispatches the core decided are handed to the waiting requests (each
-// has a one-slot channel), and when the core asks to be woken (WakeAt: a
-// provider quota refills) one time.Timer is armed to call Tick then. The
-// core itself never reads a clock.
+// finished attempt (Finish), a result or probe (Observe), a provider's 429
+// (Throttled). After each call the core's Ready is carried out, as the twin
+// does: breaker transitions are logged, the dispatches handed to the
+// waiting requests (each has a one-slot channel), and when the core asks to
+// be woken (WakeAt: a provider quota refills, a throttle ends) one
+// time.Timer is armed to call Tick then; then Advance. What each request
+// does next (wait, re-offer, retry, give up) is sched.Lifecycle's answer.
+// The core itself never reads a clock.
 //
 // # Time compression
 //

@@ -267,11 +267,16 @@ func (g *Gateway) SetRetiring(model string, on bool) error {
 	return nil
 }
 
-// deliver hands the core's dispatches to their waiting requests and arms the
-// wake-up timer. Called with mu held after every core call, with the now
+// deliver carries out the core's Ready: breaker transitions are logged and
+// reported, dispatches handed to their waiting requests, and the wake-up
+// timer armed. Called with mu held after every core call, with the now
 // that call was given.
 func (g *Gateway) deliver(now time.Duration) {
-	for _, d := range g.core.TakeDispatches() {
+	rd := g.core.Ready()
+	for _, tr := range rd.Transitions {
+		g.noteBreaker(now, tr.Replica, tr.To)
+	}
+	for _, d := range rd.Dispatches {
 		c, ok := g.waiting[d.Req.ID]
 		if !ok {
 			continue
@@ -280,10 +285,21 @@ func (g *Gateway) deliver(now time.Duration) {
 		c.dispatched = now
 		c.ready <- d.Replica
 	}
+	// The gateway changes no route table (SetServes), so the core never
+	// has unroutable requests for it; were there any, their handlers
+	// offer them again.
+	for _, req := range rd.Unroutable {
+		if c, ok := g.waiting[req.ID]; ok {
+			delete(g.waiting, req.ID)
+			c.ready <- -1
+		}
+	}
+	at := rd.WakeAt
+	g.core.Advance()
 	if g.closed {
 		return
 	}
-	if at, ok := g.core.WakeAt(); ok && (g.wakeAt == 0 || at < g.wakeAt) {
+	if at > 0 && (g.wakeAt == 0 || at < g.wakeAt) {
 		g.wakeAt = at
 		g.wake.Reset(g.clk.wall(max(at-now, 0)))
 	}
@@ -379,10 +395,8 @@ func (g *Gateway) observe(now time.Duration, r int, ok bool) {
 	// The core moves an open breaker to half-open lazily; reading the
 	// state first makes that step a transition of its own.
 	g.noteBreaker(now, r, g.core.Breaker(now, r))
-	if tr, changed := g.core.Observe(now, r, ok); changed {
-		g.noteBreaker(now, r, tr.To)
-	}
-	g.deliver(now)
+	g.core.Observe(now, r, ok)
+	g.deliver(now) // its transition, if any, is in Ready
 }
 
 // noteBreaker logs and reports replica r's breaker when its state differs

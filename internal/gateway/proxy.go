@@ -274,6 +274,12 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
 			}
 		}
+		if rep < 0 {
+			// The core let go of it (no pool serves its model any more):
+			// offer it again, as the twin does.
+			g.finish(&q.c, -1, false, false, 0)
+			continue
+		}
 		res, outcome, status := g.forward(ctx, w, q, rep)
 		switch res {
 		case resDone:

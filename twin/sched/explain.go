@@ -136,4 +136,4 @@ func (c *Core) BreakerView(now time.Duration, r int) BreakerState {
 }
 
 // Ready reports whether replica r is ready (not loading or down).
-func (c *Core) Ready(r int) bool { return c.replicas[r].ready }
+func (c *Core) ReplicaReady(r int) bool { return c.replicas[r].ready }

@@ -53,8 +53,9 @@ func TestExplain(t *testing.T) {
 	// 8B in the EU.
 	for r, rep := range cfg.Replicas {
 		if rep.Pool == euw70 {
-			_, changed := c.Observe(now, r, false)
-			require.True(t, changed)
+			c.Observe(now, r, false)
+			require.Len(t, c.Ready().Transitions, 1)
+			c.Advance()
 			require.Equal(t, sched.Open, c.BreakerView(now, r))
 			require.Equal(t, sched.HalfOpen, c.BreakerView(now+time.Hour, r), "open_for elapsed, as the router would find it")
 			require.Equal(t, sched.Open, c.BreakerView(now, r), "viewing did not advance it")

@@ -56,11 +56,10 @@ func (t Transition) String() string {
 }
 
 // Observe records the result of a request (or probe) on replica r: ok for a
-// success, false for an error or timeout. It returns the breaker transition
-// it caused, if any (ok false when none). A success on a closed breaker only
-// resets its failure count.
-func (c *Core) Observe(now time.Duration, r int, ok bool) (Transition, bool) {
-	c.dispatches = c.dispatches[:0]
+// success, false for an error or timeout. A breaker transition it causes is
+// in Ready's Transitions. A success on a closed breaker only resets its
+// failure count.
+func (c *Core) Observe(now time.Duration, r int, ok bool) {
 	rs := &c.replicas[r]
 	b := &rs.br
 	from := b.state
@@ -84,13 +83,11 @@ func (c *Core) Observe(now time.Duration, r int, ok bool) (Transition, bool) {
 	}
 	c.fix(r)
 	if b.state != from {
-		t := Transition{Replica: r, From: from, To: b.state, At: now}
+		c.transitions = append(c.transitions, Transition{Replica: r, From: from, To: b.state, At: now})
 		if b.state == Closed {
 			c.fill(now, r)
 		}
-		return t, true
 	}
-	return Transition{}, false
 }
 
 // advanceBreaker moves an open breaker to half-open once OpenFor has passed.
@@ -129,7 +126,10 @@ func (c *Core) SetServes(p, m int, serves bool) {
 		return
 	}
 	c.cfg.Pools[p].Serves[m] = serves
-	c.RouteVersion++
+	c.routeVersion++
+	if !serves {
+		c.collectUnroutable(m)
+	}
 }
 
 // Serves reports whether pool p may serve model m now.
@@ -139,7 +139,6 @@ func (c *Core) Serves(p, m int) bool { return c.cfg.Pools[p].Serves[m] }
 // minute; 0 is unlimited, as in Pool). Buckets keep their level, capped at
 // the new burst.
 func (c *Core) SetPoolQuota(now time.Duration, p int, rpm, tpm float64) {
-	c.dispatches = c.dispatches[:0]
 	c.refillPool(now, p)
 	pl := &c.cfg.Pools[p]
 	ps := &c.pools[p]
@@ -165,26 +164,27 @@ func (c *Core) SetPoolQuota(now time.Duration, p int, rpm, tpm float64) {
 // told of: from results, as a live gateway does. It reports whether the
 // pool was not throttled before (the core's detection).
 func (c *Core) Throttled(now time.Duration, r int, retryAfter time.Duration) bool {
-	c.dispatches = c.dispatches[:0]
 	ps := &c.pools[c.replicas[r].Pool]
 	fresh := now >= ps.throttledUntil
 	ps.throttledUntil = max(ps.throttledUntil, now+max(retryAfter, time.Second))
 	return fresh
 }
 
-// Unroutable removes and returns the queued requests whose model no pool
-// serves any more (a retirement, an incompatible upgrade), so the driver can
-// offer them to admission again: their fallback chain, or a refusal.
-func (c *Core) Unroutable() []*Request {
-	var out []*Request
+// collectUnroutable moves the queued requests for model m that no pool
+// serves any more (a retirement, an incompatible upgrade) to Ready's
+// Unroutable, so the driver offers them to admission again: their fallback
+// chain, or a refusal.
+func (c *Core) collectUnroutable(m int) {
 	for qi := range c.queues {
 		qs := &c.queues[qi]
+		if qs.model != m || qs.q.Len() == 0 {
+			continue
+		}
 		served := false
 		for pi := range c.cfg.Pools {
-			p := &c.cfg.Pools[pi]
 			// Served for this queue: by a pool in its residency key's
 			// jurisdiction (any pool for requests bound nowhere).
-			if p.Serves[qs.model] && (qs.key == "" || p.Jurisdiction == qs.key || c.cfg.IgnoreResidency) {
+			if c.poolFits(&c.cfg.Pools[pi], qs.model, qs.key, -1) == "" {
 				served = true
 				break
 			}
@@ -197,10 +197,9 @@ func (c *Core) Unroutable() []*Request {
 			req := c.reqOf(it)
 			req.queue = -1
 			c.modelQLen[qs.model]--
-			out = append(out, req)
+			c.unroutable = append(c.unroutable, req)
 		}
 	}
-	return out
 }
 
 // SetRetiring marks model m as announced for retirement: new requests for
@@ -268,8 +267,7 @@ func (c *Core) Hedge(now time.Duration, req *Request) int {
 	for _, gi := range c.groupsOf[m] {
 		g := &c.groups[gi]
 		p := &c.cfg.Pools[g.pool]
-		if !p.Serves[m] || (tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency) ||
-			int64(req.Input+req.Output) > p.KVTokens[m] || !c.poolQuotaOK(now, g.pool, req) {
+		if c.poolFits(p, m, tj, int64(req.Input+req.Output)) != "" || !c.poolQuotaOK(now, g.pool, req) {
 			continue
 		}
 		for _, r := range g.heap {
@@ -297,7 +295,6 @@ func (c *Core) Hedge(now time.Duration, req *Request) int {
 // otherwise the duplicate's slot is freed. Freed capacity may dispatch
 // queued requests (see Dispatches).
 func (c *Core) EndHedge(now time.Duration, req *Request, keepHedge bool) {
-	c.dispatches = c.dispatches[:0]
 	if !req.hedged {
 		return
 	}

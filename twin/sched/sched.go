@@ -6,7 +6,7 @@
 //
 // It is a pure, clock-agnostic state machine: every input carries now, and it
 // answers with decisions. When it needs to act later (a provider quota
-// refills), it says so through [Core.WakeAt] and the driver calls
+// refills), it says so through [Ready.WakeAt] and the driver calls
 // [Core.Tick] then. It must not import sim, read a clock, draw random
 // numbers, start goroutines or do I/O: the twin drives it in virtual time and
 // the live gateway on the wall clock.
@@ -15,12 +15,15 @@
 //
 //	c, err := sched.New(cfg)
 //	d := c.Arrive(now, req)       // admit, queue, reject, defer, or fail
-//	for _, x := range c.Dispatches() { start x.Req on replica x.Replica }
-//	c.Finish(now, req)            // completed, cancelled or timed out
-//	for _, x := range c.Dispatches() { ... }
+//	c.Finish(now, other)          // completed, cancelled or timed out
+//	rd := c.Ready()               // everything decided since the last Advance:
+//	                              // dispatches, breaker transitions, unroutable
+//	                              // requests, the wake-up, the route version
+//	... carry rd out ...
+//	c.Advance()
 //
-// Dispatches returns what the last call decided and is valid until the next
-// call.
+// Outputs accumulate in Ready until Advance, so no decision is lost between
+// two calls or carried out twice.
 package sched
 
 import (
@@ -159,7 +162,7 @@ type Config struct {
 	DeadlineCheck bool
 	RetryAfter    time.Duration // fixed hint; 0: the predicted wait, at least 1s
 	DeferFor      time.Duration
-	Strategy      string // least-loaded | cheapest | round-robin
+	Strategy      Strategy
 	Fallback      bool
 	// IgnoreResidency routes regardless of jurisdiction: a deliberately
 	// broken policy, to show what residency checks catch.
@@ -176,16 +179,48 @@ type Config struct {
 	Health Health
 }
 
-// Strategies are the routing strategies.
-//
-//   - least-loaded: the replica with the lowest in-flight share (least queue);
-//   - cheapest: the cheapest pool, least loaded within it;
-//   - round-robin: pools in turn;
-//   - ordered: pools in declared order, primary first, the next only when
-//     the ones before have no room (primary/secondary);
-//   - lowest-latency: the lowest predicted latency, the pool's observed
-//     time to first token (an EWMA fed by ObserveLatency) scaled by load.
-var Strategies = []string{"least-loaded", "cheapest", "round-robin", "ordered", "lowest-latency"}
+// Strategy is a routing strategy: how pick chooses among the replicas that
+// may take a request.
+type Strategy string
+
+// The routing strategies.
+const (
+	// LeastLoaded: the replica with the lowest in-flight share (least
+	// queue).
+	LeastLoaded Strategy = "least-loaded"
+	// Cheapest: the cheapest pool, least loaded within it.
+	Cheapest Strategy = "cheapest"
+	// RoundRobin: pools in turn, least loaded within each.
+	RoundRobin Strategy = "round-robin"
+	// Ordered: pools in declared order, primary first, the next only when
+	// the ones before have no room (primary/secondary).
+	Ordered Strategy = "ordered"
+	// LowestLatency: the lowest predicted latency, the pool's observed
+	// time to first token (an EWMA fed by ObserveLatency) scaled by load.
+	LowestLatency Strategy = "lowest-latency"
+)
+
+// Strategies are the routing strategies' names, the one list scenarios
+// validate against.
+var Strategies = []string{string(LeastLoaded), string(Cheapest), string(RoundRobin), string(Ordered), string(LowestLatency)}
+
+// score is a replica's routing score under s (lower wins), with load its
+// in-flight share; round-robin does not score (it takes the first pool in
+// turn with room).
+func (s Strategy) score(pool int, p *Pool, ps *poolState, load float64) float64 {
+	// The pool-level term dominates: a pool's load (at most 1) only
+	// breaks ties within a price or an order.
+	const dominant = 1e3
+	switch s {
+	case Cheapest:
+		return p.PricePerHour*dominant + load
+	case Ordered:
+		return float64(pool)*dominant + load
+	case LowestLatency:
+		return ps.latency * (1 + load)
+	}
+	return load
+}
 
 // Dispatch is a decision to start a request on a replica.
 type Dispatch struct {
@@ -223,9 +258,10 @@ type Core struct {
 	lastDispatch []time.Duration
 	interval     []float64 // seconds, EWMA
 
-	// RouteVersion counts changes to the route table (which pools serve
-	// which models), for the timeline.
-	RouteVersion int
+	// Outputs since the last Advance (see Ready).
+	transitions  []Transition
+	unroutable   []*Request
+	routeVersion int
 
 	// Skipped counts, per reason, why pools were passed over when routing,
 	// for the "why" view: "3 pools skipped: 2 outside jurisdiction eu, 1
@@ -277,7 +313,7 @@ type poolState struct {
 // New builds a core. Every replica starts ready; use SetReady for replicas
 // that are loading.
 func New(cfg Config) (*Core, error) {
-	if !slices.Contains(Strategies, cfg.Strategy) {
+	if !slices.Contains(Strategies, string(cfg.Strategy)) {
 		return nil, fmt.Errorf("sched: routing strategy %q, want one of %s", cfg.Strategy, strings.Join(Strategies, ", "))
 	}
 	if cfg.QueueLimit <= 0 {
@@ -369,23 +405,50 @@ func New(cfg Config) (*Core, error) {
 	return c, nil
 }
 
-// Dispatches returns the dispatches decided by the last call. The slice is
-// reused by the next call.
-func (c *Core) Dispatches() []Dispatch { return c.dispatches }
-
-// TakeDispatches returns the dispatches decided by the last call and forgets
-// them, so a driver that reads them again (after a call that decides
-// nothing, or none at all) cannot start a request twice. The slice is reused
-// by the next call: copy it before calling the core again.
-func (c *Core) TakeDispatches() []Dispatch {
-	d := c.dispatches
-	c.dispatches = c.dispatches[:0]
-	return d
+// Ready is everything the core decided since the last Advance that the
+// driver must carry out, in the manner of etcd's raft.Ready: the one
+// channel of the core's outputs. Read it after calling the core, carry it
+// out, and call Advance; the slices are the core's, valid until Advance.
+type Ready struct {
+	// Dispatches are requests to start, each on its replica, in the
+	// order decided.
+	Dispatches []Dispatch
+	// Transitions are the breaker state changes results and probes
+	// caused (Observe), for the timeline and the logs.
+	Transitions []Transition
+	// Unroutable are queued requests whose model no pool serves any more
+	// (SetServes): the core has let go of their queue place; the driver
+	// offers them again, to their fallback chain or a refusal.
+	Unroutable []*Request
+	// WakeAt is when the core wants Tick (a quota refills, a throttle
+	// ends); 0: nothing waits on time. It is state, not an event: it
+	// stays until Tick.
+	WakeAt time.Duration
+	// RouteVersion counts changes to the route table (which pools serve
+	// which models), for the timeline.
+	RouteVersion int
 }
 
-// WakeAt returns when the core wants Tick to be called (a quota refills),
-// and false when it has nothing waiting on time.
-func (c *Core) WakeAt() (time.Duration, bool) { return c.wakeAt, c.wakeAt > 0 }
+// Ready returns what the core decided since the last Advance.
+func (c *Core) Ready() Ready {
+	return Ready{Dispatches: c.dispatches, Transitions: c.transitions, Unroutable: c.unroutable,
+		WakeAt: c.wakeAt, RouteVersion: c.routeVersion}
+}
+
+// HasReady reports whether Ready holds anything to carry out (WakeAt aside).
+func (c *Core) HasReady() bool {
+	return len(c.dispatches)+len(c.transitions)+len(c.unroutable) > 0
+}
+
+// Advance tells the core the driver has taken the last Ready: its
+// dispatches, transitions and unroutable requests are forgotten, so none is
+// carried out twice. Copy what you need first: the slices are reused.
+func (c *Core) Advance() {
+	c.dispatches = c.dispatches[:0]
+	c.transitions = c.transitions[:0]
+	clear(c.unroutable)
+	c.unroutable = c.unroutable[:0]
+}
 
 // QueueLen returns the number of requests waiting for model m.
 func (c *Core) QueueLen(m int) int { return c.modelQLen[m] }
@@ -396,7 +459,6 @@ func (c *Core) Inflight(r int) int { return c.replicas[r].inflight }
 // SetReady marks a replica ready (it can take requests) or not (loading,
 // down). Marking it ready may dispatch queued requests to it.
 func (c *Core) SetReady(now time.Duration, r int, ready bool) {
-	c.dispatches = c.dispatches[:0]
 	c.replicas[r].ready = ready
 	c.fix(r)
 	if ready {
@@ -410,7 +472,6 @@ func (c *Core) SetReady(now time.Duration, r int, ready bool) {
 // gateway's queues, where the dispatch policy orders them, rather than in
 // the engine's FIFO. Unblocking may dispatch queued requests.
 func (c *Core) SetBlocked(now time.Duration, r int, blocked bool) {
-	c.dispatches = c.dispatches[:0]
 	rs := &c.replicas[r]
 	was := rs.blocked
 	rs.blocked = blocked
@@ -423,7 +484,6 @@ func (c *Core) SetBlocked(now time.Duration, r int, blocked bool) {
 // Arrive offers a request to admission. Dispatches holds the resulting
 // dispatch, if any.
 func (c *Core) Arrive(now time.Duration, req *Request) Decision {
-	c.dispatches = c.dispatches[:0]
 	req.Replica = -1
 	req.Hedge = -1
 	req.hedged = false
@@ -532,7 +592,6 @@ func (c *Core) refuse(req *Request, cls Class, reason string, wait time.Duration
 // dispatch queued requests (see Dispatches). Finishing a request the core
 // does not hold is a no-op.
 func (c *Core) Finish(now time.Duration, req *Request) {
-	c.dispatches = c.dispatches[:0]
 	if req.queue >= 0 {
 		qs := &c.queues[req.queue]
 		if qs.q.Remove(&req.item) {
@@ -554,7 +613,6 @@ func (c *Core) Finish(now time.Duration, req *Request) {
 
 // Tick retries dispatch everywhere; the driver calls it at WakeAt.
 func (c *Core) Tick(now time.Duration) {
-	c.dispatches = c.dispatches[:0]
 	c.wakeAt = 0
 	for r := range c.replicas {
 		c.fill(now, r)
@@ -764,7 +822,7 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 	groups := c.groupsOf[m]
 	n := len(groups)
 	start := 0
-	if c.cfg.Strategy == "round-robin" && n > 0 {
+	if c.cfg.Strategy == RoundRobin && n > 0 {
 		start = c.rr[m] % n
 	}
 	for k := range n {
@@ -785,22 +843,12 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 			c.Skipped[SkipQuota]++
 			continue
 		}
-		load := float64(rs.inflight) / float64(rs.MaxBatch)
-		var score float64
-		switch c.cfg.Strategy {
-		case "round-robin":
+		if c.cfg.Strategy == RoundRobin {
 			// Rotate across pools; within a pool the least loaded.
 			c.rr[m] = (start + k + 1) % n
 			return r
-		case "cheapest":
-			score = p.PricePerHour*1e3 + load
-		case "ordered":
-			score = float64(g.pool)*1e3 + load
-		case "lowest-latency":
-			score = c.pools[g.pool].latency * (1 + load)
-		default:
-			score = load
 		}
+		score := c.cfg.Strategy.score(g.pool, p, &c.pools[g.pool], float64(rs.inflight)/float64(rs.MaxBatch))
 		if best < 0 || score < bestScore {
 			best, bestScore = r, score
 		}

@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -55,11 +56,15 @@ func TestDispatchQueueAndRejectWhenFull(t *testing.T) {
 	require.Equal(t, []Outcome{Dispatched, Dispatched, Queued, Queued, Rejected}, got)
 	require.Equal(t, 2, c.QueueLen(1))
 
+	require.Len(t, take(c).Dispatches, 2, "the two dispatched at once")
+
 	// Finishing one dispatches the oldest queued request to the freed slot.
 	c.Finish(time.Second, reqs[0])
-	require.Len(t, c.Dispatches(), 1)
-	require.Equal(t, reqs[2], c.Dispatches()[0].Req)
-	require.Equal(t, 1, c.Dispatches()[0].Replica)
+	rd := take(c)
+	require.Len(t, rd.Dispatches, 1)
+	require.Equal(t, reqs[2], rd.Dispatches[0].Req)
+	require.Equal(t, 1, rd.Dispatches[0].Replica)
+	require.Empty(t, take(c).Dispatches, "Advance forgets what was taken")
 }
 
 func TestFallbackWhenQueueFull(t *testing.T) {
@@ -93,8 +98,9 @@ func TestResidency(t *testing.T) {
 	// A us replica freeing up must not take the eu-bound request.
 	u := req(0, 0, 0)
 	c.Arrive(0, u)
+	take(c)
 	c.Finish(time.Second, u)
-	require.Empty(t, c.Dispatches())
+	require.Empty(t, take(c).Dispatches)
 	require.Equal(t, 1, c.QueueLen(0))
 }
 
@@ -174,8 +180,9 @@ func TestBlockedReplicaGetsNothingUntilItClears(t *testing.T) {
 	r := req(0, 0, 1)
 	require.Equal(t, Queued, c.Arrive(0, r).Outcome)
 	c.SetBlocked(time.Second, 1, false)
-	require.Len(t, c.Dispatches(), 1)
-	require.Equal(t, r, c.Dispatches()[0].Req)
+	rd := take(c)
+	require.Len(t, rd.Dispatches, 1)
+	require.Equal(t, r, rd.Dispatches[0].Req)
 }
 
 func TestProviderQuotaWakesCore(t *testing.T) {
@@ -185,11 +192,12 @@ func TestProviderQuotaWakesCore(t *testing.T) {
 	})
 	require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 1)).Outcome)
 	require.Equal(t, Queued, c.Arrive(0, req(0, 0, 1)).Outcome, "quota spent: wait")
-	at, ok := c.WakeAt()
-	require.True(t, ok)
+	at := take(c).WakeAt
 	require.Equal(t, time.Minute, at)
 	c.Tick(at)
-	require.Len(t, c.Dispatches(), 1)
+	rd := take(c)
+	require.Len(t, rd.Dispatches, 1)
+	require.Zero(t, rd.WakeAt, "nothing waits on the quota any more")
 }
 
 func TestDeadlineInfeasibleRejectedAtArrival(t *testing.T) {
@@ -258,25 +266,25 @@ func TestBreakerOpensOnFailuresAndRecoversThroughHalfOpen(t *testing.T) {
 		cfg.QueueLimit = 10
 	})
 	// Model big has one replica (1). Two failures open its breaker.
-	_, changed := c.Observe(time.Second, 1, false)
-	require.False(t, changed)
-	tr, changed := c.Observe(2*time.Second, 1, false)
-	require.True(t, changed)
-	require.Equal(t, Transition{Replica: 1, From: Closed, To: Open, At: 2 * time.Second}, tr)
+	c.Observe(time.Second, 1, false)
+	require.Empty(t, take(c).Transitions)
+	c.Observe(2*time.Second, 1, false)
+	require.Equal(t, []Transition{{Replica: 1, From: Closed, To: Open, At: 2 * time.Second}}, take(c).Transitions)
 	require.Equal(t, Queued, c.Arrive(3*time.Second, req(0, 0, 1)).Outcome, "no route while open")
 
 	// A success while open is too early to trust.
-	_, changed = c.Observe(5*time.Second, 1, true)
-	require.False(t, changed)
+	c.Observe(5*time.Second, 1, true)
+	require.Empty(t, take(c).Transitions)
 	require.Equal(t, Open, c.Breaker(5*time.Second, 1))
 
 	// After OpenFor a probe succeeds: half-open, then closed, and the
 	// queued request is dispatched.
 	require.Equal(t, HalfOpen, c.Breaker(12*time.Second, 1))
-	tr, changed = c.Observe(12*time.Second, 1, true)
-	require.True(t, changed)
-	require.Equal(t, Closed, tr.To)
-	require.Len(t, c.Dispatches(), 1)
+	c.Observe(12*time.Second, 1, true)
+	rd := take(c)
+	require.Len(t, rd.Transitions, 1)
+	require.Equal(t, Closed, rd.Transitions[0].To)
+	require.Len(t, rd.Dispatches, 1, "closing the breaker dispatches the queued request")
 }
 
 func TestHalfOpenAdmitsOneTrial(t *testing.T) {
@@ -305,4 +313,46 @@ func TestFallbackRespectsQualityFloor(t *testing.T) {
 	d := c.Arrive(0, req(0, 0, 1))
 	require.Equal(t, Rejected, d.Outcome, "the small model is below the floor: no fallback")
 	require.Equal(t, ReasonQueueFull, d.Reason)
+}
+
+// take returns a copy of what the core decided since the last Advance, and
+// advances it.
+func take(c *Core) Ready {
+	rd := c.Ready()
+	rd.Dispatches = slices.Clone(rd.Dispatches)
+	rd.Transitions = slices.Clone(rd.Transitions)
+	rd.Unroutable = slices.Clone(rd.Unroutable)
+	c.Advance()
+	return rd
+}
+
+// TestReadyKeepsEveryDecisionUntilAdvance: outputs accumulate across calls.
+// A breaker closing on a success dispatches a queued request, and the
+// finishing request that succeeded frees a slot for the next one: both
+// dispatches are in Ready, though they came from two calls (when each call
+// reset the last one's dispatches, the first was lost: the core held the
+// request as running and no driver started it).
+func TestReadyKeepsEveryDecisionUntilAdvance(t *testing.T) {
+	c := fixture(func(cfg *Config) {
+		cfg.Health = Health{Threshold: 1, OpenFor: 10 * time.Second}
+		cfg.QueueLimit = 10
+	})
+	r1 := req(0, 0, 1)
+	require.Equal(t, Dispatched, c.Arrive(0, r1).Outcome)
+	c.Observe(time.Second, 1, false) // a probe fails: open
+	r2, r3 := req(0, 0, 1), req(0, 0, 1)
+	require.Equal(t, Queued, c.Arrive(2*time.Second, r2).Outcome)
+	require.Equal(t, Queued, c.Arrive(2*time.Second, r3).Outcome)
+	rd := take(c)
+	require.Len(t, rd.Dispatches, 1)
+	require.Len(t, rd.Transitions, 1)
+
+	c.Observe(12*time.Second, 1, true) // r1 answered after OpenFor: closed, r2 fills the free slot
+	c.Finish(12*time.Second, r1)       // r1's slot goes to r3
+	rd = take(c)
+	require.Equal(t, []Transition{{Replica: 1, From: Open, To: Closed, At: 12 * time.Second}}, rd.Transitions)
+	require.Len(t, rd.Dispatches, 2)
+	require.Equal(t, r2, rd.Dispatches[0].Req)
+	require.Equal(t, r3, rd.Dispatches[1].Req)
+	require.False(t, c.HasReady())
 }

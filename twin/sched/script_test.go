@@ -42,8 +42,9 @@ type scriptEnv struct {
 	serves    [][]string // per pool
 	kv        []int64    // per pool: a replica's KV tokens, for every model
 
-	reqs map[uint64]*Request
-	wake time.Duration // WakeAt as last printed; 0: none
+	reqs       map[uint64]*Request
+	wake       time.Duration // WakeAt as last printed; 0: none
+	unroutable []*Request    // taken from Ready, for `unroutable`
 }
 
 func newScriptEnv() *scriptEnv {
@@ -129,7 +130,7 @@ func (e *scriptEnv) handle(t *testing.T, td *datadriven.TestData) string {
 		e.cfg.Policy = str(t, td, "policy", "fifo")
 		e.cfg.Aging = dur(t, td, "aging", 0)
 		e.cfg.QueueLimit = integer(t, td, "queue-limit", 0)
-		e.cfg.Strategy = str(t, td, "strategy", "least-loaded")
+		e.cfg.Strategy = Strategy(str(t, td, "strategy", "least-loaded"))
 		e.cfg.Fallback = td.HasArg("fallback")
 		e.cfg.DeadlineCheck = td.HasArg("deadline-check")
 		e.cfg.RetryAfter = dur(t, td, "retry-after", 0)
@@ -185,19 +186,20 @@ func (e *scriptEnv) handle(t *testing.T, td *datadriven.TestData) string {
 		// Example: ok replica=2 at=8s
 		//
 		// A request or probe on the replica failed (Observe false) or
-		// succeeded (Observe true). Prints the breaker transition, or the
-		// state it stayed in. NB: like the twin's driver, it reads
-		// Dispatches only after a transition.
+		// succeeded (Observe true). Prints the breaker transition (from
+		// Ready), or the state it stayed in, and what it dispatched.
 		c := e.running(t, td)
 		checkArgs(t, td, "replica", "at")
 		r := e.replica(t, td)
-		tr, changed := c.Observe(at(t, td), r, td.Cmd == "ok")
-		if !changed {
+		c.Observe(at(t, td), r, td.Cmd == "ok")
+		trs := c.Ready().Transitions
+		if len(trs) == 0 {
 			br := c.replicas[r].br
 			fmt.Fprintf(&b, "replica %d breaker stays %s (consecutive failures %d)\n", r, br.state, br.failures)
-			break
 		}
-		fmt.Fprintf(&b, "%s\n", tr)
+		for _, tr := range trs {
+			fmt.Fprintf(&b, "%s\n", tr)
+		}
 		e.printDispatches(&b)
 
 	case "ready":
@@ -219,20 +221,27 @@ func (e *scriptEnv) handle(t *testing.T, td *datadriven.TestData) string {
 	case "serves":
 		// Example: serves pool=us model=big off
 		//
-		// Prints the route table's version afterwards.
+		// Prints the route table's version afterwards, and the queued
+		// requests no pool serves any more (Ready's Unroutable), which
+		// `unroutable` offers again.
 		c := e.running(t, td)
 		checkArgs(t, td, "pool", "model", "on", "off")
 		c.SetServes(e.pool(t, td), e.model(t, td, "model"), onOff(t, td))
-		fmt.Fprintf(&b, "route version %d\n", c.RouteVersion)
+		fmt.Fprintf(&b, "route version %d\n", c.Ready().RouteVersion)
+		for _, req := range c.Ready().Unroutable {
+			fmt.Fprintf(&b, "r%d unroutable (queued for %s)\n", req.ID, e.cfg.Models[req.Served].Name)
+		}
+		e.printDispatches(&b)
 
 	case "quota":
 		// Example: quota pool=us rpm=60 tpm=0 at=10s
 		//
-		// 0 is unlimited, as in the pool declaration. SetPoolQuota
-		// dispatches nothing itself.
+		// 0 is unlimited, as in the pool declaration. A raised quota may
+		// dispatch queued requests.
 		c := e.running(t, td)
 		checkArgs(t, td, "pool", "rpm", "tpm", "at")
 		c.SetPoolQuota(at(t, td), e.pool(t, td), float(t, td, "rpm", 0), float(t, td, "tpm", 0))
+		e.printDispatches(&b)
 
 	case "retiring":
 		// Example: retiring model=big on
@@ -243,13 +252,16 @@ func (e *scriptEnv) handle(t *testing.T, td *datadriven.TestData) string {
 	case "unroutable":
 		// Example: unroutable at=20s
 		//
-		// Takes the queued requests no pool serves any more and, as the
-		// twin's driver does, finishes each and offers it to admission
-		// again at at, printing the new decision.
+		// Takes the queued requests no pool serves any more (Ready's
+		// Unroutable, since the last `unroutable`) and, as the twin's
+		// driver does, finishes each and offers it to admission again at
+		// at, printing the new decision.
 		c := e.running(t, td)
 		checkArgs(t, td, "at")
 		now := at(t, td)
-		out := c.Unroutable()
+		e.printDispatches(&b) // takes Ready, keeping its unroutable requests
+		out := e.unroutable
+		e.unroutable = nil
 		if len(out) == 0 {
 			b.WriteString("none\n")
 		}
@@ -353,7 +365,7 @@ func (e *scriptEnv) handle(t *testing.T, td *datadriven.TestData) string {
 		// Example: wake
 		c := e.running(t, td)
 		checkArgs(t, td)
-		if w, ok := c.WakeAt(); ok {
+		if w := c.Ready().WakeAt; w > 0 {
 			fmt.Fprintf(&b, "wake at %s\n", w)
 		} else {
 			b.WriteString("no wake\n")
@@ -402,13 +414,17 @@ func (e *scriptEnv) printDecision(b *strings.Builder, req *Request, d Decision) 
 	}
 }
 
-// printDispatches prints what the core's last call dispatched.
+// printDispatches prints what the core dispatched since it last advanced,
+// and advances it, keeping its unroutable requests for `unroutable`.
 func (e *scriptEnv) printDispatches(b *strings.Builder) {
-	for _, x := range e.core.Dispatches() {
+	rd := e.core.Ready()
+	for _, x := range rd.Dispatches {
 		r := e.cfg.Replicas[x.Replica]
 		fmt.Fprintf(b, "dispatched r%d -> replica %d (%s/%s)\n", x.Req.ID, x.Replica,
 			e.cfg.Pools[r.Pool].Name, e.cfg.Models[r.Model].Name)
 	}
+	e.unroutable = append(e.unroutable, rd.Unroutable...)
+	e.core.Advance()
 }
 
 // printWake prints WakeAt whenever it changed since it was last printed, as
@@ -417,7 +433,7 @@ func (e *scriptEnv) printWake(b *strings.Builder) {
 	if e.core == nil {
 		return
 	}
-	w, _ := e.core.WakeAt()
+	w := e.core.Ready().WakeAt
 	if w == e.wake {
 		return
 	}
