@@ -389,6 +389,38 @@ func (g *Gateway) throttle(r int, retryAfter time.Duration) {
 	g.deliver(now)
 }
 
+// hedge asks the core for a second replica for c's dispatched request (a
+// hedged duplicate): -1 when none has room.
+func (g *Gateway) hedge(c *call) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	h := g.core.Hedge(now, &c.req)
+	g.deliver(now)
+	return h
+}
+
+// endHedge settles c's hedge race: keep when the duplicate won. failed is
+// a duplicate that failed: the core hears of it as of any attempt (a 429
+// throttles its pool, anything else counts against its breaker).
+func (g *Gateway) endHedge(c *call, keep bool, failed *upstream) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	if u := failed; u != nil {
+		pool := g.replicas[u.rep].pool
+		if u.resp != nil && u.resp.StatusCode == http.StatusTooManyRequests {
+			g.metrics.attempts.WithLabelValues(pool, "throttled").Inc()
+			g.core.Throttled(now, u.rep, g.parseRetryAfter(u.resp.Header.Get("Retry-After")))
+		} else {
+			g.metrics.attempts.WithLabelValues(pool, "error").Inc()
+			g.observe(now, u.rep, false)
+		}
+	}
+	g.core.EndHedge(now, &c.req, keep)
+	g.deliver(now)
+}
+
 // observe feeds a result or probe of replica r to its breaker. Called with
 // mu held.
 func (g *Gateway) observe(now time.Duration, r int, ok bool) {

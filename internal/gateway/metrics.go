@@ -56,6 +56,7 @@ type metrics struct {
 	unauthorized prometheus.Counter
 	attempts     *prometheus.CounterVec // pool, result
 	retries      *prometheus.CounterVec // tenant, class
+	hedges       *prometheus.CounterVec // result: sent, won
 	deferrals    *prometheus.CounterVec // tenant, class, reason
 	probes       *prometheus.CounterVec // pool, result
 	firstByte    *prometheus.HistogramVec
@@ -126,6 +127,9 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "Upstream attempts by pool and result (ok, error, throttled, cancelled)."}, []string{"pool", "result"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retries_total",
 			Help: "Retries by tenant and class."}, []string{"tenant", "class"}),
+		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "hedges_total",
+			Help: "Hedged duplicates (policy.routing.hedge_after): sent, and won (the duplicate answered first), as the twin's report counts them."},
+			[]string{"result"}),
 		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deferrals_total",
 			Help: "Deferrals of requests of deferrable classes by tenant, class and the core's reason; a request deferred twice counts twice."},
 			[]string{"tenant", "class", "reason"}),
@@ -147,7 +151,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		reg.Register(m.rejected), reg.Register(m.throttled), reg.Register(m.routes), reg.Register(m.fbOK),
 		reg.Register(m.fbFailed),
 		reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
-		reg.Register(m.retries), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
+		reg.Register(m.retries), reg.Register(m.hedges), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
 		reg.Register(coreCollector{m}))
 }
 

@@ -84,6 +84,8 @@ const (
 	// least once: what the twin counts as admitted (a request deferred or
 	// rejected at every offer never was).
 	hdrAdmitted = "X-Fleetdrill-Admitted"
+	// hdrHedged is "won" when the answer came from a hedged duplicate.
+	hdrHedged = "X-Fleetdrill-Hedged"
 )
 
 // setRetryAfter sets Retry-After to d, model time, in whole seconds (at
@@ -343,25 +345,50 @@ func (g *Gateway) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// forward runs one attempt of q on replica rep and, unless it failed in a
-// way worth retrying, answers the client. It always tells the core the
-// attempt ended.
-func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request, rep int) (result, string, int) {
-	be := &g.replicas[rep]
-	q.served, q.pool, q.region = g.sc.Models[q.c.req.Served].Name, be.pool, be.region
-	g.metrics.routes.WithLabelValues(q.model, q.served).Inc()
-	body := q.body
-	if q.c.req.Served != q.c.req.Model {
-		q.fellBack = true
-		body = withModel(body, q.served)
+// upstream is one attempt's call to a replica, up to the first bytes of
+// its answer: what a hedge race is decided on (the twin's first token).
+type upstream struct {
+	rep     int
+	hedge   bool // the hedged duplicate (see Core.Hedge)
+	resp    *http.Response
+	err     error     // transport error or no headers in time: resp is nil
+	first   []byte    // the answer's first bytes, read (a slice of *bp)
+	firstAt time.Time // when they came
+	eof     bool      // the answer ended within first
+	readErr error     // the answer broke before its first bytes
+	bp      *[]byte   // the pooled buffer holding first
+	cancel  context.CancelFunc
+}
+
+// answered reports whether u is an answer to pass to the client: headers
+// that are neither a 5xx nor a 429, and a first read that did not break.
+func (u *upstream) answered() bool {
+	return u.err == nil && u.resp.StatusCode < 500 && u.resp.StatusCode != http.StatusTooManyRequests && u.readErr == nil
+}
+
+// close releases what u holds: its context, its body, its buffer.
+func (u *upstream) close() {
+	u.cancel()
+	if u.resp != nil {
+		_, _ = io.Copy(io.Discard, io.LimitReader(u.resp.Body, 1<<16))
+		u.resp.Body.Close()
 	}
+	if u.bp != nil {
+		bufPool.Put(u.bp)
+		u.bp = nil
+	}
+}
+
+// call sends body to replica rep and waits for its headers (within the
+// health timeout) and, for an answer, its first bytes. It does not touch
+// the core: the caller, holding the request, decides what the result means.
+func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, hedge bool) *upstream {
 	actx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	up, err := http.NewRequestWithContext(actx, http.MethodPost, be.url+q.path, bytes.NewReader(body))
+	u := &upstream{rep: rep, hedge: hedge, cancel: cancel}
+	up, err := http.NewRequestWithContext(actx, http.MethodPost, g.replicas[rep].url+q.path, bytes.NewReader(body))
 	if err != nil {
-		g.finish(&q.c, rep, true, false, 0)
-		q.lastStatus, q.lastMsg = 0, "bad backend URL"
-		return resRetry, "", 0
+		u.err = err
+		return u
 	}
 	up.Header.Set("Content-Type", "application/json")
 	// The class, a scenario name, lets an emulated node label its latency
@@ -376,6 +403,113 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	resp, err := g.client.Do(up)
 	headerTimer.Stop()
 	if err != nil {
+		u.err = err
+		return u
+	}
+	u.resp = resp
+	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+		return u
+	}
+	// The first bytes. Their wait is not bounded here: the request may
+	// queue in the engine (the class deadline bounds it).
+	u.bp = bufPool.Get().(*[]byte)
+	buf := *u.bp
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			u.first, u.firstAt = buf[:n], time.Now()
+			u.eof = err == io.EOF
+			return u
+		}
+		if err == io.EOF {
+			u.eof, u.firstAt = true, time.Now()
+			return u
+		}
+		if err != nil {
+			u.readErr = err
+			return u
+		}
+	}
+}
+
+// race runs one attempt of q on replica rep, and when the route hedges
+// (policy.routing.hedge_after) and no answer has come after that long, a
+// duplicate on a second replica the core picks (Core.Hedge), as the twin
+// does: the first to answer wins and the other is cancelled
+// (Core.EndHedge); a duplicate that fails is dropped and the core hears of
+// its failure; a first attempt that fails takes its duplicate with it, and
+// the request is retried. It returns the attempt that answered or failed.
+func (g *Gateway) race(ctx context.Context, q *request, rep int, body []byte) *upstream {
+	after := g.sc.Policy.Routing.HedgeAfter.D()
+	if after <= 0 {
+		return g.call(ctx, q, rep, body, false)
+	}
+	results := make(chan *upstream, 2)
+	go func() { results <- g.call(ctx, q, rep, body, false) }()
+	t := time.NewTimer(g.clk.wall(after))
+	defer t.Stop()
+	select {
+	case u := <-results:
+		return u
+	case <-t.C:
+	}
+	h := g.hedge(&q.c)
+	if h < 0 {
+		return <-results // no second replica has room: wait for the first
+	}
+	g.metrics.hedges.WithLabelValues("sent").Inc()
+	go func() { results <- g.call(ctx, q, h, body, true) }()
+	for pending := 2; ; {
+		u := <-results
+		pending--
+		switch {
+		case u.answered():
+			if pending > 0 {
+				go func() { (<-results).close() }() // the loser, cancelled below
+			}
+			if u.hedge {
+				g.metrics.hedges.WithLabelValues("won").Inc()
+			}
+			g.endHedge(&q.c, u.hedge, nil)
+			return u
+		case !u.hedge:
+			// The first attempt failed: its duplicate dies with it and
+			// the request starts over, as in the twin.
+			if pending > 0 {
+				go func() { (<-results).close() }()
+			}
+			g.endHedge(&q.c, false, nil)
+			return u
+		default:
+			// The duplicate failed: the core hears of it (unless the
+			// client went away), and the first attempt goes on alone.
+			if ctx.Err() != nil {
+				g.endHedge(&q.c, false, nil)
+			} else {
+				g.endHedge(&q.c, false, u)
+			}
+			u.close()
+		}
+	}
+}
+
+// forward runs one attempt of q on replica rep (and its hedged duplicate)
+// and, unless it failed in a way worth retrying, answers the client. It
+// always tells the core the attempt ended.
+func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request, rep int) (result, string, int) {
+	q.served = g.sc.Models[q.c.req.Served].Name
+	g.metrics.routes.WithLabelValues(q.model, q.served).Inc()
+	body := q.body
+	if q.c.req.Served != q.c.req.Model {
+		q.fellBack = true
+		body = withModel(body, q.served)
+	}
+	u := g.race(ctx, q, rep, body)
+	defer u.close()
+	rep = u.rep // a hedge may have won
+	be := &g.replicas[rep]
+	q.pool, q.region = be.pool, be.region
+	if u.err != nil || u.readErr != nil {
 		if ctx.Err() != nil {
 			g.metrics.attempts.WithLabelValues(be.pool, "cancelled").Inc()
 			g.finish(&q.c, rep, false, false, 0)
@@ -387,10 +521,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		q.lastStatus, q.lastRetry, q.lastMsg = 0, 0, "upstream unreachable or unresponsive"
 		return resRetry, "", 0
 	}
-	defer resp.Body.Close()
+	resp := u.resp
 	switch {
 	case resp.StatusCode >= 500:
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
 		g.attemptFailed(rep, resp.StatusCode, true)
 		g.finish(&q.c, rep, true, false, 0)
@@ -398,7 +531,6 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		q.lastMsg = fmt.Sprintf("upstream answered %d", resp.StatusCode)
 		return resRetry, "", 0
 	case resp.StatusCode == http.StatusTooManyRequests:
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
 		g.metrics.throttled.WithLabelValues(be.pool, be.region).Inc()
 		g.attemptFailed(rep, resp.StatusCode, false)
@@ -424,6 +556,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	h.Set("X-Fleetdrill-Pool", be.pool)
 	h.Set("X-Fleetdrill-Replica", strconv.Itoa(rep))
 	h.Set("X-Fleetdrill-Model", g.sc.Models[q.c.req.Served].Name)
+	if u.hedge {
+		h.Set(hdrHedged, "won")
+	}
 	outcome := outFailed
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		outcome = outCompleted
@@ -432,10 +567,6 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	h.Set(hdrQueueWait, strconv.FormatFloat((q.c.dispatched-q.c.req.Arrived).Seconds(), 'f', -1, 64))
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	buf := *bp
-	first := true
 	// Output events of a streamed success, for the time to first token
 	// and per output token.
 	var meter *streamMeter
@@ -445,25 +576,23 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	var readErr, writeErr error
 	// Once tokens flow, a backend silent for the health timeout has died
 	// under the stream (a black-holed route answers nothing and closes
-	// nothing): the attempt fails rather than hanging to the deadline. The
-	// wait for the first token is not bounded here: it may queue.
+	// nothing): the attempt fails rather than hanging to the deadline.
 	stall := g.clk.wall(g.sc.Policy.Health.Timeout.D())
-	stallTimer := time.AfterFunc(time.Hour, cancel)
+	stallTimer := time.AfterFunc(time.Hour, u.cancel)
 	stallTimer.Stop()
 	defer stallTimer.Stop()
+	chunk, at, eof := u.first, u.firstAt, u.eof
+	if len(chunk) > 0 {
+		q.ttft = g.clk.model(at.Sub(q.arrived))
+		g.metrics.firstByte.WithLabelValues(q.tenant, q.class).Observe(q.ttft.Seconds())
+	}
+	buf := *u.bp
 	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			stallTimer.Reset(stall)
-			if first {
-				first = false
-				q.ttft = g.clk.model(time.Since(q.arrived))
-				g.metrics.firstByte.WithLabelValues(q.tenant, q.class).Observe(q.ttft.Seconds())
-			}
+		if len(chunk) > 0 {
 			if meter != nil {
-				meter.feed(buf[:n], time.Now())
+				meter.feed(chunk, at)
 			}
-			if _, writeErr = w.Write(buf[:n]); writeErr != nil {
+			if _, writeErr = w.Write(chunk); writeErr != nil {
 				break
 			}
 			if q.stream {
@@ -472,17 +601,23 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 				}
 			}
 		}
+		if eof {
+			break
+		}
+		stallTimer.Reset(stall)
+		n, err := resp.Body.Read(buf)
+		chunk, at = buf[:n], time.Now()
 		if err != nil {
 			if err != io.EOF {
 				readErr = err
 			}
-			break
+			eof = true
 		}
 	}
 	switch {
 	case ctx.Err() != nil || writeErr != nil:
 		// The client went away (or its deadline passed) mid-response.
-		cancel()
+		u.cancel()
 		g.metrics.attempts.WithLabelValues(be.pool, "cancelled").Inc()
 		g.finish(&q.c, rep, false, false, 0)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -110,9 +110,6 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 // two policies.
 func checkPolicy(sc *scenarios.Scenario) error {
 	var errs []error
-	if sc.Policy.Routing.HedgeAfter > 0 {
-		errs = append(errs, fmt.Errorf("policy.routing.hedge_after %s: the live gateway does not hedge yet; drop it with --set policy.routing.hedge_after=0s to run live", sc.Policy.Routing.HedgeAfter))
-	}
 	if len(sc.Policy.Degradation) > 0 {
 		errs = append(errs, fmt.Errorf("policy.degradation (%d steps): the live gateway has no degradation ladder yet; drop it with --set 'policy.degradation=[]' to run live", len(sc.Policy.Degradation)))
 	}
