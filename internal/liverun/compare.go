@@ -102,7 +102,7 @@ func Compare(tw, live *twin.Report) *Comparison {
 	}
 	t, l := tw.Requests, live.Requests
 	c.Counts = []CountRow{
-		{"arrived", t.Arrived, l.Arrived}, {"completed", t.Completed, l.Completed},
+		{"arrived", t.Arrived, l.Arrived}, {"admitted", t.Admitted, l.Admitted}, {"completed", t.Completed, l.Completed},
 		{"rejected", t.Rejected, l.Rejected}, {"failed", t.Failed, l.Failed},
 		{"timed_out", t.TimedOut, l.TimedOut}, {"cancelled", t.Cancelled, l.Cancelled},
 		{"in_flight_at_end", t.InFlightAtEnd, l.InFlightAtEnd}, {"retries", t.Retries, l.Retries},
