@@ -1,6 +1,9 @@
 package faults
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Keys of the text form, in the order String prints them. The kind comes
 // first and is not a key.
@@ -14,7 +17,8 @@ var keyOrder = []string{
 	"driver", "runtime", // driver-upgrade
 }
 
-// entry is one kind of the catalogue: what it does and which keys it takes.
+// entry is one kind of the catalogue: what it does, which keys it takes, and
+// what the backends need to know of it.
 // The per-kind rules beyond "takes" (which keys are required, which go
 // together) are in validate.go.
 type entry struct {
@@ -25,6 +29,7 @@ type entry struct {
 	// target is the group of target keys of which the kind needs exactly
 	// one; target keys in takes but not here are optional narrowings.
 	target []string
+	traits Traits // what the backends need to know of it (traits.go)
 }
 
 // catalogue lists every kind in the order Kinds returns them and the docs
@@ -38,42 +43,72 @@ type entry struct {
 // one tenant's requests, and is refused until an injector implements it
 // rather than silently ignored.
 var catalogue = []entry{
-	{RegionalOutage, "every pool of a region stops serving",
-		"region=NAME at=D [for=D]",
-		[]string{"region", "at", "for"},
-		[]string{"region"}},
-	{Brownout, "a region or pool fails a fraction of requests and/or slows every request",
-		"region=NAME|pool=NAME at=D [for=D] fail=F and/or latency=D",
-		[]string{"region", "pool", "at", "for", "fail", "latency"},
-		[]string{"region", "pool"}},
-	{QuotaExhaustion, "a provider's or pool's rate limit drops to rpm/tpm (zero when left out)",
-		"pool=NAME|provider=NAME at=D [for=D] [rpm=X tpm=X]",
-		[]string{"pool", "provider", "at", "for", "rpm", "tpm"},
-		[]string{"pool", "provider"}},
-	{ModelRetirement, "a model is withdrawn from every pool (or from one), new sessions steered away notice= before",
-		"model=NAME [pool=NAME] at=D [for=D] [notice=D]",
-		[]string{"pool", "model", "at", "for", "notice"},
-		[]string{"model"}},
-	{DriverUpgrade, "a pool's replicas restart on a new driver (and runtime), rolled back after for=",
-		"pool=NAME at=D [for=D] driver=VERSION [runtime=NAME]",
-		[]string{"pool", "at", "for", "driver", "runtime"},
-		[]string{"pool"}},
-	{NodeLoss, "replicas of a pool fail (one unless count= or percent= says otherwise)",
-		"pool=NAME at=D [for=D] [count=N|percent=P]",
-		[]string{"pool", "at", "for", "count", "percent"},
-		[]string{"pool"}},
-	{Latency, "requests to a region, pool or model take longer",
-		"region=NAME|pool=NAME|model=NAME at=D [for=D] latency=D",
-		[]string{"region", "pool", "model", "at", "for", "latency"},
-		[]string{"region", "pool", "model"}},
-	{ErrorBurst, "a fraction of requests to a region, pool or model fail",
-		"region=NAME|pool=NAME|model=NAME at=D [for=D] fail=F",
-		[]string{"region", "pool", "model", "at", "for", "fail"},
-		[]string{"region", "pool", "model"}},
-	{ColdStartStorm, "replicas of a pool or region reload their model at once (all unless count= or percent= says otherwise)",
-		"region=NAME|pool=NAME at=D [count=N|percent=P]",
-		[]string{"region", "pool", "at", "count", "percent"},
-		[]string{"region", "pool"}},
+	{kind: RegionalOutage, effect: "every pool of a region stops serving",
+		usage:  "region=NAME at=D [for=D]",
+		takes:  []string{"region", "at", "for"},
+		target: []string{"region"},
+		traits: Traits{Live: LiveProxy, ConsoleOn: "region"}},
+	{kind: Brownout, effect: "a region or pool fails a fraction of requests and/or slows every request",
+		usage:  "region=NAME|pool=NAME at=D [for=D] fail=F and/or latency=D",
+		takes:  []string{"region", "pool", "at", "for", "fail", "latency"},
+		target: []string{"region", "pool"},
+		// The console's brownout is a sick region, not a dead one: a fifth
+		// of requests fail and every one takes 200 ms longer.
+		traits: Traits{Live: LiveProxy | LiveAdmin, ConsoleOn: "region",
+			Console: Spec{FailRate: 0.2, AddLatency: 200 * time.Millisecond}}},
+	{kind: QuotaExhaustion, effect: "a provider's or pool's rate limit drops to rpm/tpm (zero when left out)",
+		usage:  "pool=NAME|provider=NAME at=D [for=D] [rpm=X tpm=X]",
+		takes:  []string{"pool", "provider", "at", "for", "rpm", "tpm"},
+		target: []string{"pool", "provider"},
+		traits: Traits{Live: LiveAdmin, DetectStatus: 429, ConsoleOn: "provider",
+			liveLimit: func(s Spec) string {
+				if s.QuotaRPM != 0 || s.QuotaTPM != 0 {
+					return "the node emulates a quota of zero only"
+				}
+				return ""
+			}}},
+	{kind: ModelRetirement, effect: "a model is withdrawn from every pool (or from one), new sessions steered away notice= before",
+		usage:  "model=NAME [pool=NAME] at=D [for=D] [notice=D]",
+		takes:  []string{"pool", "model", "at", "for", "notice"},
+		target: []string{"model"},
+		traits: Traits{Live: LiveAdmin, DetectStatus: 404, FromNotice: true, ConsoleOn: "model"}},
+	{kind: DriverUpgrade, effect: "a pool's replicas restart on a new driver (and runtime), rolled back after for=",
+		usage:  "pool=NAME at=D [for=D] driver=VERSION [runtime=NAME]",
+		takes:  []string{"pool", "at", "for", "driver", "runtime"},
+		target: []string{"pool"},
+		// The console upgrades to 535.104, below the 550.54 that CUDA 12.4
+		// needs (vllm-0.6.3, the runtime of the library's scenarios), so the
+		// upgraded pool can serve nothing: the botched rollout an operator
+		// rehearses. A pool whose runtime accepts it just restarts.
+		traits: Traits{Live: LiveAdmin, ConsoleOn: "pool", Console: Spec{Driver: "535.104"},
+			liveLimit: func(s Spec) string {
+				if s.Driver == "" {
+					return "a runtime-only upgrade has no live emulation"
+				}
+				return ""
+			}}},
+	{kind: NodeLoss, effect: "replicas of a pool fail (one unless count= or percent= says otherwise)",
+		usage:  "pool=NAME at=D [for=D] [count=N|percent=P]",
+		takes:  []string{"pool", "at", "for", "count", "percent"},
+		target: []string{"pool"},
+		traits: Traits{Live: LiveContainer, ConsoleOn: "pool", Console: Spec{Radius: Radius{Count: 1}}}},
+	{kind: Latency, effect: "requests to a region, pool or model take longer",
+		usage:  "region=NAME|pool=NAME|model=NAME at=D [for=D] latency=D",
+		takes:  []string{"region", "pool", "model", "at", "for", "latency"},
+		target: []string{"region", "pool", "model"},
+		// Two seconds: as much as the interactive TTFT SLO of the library,
+		// so that it shows.
+		traits: Traits{Live: LiveProxy, ConsoleOn: "pool", Console: Spec{AddLatency: 2 * time.Second}}},
+	{kind: ErrorBurst, effect: "a fraction of requests to a region, pool or model fail",
+		usage:  "region=NAME|pool=NAME|model=NAME at=D [for=D] fail=F",
+		takes:  []string{"region", "pool", "model", "at", "for", "fail"},
+		target: []string{"region", "pool", "model"},
+		traits: Traits{Live: LiveAdmin, ConsoleOn: "pool", Console: Spec{FailRate: 0.5}}},
+	{kind: ColdStartStorm, effect: "replicas of a pool or region reload their model at once (all unless count= or percent= says otherwise)",
+		usage:  "region=NAME|pool=NAME at=D [count=N|percent=P]",
+		takes:  []string{"region", "pool", "at", "count", "percent"},
+		target: []string{"region", "pool"},
+		traits: Traits{NotLive: "cold-start storms have no live emulation (nodes cannot reload a model)", ConsoleOn: "pool"}},
 }
 
 func lookup(k Kind) (entry, bool) {

@@ -28,6 +28,17 @@
 // zero Radius is every replica of the target (Parse gives node-loss count=1
 // instead), a zero quota lets nothing through.
 //
+// # Traits
+//
+// Each kind's catalogue entry also carries its Traits: what the backends and
+// tools need to know about it without a switch on the kind. How a live
+// fleet emulates it (Live: toxiproxy, the node's admin API, container
+// stop/start, or none and why), the HTTP status whose first answer detects
+// it (DetectStatus: 429, 404), whether it starts at a notice (FromNotice,
+// which Spec.Start and Spec.StartingAt honour), and the spec the game-day
+// console injects for it (ConsoleSpec). Spec.LiveGap says why a live fleet
+// cannot emulate a spec.
+//
 // # What is not here
 //
 // The injectors live with their backends: the twin's, which turns a Spec
@@ -45,7 +56,7 @@
 // # Where to start reading
 //
 // spec.go (the Spec, which is the catalogue's data), catalogue.go (the kinds,
-// the keys each takes), parse.go (Parse, ParseAll), validate.go (the rules
-// and the Problem type), then print.go (String and the canonical forms of
-// durations and numbers).
+// the keys each takes, their traits), traits.go (what Traits say), parse.go
+// (Parse, ParseAll), validate.go (the rules and the Problem type), then
+// print.go (String and the canonical forms of durations and numbers).
 package faults

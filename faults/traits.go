@@ -1,0 +1,153 @@
+package faults
+
+import (
+	"strings"
+	"time"
+)
+
+// Live is how a live fleet emulates a kind of fault: the mechanisms its
+// injector (internal/livefleet) may use, as a set. The zero Live is none:
+// the kind has no live emulation, and Traits.NotLive says why.
+type Live uint8
+
+const (
+	// LiveProxy: the nodes' toxiproxy proxies are disabled or given a
+	// toxic (TCP: refused or held connections, added latency).
+	LiveProxy Live = 1 << iota
+	// LiveAdmin: the emulated node's admin API makes it answer the requests
+	// the fault hits with an HTTP status (500, 429, 404, 503).
+	LiveAdmin
+	// LiveContainer: the nodes' containers are stopped, and started again
+	// when the fault ends.
+	LiveContainer
+)
+
+// String names the mechanisms, e.g. "proxy+admin"; "none" for none.
+func (l Live) String() string {
+	var out []string
+	for _, m := range []struct {
+		bit  Live
+		name string
+	}{{LiveProxy, "proxy"}, {LiveAdmin, "admin"}, {LiveContainer, "container"}} {
+		if l&m.bit != 0 {
+			out = append(out, m.name)
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "+")
+}
+
+// Traits is what the backends and tools need to know about a kind without
+// switching on it: how a live fleet emulates it, how a gateway detects it,
+// when it starts, and what the game-day console injects for it. Each kind's
+// traits are in its catalogue entry (catalogue.go).
+type Traits struct {
+	// Live is how a live fleet emulates the kind; zero when it cannot, and
+	// NotLive says why, as a sentence naming the kind.
+	Live    Live
+	NotLive string
+	// liveLimit says why a live fleet cannot emulate this spec of a live
+	// kind (a value the emulation lacks), or ""; nil when it emulates them
+	// all.
+	liveLimit func(Spec) string
+
+	// DetectStatus is the HTTP status an upstream the fault hits answers,
+	// whose first answer detects the fault: a refusal the gateway's
+	// breakers do not count (429 for a quota, 404 for a retired model). 0
+	// when the fault is detected otherwise: by the breakers, as errors and
+	// timeouts pile up, or by the control plane (a driver upgrade's
+	// compatibility check).
+	DetectStatus int
+
+	// FromNotice: the fault starts notice= before at=, when the control
+	// plane announces it to the gateway (new requests for the model are
+	// steered to its fallbacks); the ground truth changes at at=.
+	FromNotice bool
+
+	// ConsoleOn is the target key the game-day console's key for the kind
+	// fills from the operator's selection ("region", "pool", "provider" or
+	// "model"); Console is the rest of the spec it injects: its values and
+	// radius (ConsoleSpec).
+	ConsoleOn string
+	Console   Spec
+}
+
+// Traits returns the kind's traits; the zero Traits for a kind not in the
+// catalogue.
+func (k Kind) Traits() Traits {
+	e, _ := lookup(k)
+	return e.traits
+}
+
+// Start returns when the fault begins: at=, or for a kind that starts at its
+// notice, notice= before (not before the start of the run).
+func (s Spec) Start() time.Duration {
+	if s.Kind.Traits().FromNotice {
+		return max(s.At-s.Notice, 0)
+	}
+	return s.At
+}
+
+// StartingAt returns the spec moved so that it begins at t: at=t, or for a
+// kind that starts at its notice, at=t+notice. An operator's fault that
+// starts "now" is moved so.
+func (s Spec) StartingAt(t time.Duration) Spec {
+	s.At = t
+	if s.Kind.Traits().FromNotice {
+		s.At = t + s.Notice
+	}
+	return s
+}
+
+// LiveGap says why a live fleet cannot emulate the spec, or "" when it can:
+// a tenant target, a kind with no live emulation, or a value the kind's
+// emulation lacks (a non-zero quota, a runtime-only driver upgrade).
+func (s Spec) LiveGap() string {
+	t := s.Kind.Traits()
+	switch {
+	case s.Target.Tenant != "":
+		return "tenant targets have no live emulation"
+	case t.Live == 0 && t.NotLive != "":
+		return t.NotLive
+	case t.Live == 0:
+		return string(s.Kind) + " has no live emulation"
+	case t.liveLimit != nil:
+		return t.liveLimit(s)
+	}
+	return ""
+}
+
+// DetectedByStatus reports whether an upstream answering status detects a
+// fault of some kind (a Traits.DetectStatus): the answers a live gateway's
+// observer records for the live report.
+func DetectedByStatus(status int) bool {
+	for _, e := range catalogue {
+		if status != 0 && e.traits.DetectStatus == status {
+			return true
+		}
+	}
+	return false
+}
+
+// ConsoleSpec returns the fault the game-day console's key for kind k
+// injects on the operator's selection sel: the kind's Console spec, its
+// ConsoleOn target taken from sel, at=0s. Its target is empty when sel
+// lacks that field; it is not validated.
+func ConsoleSpec(k Kind, sel Target) Spec {
+	t := k.Traits()
+	sp := t.Console
+	sp.Kind, sp.At, sp.Target = k, 0, Target{}
+	switch t.ConsoleOn {
+	case "region":
+		sp.Target.Region = sel.Region
+	case "pool":
+		sp.Target.Pool = sel.Pool
+	case "provider":
+		sp.Target.Provider = sel.Provider
+	case "model":
+		sp.Target.Model = sel.Model
+	}
+	return sp
+}

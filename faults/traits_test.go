@@ -1,0 +1,122 @@
+package faults
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTraitsComplete holds every kind of the catalogue to a full set of
+// traits, so that no backend has to switch on a kind: a live emulation or
+// the reason it has none, and a console spec that validates on a full
+// selection.
+func TestTraitsComplete(t *testing.T) {
+	sel := Target{Region: "r", Pool: "p", Provider: "v", Model: "m"}
+	for _, e := range catalogue {
+		t.Run(string(e.kind), func(t *testing.T) {
+			tr := e.kind.Traits()
+			if tr.Live == 0 {
+				require.NotEmpty(t, tr.NotLive, "no live emulation and no reason why")
+				require.Nil(t, tr.liveLimit, "limits of a live emulation there is not")
+			} else {
+				require.Empty(t, tr.NotLive, "live, and a reason it is not")
+			}
+			require.Contains(t, e.target, tr.ConsoleOn, "the console's target key")
+			require.Zero(t, tr.Console.Kind, "Console holds values only")
+			require.Zero(t, tr.Console.Target, "Console holds values only")
+			sp := ConsoleSpec(e.kind, sel)
+			require.NoError(t, sp.Validate(), "ConsoleSpec(%s) = %s", e.kind, sp)
+			require.Zero(t, ConsoleSpec(e.kind, Target{}).Target, "ConsoleSpec on no selection")
+			if tr.FromNotice {
+				require.Contains(t, e.takes, "notice")
+			}
+		})
+	}
+	require.Zero(t, Kind("no-such-kind").Traits())
+}
+
+func TestConsoleSpec(t *testing.T) {
+	sel := Target{Region: "us-east", Pool: "use-h100", Provider: "cloud-a", Model: "llama"}
+	for _, c := range []struct {
+		k    Kind
+		want string
+	}{
+		{RegionalOutage, "regional-outage region=us-east at=0s"},
+		{Brownout, "brownout region=us-east at=0s fail=0.2 latency=200ms"},
+		{QuotaExhaustion, "quota-exhaustion provider=cloud-a at=0s"},
+		{ModelRetirement, "model-retirement model=llama at=0s"},
+		{DriverUpgrade, "driver-upgrade pool=use-h100 at=0s driver=535.104"},
+		{NodeLoss, "node-loss pool=use-h100 at=0s count=1"},
+		{Latency, "latency pool=use-h100 at=0s latency=2s"},
+		{ErrorBurst, "error-burst pool=use-h100 at=0s fail=0.5"},
+		{ColdStartStorm, "cold-start-storm pool=use-h100 at=0s"},
+	} {
+		if got := ConsoleSpec(c.k, sel).String(); got != c.want {
+			t.Errorf("ConsoleSpec(%s) = %q, want %q", c.k, got, c.want)
+		}
+	}
+}
+
+func TestLiveGap(t *testing.T) {
+	for _, c := range []struct {
+		line, want string
+	}{
+		{"regional-outage region=r at=1m", ""},
+		{"brownout pool=p at=1m fail=0.1 latency=1s", ""},
+		{"quota-exhaustion pool=p at=1m", ""},
+		{"quota-exhaustion pool=p at=1m rpm=60 tpm=9000", "the node emulates a quota of zero only"},
+		{"model-retirement model=m at=1m notice=30s", ""},
+		{"driver-upgrade pool=p at=1m driver=535.104", ""},
+		{"node-loss pool=p at=1m", ""},
+		{"cold-start-storm pool=p at=1m", "cold-start storms have no live emulation (nodes cannot reload a model)"},
+	} {
+		sp, err := Parse(c.line)
+		require.NoError(t, err)
+		if got := sp.LiveGap(); got != c.want {
+			t.Errorf("Parse(%q).LiveGap() = %q, want %q", c.line, got, c.want)
+		}
+	}
+	// Not reachable through Parse: what the backends still refuse.
+	require.Equal(t, "tenant targets have no live emulation", Spec{Kind: Latency, Target: Target{Tenant: "t"}}.LiveGap())
+	require.Equal(t, "a runtime-only upgrade has no live emulation", Spec{Kind: DriverUpgrade, Runtime: "vllm"}.LiveGap())
+	require.Equal(t, "x has no live emulation", Spec{Kind: "x"}.LiveGap())
+}
+
+func TestStart(t *testing.T) {
+	for _, c := range []struct {
+		line        string
+		start, back time.Duration // Start, and At after StartingAt(10m)
+	}{
+		{"node-loss pool=p at=5m", 5 * time.Minute, 10 * time.Minute},
+		{"model-retirement model=m at=5m notice=2m", 3 * time.Minute, 12 * time.Minute},
+		{"model-retirement model=m at=1m notice=2m", 0, 12 * time.Minute},
+		{"model-retirement model=m at=1m", time.Minute, 10 * time.Minute},
+	} {
+		sp, err := Parse(c.line)
+		require.NoError(t, err)
+		if got := sp.Start(); got != c.start {
+			t.Errorf("Parse(%q).Start() = %v, want %v", c.line, got, c.start)
+		}
+		moved := sp.StartingAt(10 * time.Minute)
+		if moved.At != c.back || moved.Start() != 10*time.Minute {
+			t.Errorf("Parse(%q).StartingAt(10m) = %s, want at=%v, starting at 10m", c.line, moved, c.back)
+		}
+	}
+}
+
+func TestDetectedByStatus(t *testing.T) {
+	for status, want := range map[int]bool{429: true, 404: true, 0: false, 200: false, 500: false, 503: false} {
+		if got := DetectedByStatus(status); got != want {
+			t.Errorf("DetectedByStatus(%d) = %v, want %v", status, got, want)
+		}
+	}
+	require.Equal(t, 429, QuotaExhaustion.Traits().DetectStatus)
+	require.Equal(t, 404, ModelRetirement.Traits().DetectStatus)
+}
+
+func TestLiveString(t *testing.T) {
+	require.Equal(t, "none", Live(0).String())
+	require.Equal(t, "proxy+admin", Brownout.Traits().Live.String())
+	require.Equal(t, "container", NodeLoss.Traits().Live.String())
+}
