@@ -126,10 +126,7 @@ func (d *Drill) Inject(line string) (string, error) {
 		return "", err
 	}
 	at := d.instant()
-	sp.At = at
-	if sp.Kind == faults.ModelRetirement {
-		sp.At = at + sp.Notice
-	}
+	sp = sp.StartingAt(at)
 	if _, err := faults.ParseAll([]string{sp.String()}); err != nil {
 		return "", err
 	}
@@ -178,7 +175,7 @@ func (d *Drill) EndFault(label string) error {
 	if f.end > 0 && f.end <= at {
 		return nil // ending by itself now
 	}
-	if f.spec.Kind == faults.ModelRetirement && at <= f.spec.At {
+	if f.traits.FromNotice && at <= f.spec.At {
 		return fmt.Errorf("fault %s is in its notice until %v: end it once the model is gone", label, f.spec.At)
 	}
 	f.endTimer.Stop()

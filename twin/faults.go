@@ -21,6 +21,15 @@ import (
 // probes through its circuit breakers (twin/sched/health.go), so detection
 // takes time, as it does in a real gateway.
 //
+// What each kind does is its effect (effects.go), picked once from the
+// spec's kind: this file runs faults — resolves their targets, draws their
+// replicas, starts and ends them, keeps the replicas' fault state and
+// accounts for detection, mitigation and recovery — without knowing one
+// kind from another. What the kinds differ in beyond their effect (a
+// notice before the start, the HTTP status that detects them) is in their
+// faults.Traits. To add a kind: its catalogue entry in faults/, and its
+// effect type in effects.go (see the faults package doc).
+//
 // A replica that is down either refuses connections (node loss, a restart:
 // attempts fail at once) or swallows them (a regional outage, a network
 // partition: attempts fail after the health timeout). Requests running on a
@@ -64,7 +73,9 @@ func (c sloCount) rate() float64 {
 type faultRT struct {
 	spec     faults.Spec
 	label    string
-	replicas []int // affected replicas, resolved when it starts
+	eff      effect        // what its kind does (effects.go)
+	traits   faults.Traits // its kind's
+	replicas []int         // affected replicas, resolved when it starts
 	pools    []int
 	models   []int // model-retirement
 	active   bool
@@ -179,14 +190,11 @@ func newFaults(lines []string) ([]*faultRT, error) {
 }
 
 // newFaultRT is a fault's run-time record, nothing detected yet: it starts
-// at its time (a retirement at its notice) and ends when its spec says.
-// Runs, drills and the live recorder all make theirs here.
+// at its time (a retirement at its notice: faults.Spec.Start) and ends when
+// its spec says. Runs, drills and the live recorder all make theirs here.
 func newFaultRT(sp faults.Spec, label string) *faultRT {
-	f := &faultRT{spec: sp, label: label, start: sp.At, detected: -1, mitigated: -1, recovered: -1,
-		report: &FaultReport{Spec: sp.String()}}
-	if sp.Kind == faults.ModelRetirement {
-		f.start = max(sp.At-sp.Notice, 0) // the notice starts it
-	}
+	f := &faultRT{spec: sp, label: label, eff: effectOf(sp.Kind), traits: sp.Kind.Traits(), start: sp.Start(),
+		detected: -1, mitigated: -1, recovered: -1, report: &FaultReport{Spec: sp.String()}}
 	if end, ok := sp.End(); ok {
 		f.end = end
 	}
@@ -268,7 +276,7 @@ func (p *plan) faultReplicas(f *faultRT, rng *rand.Rand) []int {
 	var all []int
 	for ri, rp := range p.replicas {
 		if slices.Contains(f.pools, rp.pool) {
-			if len(f.models) > 0 && f.spec.Kind != faults.ModelRetirement && !slices.Contains(f.models, rp.model) {
+			if len(f.models) > 0 && !f.eff.onModel() && !slices.Contains(f.models, rp.model) {
 				continue
 			}
 			all = append(all, ri)
@@ -287,67 +295,24 @@ func (p *plan) faultReplicas(f *faultRT, rng *rand.Rand) []int {
 	return out
 }
 
+// startFault starts a fault: its replicas are drawn, its effect starts,
+// and the replicas' fault state is recomputed.
 func (r *runner) startFault(f *faultRT) {
 	now := r.s.Now()
 	f.active = true
 	f.replicas = r.chooseReplicas(f)
 	r.addEvent(f.startEvent(now))
-	switch f.spec.Kind {
-	case faults.QuotaExhaustion:
-		f.quotas = f.quotas[:0]
-		for _, pi := range f.pools {
-			q := &providerQuota{rpm: f.spec.QuotaRPM, tpm: f.spec.QuotaTPM, last: now}
-			f.quotas = append(f.quotas, q)
-			r.quota[pi] = q
-		}
-	case faults.ModelRetirement:
-		// The fault starts at the notice: new requests are steered to
-		// the model's fallbacks; at `at` the model disappears.
-		for _, m := range f.models {
-			r.core.SetRetiring(m, true)
-		}
-		r.event(now, "retirement-notice", fmt.Sprintf("%s: new requests steered to fallbacks until %v", f.label, f.spec.At))
-		r.s.At(f.spec.At, func() { r.retire(f) })
-	case faults.DriverUpgrade:
-		r.upgradeDriver(f, f.spec.Driver, f.spec.Runtime)
-	case faults.ColdStartStorm:
-		for _, ri := range f.replicas {
-			r.restartReplica(ri)
-		}
-	}
+	f.eff.start(r, f)
 	r.applyFaults()
 }
 
+// endFault ends a fault: its effect is undone, the replicas' fault state
+// recomputed, and what waited is dispatched.
 func (r *runner) endFault(f *faultRT) {
 	now := r.s.Now()
 	f.active = false
 	r.addEvent(f.endEvent(now))
-	switch f.spec.Kind {
-	case faults.QuotaExhaustion:
-		for i, pi := range f.pools {
-			if r.quota[pi] == f.quotas[i] {
-				r.quota[pi] = nil
-			}
-		}
-	case faults.NodeLoss:
-		// Lost nodes come back empty: they load the model again.
-		for _, ri := range f.replicas {
-			r.restartReplica(ri)
-		}
-	case faults.DriverUpgrade:
-		// A rollback: the old driver and runtime, and another restart.
-		pp := r.p.pools[f.pools[0]].spec
-		r.upgradeDriver(f, pp.Driver, pp.Runtime)
-	case faults.ModelRetirement:
-		for _, m := range f.models {
-			r.core.SetRetiring(m, false)
-		}
-		for _, pi := range f.pools {
-			for _, m := range f.models {
-				r.core.SetServes(pi, m, r.p.core.Pools[pi].Serves[m])
-			}
-		}
-	}
+	f.eff.end(r, f)
 	r.applyFaults()
 	r.dispatch()
 }
@@ -362,20 +327,7 @@ func (r *runner) applyFaults() {
 			continue
 		}
 		for _, ri := range f.replicas {
-			st := &r.faultState[ri]
-			switch f.spec.Kind {
-			case faults.RegionalOutage:
-				st.down = true
-			case faults.NodeLoss:
-				st.down, st.refuse = true, true
-			case faults.Brownout:
-				st.failRate = max(st.failRate, f.spec.FailRate)
-				st.latency += f.spec.AddLatency
-			case faults.ErrorBurst:
-				st.failRate = max(st.failRate, f.spec.FailRate)
-			case faults.Latency:
-				st.latency += f.spec.AddLatency
-			}
+			f.eff.apply(&r.faultState[ri], f.spec)
 		}
 	}
 	for ri := range r.faultState {
@@ -592,7 +544,7 @@ func (r *runner) throttled(ri int, retryAfter time.Duration) {
 		r.event(now, "throttled", fmt.Sprintf("pool %s: provider answers 429, retry after %v", name, retryAfter))
 	}
 	for _, f := range r.faults {
-		if f.active && f.detected < 0 && f.spec.Kind == faults.QuotaExhaustion && slices.Contains(f.pools, pi) {
+		if f.active && f.detected < 0 && f.detectedBy(429) && slices.Contains(f.pools, pi) {
 			f.detected = now
 			r.event(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, now-f.start))
 		}
@@ -612,6 +564,12 @@ func (r *runner) breakerChanged(tr sched.Transition) {
 			r.addEvent(f.breakerDetectedEvent(now))
 		}
 	}
+}
+
+// detectedBy reports whether an affected upstream answering status detects
+// the fault (faults.Traits.DetectStatus: 429 a quota, 404 a retired model).
+func (f *faultRT) detectedBy(status int) bool {
+	return status != 0 && f.traits.DetectStatus == status
 }
 
 // breakerOpened records the detection of an active fault when a breaker
@@ -665,7 +623,7 @@ func (r *runner) noteServed(req *request, ri int) {
 func noteServed(p *plan, fs []*faultRT, now time.Duration, ri, model, served int, event func(TimelineEvent)) {
 	for _, f := range fs {
 		affected := slices.Contains(f.replicas, ri)
-		if f.spec.Kind == faults.ModelRetirement {
+		if f.eff.onModel() {
 			if !slices.Contains(f.models, model) {
 				continue
 			}

@@ -156,8 +156,9 @@ func (rec *Recorder) Breaker(at time.Duration, replica int, from, to sched.Break
 }
 
 // Refusal records an upstream attempt refused with status (429: quota,
-// 404: model retired), which detects a quota or retirement fault on that
-// replica as the twin's provider answer does.
+// 404: model retired; faults.DetectedByStatus), which detects a fault of
+// the kind that status reveals on that replica (faults.Traits.DetectStatus)
+// as the twin's provider answer does.
 func (rec *Recorder) Refusal(at time.Duration, replica, status int) {
 	rec.marks = append(rec.marks, mark{at: at, kind: markRefusal, replica: replica, status: status})
 }
@@ -202,9 +203,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 			}
 		case markRefusal:
 			for _, f := range rec.faults {
-				kind := f.spec.Kind
-				if f.active && f.detected < 0 && slices.Contains(f.replicas, m.replica) &&
-					(kind == faults.QuotaExhaustion && m.status == 429 || kind == faults.ModelRetirement && m.status == 404) {
+				if f.active && f.detected < 0 && slices.Contains(f.replicas, m.replica) && f.detectedBy(m.status) {
 					f.detected = m.at
 					event(timelineEvent(m.at, "detected", fmt.Sprintf("%s: upstream answered %d, %v after the fault began", f.label, m.status, m.at-f.start)))
 				}

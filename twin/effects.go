@@ -1,0 +1,172 @@
+package twin
+
+import (
+	"fmt"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+)
+
+// An effect is what one kind of fault does to the twin's ground truth. The
+// runner picks a fault's effect once, from its kind (effectOf), and calls it
+// as the fault starts and ends and whenever the replicas' fault state is
+// recomputed; startFault, endFault and applyFaults know no kind.
+//
+// Adding a kind to the twin is one type here and its row in effects
+// (TestEffectsCoverCatalogue fails until it has one); what the other
+// backends need to know about it is in its faults.Traits.
+type effect interface {
+	// start applies the fault as it starts, once its replicas are chosen
+	// (f.replicas) and before the replicas' fault state is recomputed.
+	start(r *runner, f *faultRT)
+	// end undoes it as it ends, before the fault state is recomputed.
+	end(r *runner, f *faultRT)
+	// apply adds the active fault's share to the fault state of one of its
+	// replicas.
+	apply(st *replicaFault, sp faults.Spec)
+	// onModel reports that the fault is on its model rather than on
+	// replicas: it takes every replica of its pools whatever model they
+	// hold, it is mitigated when a fallback serves the model, and recovered
+	// when the model itself serves again.
+	onModel() bool
+}
+
+// effects is the effect of every kind of the catalogue.
+var effects = map[faults.Kind]effect{
+	faults.RegionalOutage:  outage{},
+	faults.Brownout:        brownout{},
+	faults.QuotaExhaustion: quotaExhaustion{},
+	faults.ModelRetirement: retirement{},
+	faults.DriverUpgrade:   driverUpgrade{},
+	faults.NodeLoss:        nodeLoss{},
+	faults.Latency:         addedLatency{},
+	faults.ErrorBurst:      errorBurst{},
+	faults.ColdStartStorm:  coldStartStorm{},
+}
+
+// effectOf returns kind k's effect. Specs are validated, so k is in the
+// catalogue, and a test holds effects to cover it.
+func effectOf(k faults.Kind) effect {
+	e, ok := effects[k]
+	if !ok {
+		panic(fmt.Sprintf("twin: fault kind %s has no effect (twin/effects.go)", k))
+	}
+	return e
+}
+
+// onReplicas is the default an effect embeds: nothing happens at the start
+// or the end, the fault state is untouched, and the fault is on replicas.
+type onReplicas struct{}
+
+func (onReplicas) start(*runner, *faultRT)          {}
+func (onReplicas) end(*runner, *faultRT)            {}
+func (onReplicas) apply(*replicaFault, faults.Spec) {}
+func (onReplicas) onModel() bool                    { return false }
+
+// outage: the replicas go down and swallow connections (attempts time out).
+type outage struct{ onReplicas }
+
+func (outage) apply(st *replicaFault, _ faults.Spec) { st.down = true }
+
+// nodeLoss: the replicas go down and refuse connections (attempts fail at
+// once); lost nodes come back empty and load their model again.
+type nodeLoss struct{ onReplicas }
+
+func (nodeLoss) apply(st *replicaFault, _ faults.Spec) { st.down, st.refuse = true, true }
+
+func (nodeLoss) end(r *runner, f *faultRT) {
+	for _, ri := range f.replicas {
+		r.restartReplica(ri)
+	}
+}
+
+// brownout: a share of attempts fail, and every attempt is slower.
+type brownout struct{ onReplicas }
+
+func (brownout) apply(st *replicaFault, sp faults.Spec) {
+	st.failRate = max(st.failRate, sp.FailRate)
+	st.latency += sp.AddLatency
+}
+
+// errorBurst: a share of attempts fail.
+type errorBurst struct{ onReplicas }
+
+func (errorBurst) apply(st *replicaFault, sp faults.Spec) {
+	st.failRate = max(st.failRate, sp.FailRate)
+}
+
+// addedLatency: every attempt is slower.
+type addedLatency struct{ onReplicas }
+
+func (addedLatency) apply(st *replicaFault, sp faults.Spec) { st.latency += sp.AddLatency }
+
+// coldStartStorm: the replicas drop their work and reload their model.
+type coldStartStorm struct{ onReplicas }
+
+func (coldStartStorm) start(r *runner, f *faultRT) {
+	for _, ri := range f.replicas {
+		r.restartReplica(ri)
+	}
+}
+
+// quotaExhaustion: the pools' provider quota drops (providerQuota), ground
+// truth the core learns of from its 429s (throttled).
+type quotaExhaustion struct{ onReplicas }
+
+func (quotaExhaustion) start(r *runner, f *faultRT) {
+	now := r.s.Now()
+	f.quotas = f.quotas[:0]
+	for _, pi := range f.pools {
+		q := &providerQuota{rpm: f.spec.QuotaRPM, tpm: f.spec.QuotaTPM, last: now}
+		f.quotas = append(f.quotas, q)
+		r.quota[pi] = q
+	}
+}
+
+func (quotaExhaustion) end(r *runner, f *faultRT) {
+	for i, pi := range f.pools {
+		if r.quota[pi] == f.quotas[i] {
+			r.quota[pi] = nil
+		}
+	}
+}
+
+// retirement: the fault starts at the notice (faults.Traits.FromNotice):
+// the control plane tells the core, which steers new requests to the
+// model's fallbacks; at at= the model disappears (retire). Its end serves
+// the model again.
+type retirement struct{ onReplicas }
+
+func (retirement) onModel() bool { return true }
+
+func (retirement) start(r *runner, f *faultRT) {
+	for _, m := range f.models {
+		r.core.SetRetiring(m, true)
+	}
+	r.event(r.s.Now(), "retirement-notice", fmt.Sprintf("%s: new requests steered to fallbacks until %v", f.label, f.spec.At))
+	r.s.At(f.spec.At, func() { r.retire(f) })
+}
+
+func (retirement) end(r *runner, f *faultRT) {
+	for _, m := range f.models {
+		r.core.SetRetiring(m, false)
+	}
+	for _, pi := range f.pools {
+		for _, m := range f.models {
+			r.core.SetServes(pi, m, r.p.core.Pools[pi].Serves[m])
+		}
+	}
+}
+
+// driverUpgrade: the pools move to the new driver (and runtime) and their
+// replicas restart (upgradeDriver); the end rolls back, with another
+// restart.
+type driverUpgrade struct{ onReplicas }
+
+func (driverUpgrade) start(r *runner, f *faultRT) {
+	r.upgradeDriver(f, f.spec.Driver, f.spec.Runtime)
+}
+
+func (driverUpgrade) end(r *runner, f *faultRT) {
+	pp := r.p.pools[f.pools[0]].spec
+	r.upgradeDriver(f, pp.Driver, pp.Runtime)
+}
