@@ -29,7 +29,10 @@
 //
 // # Faults
 //
-// Fleet.Inject applies a faults.Spec and returns its undo:
+// Fleet.Inject applies a faults.Spec and returns its undo. Each kind a live
+// fleet emulates has its injector type in injectors.go, picked from the
+// spec's kind; which mechanisms a kind uses, and why one has no live
+// emulation, are its faults.Traits (Live, NotLive, Spec.LiveGap):
 //
 //   - regional-outage: the region's proxies are disabled (OutageRefuse, the
 //     default: listeners close, live connections drop, new ones are
@@ -46,5 +49,8 @@
 //   - node-loss: containers are stopped; undo starts them again and points
 //     their proxies at the new published ports.
 //
-// cold-start-storm and tenant targets have no live emulation.
+// cold-start-storm and tenant targets have no live emulation. To emulate a
+// new kind: its injector type and its row in the injectors table, and its
+// traits' Live in faults/catalogue.go (TestInjectorsMatchTraits checks the
+// two agree).
 package livefleet

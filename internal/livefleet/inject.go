@@ -44,8 +44,8 @@ type Undo func(ctx context.Context) error
 // Inject applies spec to the fleet now (spec.At and spec.For are the
 // caller's schedule) and returns the undo for the fault's end.
 func (f *Fleet) Inject(ctx context.Context, spec faults.Spec) (Undo, error) {
-	if spec.Target.Tenant != "" {
-		return nil, fmt.Errorf("livefleet: %s: tenant targets have no live emulation", spec.Kind)
+	if why := spec.LiveGap(); why != "" {
+		return nil, fmt.Errorf("livefleet: %s: %s", spec.Kind, why)
 	}
 	nodes, err := f.Select(spec.Target, spec.Radius)
 	if err != nil {
@@ -55,10 +55,16 @@ func (f *Fleet) Inject(ctx context.Context, spec faults.Spec) (Undo, error) {
 }
 
 // InjectOn applies spec to the given nodes rather than those Select picks:
-// a replay that must hit the replicas the twin chose (twin.FaultPlan).
+// a replay that must hit the replicas the twin chose (twin.FaultPlan). The
+// kind's injector (injectors.go) does the work; a spec a live fleet cannot
+// emulate (faults.Spec.LiveGap) is refused.
 func (f *Fleet) InjectOn(ctx context.Context, spec faults.Spec, nodes []*Node) (Undo, error) {
-	if spec.Target.Tenant != "" {
-		return nil, fmt.Errorf("livefleet: %s: tenant targets have no live emulation", spec.Kind)
+	if why := spec.LiveGap(); why != "" {
+		return nil, fmt.Errorf("livefleet: %s: %s", spec.Kind, why)
+	}
+	inj, ok := injectors[spec.Kind]
+	if !ok {
+		return nil, fmt.Errorf("livefleet: %s has no live emulation", spec.Kind)
 	}
 	if len(nodes) == 0 {
 		return nil, fmt.Errorf("livefleet: %s: no node to inject into", spec.Kind)
@@ -67,67 +73,7 @@ func (f *Fleet) InjectOn(ctx context.Context, spec faults.Spec, nodes []*Node) (
 	f.injected++
 	id := fmt.Sprintf("fd-%s-%d", spec.Kind, f.injected)
 	f.mu.Unlock()
-
-	switch spec.Kind {
-	case faults.RegionalOutage:
-		if f.OutageMode == OutageHang {
-			return f.addToxic(ctx, nodes, id, "timeout", map[string]any{"timeout": 0})
-		}
-		return f.disable(nodes)
-	case faults.Latency:
-		return f.addToxic(ctx, nodes, id, "latency", map[string]any{"latency": spec.AddLatency.Milliseconds()})
-	case faults.Brownout:
-		var undos []Undo
-		if spec.AddLatency > 0 {
-			u, err := f.addToxic(ctx, nodes, id, "latency", map[string]any{"latency": spec.AddLatency.Milliseconds()})
-			if err != nil {
-				return nil, err
-			}
-			undos = append(undos, u)
-		}
-		if spec.FailRate > 0 {
-			u, err := f.errorRate(ctx, nodes, spec.FailRate)
-			if err != nil {
-				return nil, errors.Join(err, runUndos(ctx, undos))
-			}
-			undos = append(undos, u)
-		}
-		return func(ctx context.Context) error { return runUndos(ctx, undos) }, nil
-	case faults.ErrorBurst:
-		return f.errorRate(ctx, nodes, spec.FailRate)
-	case faults.QuotaExhaustion:
-		if spec.QuotaRPM != 0 || spec.QuotaTPM != 0 {
-			return nil, fmt.Errorf("livefleet: quota-exhaustion: the node emulates a quota of zero only (got rpm %g, tpm %g)", spec.QuotaRPM, spec.QuotaTPM)
-		}
-		return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
-			on, off := true, cur.QuotaExhausted
-			return node.FaultsPatch{QuotaExhausted: &on}, node.FaultsPatch{QuotaExhausted: &off}
-		})
-	case faults.ModelRetirement:
-		m := spec.Target.Model
-		if m == "" {
-			return nil, errors.New("livefleet: model-retirement needs a model")
-		}
-		return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
-			if slices.Contains(cur.Retired, m) { // already retired: leave it so
-				return node.FaultsPatch{}, node.FaultsPatch{}
-			}
-			return node.FaultsPatch{Retire: []string{m}}, node.FaultsPatch{Unretire: []string{m}}
-		})
-	case faults.DriverUpgrade:
-		if spec.Driver == "" {
-			return nil, errors.New("livefleet: driver-upgrade: no driver (a runtime change alone has no live emulation)")
-		}
-		d := spec.Driver
-		return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
-			old := cur.Driver
-			return node.FaultsPatch{Driver: &d}, node.FaultsPatch{Driver: &old}
-		})
-	case faults.NodeLoss:
-		return f.stopNodes(ctx, nodes)
-	default:
-		return nil, fmt.Errorf("livefleet: %s has no live emulation", spec.Kind)
-	}
+	return inj.inject(ctx, f, spec, nodes, id)
 }
 
 // Select returns the nodes a fault target covers, in fleet order, cut to

@@ -1,0 +1,50 @@
+package livefleet
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+)
+
+// TestInjectorsMatchTraits holds the injectors to the catalogue: a kind
+// has an injector exactly when its traits say a live fleet emulates it.
+func TestInjectorsMatchTraits(t *testing.T) {
+	for _, k := range faults.Kinds() {
+		kind := faults.Kind(k)
+		live := kind.Traits().Live != 0
+		if _, ok := injectors[kind]; ok != live {
+			t.Errorf("%s: injector %v, but its traits say live emulation %v (%s)", k, ok, live, kind.Traits().Live)
+		}
+	}
+	for k := range injectors {
+		if !strings.Contains(strings.Join(faults.Kinds(), " "), string(k)) {
+			t.Errorf("injector for %s, a kind not in the catalogue", k)
+		}
+	}
+}
+
+// TestInjectRefusesWhatIsNotLive: what a live fleet cannot emulate is
+// refused before a node is touched, with the reason the traits give.
+func TestInjectRefusesWhatIsNotLive(t *testing.T) {
+	f := &Fleet{Nodes: []*Node{{Name: "a-0", Pool: "a", Region: "r1", Provider: "p1", Models: []string{"m1"}}}}
+	for _, c := range []struct {
+		spec faults.Spec
+		want string
+	}{
+		{faults.Spec{Kind: faults.ColdStartStorm, Target: faults.Target{Pool: "a"}}, "cold-start storms have no live emulation"},
+		{faults.Spec{Kind: faults.QuotaExhaustion, Target: faults.Target{Pool: "a"}, QuotaRPM: 60, QuotaTPM: 9000}, "quota of zero only"},
+		{faults.Spec{Kind: faults.DriverUpgrade, Target: faults.Target{Pool: "a"}, Runtime: "vllm"}, "runtime-only upgrade"},
+		{faults.Spec{Kind: faults.Latency, Target: faults.Target{Tenant: "t"}}, "tenant targets"},
+	} {
+		for name, inject := range map[string]func() error{
+			"Inject":   func() error { _, err := f.Inject(context.Background(), c.spec); return err },
+			"InjectOn": func() error { _, err := f.InjectOn(context.Background(), c.spec, f.Nodes); return err },
+		} {
+			if err := inject(); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s(%s) = %v, want an error saying %q", name, c.spec, err, c.want)
+			}
+		}
+	}
+}
