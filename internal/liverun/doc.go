@@ -40,9 +40,11 @@
 //
 // Each scenario fault is injected at its (compressed) time on the replicas
 // the twin hits (twin.FaultPlan), through livefleet.InjectOn, and undone at
-// its end; a model retirement's notice steers new requests to fallbacks
-// through Gateway.SetRetiring, as the twin's gateway is told. Faults the
-// live fleet cannot emulate (cold-start storms, tenant targets, non-zero
-// quota cuts, a runtime-only driver upgrade) are refused before anything
-// starts, with the fault named.
+// its end; a model retirement's notice (a kind whose faults.Traits say it
+// starts FromNotice) steers new requests to fallbacks through
+// Gateway.SetRetiring, as the twin's gateway is told. Faults the live fleet
+// cannot emulate (faults.Spec.LiveGap: cold-start storms, tenant targets,
+// non-zero quota cuts, a runtime-only driver upgrade) are refused before
+// anything starts, with the fault named. Nothing here switches on a fault's
+// kind.
 package liverun

@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
@@ -117,11 +116,11 @@ func checkPolicy(sc *scenarios.Scenario) error {
 }
 
 // checkFaults refuses, before anything starts, faults the live fleet cannot
-// emulate.
+// emulate (faults.Spec.LiveGap).
 func checkFaults(plans []twin.FaultPlan) error {
 	var errs []error
 	for _, p := range plans {
-		why := unsupported(p.Spec)
+		why := p.Spec.LiveGap()
 		if why == "" && len(p.Replicas) == 0 {
 			why = "it hits no replica of the live fleet"
 		}
@@ -130,21 +129,6 @@ func checkFaults(plans []twin.FaultPlan) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unsupported says why the live fleet cannot emulate a fault, or "".
-func unsupported(s faults.Spec) string {
-	switch {
-	case s.Target.Tenant != "":
-		return "tenant targets have no live emulation"
-	case s.Kind == faults.ColdStartStorm:
-		return "cold-start storms have no live emulation (nodes cannot reload a model)"
-	case s.Kind == faults.QuotaExhaustion && (s.QuotaRPM != 0 || s.QuotaTPM != 0):
-		return "the node emulates a quota of zero only"
-	case s.Kind == faults.DriverUpgrade && s.Driver == "":
-		return "a runtime-only upgrade has no live emulation"
-	}
-	return ""
 }
 
 // replay is one live run in progress.
@@ -283,6 +267,7 @@ func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twi
 	undos := make([]livefleet.Undo, len(plans))
 	var errs []error
 	for i, p := range plans {
+		notice := p.Spec.Kind.Traits().FromNotice
 		nodes := make([]*livefleet.Node, 0, len(p.Replicas))
 		for _, ri := range p.Replicas {
 			nodes = append(nodes, fl.Nodes[ri])
@@ -300,7 +285,7 @@ func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twi
 					r.onEvent(at, "fault-start", fmt.Sprintf("%s: %s (%d replicas)", p.Label, p.Spec.String(), len(p.Replicas)))
 				}
 			})
-			if p.Spec.Kind == faults.ModelRetirement {
+			if notice {
 				// The notice: new requests go to fallbacks; the model goes
 				// at spec.At.
 				return r.gw.SetRetiring(p.Spec.Target.Model, true)
@@ -308,7 +293,7 @@ func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twi
 			return inject(ctx)
 		}
 		steps = append(steps, step{at: p.Start, fn: begin, what: "start " + p.Label})
-		if p.Spec.Kind == faults.ModelRetirement {
+		if notice {
 			steps = append(steps, step{at: p.Spec.At, fn: inject, what: "retire " + p.Label})
 		}
 		if p.End > 0 {
@@ -318,7 +303,7 @@ func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twi
 					err = undos[i](ctx)
 					undos[i] = nil
 				}
-				if p.Spec.Kind == faults.ModelRetirement {
+				if notice {
 					err = errors.Join(err, r.gw.SetRetiring(p.Spec.Target.Model, false))
 				}
 				r.mark(func(t0 time.Duration) {

@@ -138,7 +138,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 			})
 		},
 		Attempt: func(at time.Duration, replica int, _ string, status int, _ bool) {
-			if status == http.StatusTooManyRequests || status == http.StatusNotFound {
+			if faults.DetectedByStatus(status) { // 429 a quota, 404 a retired model
 				r.mark(func(t0 time.Duration) { rec.Refusal(at-t0, replica, status) })
 			}
 		},
@@ -285,14 +285,11 @@ func (s *Session) Inject(line string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if why := unsupported(sp); why != "" {
+	if why := sp.LiveGap(); why != "" {
 		return "", fmt.Errorf("%s: %s", sp.Kind, why)
 	}
 	now := s.Now()
-	sp.At = now
-	if sp.Kind == faults.ModelRetirement {
-		sp.At = now + sp.Notice
-	}
+	sp = sp.StartingAt(now)
 	s.r.mu.Lock()
 	plan, idx, err := s.rec.AddFault(sp)
 	s.r.mu.Unlock()
@@ -302,7 +299,7 @@ func (s *Session) Inject(line string) (string, error) {
 	op := &operatorFault{plan: plan}
 	nodes := s.nodes(plan)
 	ctx := context.Background()
-	if sp.Kind == faults.ModelRetirement {
+	if sp.Kind.Traits().FromNotice {
 		if err := s.gw.SetRetiring(sp.Target.Model, true); err != nil {
 			return "", err
 		}
@@ -385,7 +382,7 @@ func (s *Session) EndFault(label string) error {
 	if undo != nil {
 		err = undo(context.Background())
 	}
-	if op.plan.Spec.Kind == faults.ModelRetirement {
+	if op.plan.Spec.Kind.Traits().FromNotice {
 		err = errors.Join(err, s.gw.SetRetiring(op.plan.Spec.Target.Model, false))
 	}
 	return err
