@@ -1,27 +1,8 @@
 package tui
 
 import (
-	"time"
-
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/twin"
-)
-
-// badDriver is the driver the `d` key upgrades a pool to. 535.104 is below
-// the 550.54 that CUDA 12.4 needs (vllm-0.6.3, the runtime of the library's
-// scenarios), so the upgraded pool can serve nothing: the botched rollout
-// an operator rehearses. A pool whose runtime accepts it just restarts.
-const badDriver = "535.104"
-
-// The effects of the keys that take a size: a brownout fails a fifth of
-// requests and adds 200 ms (a sick region, not a dead one); latency adds
-// two seconds (as much as the interactive TTFT SLO of the library, so it
-// shows); an error burst fails half the requests.
-const (
-	brownoutFail    = 0.2
-	brownoutLatency = 200 * time.Millisecond
-	latencyAdded    = 2 * time.Second
-	burstFail       = 0.5
 )
 
 // selection is what the operator has selected: a pool (with its region
@@ -32,39 +13,16 @@ type selection struct {
 }
 
 // faultLine builds the fault line an inject key asks for on the
-// selection, or "" with the reason when the selection lacks the target.
-// The line is in canonical form (faults.Spec.String) with at=0s: the drill
-// starts it at its current time whatever at= says.
+// selection — its kind's console spec (faults.ConsoleSpec: the target key
+// and values are the kind's traits) — or "" with the reason when the
+// selection lacks the target. The line is in canonical form
+// (faults.Spec.String) with at=0s: the drill starts it at its current time
+// whatever at= says.
 func faultLine(k faults.Kind, sel selection) (line, why string) {
-	sp := faults.Spec{Kind: k}
-	switch k {
-	case faults.RegionalOutage:
-		sp.Target.Region = sel.Region
-	case faults.Brownout:
-		sp.Target.Region = sel.Region
-		sp.FailRate, sp.AddLatency = brownoutFail, brownoutLatency
-	case faults.QuotaExhaustion:
-		sp.Target.Provider = sel.Provider
-	case faults.NodeLoss:
-		sp.Target.Pool = sel.Pool
-		sp.Radius.Count = 1
-	case faults.DriverUpgrade:
-		sp.Target.Pool = sel.Pool
-		sp.Driver = badDriver
-	case faults.ModelRetirement:
-		sp.Target.Model = sel.Model
-	case faults.Latency:
-		sp.Target.Pool = sel.Pool
-		sp.AddLatency = latencyAdded
-	case faults.ErrorBurst:
-		sp.Target.Pool = sel.Pool
-		sp.FailRate = burstFail
-	case faults.ColdStartStorm:
-		sp.Target.Pool = sel.Pool
-	}
-	t := sp.Target
-	if t.Region == "" && t.Pool == "" && t.Provider == "" && t.Model == "" {
-		if k == faults.ModelRetirement {
+	sp := faults.ConsoleSpec(k, faults.Target{Region: sel.Region, Pool: sel.Pool, Provider: sel.Provider,
+		Model: sel.Model, Tenant: sel.Tenant})
+	if sp.Target == (faults.Target{}) {
+		if k.Traits().ConsoleOn == "model" {
 			return "", "select a route first (tab)"
 		}
 		return "", "select a pool first"

@@ -1,6 +1,12 @@
 package tui
 
-import "charm.land/bubbles/v2/key"
+import (
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+)
 
 // keyMap holds every binding of the console. The help bar and the help
 // overlay are built from it (ShortHelp, FullHelp), so what they show is
@@ -9,10 +15,19 @@ type keyMap struct {
 	Pause, Step, StepEvent, Faster, Slower key.Binding
 	Up, Down, Focus                        key.Binding
 
-	Outage, Brownout, Quota, NodeLoss, Driver, Retire, Latency, Errors, ColdStart key.Binding
-	EndFault                                                                      key.Binding
+	// Inject holds a key per fault kind the console injects, in help
+	// order; what each injects on the selection is its kind's console spec
+	// (faults.ConsoleSpec, faultLine).
+	Inject   []kindKey
+	EndFault key.Binding
 
 	Help, Quit, Abort, Back key.Binding
+}
+
+// kindKey is the key that injects a kind of fault.
+type kindKey struct {
+	kind faults.Kind
+	key.Binding
 }
 
 func newKeyMap() keyMap {
@@ -30,16 +45,18 @@ func newKeyMap() keyMap {
 		Down:  b([]string{"down", "j"}, "↓/j", "select down"),
 		Focus: b([]string{"tab", "shift+tab", "left", "right"}, "tab", "pools/routes"),
 
-		Outage:    b([]string{"o"}, "o", "regional outage (pool's region)"),
-		Brownout:  b([]string{"b"}, "b", "brownout (pool's region)"),
-		Quota:     b([]string{"x"}, "x", "quota exhaustion (pool's provider)"),
-		NodeLoss:  b([]string{"n"}, "n", "node loss (1 replica of the pool)"),
-		Driver:    b([]string{"d"}, "d", "driver upgrade to "+badDriver+" (pool)"),
-		Retire:    b([]string{"r"}, "r", "model retirement (route's model)"),
-		Latency:   b([]string{"l"}, "l", "latency +2s (pool)"),
-		Errors:    b([]string{"f"}, "f", "error burst 50% (pool)"),
-		ColdStart: b([]string{"c"}, "c", "cold-start storm (pool)"),
-		EndFault:  b([]string{"e"}, "e", "end the selection's fault"),
+		Inject: []kindKey{
+			{faults.RegionalOutage, b([]string{"o"}, "o", "regional outage (pool's region)")},
+			{faults.Brownout, b([]string{"b"}, "b", "brownout (pool's region)")},
+			{faults.QuotaExhaustion, b([]string{"x"}, "x", "quota exhaustion (pool's provider)")},
+			{faults.NodeLoss, b([]string{"n"}, "n", "node loss (1 replica of the pool)")},
+			{faults.DriverUpgrade, b([]string{"d"}, "d", "driver upgrade to "+faults.DriverUpgrade.Traits().Console.Driver+" (pool)")},
+			{faults.ModelRetirement, b([]string{"r"}, "r", "model retirement (route's model)")},
+			{faults.Latency, b([]string{"l"}, "l", "latency +2s (pool)")},
+			{faults.ErrorBurst, b([]string{"f"}, "f", "error burst 50% (pool)")},
+			{faults.ColdStartStorm, b([]string{"c"}, "c", "cold-start storm (pool)")},
+		},
+		EndFault: b([]string{"e"}, "e", "end the selection's fault"),
 
 		Help:  b([]string{"?"}, "?", "help"),
 		Quit:  b([]string{"q"}, "q", "quit: summary"),
@@ -54,7 +71,11 @@ func (k keyMap) ShortHelp() []key.Binding {
 		b.SetHelp(b.Help().Key, desc)
 		return b
 	}
-	inject := key.NewBinding(key.WithKeys("o"), key.WithHelp("o b x n d r l f c", "inject"))
+	var letters []string
+	for _, ik := range k.Inject {
+		letters = append(letters, ik.Help().Key)
+	}
+	inject := key.NewBinding(key.WithKeys(k.Inject[0].Keys()...), key.WithHelp(strings.Join(letters, " "), "inject"))
 	speed := key.NewBinding(key.WithKeys("+"), key.WithHelp("+/-", "speed"))
 	return []key.Binding{
 		short(k.Pause, "pause"), short(k.Step, "step"), speed,
@@ -64,8 +85,12 @@ func (k keyMap) ShortHelp() []key.Binding {
 
 // FullHelp is the help overlay, one column per group.
 func (k keyMap) FullHelp() [][]key.Binding {
+	var injectBindings []key.Binding
+	for _, ik := range k.Inject {
+		injectBindings = append(injectBindings, ik.Binding)
+	}
 	return [][]key.Binding{
 		{k.Pause, k.Step, k.StepEvent, k.Faster, k.Slower, k.Up, k.Down, k.Focus, k.Help, k.Quit, k.Abort},
-		{k.Outage, k.Brownout, k.Quota, k.NodeLoss, k.Driver, k.Retire, k.Latency, k.Errors, k.ColdStart, k.EndFault},
+		append(injectBindings, k.EndFault),
 	}
 }

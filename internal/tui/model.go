@@ -8,7 +8,6 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 
-	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
 
@@ -290,15 +289,8 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		}
 		m.send(command{kind: cmdEndFault, label: label})
 	default:
-		for _, ik := range []struct {
-			b    key.Binding
-			kind faults.Kind
-		}{
-			{km.Outage, faults.RegionalOutage}, {km.Brownout, faults.Brownout}, {km.Quota, faults.QuotaExhaustion},
-			{km.NodeLoss, faults.NodeLoss}, {km.Driver, faults.DriverUpgrade}, {km.Retire, faults.ModelRetirement},
-			{km.Latency, faults.Latency}, {km.Errors, faults.ErrorBurst}, {km.ColdStart, faults.ColdStartStorm},
-		} {
-			if key.Matches(k, ik.b) {
+		for _, ik := range km.Inject {
+			if key.Matches(k, ik.Binding) {
 				line, why := faultLine(ik.kind, m.selection())
 				if line == "" {
 					m.notice = &Notice{Text: string(ik.kind) + ": " + why, Err: true}
