@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -17,10 +18,8 @@ var keyOrder = []string{
 	"driver", "runtime", // driver-upgrade
 }
 
-// entry is one kind of the catalogue: what it does, which keys it takes, and
-// what the backends need to know of it.
-// The per-kind rules beyond "takes" (which keys are required, which go
-// together) are in validate.go.
+// entry is one kind of the catalogue: what it does, which keys it takes and
+// the rules its values follow, and what the backends need to know of it.
 type entry struct {
 	kind   Kind
 	effect string // what the fault does, for help texts
@@ -29,6 +28,13 @@ type entry struct {
 	// target is the group of target keys of which the kind needs exactly
 	// one; target keys in takes but not here are optional narrowings.
 	target []string
+	// rules adds the kind's problems beyond the keys it takes and its
+	// target (kindProblems): the keys it needs, those that go together;
+	// nil when it has none.
+	rules func(s Spec, add func(key, value, msg string, also ...string))
+	// radius is the blast radius Parse gives a spec of the kind that
+	// leaves out count= and percent=; zero (all replicas) for most.
+	radius Radius
 	traits Traits // what the backends need to know of it (traits.go)
 }
 
@@ -52,6 +58,11 @@ var catalogue = []entry{
 		usage:  "region=NAME|pool=NAME at=D [for=D] fail=F and/or latency=D",
 		takes:  []string{"region", "pool", "at", "for", "fail", "latency"},
 		target: []string{"region", "pool"},
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			if s.FailRate == 0 && s.AddLatency == 0 {
+				add("fail", "", "brownout needs fail=, latency= or both", "latency")
+			}
+		},
 		// The console's brownout is a sick region, not a dead one: a fifth
 		// of requests fail and every one takes 200 ms longer.
 		traits: Traits{Live: LiveProxy | LiveAdmin, ConsoleOn: "region",
@@ -60,6 +71,21 @@ var catalogue = []entry{
 		usage:  "pool=NAME|provider=NAME at=D [for=D] [rpm=X tpm=X]",
 		takes:  []string{"pool", "provider", "at", "for", "rpm", "tpm"},
 		target: []string{"pool", "provider"},
+		// NB: a zero quota lets nothing through, so one of rpm/tpm left at
+		// zero would make the other meaningless; "rpm=100" alone reads as if
+		// tokens were unaffected, so it is refused rather than silently
+		// blocking everything.
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			for _, pair := range [][2]string{{"rpm", "tpm"}, {"tpm", "rpm"}} {
+				zero, other := pair[0], pair[1]
+				if _, set := s.value(zero); !set {
+					if _, set := s.value(other); set {
+						add(zero, "", fmt.Sprintf("zero (or left out) while %s=%s, and a zero quota lets no request through; give both rpm= and tpm=, or neither for a quota of zero",
+							other, s.shown(other)), other)
+					}
+				}
+			}
+		},
 		traits: Traits{Live: LiveAdmin, DetectStatus: 429, ConsoleOn: "provider",
 			liveLimit: func(s Spec) string {
 				if s.QuotaRPM != 0 || s.QuotaTPM != 0 {
@@ -76,6 +102,11 @@ var catalogue = []entry{
 		usage:  "pool=NAME at=D [for=D] driver=VERSION [runtime=NAME]",
 		takes:  []string{"pool", "at", "for", "driver", "runtime"},
 		target: []string{"pool"},
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			if s.Driver == "" {
+				add("driver", "", "driver-upgrade needs driver= (the new version, like 535.104.05)")
+			}
+		},
 		// The console upgrades to 535.104, below the 550.54 that CUDA 12.4
 		// needs (vllm-0.6.3, the runtime of the library's scenarios), so the
 		// upgraded pool can serve nothing: the botched rollout an operator
@@ -91,11 +122,25 @@ var catalogue = []entry{
 		usage:  "pool=NAME at=D [for=D] [count=N|percent=P]",
 		takes:  []string{"pool", "at", "for", "count", "percent"},
 		target: []string{"pool"},
+		// NB: Parse gives count=1 when both are left out (radius), so that
+		// the zero Radius means "all replicas" for every kind, injectors
+		// included.
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			if s.Radius == (Radius{}) {
+				add("count", "", "node-loss needs count= or percent= (Parse sets count=1 when both are left out)", "percent")
+			}
+		},
+		radius: Radius{Count: 1},
 		traits: Traits{Live: LiveContainer, ConsoleOn: "pool", Console: Spec{Radius: Radius{Count: 1}}}},
 	{kind: Latency, effect: "requests to a region, pool or model take longer",
 		usage:  "region=NAME|pool=NAME|model=NAME at=D [for=D] latency=D",
 		takes:  []string{"region", "pool", "model", "at", "for", "latency"},
 		target: []string{"region", "pool", "model"},
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			if s.AddLatency == 0 {
+				add("latency", "", "latency needs latency= (the added latency, > 0)")
+			}
+		},
 		// Two seconds: as much as the interactive TTFT SLO of the library,
 		// so that it shows.
 		traits: Traits{Live: LiveProxy, ConsoleOn: "pool", Console: Spec{AddLatency: 2 * time.Second}}},
@@ -103,6 +148,11 @@ var catalogue = []entry{
 		usage:  "region=NAME|pool=NAME|model=NAME at=D [for=D] fail=F",
 		takes:  []string{"region", "pool", "model", "at", "for", "fail"},
 		target: []string{"region", "pool", "model"},
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			if s.FailRate == 0 {
+				add("fail", "", "error-burst needs fail= (the fraction of requests that fail, 0 < fail <= 1)")
+			}
+		},
 		traits: Traits{Live: LiveAdmin, ConsoleOn: "pool", Console: Spec{FailRate: 0.5}}},
 	{kind: ColdStartStorm, effect: "replicas of a pool or region reload their model at once (all unless count= or percent= says otherwise)",
 		usage:  "region=NAME|pool=NAME at=D [count=N|percent=P]",

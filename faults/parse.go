@@ -115,11 +115,11 @@ func parse(line string) (Spec, []*Problem) {
 	if _, ok := given["at"]; !ok {
 		add("at", "", "required: when the fault starts, from the beginning of the run (at=0s is the start)")
 	}
-	if s.Kind == NodeLoss {
+	if known {
 		_, count := given["count"]
 		_, percent := given["percent"]
 		if !count && !percent {
-			s.Radius.Count = 1
+			s.Radius = e.radius // node-loss: count=1
 		}
 	}
 

@@ -172,7 +172,8 @@ func (s Spec) problems() []*Problem {
 }
 
 // kindProblems checks the rules of the spec's kind: the keys it takes, the
-// target it needs, and the keys it needs or that go together.
+// target it needs, and its own rules (entry.rules: the keys it needs or
+// that go together).
 func (e entry) kindProblems(s Spec) []*Problem {
 	var ps []*Problem
 	add := func(key, value, msg string, also ...string) {
@@ -202,43 +203,8 @@ func (e entry) kindProblems(s Spec) []*Problem {
 		}
 	}
 
-	switch e.kind {
-	case Brownout:
-		if s.FailRate == 0 && s.AddLatency == 0 {
-			add("fail", "", "brownout needs fail=, latency= or both", "latency")
-		}
-	case Latency:
-		if s.AddLatency == 0 {
-			add("latency", "", "latency needs latency= (the added latency, > 0)")
-		}
-	case ErrorBurst:
-		if s.FailRate == 0 {
-			add("fail", "", "error-burst needs fail= (the fraction of requests that fail, 0 < fail <= 1)")
-		}
-	case DriverUpgrade:
-		if s.Driver == "" {
-			add("driver", "", "driver-upgrade needs driver= (the new version, like 535.104.05)")
-		}
-	case NodeLoss:
-		// NB: Parse fills count=1 when both are left out, so that the zero
-		// Radius means "all replicas" for every kind, injectors included.
-		if s.Radius == (Radius{}) {
-			add("count", "", "node-loss needs count= or percent= (Parse sets count=1 when both are left out)", "percent")
-		}
-	case QuotaExhaustion:
-		// NB: a zero quota lets nothing through, so one of rpm/tpm left at
-		// zero would make the other meaningless; "rpm=100" alone reads as if
-		// tokens were unaffected, so it is refused rather than silently
-		// blocking everything.
-		for _, pair := range [][2]string{{"rpm", "tpm"}, {"tpm", "rpm"}} {
-			zero, other := pair[0], pair[1]
-			if _, set := s.value(zero); !set {
-				if _, set := s.value(other); set {
-					add(zero, "", fmt.Sprintf("zero (or left out) while %s=%s, and a zero quota lets no request through; give both rpm= and tpm=, or neither for a quota of zero",
-						other, s.shown(other)), other)
-				}
-			}
-		}
+	if e.rules != nil {
+		e.rules(s, add)
 	}
 	return ps
 }
