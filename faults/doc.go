@@ -42,10 +42,31 @@
 // # What is not here
 //
 // The injectors live with their backends: the twin's, which turns a Spec
-// into sim events, in twin/; the live one (toxiproxy, testcontainers), later,
-// with the live driver. Whether a target names a region, pool or model the
+// into sim events, in twin/effects.go (one effect type per kind); the live
+// one, in internal/livefleet/injectors.go (one injector type per kind a live
+// fleet emulates). Whether a target names a region, pool or model the
 // scenario defines is checked where the scenario is known: the scenario
 // loader and the injectors, not here.
+//
+// # Adding a kind
+//
+//  1. Here: its Kind constant (spec.go) and its catalogue entry
+//     (catalogue.go): effect, usage, the keys it takes and its target, its
+//     own rules and default radius if any, and its Traits; a row in
+//     docs/faults.md's catalogue and "in the twin" tables and an example
+//     there (docs_test.go checks the catalogue row and the example), and
+//     the kind in catalogue_test.go's TestKinds. A new key also needs its
+//     place in keyOrder, a Spec field, its cases in parse.go's set and
+//     print.go's value, and a row in the docs' keys table.
+//  2. The twin: its effect type and its row in the effects table
+//     (twin/effects.go), and its row in effects_test.go's table.
+//  3. If Traits.Live says a live fleet emulates it: its injector type and
+//     its row in the injectors table (internal/livefleet/injectors.go).
+//     Nothing else switches on the kind: internal/liverun and internal/tui
+//     read the Traits. A console key for it is a row in internal/tui's
+//     keys.go.
+//
+// Tests in each package fail while one of these is missing.
 //
 // # Imports
 //

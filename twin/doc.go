@@ -18,4 +18,9 @@
 // --openmetrics), and forecast.go the demand forecast every report scores.
 // Every request is accounted for exactly once; Run fails loudly if the
 // invariant breaks.
+//
+// Faults: faults.go runs them (targets, replicas, start and end, detection,
+// mitigation, recovery) and knows no kind; what each kind does to the
+// ground truth is its effect type in effects.go, one per kind of the
+// catalogue.
 package twin
