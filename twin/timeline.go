@@ -21,25 +21,59 @@ func timelineEvent(at time.Duration, kind, detail string) TimelineEvent {
 // startEvent is a fault's fault-start entry: its spec as it will be
 // replayed, and how many replicas it hits.
 func (f *faultRT) startEvent(at time.Duration) TimelineEvent {
-	return timelineEvent(at, "fault-start", fmt.Sprintf("%s: %s (%d replicas)", f.label, f.spec.String(), len(f.replicas)))
+	return FaultStartEvent(at, f.label, f.spec.String(), len(f.replicas), "")
 }
 
 // endEvent is a fault's fault-end entry.
 func (f *faultRT) endEvent(at time.Duration) TimelineEvent {
-	return timelineEvent(at, "fault-end", f.label)
+	return FaultEndEvent(at, f.label)
 }
 
 // breakerDetectedEvent is the detected entry of a fault a breaker opening
 // on one of its replicas detected at at.
 func (f *faultRT) breakerDetectedEvent(at time.Duration) TimelineEvent {
-	return timelineEvent(at, "detected", fmt.Sprintf("%s after %v", f.label, at-f.start))
+	return DetectedEvent(at, f.label, f.start)
 }
 
 // breakerEvent is a circuit-breaker transition's entry, kind
 // breaker-<state it went to>.
 func (p *plan) breakerEvent(at time.Duration, tr sched.Transition) TimelineEvent {
-	pool := p.pools[p.replicas[tr.Replica].pool].spec.Name
+	return BreakerEvent(at, p.pools[p.replicas[tr.Replica].pool].spec.Name, tr)
+}
+
+// The entries a live timeline (internal/liverun's console session) writes
+// too, exported so that it writes them as the twin does.
+
+// FaultStartEvent is a fault-start entry: the fault's label, its spec as
+// replayed, the replicas it hits and, when not "", who injected it.
+func FaultStartEvent(at time.Duration, label, spec string, replicas int, by string) TimelineEvent {
+	if by != "" {
+		by = ", " + by
+	}
+	return timelineEvent(at, "fault-start", fmt.Sprintf("%s: %s (%d replicas%s)", label, spec, replicas, by))
+}
+
+// FaultEndEvent is a fault-end entry.
+func FaultEndEvent(at time.Duration, label string) TimelineEvent {
+	return timelineEvent(at, "fault-end", label)
+}
+
+// DetectedEvent is the detected entry of the fault label, begun at start,
+// that a breaker opening detected at at.
+func DetectedEvent(at time.Duration, label string, start time.Duration) TimelineEvent {
+	return timelineEvent(at, "detected", fmt.Sprintf("%s after %v", label, at-start))
+}
+
+// BreakerEvent is a circuit-breaker transition's entry on a replica of
+// pool, kind breaker-<state it went to>.
+func BreakerEvent(at time.Duration, pool string, tr sched.Transition) TimelineEvent {
 	return timelineEvent(at, "breaker-"+tr.To.String(), fmt.Sprintf("pool %s replica %d: %s", pool, tr.Replica, tr))
+}
+
+// Event is any other timeline entry, its time rounded as every report
+// time is.
+func Event(at time.Duration, kind, detail string) TimelineEvent {
+	return timelineEvent(at, kind, detail)
 }
 
 // warmupEndEvent marks when requests start to count.

@@ -142,8 +142,8 @@ type replay struct {
 	url    string
 	client *http.Client
 
-	mu      sync.Mutex                                  // guards rec and t0
-	onEvent func(at time.Duration, kind, detail string) // a console's timeline; called with mu held
+	mu      sync.Mutex               // guards rec and t0
+	onEvent func(twin.TimelineEvent) // a console's timeline; called with mu held
 	t0      time.Duration
 	started bool
 	pending []func(t0 time.Duration) // marks before t0 was known
@@ -282,7 +282,7 @@ func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twi
 				at := r.gw.Now() - t0
 				r.rec.FaultStarted(i, at)
 				if r.onEvent != nil {
-					r.onEvent(at, "fault-start", fmt.Sprintf("%s: %s (%d replicas)", p.Label, p.Spec.String(), len(p.Replicas)))
+					r.onEvent(twin.FaultStartEvent(at, p.Label, p.Spec.String(), len(p.Replicas), ""))
 				}
 			})
 			if notice {
@@ -310,7 +310,7 @@ func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twi
 					at := r.gw.Now() - t0
 					r.rec.FaultEnded(i, at)
 					if r.onEvent != nil {
-						r.onEvent(at, "fault-end", p.Label)
+						r.onEvent(twin.FaultEndEvent(at, p.Label))
 					}
 				})
 				return err

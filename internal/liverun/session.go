@@ -119,7 +119,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	}
 
 	r := &replay{sc: sc, rec: rec, speed: speed, log: log, keys: map[int]string{}}
-	r.onEvent = s.event
+	r.onEvent = func(ev twin.TimelineEvent) { s.timeline = append(s.timeline, ev) }
 	s.r = r
 	var keys []gateway.Key
 	for i, t := range sc.Tenants {
@@ -131,7 +131,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		Breaker: func(at time.Duration, replica int, pool string, from, to sched.BreakerState) {
 			r.mark(func(t0 time.Duration) {
 				rec.Breaker(at-t0, replica, from, to)
-				s.event(at-t0, "breaker-"+to.String(), fmt.Sprintf("pool %s replica %d: %s → %s", pool, replica, from, to))
+				s.timeline = append(s.timeline, twin.BreakerEvent(at-t0, pool, sched.Transition{Replica: replica, From: from, To: to, At: at - t0}))
 				if to == sched.Open {
 					s.noteDetection(at-t0, replica)
 				}
@@ -330,8 +330,7 @@ func (s *Session) Inject(line string) (string, error) {
 	s.r.mu.Lock()
 	s.ops[idx] = op
 	s.rec.FaultStarted(idx, now)
-	s.timeline = append(s.timeline, twin.TimelineEvent{TS: now.Seconds(), Kind: "fault-start",
-		Detail: fmt.Sprintf("%s: %s (%d replicas, by the operator)", plan.Label, sp.String(), len(plan.Replicas))})
+	s.timeline = append(s.timeline, twin.FaultStartEvent(now, plan.Label, sp.String(), len(plan.Replicas), "by the operator"))
 	s.r.mu.Unlock()
 	if sp.For > 0 {
 		time.AfterFunc(s.r.wall(sp.At+sp.For-now), func() { _ = s.EndFault(plan.Label) })
@@ -370,7 +369,7 @@ func (s *Session) EndFault(label string) error {
 	injecting := op.injecting
 	s.rec.SetFaultEnd(idx, now)
 	s.rec.FaultEnded(idx, now)
-	s.timeline = append(s.timeline, twin.TimelineEvent{TS: now.Seconds(), Kind: "fault-end", Detail: label})
+	s.timeline = append(s.timeline, twin.FaultEndEvent(now, label))
 	s.r.mu.Unlock()
 	if injecting != nil {
 		<-injecting
@@ -406,7 +405,7 @@ func (s *Session) undoOperatorFaults() error {
 
 // event adds to the console's timeline; called with r.mu held.
 func (s *Session) event(at time.Duration, kind, detail string) {
-	s.timeline = append(s.timeline, twin.TimelineEvent{TS: at.Seconds(), Kind: kind, Detail: detail})
+	s.timeline = append(s.timeline, twin.Event(at, kind, detail))
 }
 
 // noteDetection marks the faults a breaker opening on replica detects;
@@ -416,7 +415,7 @@ func (s *Session) noteDetection(at time.Duration, replica int) {
 		active := at >= fp.Start && (fp.End == 0 || at < fp.End)
 		if _, ok := s.detected[i]; !ok && active && slices.Contains(fp.Replicas, replica) {
 			s.detected[i] = at
-			s.event(at, "detected", fmt.Sprintf("%s after %v", fp.Label, at-fp.Start))
+			s.timeline = append(s.timeline, twin.DetectedEvent(at, fp.Label, fp.Start))
 		}
 	}
 }
