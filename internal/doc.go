@@ -9,7 +9,7 @@
 //
 //	sim/             discrete-event kernel: virtual clock, timers, seeded streams, pacing
 //	sim/stats        streaming statistics (DDSketch quantiles), a leaf
-//	twin/sched       the scheduler core: pure, clock-agnostic, no I/O
+//	twin/sched       the scheduler core: pure, clock-agnostic, no I/O; Ready (its outputs), Lifecycle (a request's life)
 //	twin/dispatch    queue disciplines the core dispatches with (fifo, priority, wfq, edf)
 //	twin/engine      one replica's continuous batching, KV cache and preemption
 //	twin/latency     step-time models (linear profiles, the physical model), GPU table, model shapes

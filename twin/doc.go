@@ -10,7 +10,10 @@
 //   - twin/latency: step-time profiles, built-in measured profiles;
 //   - twin/engine: one replica's iteration-level batching, with skip-ahead;
 //   - twin/dispatch: the queue policies (fifo, priority, wfq, edf);
-//   - twin/sched: admission, queues, routing, fallback.
+//   - twin/sched: admission, queues, routing, fallback; its Ready is the
+//     core's one output; its Lifecycle decides a request's next step
+//     (wait, re-offer, retry, refuse, give up) for this driver and the
+//     gateway alike, so neither holds any logic of a request's life.
 //
 // Start reading at Run (run.go), then build.go for how a scenario becomes a
 // fleet, and report.go for what a run reports. metrics.go records the
