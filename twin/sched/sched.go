@@ -24,6 +24,11 @@
 //
 // Outputs accumulate in Ready until Advance, so no decision is lost between
 // two calls or carried out twice.
+//
+// Beside the core, and as pure, two pieces both drivers share: a request's
+// life around it (lifecycle.go: waits, deferrals, retries and their budget)
+// and the degradation ladder (ladder.go: which rungs are engaged, and what
+// they do to a new request).
 package sched
 
 import (
@@ -177,6 +182,11 @@ type Config struct {
 
 	// Health configures the circuit breakers (see health.go).
 	Health Health
+
+	// Ladder is the degradation ladder, bottom rung first (see ladder.go).
+	// The core itself does not read it: the drivers run it beside the
+	// core, from NewLadder.
+	Ladder []Rung
 }
 
 // Strategy is a routing strategy: how pick chooses among the replicas that
