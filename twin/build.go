@@ -185,8 +185,24 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 	p.core.Fallback = pol.Routing.Fallback
 	p.core.IgnoreResidency = pol.Routing.IgnoreResidency
 	p.core.Health = sched.Health{Threshold: pol.Health.Threshold, OpenFor: pol.Health.OpenFor.D()}
+	p.core.Ladder = rungs(pol.Degradation, p.classes, p.models)
 	applyDefaults(&p.core, sc)
 	return p, errors.Join(errs...)
+}
+
+// rungs resolves the degradation ladder's steps to the core's indexes.
+func rungs(steps []scenarios.DegradeStep, classes, models map[string]int) []sched.Rung {
+	var out []sched.Rung
+	for _, st := range steps {
+		out = append(out, sched.Rung{
+			Name: st.Name, Action: st.Action, RecoverBelow: st.RecoverBelow, Hold: st.Hold.D(),
+			Trigger: sched.Trigger{QueueWait: st.Trigger.QueueWait.D(), Saturation: st.Trigger.Saturation,
+				ErrorRate: st.Trigger.ErrorRate},
+			Class: classes[st.Class], Model: models[st.Model], MaxOutput: st.MaxOutputTokens,
+			HitRate: st.HitRate, CacheAge: st.CacheAge.D(),
+		})
+	}
+	return out
 }
 
 // applyDefaults fills what an unvalidated (hand-built) scenario may leave

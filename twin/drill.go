@@ -286,8 +286,8 @@ func (d *Drill) Snapshot() Snapshot {
 		snap.Models = append(snap.Models, ms)
 	}
 	if l := r.ladder; l != nil {
-		ls := &LadderState{Engaged: l.engaged}
-		for _, st := range l.steps {
+		ls := &LadderState{Engaged: l.Engaged()}
+		for _, st := range l.Rungs() {
 			ls.Steps = append(ls.Steps, st.Name)
 		}
 		snap.Degradation = ls

@@ -543,7 +543,7 @@ func (r *runner) sampleMetrics() {
 	m.set(mSaturation, cellKey{}, sat)
 	step := 0
 	if r.ladder != nil {
-		step = r.ladder.engaged
+		step = r.ladder.Engaged()
 	}
 	m.set(mDegradationStep, cellKey{}, float64(step))
 	r.demand.rollTo(now)

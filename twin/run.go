@@ -182,7 +182,7 @@ type runner struct {
 	demand     *demand  // the demand forecast (forecast.go)
 
 	jobs       jobsRT
-	ladder     *ladder
+	ladder     *sched.Ladder
 	ladderRand *rand.Rand
 
 	faults       []*faultRT
@@ -377,7 +377,7 @@ func (r *runner) start() {
 	}
 	r.startJobs()
 	if r.ladder != nil {
-		r.s.At(degradeEvery, r.evaluateLadder)
+		r.s.At(sched.LadderEvery, r.evaluateLadder)
 	}
 	r.scheduleFaults()
 	// The gateway probes its replicas whether or not the scenario has
