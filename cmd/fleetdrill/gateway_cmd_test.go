@@ -102,6 +102,9 @@ func TestGatewayCmdErrors(t *testing.T) {
 		"bad url":      {"eu-residency", "--keys", keys, "--backend", "use-h100-8b=ftp://x"},
 		"bad speed":    {"eu-residency", "--keys", keys, "--backend", "use-h100-8b=http://127.0.0.1:1", "--speed", "-2"},
 		"too fast":     {"eu-residency", "--keys", keys, "--backend", "use-h100-8b=http://127.0.0.1:1", "--speed", "20000"},
+		// The gateway has no answer cache to run this rung with.
+		"cached answers": {"eu-residency", "--keys", keys, "--backend", "use-h100-8b=http://127.0.0.1:1", "--set",
+			"policy.degradation=[{name: cache, action: cached-answers, class: interactive, hit_rate: 0.3, trigger: {queue_wait: 10s}}]"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cmd := newGatewayCmd()

@@ -25,7 +25,9 @@
 // Speed ([Gateway.Now]), and every duration it takes from the scenario or
 // its config is model time, turned into wall time (÷ Speed) only where a
 // timer is armed: the core's wake-up, the probe interval (at least 1 ms of
-// wall time) and the health timeout (policy.health), the retry backoff, an
+// wall time) and the health timeout (policy.health), the degradation
+// ladder's evaluations (every 5 s, at least 1 ms of wall time) and its
+// deferrals (policy.admission.defer_for), the retry backoff, an
 // upstream's Retry-After (a node at the same speed gives it in model
 // seconds), Config.QueueTimeout and the class deadline. What the gateway
 // reports is model time too: the Retry-After it sends, every latency
@@ -103,6 +105,42 @@
 // that Retry-After. Where a retry goes is the core's routing decision
 // (breakers, throttles, residency, fallbacks).
 //
+// # Degradation ladder
+//
+// A scenario's policy.degradation runs as in the twin, from the same code
+// (sched.Ladder; degrade.go carries it out). Every sched.LadderEvery (5 s
+// of model time) a goroutine reads the core's oldest queued wait
+// (core.OldestWait) and saturation (core.Saturation) and the error rate of
+// the gateway's own attempts over the last 30 s (an attempt counts where it
+// tells the breaker how it went: a 2xx or a response passed through is ok,
+// a transport error, 5xx, header timeout or stream broken midway failed; a
+// 429 or a cancelled attempt does not count), and engages or releases at
+// most one step, logging it ("degradation") and telling the Observer. Each
+// new request meets the engaged steps before its first offer:
+//
+//   - shed-batch, defer-async: a request of a deferrable class waits
+//     policy.admission.defer_for and meets the ladder again, until its
+//     class is no longer shed, its deadline passes (504) or its client goes
+//     away; each wait is a deferral (X-Fleetdrill-Deferrals and
+//     X-Fleetdrill-Attempts count it, fleetdrill_gateway_deferrals_total
+//     with reason load-shed). A request of any other class is refused: 429,
+//     X-Fleetdrill-Reason load-shed, Retry-After 5 (the ladder's next
+//     evaluation, model seconds); it never reached the core
+//     (X-Fleetdrill-Attempts 0).
+//   - cap-output: the core's output estimate and the body sent upstream
+//     are capped: max_completion_tokens and max_tokens where present,
+//     max_tokens when neither is.
+//   - smaller-model: the request is for the model's first fallback, and
+//     the body's model says so; it is counted under that model, as in the
+//     twin.
+//   - cached-answers: the gateway has no answer cache; New refuses a ladder
+//     with this step rather than run another policy than the twin.
+//
+// Requests the ladder changed are counted in
+// fleetdrill_gateway_degraded_requests_total{action}; the steps engaged in
+// fleetdrill_degradation_step (the catalogue's) and
+// fleetdrill_gateway_degradation_step_engaged{step, action}.
+//
 // # Response headers
 //
 // Every answer to a request that passed authentication and validation
@@ -116,12 +154,15 @@
 //     the metric) still says completed, and ends without its final event.
 //   - X-Fleetdrill-Reason: on a rejection, the core's reason
 //     (tenant-concurrency, tenant-token-rate, queue-full,
-//     deadline-infeasible, no-compatible-pool), or upstream-quota when
-//     upstream 429s outlasted the retries; absent otherwise.
+//     deadline-infeasible, no-compatible-pool), upstream-quota when
+//     upstream 429s outlasted the retries, or load-shed when the
+//     degradation ladder shed it; absent otherwise.
 //   - X-Fleetdrill-Attempts: the offers to the core (the first, retries and
-//     re-offers after a deferral).
-//   - X-Fleetdrill-Deferrals: how many times the core deferred the request;
-//     absent when none.
+//     re-offers after a deferral), and the degradation ladder's deferrals
+//     (offers deferred before the core saw them), so that the retries are
+//     the attempts less the first and the deferrals, as the twin counts.
+//   - X-Fleetdrill-Deferrals: how many times the core (or the degradation
+//     ladder) deferred the request; absent when none.
 //
 // A response passed through from a backend also carries X-Fleetdrill-Pool,
 // X-Fleetdrill-Replica (the replica's index, see [Gateway.ReplicaIndex]),
@@ -146,10 +187,11 @@
 //
 // # Observer and control
 //
-// Config.Observer is told, as they happen, every breaker transition and
-// every failed upstream attempt (transport error or timeout as status 0,
-// else the upstream's status), stamped with the core's clock and naming the
-// replica by its index. [Gateway.SetRetiring] announces a model's
+// Config.Observer is told, as they happen, every breaker transition, every
+// failed upstream attempt (transport error or timeout as status 0, else the
+// upstream's status) and every step of the degradation ladder engaged or
+// released, stamped with the core's clock and naming the replica by its
+// index. [Gateway.SetRetiring] announces a model's
 // retirement, as a model-retirement fault's notice does in the twin: new
 // requests for it go to its fallbacks first.
 //

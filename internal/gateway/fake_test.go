@@ -41,6 +41,7 @@ type fake struct {
 	throttleN atomic.Int64  // answer this many requests 429 first, whatever the mode
 	retryHdr  atomic.Value  // string: Retry-After of a 429; default "0.01"
 	lastModel atomic.Value  // string: the "model" of the last request body
+	lastBody  atomic.Value  // string: the last request body
 	started   chan struct{} // one per blocked request
 	cancelled chan struct{} // one per blocked request whose context ended
 	release   chan struct{}
@@ -77,6 +78,7 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(body, &req)
 	f.lastModel.Store(req.Model)
+	f.lastBody.Store(string(body))
 	if d := f.delay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}

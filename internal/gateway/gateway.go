@@ -58,8 +58,9 @@ type Gateway struct {
 	breakers []sched.BreakerState // as last reported, per replica
 	held     int                  // requests the core holds (queued or dispatched)
 	heldPeak int                  // most held at once
+	ladder   *sched.Ladder        // the degradation ladder (degrade.go); nil without one
 
-	probeCancel context.CancelFunc
+	probeCancel context.CancelFunc // stops the probes and the ladder's evaluations
 	probeWG     sync.WaitGroup
 }
 
@@ -116,6 +117,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if len(core.Replicas) == 0 {
 		return nil, errors.New("gateway: no backends: give at least one pool a replica URL")
+	}
+	if err := checkLadder(core); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, clk: clock{start: time.Now(), speed: cfg.Speed}, reg: cfg.Registry,
 		models: map[string]int{}, classes: map[string]int{}, waiting: map[uint64]*call{}, byPool: map[string][]int{},
@@ -200,6 +204,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	g.ladder = sched.NewLadder(core)
 	g.wake = time.AfterFunc(time.Hour, g.onWake)
 	g.wake.Stop()
 	g.metrics = newMetrics(g)
@@ -210,14 +215,18 @@ func New(cfg Config) (*Gateway, error) {
 	g.probeCancel = cancel
 	g.probeWG.Add(1)
 	go g.probeLoop(ctx)
+	if g.ladder != nil {
+		g.probeWG.Add(1)
+		go g.ladderLoop(ctx)
+	}
 	return g, nil
 }
 
 // Registry returns the registry the gateway's metrics are on.
 func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
 
-// Close stops the probes and the wake-up timer and closes idle upstream
-// connections. Call it after the HTTP server has shut down.
+// Close stops the probes, the ladder's evaluations and the wake-up timer and
+// closes idle upstream connections. Call it after the HTTP server has shut down.
 func (g *Gateway) Close() {
 	g.probeCancel()
 	g.probeWG.Wait()
@@ -364,6 +373,7 @@ func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Dura
 	now := g.now()
 	delete(g.waiting, c.req.ID)
 	if observed && replica >= 0 {
+		g.noteAttempt(ok)
 		g.observe(now, replica, ok)
 		if ok && ttft > 0 {
 			g.core.ObserveLatency(replica, ttft)

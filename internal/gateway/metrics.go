@@ -49,7 +49,7 @@ type metrics struct {
 	fbOK      *prometheus.CounterVec   // requested model, fallback model
 	fbFailed  *prometheus.CounterVec   // requested model
 
-	queueDesc, saturationDesc, stateDesc, cooledDesc, breakerDesc *prometheus.Desc
+	queueDesc, saturationDesc, stateDesc, cooledDesc, breakerDesc, ladderDesc *prometheus.Desc
 
 	// The gateway's own.
 	requests     *prometheus.CounterVec // tenant, class, outcome
@@ -62,7 +62,18 @@ type metrics struct {
 	firstByte    *prometheus.HistogramVec
 	e2e          *prometheus.HistogramVec
 	inflightDesc *prometheus.Desc
+	stepDesc     *prometheus.Desc       // per rung of the ladder: engaged or not
+	degraded     *prometheus.CounterVec // action: what the ladder did to a request
 }
+
+// Actions of the degradation ladder on requests, the labels of
+// fleetdrill_gateway_degraded_requests_total, as the twin's report counts
+// them.
+const (
+	degradedShed        = "shed" // refused, or deferred (once per request)
+	degradedCapped      = "capped"
+	degradedSubstituted = "substituted"
+)
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}
 
@@ -92,11 +103,10 @@ func gaugeDesc(s signals.Signal) *prometheus.Desc {
 
 // Exported lists the catalogue's series the live gateway serves. The rest
 // come from the emulated node (KVAllocatable, Preemptions, ColdStarts) or
-// only from the twin (DegradationStep: the gateway has no degradation
-// ladder; ForecastError: it forecasts nothing).
+// only from the twin (ForecastError: the gateway forecasts nothing).
 var Exported = []signals.Signal{signals.TTFT, signals.TPOT, signals.E2E, signals.Requests, signals.Rejected,
 	signals.Throttled, signals.QueueDepth, signals.Saturation, signals.Routes, signals.FallbacksOK,
-	signals.FallbacksFailed, signals.DeploymentState, signals.CooledDown, signals.Breaker}
+	signals.FallbacksFailed, signals.DeploymentState, signals.CooledDown, signals.Breaker, signals.DegradationStep}
 
 func newMetrics(g *Gateway) *metrics {
 	const ns, sub = "fleetdrill", "gateway"
@@ -117,6 +127,7 @@ func newMetrics(g *Gateway) *metrics {
 		stateDesc:      gaugeDesc(signals.DeploymentState),
 		cooledDesc:     gaugeDesc(signals.CooledDown),
 		breakerDesc:    gaugeDesc(signals.Breaker),
+		ladderDesc:     gaugeDesc(signals.DegradationStep),
 
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
 			Help: "Requests by tenant (its scenario name, never a key or an id), class and outcome; each request is counted once."},
@@ -141,6 +152,12 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "End-to-end latency of completed requests by tenant and class, in model seconds (wall seconds × the gateway's speed).", Buckets: latencyBuckets}, []string{"tenant", "class"}),
 		inflightDesc: prometheus.NewDesc("fleetdrill_gateway_replica_inflight", "Requests dispatched to a backend and not finished.",
 			[]string{"pool", "replica", "backend"}, nil),
+		stepDesc: prometheus.NewDesc("fleetdrill_gateway_degradation_step_engaged",
+			"Each step of the degradation ladder (policy.degradation), by name and action: 1 engaged, 0 not.",
+			[]string{"step", "action"}, nil),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "degraded_requests_total",
+			Help: "Requests the degradation ladder changed, by action: shed (refused or deferred by shed-batch or defer-async, once per request), capped (cap-output), substituted (smaller-model)."},
+			[]string{"action"}),
 	}
 }
 
@@ -152,7 +169,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		reg.Register(m.fbFailed),
 		reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
 		reg.Register(m.retries), reg.Register(m.hedges), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
-		reg.Register(coreCollector{m}))
+		reg.Register(m.degraded), reg.Register(coreCollector{m}))
 }
 
 // zero creates the counters whose label values the scenario fixes, at 0,
@@ -181,6 +198,11 @@ func (m *metrics) zero() {
 	for _, p := range g.sc.Pools {
 		if len(g.byPool[p.Name]) > 0 {
 			m.throttled.WithLabelValues(p.Name, p.Region)
+		}
+	}
+	if g.ladder != nil {
+		for _, a := range []string{degradedShed, degradedCapped, degradedSubstituted} {
+			m.degraded.WithLabelValues(a)
 		}
 	}
 }
@@ -235,6 +257,8 @@ func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.cooledDesc
 	ch <- c.m.breakerDesc
 	ch <- c.m.inflightDesc
+	ch <- c.m.ladderDesc
+	ch <- c.m.stepDesc
 }
 
 func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
@@ -242,6 +266,7 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 	queue := make([]int, len(g.sc.Models))
 	states := make([]sched.BreakerState, len(g.replicas))
 	inflight := make([]int, len(g.replicas))
+	engaged := 0
 	g.View(func(core *sched.Core, now time.Duration) {
 		for m := range queue {
 			queue[m] = core.QueueLen(m)
@@ -250,7 +275,25 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 			states[r] = core.BreakerView(now, r)
 			inflight[r] = core.Inflight(r)
 		}
+		if g.ladder != nil {
+			engaged = g.ladder.Engaged()
+		}
 	})
+	ch <- prometheus.MustNewConstMetric(c.m.ladderDesc, prometheus.GaugeValue, float64(engaged))
+	if g.ladder != nil {
+		seen := map[string]bool{} // a hand-built scenario may repeat a name: the first counts
+		for i, r := range g.ladder.Rungs() {
+			if seen[r.Name] {
+				continue
+			}
+			seen[r.Name] = true
+			v := 0.0
+			if i < engaged {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.m.stepDesc, prometheus.GaugeValue, v, r.Name, r.Action)
+		}
+	}
 	for _, name := range g.served {
 		ch <- prometheus.MustNewConstMetric(c.m.queueDesc, prometheus.GaugeValue, float64(queue[g.models[name]]), name)
 	}

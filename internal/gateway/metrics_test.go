@@ -133,6 +133,7 @@ func TestCatalogueSeries(t *testing.T) {
 		{signals.DeploymentState.Name, nil, 2},
 		{signals.QueueDepth.Name, nil, 0},
 		{signals.Saturation.Name, nil, 0},
+		{signals.DegradationStep.Name, nil, 0}, // no ladder: none engaged
 	} {
 		assert.Equal(t, tc.want, h.metric(tc.name, tc.labels), "%s%v", tc.name, tc.labels)
 	}

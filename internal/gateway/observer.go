@@ -28,6 +28,9 @@ type Observer struct {
 	// ill health; other 4xx are passed through). An attempt the client
 	// cancelled is not reported.
 	Attempt func(at time.Duration, replica int, pool string, status int, err bool)
+	// Ladder is called when the degradation ladder engages or releases a
+	// rung; change.Detail is the twin's timeline text for it.
+	Ladder func(at time.Duration, change sched.LadderChange)
 }
 
 // View calls fn with the scheduler core and the core's clock, under the

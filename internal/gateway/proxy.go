@@ -21,7 +21,8 @@ import (
 const maxBody = 16 << 20
 
 // completionRequest is what the gateway reads of an OpenAI request; the body
-// goes upstream as it came (bar the model, after a fallback).
+// goes upstream as it came (bar the model, after a fallback, and what the
+// degradation ladder changes: degrade.go).
 type completionRequest struct {
 	Model               string          `json:"model"`
 	Stream              bool            `json:"stream"`
@@ -130,6 +131,7 @@ type request struct {
 	lastMsg    string
 	ttft       time.Duration // model time
 	reason     string        // of a rejection (X-Fleetdrill-Reason)
+	shed       int           // deferrals by the degradation ladder (degrade.go), before any offer
 
 	// Where the last attempt went (scenario names), for the metrics.
 	served, pool, region string
@@ -151,10 +153,11 @@ func (q *request) setHeaders(w http.ResponseWriter, outcome, reason string) {
 	if reason != "" {
 		h.Set(hdrReason, reason)
 	}
-	if q.c.life.Deferrals > 0 {
-		h.Set(hdrDeferrals, strconv.Itoa(q.c.life.Deferrals))
+	// A deferral by the ladder is counted as the core's: an offer, deferred.
+	if n := q.c.life.Deferrals + q.shed; n > 0 {
+		h.Set(hdrDeferrals, strconv.Itoa(n))
 	}
-	h.Set(hdrAttempts, strconv.Itoa(q.c.life.Attempts))
+	h.Set(hdrAttempts, strconv.Itoa(q.c.life.Attempts+q.shed))
 	if q.c.life.Admitted {
 		h.Set(hdrAdmitted, "1")
 	}
@@ -216,7 +219,10 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	g.lc.Begin()
 	g.mu.Unlock()
 
-	outcome, status := g.run(ctx, w, q)
+	outcome, status, done := g.degrade(ctx, w, q)
+	if !done {
+		outcome, status = g.run(ctx, w, q)
+	}
 
 	g.mu.Lock()
 	g.lc.Finish(&q.c.life)
@@ -224,8 +230,8 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	g.mu.Unlock()
 	g.metrics.ended(q, outcome)
 	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", cr.Model, "stream", q.stream,
-		"outcome", outcome, "status", status, "attempts", q.c.life.Attempts, "deferrals", q.c.life.Deferrals, "input_tokens_est", in,
-		"max_output_tokens", out, "duration", g.clk.model(time.Since(arrived)))
+		"outcome", outcome, "status", status, "attempts", q.c.life.Attempts+q.shed, "deferrals", q.c.life.Deferrals+q.shed,
+		"input_tokens_est", in, "max_output_tokens", q.c.req.Output, "duration", g.clk.model(time.Since(arrived)))
 }
 
 // run carries out one request's life (sched.Lifecycle decides each step,

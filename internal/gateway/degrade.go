@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// The degradation ladder, live. Its logic is sched.Ladder's, the twin's
+// too: the gateway evaluates it every sched.LadderEvery of model time from
+// the core's oldest queued wait and saturation and from its own attempts'
+// error rate (noted where an attempt tells the breaker how it went), and
+// applies the engaged rungs to each new request before its first offer to
+// the core:
+//
+//   - shed-batch and defer-async: a request of a deferrable class waits
+//     Config.DeferFor (model time) and is looked at again, while its class
+//     stays shed; any other is refused, 429 load-shed;
+//   - cap-output: the request's output estimate and the max_tokens (or
+//     max_completion_tokens) sent upstream are capped;
+//   - smaller-model: the request is for the model's first fallback, and
+//     its body says so;
+//   - cached-answers cannot run live: the gateway has no answer cache, so
+//     New refuses a ladder with such a rung rather than drop it.
+
+// checkLadder refuses what of the scenario's ladder cannot run live.
+func checkLadder(cfg sched.Config) error {
+	var errs []error
+	for i, r := range cfg.Ladder {
+		if r.Action == sched.CachedAnswers {
+			errs = append(errs, fmt.Errorf("policy.degradation[%d] (%s): %s cannot run live: the gateway has no answer cache; drop the rung to run the scenario through the gateway",
+				i, r.Name, r.Action))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ladderLoop evaluates the ladder every sched.LadderEvery of model time
+// (at least every millisecond of wall time, whatever the speed) until ctx
+// ends.
+func (g *Gateway) ladderLoop(ctx context.Context) {
+	defer g.probeWG.Done()
+	t := time.NewTicker(max(g.clk.wall(sched.LadderEvery), time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		g.evaluateLadder()
+	}
+}
+
+// evaluateLadder moves the ladder by at most one rung, and logs and reports
+// the change.
+func (g *Gateway) evaluateLadder() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	now := g.now()
+	ch, ok := g.ladder.Evaluate(now, g.core.OldestWait(now), g.core.Saturation())
+	if !ok {
+		return
+	}
+	r := g.ladder.Rungs()[ch.Rung]
+	g.log.Info("degradation", "step", r.Name, "action", r.Action, "engaged", ch.Engaged,
+		"steps_engaged", g.ladder.Engaged(), "detail", ch.Detail)
+	if g.obs.Ladder != nil {
+		g.obs.Ladder(now, ch)
+	}
+}
+
+// noteAttempt feeds the ladder's error rate: an attempt on a replica ended,
+// ok or not. Called with mu held.
+func (g *Gateway) noteAttempt(ok bool) {
+	if g.ladder != nil {
+		g.ladder.NoteAttempt(!ok)
+	}
+}
+
+// Ladder is the degradation ladder's state now: its rungs, bottom first,
+// and how many are engaged; nil without policy.degradation.
+func (g *Gateway) Ladder() *twin.LadderState {
+	if g.ladder == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ls := &twin.LadderState{Engaged: g.ladder.Engaged()}
+	for _, r := range g.ladder.Rungs() {
+		ls.Steps = append(ls.Steps, r.Name)
+	}
+	return ls
+}
+
+// degrade applies the engaged rungs to q, a new request, before its first
+// offer. It reports done when q was answered (refused, or its deferral
+// ended by its deadline or its client), with the outcome and status; else
+// q goes on, its output capped or its model substituted as the rungs say.
+func (g *Gateway) degrade(ctx context.Context, w http.ResponseWriter, q *request) (outcome string, status int, done bool) {
+	if g.ladder == nil {
+		return "", 0, false
+	}
+	for again := false; ; again = true {
+		g.mu.Lock()
+		// No draw: the cache's is the only one, and New refuses
+		// cached-answers.
+		e := g.ladder.Apply(q.c.req.Class, q.c.req.Model, q.c.req.Output, again, nil)
+		g.ladder.Count(e)
+		g.mu.Unlock()
+		switch e.Verdict {
+		case sched.Shed:
+			g.metrics.degraded.WithLabelValues(degradedShed).Inc()
+			// The ladder moves at its next evaluation at the earliest.
+			setRetryAfter(w, sched.LadderEvery)
+			q.fail(w, outRejected, sched.ReasonLoadShed, http.StatusTooManyRequests, "rate_limit_exceeded",
+				"request refused: "+sched.ReasonLoadShed)
+			return outRejected, http.StatusTooManyRequests, true
+		case sched.Defer:
+			if !again {
+				g.metrics.degraded.WithLabelValues(degradedShed).Inc()
+			}
+			// A deferral, as the core's: X-Fleetdrill-Deferrals and
+			// the attempts count it (an offer that was deferred).
+			q.shed++
+			g.metrics.deferrals.WithLabelValues(q.tenant, q.class, sched.ReasonLoadShed).Inc()
+			if !g.sleep(ctx, e.After) {
+				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q), true
+			}
+			continue
+		}
+		if e.Capped {
+			g.metrics.degraded.WithLabelValues(degradedCapped).Inc()
+			q.c.req.Output = e.Output
+		}
+		if e.Substituted {
+			g.metrics.degraded.WithLabelValues(degradedSubstituted).Inc()
+			q.c.req.Model = e.Model
+			// Counted under the model it now asks for, as in the twin.
+			q.model = g.sc.Models[e.Model].Name
+		}
+		if e.Capped || e.Substituted {
+			q.body = degradedBody(q.body, q.model, e.Capped, e.Output)
+		}
+		return "", 0, false
+	}
+}
+
+// degradedBody returns body with its "model" set to model and, when
+// capped, its output limit to output: max_tokens and max_completion_tokens
+// where present, max_tokens when neither is (the gateway's estimate was
+// then its default, and the backend's would be larger).
+func degradedBody(body []byte, model string, capped bool, output int) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return body
+	}
+	m["model"], _ = json.Marshal(model)
+	if capped {
+		n, _ := json.Marshal(output)
+		_, mt := m["max_tokens"]
+		_, mct := m["max_completion_tokens"]
+		if mct {
+			m["max_completion_tokens"] = n
+		}
+		if mt || !mct {
+			m["max_tokens"] = n
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}
