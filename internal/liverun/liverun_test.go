@@ -97,14 +97,18 @@ func TestUnsupportedFaultsAreRefusedUpFront(t *testing.T) {
 	require.Contains(t, err.Error(), "--set faults=")
 }
 
-// Policies the live gateway does not carry out (the degradation ladder) are
-// refused by name before anything starts, not dropped; hedging runs live.
+// Policies the live gateway does not carry out (the degradation ladder's
+// cached-answers: the gateway has no answer cache) are refused by name
+// before anything starts, not dropped; hedging and the rest of the ladder
+// run live.
 func TestUnsupportedPoliciesAreRefusedUpFront(t *testing.T) {
 	_, err := Run(context.Background(), Options{Scenario: "default", NoTwin: true, Sets: []string{
-		"policy.routing.hedge_after=2s", `policy.degradation=[{name: shed, action: shed-batch, class: batch, trigger: {queue_wait: 5s}}]`}})
+		"policy.routing.hedge_after=2s", `policy.degradation=[{name: shed, action: shed-batch, class: batch, trigger: {queue_wait: 5s}},
+			{name: cache, action: cached-answers, class: interactive, hit_rate: 0.3, trigger: {queue_wait: 10s}}]`}})
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "hedge_after", "the live gateway hedges as the twin does")
-	require.Contains(t, err.Error(), "policy.degradation (1 steps)")
+	require.Contains(t, err.Error(), "policy.degradation[1] (cache): cached-answers cannot run live")
+	require.NotContains(t, err.Error(), "policy.degradation[0]", "shed-batch runs live")
 }
 
 // A console's session: snapshots follow the replay from the gateway's view,

@@ -18,6 +18,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // DefaultSpeed is the time compression when Options.Speed is 0.
@@ -109,8 +110,12 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 // two policies.
 func checkPolicy(sc *scenarios.Scenario) error {
 	var errs []error
-	if len(sc.Policy.Degradation) > 0 {
-		errs = append(errs, fmt.Errorf("policy.degradation (%d steps): the live gateway has no degradation ladder yet; drop it with --set 'policy.degradation=[]' to run live", len(sc.Policy.Degradation)))
+	// The gateway runs the ladder (sched.Ladder, as the twin), bar the
+	// rung it has nothing to serve from.
+	for i, st := range sc.Policy.Degradation {
+		if st.Action == sched.CachedAnswers {
+			errs = append(errs, fmt.Errorf("policy.degradation[%d] (%s): cached-answers cannot run live: the gateway has no answer cache; drop the rung with --set 'policy.degradation=[...]' to run live", i, st.Name))
+		}
 	}
 	return errors.Join(errs...)
 }

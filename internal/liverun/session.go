@@ -142,6 +142,13 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 				r.mark(func(t0 time.Duration) { rec.Refusal(at-t0, replica, status) })
 			}
 		},
+		Ladder: func(at time.Duration, ch sched.LadderChange) {
+			kind := "restore" // the twin's timeline kinds
+			if ch.Engaged {
+				kind = "degrade"
+			}
+			r.mark(func(t0 time.Duration) { s.event(at-t0, kind, ch.Detail) })
+		},
 	}
 	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.fl.Backends(), Keys: keys, Seed: sc.Seed,
 		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D()}); err != nil {
@@ -450,7 +457,8 @@ func (s *Session) Recorded() []string {
 func (s *Session) Snapshot() twin.Snapshot {
 	now := s.Now()
 	sc := s.sc
-	snap := twin.Snapshot{Scenario: sc.Name, Seed: sc.Seed, Now: now, End: s.End(), Duration: sc.Duration.D(), Done: s.Done()}
+	snap := twin.Snapshot{Scenario: sc.Name, Seed: sc.Seed, Now: now, End: s.End(), Duration: sc.Duration.D(), Done: s.Done(),
+		Degradation: s.gw.Ladder()}
 	var replicaPool []int
 	for pi, p := range sc.Pools {
 		for range p.Replicas {
