@@ -952,9 +952,16 @@ func (v *validator) policy() {
 	for i, m := range v.s.Models {
 		models[m.Name] = i
 	}
+	rungs := map[string]int{}
 	for i, d := range pol.Degradation {
 		p := at("policy.degradation", i)
 		v.name(p+".name", d.Name, true)
+		// Reports and the gateway's series are keyed by the step's name.
+		if j, dup := rungs[d.Name]; dup && d.Name != "" {
+			v.add(p+".name", q(d.Name), fmt.Sprintf("used twice; first at %s: give each step its own name", at("policy.degradation", j)))
+		} else {
+			rungs[d.Name] = i
+		}
 		v.enum(p+".action", d.Action, degradeActions)
 		tr := d.Trigger
 		if tr.QueueWait <= 0 && tr.Saturation <= 0 && tr.ErrorRate <= 0 {
