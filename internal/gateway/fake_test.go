@@ -41,6 +41,8 @@ type fake struct {
 	throttleN atomic.Int64  // answer this many requests 429 first, whatever the mode
 	retryHdr  atomic.Value  // string: Retry-After of a 429; default "0.01"
 	lastModel atomic.Value  // string: the "model" of the last request body
+	keyMu     sync.Mutex
+	keys      []string // the Idempotency-Key of every request, in order
 	lastBody  atomic.Value  // string: the last request body
 	started   chan struct{} // one per blocked request
 	cancelled chan struct{} // one per blocked request whose context ended
@@ -68,6 +70,9 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	f.hits.Add(1)
+	f.keyMu.Lock()
+	f.keys = append(f.keys, r.Header.Get("Idempotency-Key"))
+	f.keyMu.Unlock()
 	if r.Header.Get("Authorization") != "" {
 		w.WriteHeader(http.StatusTeapot) // the tenant's key must never reach a backend
 		return

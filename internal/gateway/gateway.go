@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -49,6 +51,7 @@ type Gateway struct {
 	core     *sched.Core
 	waiting  map[uint64]*call // requests the core holds, awaiting dispatch
 	nextID   uint64
+	nonce    string           // this gateway's, for idempotency keys unique across restarts
 	lc       *sched.Lifecycle // requests' lives around the core, as in the twin
 	rng      *rand.Rand
 	draw     func() float64 // backoff draws from rng
@@ -85,7 +88,6 @@ type call struct {
 	ready      chan int      // the replica, when the core dispatches the request
 	dispatched time.Duration // model time of the last dispatch; set before ready is sent
 	held       bool          // the core holds it (admitted, not finished)
-	offered    bool          // offered to the core at least once: req.Arrived is set
 	life       sched.Life    // attempts, deferrals, admission, the retry budget (see sched.Lifecycle)
 }
 
@@ -126,6 +128,11 @@ func New(cfg Config) (*Gateway, error) {
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6761746577617921)),
 		lc:  sched.NewLifecycle(twin.RetryPolicy(&sc), sc.Policy.Retries.RetryRejected)}
 	g.draw = g.rng.Float64
+	// Not from the seeded stream: keys must differ between two gateways
+	// started with the same seed.
+	var nb [6]byte
+	_, _ = crand.Read(nb[:])
+	g.nonce = hex.EncodeToString(nb[:])
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -336,12 +343,6 @@ func (g *Gateway) admit(c *call) (sched.Decision, sched.Next) {
 	default:
 	}
 	now := g.now()
-	// A request arrives once: a retry or a deferred request offered again
-	// keeps its arrival, as in the twin, so FIFO order, priority aging,
-	// WFQ and its wait count from when the client sent it.
-	if !c.offered {
-		c.req.Arrived, c.offered = now, true
-	}
 	g.waiting[c.req.ID] = c
 	d := g.core.Arrive(now, &c.req)
 	next := g.lc.Offered(&c.life, d, g.draw)

@@ -116,7 +116,10 @@ func TestOutcomeHeaders(t *testing.T) {
 			qw, err := strconv.ParseFloat(hd.Get("X-Fleetdrill-Queue-Wait"), 64)
 			require.NoError(t, err, "X-Fleetdrill-Queue-Wait %q", hd.Get("X-Fleetdrill-Queue-Wait"))
 			if tc.wantAttempts == "1" {
-				assert.Zero(t, qw, "dispatched at once")
+				// Dispatched at once: the wait is the gateway's own
+				// handling since the client's send (body read, parse).
+				assert.Less(t, qw, 1.0, "dispatched at once")
+				assert.GreaterOrEqual(t, qw, 0.0)
 			} else {
 				// A request arrives once: the answering attempt's wait
 				// counts from the client's send, as the twin counts it

@@ -201,7 +201,11 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	q := &request{path: r.URL.Path, body: body, stream: cr.Stream, arrived: arrived,
 		tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name, model: cr.Model}
 	q.c.ready = make(chan int, 1)
-	q.c.req = sched.Request{Tenant: tenant, Class: class, Model: model, Input: in, Output: out}
+	// A request arrives once, when the client sent it: a retry, a deferred
+	// request offered again or one the ladder deferred keeps its arrival,
+	// as in the twin, so FIFO order, priority aging, WFQ and its wait count
+	// from then.
+	q.c.req = sched.Request{Tenant: tenant, Class: class, Model: model, Input: in, Output: out, Arrived: g.clk.at(arrived)}
 
 	// The class deadline is model time from arrival: the core sees it on
 	// its clock, the request's context on the wall clock.
@@ -216,6 +220,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	g.nextID++
 	q.c.req.ID = g.nextID
+	q.c.life.Key = g.nonce + "-" + strconv.FormatUint(g.nextID, 10)
 	g.lc.Begin()
 	g.mu.Unlock()
 
@@ -397,6 +402,9 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 		return u
 	}
 	up.Header.Set("Content-Type", "application/json")
+	// Every attempt of a request, retries and hedges, carries its key, so
+	// an upstream that deduplicates can.
+	up.Header.Set("Idempotency-Key", q.c.life.Key)
 	// The class, a scenario name, lets an emulated node label its latency
 	// series as the gateway does.
 	up.Header.Set("X-Fleetdrill-Class", q.class)

@@ -31,6 +31,11 @@ func TestThrottleSteersTheCore(t *testing.T) {
 		require.Equal(t, "1", resp.Header.Get("X-Fleetdrill-Attempts"), "sent straight to the pool that has quota")
 	}
 	require.Equal(t, int64(1), us.hits.Load(), "the throttled pool got no request after its 429")
+	// Both attempts of the first request carried one idempotency key; the
+	// next request has its own.
+	require.NotEmpty(t, us.keys[0])
+	require.Equal(t, us.keys[0], eu.keys[0], "a retry carries its request's key")
+	require.NotEqual(t, eu.keys[0], eu.keys[1])
 	require.Equal(t, 1.0, h.metric("fleetdrill_gateway_attempts_total", map[string]string{"pool": "use-h100-8b", "result": "throttled"}))
 	// Quota is not ill health: the breaker stays closed.
 	require.Equal(t, 0.0, h.metric("fleetdrill_gateway_attempts_total", map[string]string{"pool": "use-h100-8b", "result": "error"}))

@@ -19,9 +19,10 @@ import "time"
 //	lc.Finish(&life)                // it ended, however it ended
 //	lc.Release()                    // and its resources are free
 //
-// A request "arrives" once: its Arrived is set by the driver at the first
-// offer and kept on every later one, so FIFO order, priority aging, WFQ and
-// the queue wait count from when the client sent it.
+// A request "arrives" once: the driver sets its Arrived when the client
+// sent it, and keeps it on every later offer (a retry, a deferral, a
+// ladder's deferral), so FIFO order, priority aging, WFQ and the queue wait
+// count from then.
 
 // Life is one request's state around the core. The zero value is a request
 // not yet offered.
@@ -32,6 +33,10 @@ type Life struct {
 	Admitted  bool // the core dispatched or queued it at least once
 	InRetry   bool // counted among the requests retrying (the budget)
 	Throttled bool // its last attempt was refused by the provider's quota (429)
+	// Key is the idempotency key every attempt of the request carries,
+	// retries and hedged duplicates alike (the gateway sends it upstream
+	// as Idempotency-Key); the driver sets it when the request begins.
+	Key string
 }
 
 // Action is what the driver does next with a request.
