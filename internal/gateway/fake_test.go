@@ -37,12 +37,12 @@ type fake struct {
 	mode      atomic.Int32
 	unhealthy atomic.Bool
 	hits      atomic.Int64
-	delay     atomic.Int64  // wall nanoseconds before answering
-	throttleN atomic.Int64  // answer this many requests 429 first, whatever the mode
-	retryHdr  atomic.Value  // string: Retry-After of a 429; default "0.01"
-	lastModel atomic.Value  // string: the "model" of the last request body
+	delay     atomic.Int64 // wall nanoseconds before answering
+	throttleN atomic.Int64 // answer this many requests 429 first, whatever the mode
+	retryHdr  atomic.Value // string: Retry-After of a 429; default "0.01"
+	lastModel atomic.Value // string: the "model" of the last request body
 	keyMu     sync.Mutex
-	keys      []string // the Idempotency-Key of every request, in order
+	keys      []string      // the Idempotency-Key of every request, in order
 	lastBody  atomic.Value  // string: the last request body
 	started   chan struct{} // one per blocked request
 	cancelled chan struct{} // one per blocked request whose context ended
