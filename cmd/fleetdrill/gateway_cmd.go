@@ -22,26 +22,33 @@ import (
 // backends.
 func newGatewayCmd() *cobra.Command {
 	var (
-		sets         []string
-		backendsFile string
-		backendFlags []string
-		keysFile     string
-		listen       string
-		class        string
-		maxTokens    int
-		queueTimeout time.Duration
-		speed        float64
+		sets          []string
+		backendsFile  string
+		backendFlags  []string
+		checkBackends bool
+		keysFile      string
+		listen        string
+		class         string
+		maxTokens     int
+		queueTimeout  time.Duration
+		speed         float64
 	)
 	cmd := &cobra.Command{
-		Use:   "gateway [SCENARIO] --keys FILE (--backends FILE | --backend POOL=URL...)",
+		Use:   "gateway [SCENARIO] --keys FILE (--backends FILE | --backend POOL=[KIND+]URL...)",
 		Short: "Serve an OpenAI-compatible gateway driven by the scheduler core on the wall clock",
 		Long: `The scenario gives tenants, classes, models, pools and policy; the backends say
 where each pool's replicas answer; the keys say which API key is which tenant.
 
-Backends file, one replica per line (a pool gets as many replicas as lines):
-  # POOL         BASE-URL
-  euw-a100-8b    http://10.0.1.5:8000
-  use-h100-8b    http://10.0.2.5:8000
+Backends file, one replica per line (a pool gets as many replicas as lines),
+the URL prefixed with the server's kind: vllm, sglang, tgi, fleetdrill (the
+emulated node) or openai (any compatible server; the default). The kind says
+the health path (/health; /healthz; /v1/models), the load series read from its
+/metrics (vLLM, SGLang, TGI) and the request extensions it takes:
+  # POOL         [KIND+]BASE-URL
+  euw-a100-8b    vllm+http://10.0.1.5:8000
+  use-h100-8b    sglang+http://10.0.2.5:30000
+At start every backend must list its pool's model on GET /v1/models, under the
+scenario's model name (vLLM: --served-model-name).
 Keys file, one "TENANT KEY" per line, TENANT a scenario tenant name:
   bank-eu  sk-...
 
@@ -54,7 +61,7 @@ started with the same --speed: the scenario's durations (probe interval,
 health timeout, backoff, deadlines) and --queue-timeout are model time, and so
 are the Retry-After sent and the latencies in /metrics.`,
 		Example: `  fleetdrill gateway eu-residency --keys keys.txt --backends backends.txt
-  fleetdrill gateway my-fleet.yaml --keys keys.txt --backend use-h100-8b=http://127.0.0.1:8001`,
+  fleetdrill gateway my-fleet.yaml --keys keys.txt --backend use-h100-8b=vllm+http://127.0.0.1:8001`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
@@ -93,6 +100,13 @@ are the Retry-After sent and the latencies in /metrics.`,
 				return invalid(err)
 			}
 			defer gw.Close()
+			if checkBackends {
+				// A fleet that cannot serve the scenario is refused now,
+				// not found out by the first request.
+				if err := gw.CheckBackends(cmd.Context()); err != nil {
+					return invalid(fmt.Errorf("%w\n(--check-backends=false starts anyway)", err))
+				}
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return invalid(err)
@@ -102,8 +116,9 @@ are the Retry-After sent and the latencies in /metrics.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&sets, "set", nil, "override a scenario field: `path=value` (repeatable)")
-	f.StringVar(&backendsFile, "backends", "", "backends file: one `POOL BASE-URL` per replica")
-	f.StringArrayVar(&backendFlags, "backend", nil, "add a replica: `POOL=URL` (repeatable)")
+	f.StringVar(&backendsFile, "backends", "", "backends file: one `POOL [KIND+]BASE-URL` per replica")
+	f.StringArrayVar(&backendFlags, "backend", nil, "add a replica: `POOL=[KIND+]URL` (repeatable); KIND is openai (default: any compatible server), vllm, sglang, tgi or fleetdrill (the emulated node), e.g. use-h100-8b=vllm+http://10.0.0.5:8000")
+	f.BoolVar(&checkBackends, "check-backends", true, "at start, check that every backend lists its pool's model on GET /v1/models")
 	f.StringVar(&keysFile, "keys", "", "keys file: one `TENANT KEY` per line")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&class, "class", "", "class of requests without X-Fleetdrill-Class (default: the scenario's first)")

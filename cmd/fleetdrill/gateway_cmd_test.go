@@ -37,6 +37,10 @@ func (s *syncBuffer) String() string {
 func TestGatewayCmdServesAndShutsDown(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/models" { // the start-up check, and the openai kind's probe
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"llama-3.1-8b","object":"model"}]}`)
+			return
+		}
 		_, _ = io.WriteString(w, `{"object":"chat.completion","choices":[]}`)
 	}))
 	defer backend.Close()

@@ -21,7 +21,9 @@ type Config struct {
 	// Scenario gives tenants, classes, models, pools and policy. The
 	// gateway works on a copy.
 	Scenario *scenarios.Scenario
-	// Backends maps a pool name to its replicas' base URLs, one per replica.
+	// Backends maps a pool name to its replicas, one per replica, each
+	// "KIND+BASE-URL" or "BASE-URL" (kind openai): see Kind and
+	// ParseBackend.
 	Backends map[string][]string
 	// Keys are the API keys and their tenants.
 	Keys []Key
@@ -81,33 +83,36 @@ func ParseKeys(r io.Reader) ([]Key, error) {
 	return keys, err
 }
 
-// ParseBackends reads a backends file: one "POOL BASE-URL" per line, one
-// line per replica; blank lines and lines starting with '#' are skipped.
+// ParseBackends reads a backends file: one "POOL [KIND+]BASE-URL" per line
+// (KIND one of Kinds, openai when left out), one line per replica; blank
+// lines and lines starting with '#' are skipped.
 func ParseBackends(r io.Reader) (map[string][]string, error) {
 	out := map[string][]string{}
 	err := eachLine(r, func(n int, f []string) error {
 		if len(f) != 2 {
-			return fmt.Errorf("line %d: want \"POOL BASE-URL\", got %d fields", n, len(f))
+			return fmt.Errorf("line %d: want \"POOL [KIND+]BASE-URL\", got %d fields", n, len(f))
 		}
-		if err := checkURL(f[1]); err != nil {
+		kind, u, err := ParseBackend(f[1])
+		if err != nil {
 			return fmt.Errorf("line %d: %w", n, err)
 		}
-		out[f[0]] = append(out[f[0]], strings.TrimRight(f[1], "/"))
+		out[f[0]] = append(out[f[0]], string(kind)+"+"+u)
 		return nil
 	})
 	return out, err
 }
 
-// AddBackend adds a "POOL=URL" flag value to backends.
+// AddBackend adds a "POOL=[KIND+]URL" flag value to backends.
 func AddBackend(backends map[string][]string, flag string) error {
-	pool, u, ok := strings.Cut(flag, "=")
+	pool, b, ok := strings.Cut(flag, "=")
 	if !ok || pool == "" {
-		return fmt.Errorf("backend %q: want POOL=URL", flag)
+		return fmt.Errorf("backend %q: want POOL=[KIND+]URL, e.g. use-h100-8b=vllm+http://10.0.0.5:8000", flag)
 	}
-	if err := checkURL(u); err != nil {
+	kind, u, err := ParseBackend(b)
+	if err != nil {
 		return fmt.Errorf("backend %q: %w", flag, err)
 	}
-	backends[pool] = append(backends[pool], strings.TrimRight(u, "/"))
+	backends[pool] = append(backends[pool], string(kind)+"+"+u)
 	return nil
 }
 

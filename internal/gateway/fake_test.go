@@ -41,6 +41,7 @@ type fake struct {
 	throttleN atomic.Int64 // answer this many requests 429 first, whatever the mode
 	retryHdr  atomic.Value // string: Retry-After of a 429; default "0.01"
 	lastModel atomic.Value // string: the "model" of the last request body
+	metrics   atomic.Value // string: its /metrics exposition; "": 404
 	keyMu     sync.Mutex
 	keys      []string      // the Idempotency-Key of every request, in order
 	lastBody  atomic.Value  // string: the last request body
@@ -60,12 +61,26 @@ func newFake(t testing.TB) *fake {
 func (f *fake) Release() { f.once.Do(func() { close(f.release) }) }
 
 func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/healthz" {
+	switch r.URL.Path {
+	case "/healthz", "/health", "/v1/models":
+		// Every kind's health path; /v1/models lists the test scenario's
+		// models (the default kind, openai, probes it).
 		if f.unhealthy.Load() {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
+		if r.URL.Path == "/v1/models" {
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"llama-3.1-8b","object":"model"},{"id":"llama-3.1-70b","object":"model"}]}`)
+			return
+		}
 		_, _ = io.WriteString(w, "ok")
+		return
+	case "/metrics":
+		if m, _ := f.metrics.Load().(string); m != "" {
+			_, _ = io.WriteString(w, m)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
 		return
 	}
 	body, _ := io.ReadAll(r.Body)

@@ -59,6 +59,8 @@ type Gateway struct {
 	wakeAt   time.Duration // when wake fires (model time); 0: disarmed
 	closed   bool
 	breakers []sched.BreakerState // as last reported, per replica
+	loads    []Load               // as last scraped, per replica (see Kind)
+	blocked  []bool               // per replica: its engine queues (Load.Waiting > 0)
 	held     int                  // requests the core holds (queued or dispatched)
 	heldPeak int                  // most held at once
 	ladder   *sched.Ladder        // the degradation ladder (degrade.go); nil without one
@@ -73,8 +75,9 @@ type replica struct {
 	url      string
 	host     string // for the inflight metric: host:port, never userinfo or path
 	model    int
-	maxBatch int // the core's: sequences it sends the replica at once
-	healthz  string
+	maxBatch int    // the core's: sequences it sends the replica at once
+	kind     Kind   // what serves there (see Kind)
+	health   string // the URL its probe GETs
 }
 
 type keyEntry struct {
@@ -192,7 +195,10 @@ func New(cfg Config) (*Gateway, error) {
 	next := map[int]int{}
 	for _, r := range core.Replicas {
 		p := sc.Pools[r.Pool].Name
-		u := cfg.Backends[p][next[r.Pool]]
+		kind, u, err := ParseBackend(cfg.Backends[p][next[r.Pool]])
+		if err != nil {
+			return nil, fmt.Errorf("gateway: pool %s: %w", p, err)
+		}
 		next[r.Pool]++
 		pu, err := url.Parse(u)
 		if err != nil {
@@ -200,13 +206,18 @@ func New(cfg Config) (*Gateway, error) {
 		}
 		g.byPool[p] = append(g.byPool[p], len(g.replicas))
 		g.replicas = append(g.replicas, replica{pool: p, region: sc.Pools[r.Pool].Region, url: u, host: pu.Host, model: r.Model,
-			maxBatch: r.MaxBatch, healthz: u + "/healthz"})
+			maxBatch: r.MaxBatch, kind: kind, health: u + kindSpecs[kind].health})
 		if name := sc.Models[r.Model].Name; !slices.Contains(g.served, name) {
 			g.served = append(g.served, name)
 		}
 	}
 	slices.Sort(g.served)
 	g.breakers = make([]sched.BreakerState, len(g.replicas))
+	g.loads = make([]Load, len(g.replicas))
+	for i := range g.loads {
+		g.loads[i].KVUsage = -1
+	}
+	g.blocked = make([]bool, len(g.replicas))
 	g.core, err = sched.New(core)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -494,8 +505,10 @@ func equalFoldASCII(a, b string) bool {
 	return true
 }
 
-// probeLoop probes every backend's /healthz every probe interval, with the
-// health timeout (both model time), and feeds the results to the breakers.
+// probeLoop probes every backend's health path (its kind's: /health,
+// /healthz, /v1/models) every probe interval, with the health timeout
+// (both model time), and feeds the results to the breakers; for kinds
+// that export load series it reads them too.
 func (g *Gateway) probeLoop(ctx context.Context) {
 	defer g.probeWG.Done()
 	// Probe rounds at most every millisecond of wall time, whatever the
@@ -520,7 +533,7 @@ func (g *Gateway) probe(ctx context.Context, i int) {
 	pctx, cancel := context.WithTimeout(ctx, g.clk.wall(g.sc.Policy.Health.Timeout.D()))
 	defer cancel()
 	ok := false
-	req, err := http.NewRequestWithContext(pctx, http.MethodGet, g.replicas[i].healthz, nil)
+	req, err := http.NewRequestWithContext(pctx, http.MethodGet, g.replicas[i].health, nil)
 	if err == nil {
 		resp, err := g.client.Do(req)
 		if err == nil {
@@ -533,9 +546,25 @@ func (g *Gateway) probe(ctx context.Context, i int) {
 		return // shutting down: not the backend's fault
 	}
 	g.metrics.probes.WithLabelValues(g.replicas[i].pool, boolResult(ok)).Inc()
+	var load Load
+	scraped := false
+	if ok && g.replicas[i].kind.scrapes() {
+		// Read-only, at the probe interval, within the health timeout. A
+		// server whose metrics cannot be read is not unhealthy for it.
+		var err error
+		if load, err = g.scrape(pctx, i); err == nil {
+			scraped = true
+		} else if ctx.Err() == nil {
+			g.metrics.scrapeErrors.WithLabelValues(g.replicas[i].pool).Inc()
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.observe(g.now(), i, ok)
+	now := g.now()
+	g.observe(now, i, ok)
+	if scraped {
+		g.noteLoad(now, i, load)
+	}
 }
 
 func boolResult(ok bool) string {

@@ -333,7 +333,7 @@ func TestParseFiles(t *testing.T) {
 		t.Errorf("ParseKeys accepted a key for two tenants")
 	}
 	b, err := ParseBackends(strings.NewReader("p http://a:1/\np http://b:2\nq https://c\n"))
-	if err != nil || len(b["p"]) != 2 || b["p"][0] != "http://a:1" || len(b["q"]) != 1 {
+	if err != nil || len(b["p"]) != 2 || b["p"][0] != "openai+http://a:1" || len(b["q"]) != 1 {
 		t.Errorf("ParseBackends = %v, %v", b, err)
 	}
 	if _, err := ParseBackends(strings.NewReader("p ftp://a\n")); err == nil {

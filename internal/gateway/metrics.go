@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -57,11 +58,14 @@ type metrics struct {
 	attempts     *prometheus.CounterVec // pool, result
 	retries      *prometheus.CounterVec // tenant, class
 	hedges       *prometheus.CounterVec // result: sent, won
+	scrapeErrors *prometheus.CounterVec // pool
 	deferrals    *prometheus.CounterVec // tenant, class, reason
 	probes       *prometheus.CounterVec // pool, result
 	firstByte    *prometheus.HistogramVec
 	e2e          *prometheus.HistogramVec
 	inflightDesc *prometheus.Desc
+	engineDesc   *prometheus.Desc
+	kvDesc       *prometheus.Desc
 	stepDesc     *prometheus.Desc       // per rung of the ladder: engaged or not
 	degraded     *prometheus.CounterVec // action: what the ladder did to a request
 }
@@ -138,6 +142,9 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "Upstream attempts by pool and result (ok, error, throttled, cancelled)."}, []string{"pool", "result"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "retries_total",
 			Help: "Retries by tenant and class."}, []string{"tenant", "class"}),
+		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "backend_scrape_errors_total",
+			Help: "Failed reads of a backend's load series (its /metrics) by pool; the backend's health is not judged by them."},
+			[]string{"pool"}),
 		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "hedges_total",
 			Help: "Hedged duplicates (policy.routing.hedge_after): sent, and won (the duplicate answered first), as the twin's report counts them."},
 			[]string{"result"}),
@@ -152,6 +159,12 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "End-to-end latency of completed requests by tenant and class, in model seconds (wall seconds × the gateway's speed).", Buckets: latencyBuckets}, []string{"tenant", "class"}),
 		inflightDesc: prometheus.NewDesc("fleetdrill_gateway_replica_inflight", "Requests dispatched to a backend and not finished.",
 			[]string{"pool", "replica", "backend"}, nil),
+		engineDesc: prometheus.NewDesc("fleetdrill_gateway_backend_requests",
+			"Requests in a backend's engine as its own metrics say (vLLM, SGLang, TGI; read at the probe interval), by state: running (in its batch) or waiting (queued in the engine).",
+			[]string{"pool", "replica", "state"}, nil),
+		kvDesc: prometheus.NewDesc("fleetdrill_gateway_backend_kv_cache_usage_ratio",
+			"Share of a backend's KV cache in use as its own metrics say (vLLM kv_cache_usage_perc, SGLang token_usage), read at the probe interval.",
+			[]string{"pool", "replica"}, nil),
 		stepDesc: prometheus.NewDesc("fleetdrill_gateway_degradation_step_engaged",
 			"Each step of the degradation ladder (policy.degradation), by name and action: 1 engaged, 0 not.",
 			[]string{"step", "action"}, nil),
@@ -168,7 +181,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		reg.Register(m.rejected), reg.Register(m.throttled), reg.Register(m.routes), reg.Register(m.fbOK),
 		reg.Register(m.fbFailed),
 		reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
-		reg.Register(m.retries), reg.Register(m.hedges), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
+		reg.Register(m.retries), reg.Register(m.hedges), reg.Register(m.scrapeErrors), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
 		reg.Register(m.degraded), reg.Register(coreCollector{m}))
 }
 
@@ -257,6 +270,8 @@ func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.cooledDesc
 	ch <- c.m.breakerDesc
 	ch <- c.m.inflightDesc
+	ch <- c.m.engineDesc
+	ch <- c.m.kvDesc
 	ch <- c.m.ladderDesc
 	ch <- c.m.stepDesc
 }
@@ -267,7 +282,9 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 	states := make([]sched.BreakerState, len(g.replicas))
 	inflight := make([]int, len(g.replicas))
 	engaged := 0
+	var loads []Load
 	g.View(func(core *sched.Core, now time.Duration) {
+		loads = slices.Clone(g.loads)
 		for m := range queue {
 			queue[m] = core.QueueLen(m)
 		}
@@ -302,6 +319,13 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 		id := strconv.Itoa(r)
 		ch <- prometheus.MustNewConstMetric(c.m.breakerDesc, prometheus.GaugeValue, float64(states[r]), rep.pool, rep.region, id)
 		ch <- prometheus.MustNewConstMetric(c.m.inflightDesc, prometheus.GaugeValue, float64(inflight[r]), rep.pool, id, rep.host)
+		if rep.kind.scrapes() {
+			ch <- prometheus.MustNewConstMetric(c.m.engineDesc, prometheus.GaugeValue, loads[r].Running, rep.pool, id, "running")
+			ch <- prometheus.MustNewConstMetric(c.m.engineDesc, prometheus.GaugeValue, loads[r].Waiting, rep.pool, id, "waiting")
+			if loads[r].KVUsage >= 0 {
+				ch <- prometheus.MustNewConstMetric(c.m.kvDesc, prometheus.GaugeValue, loads[r].KVUsage, rep.pool, id)
+			}
+		}
 		busy += inflight[r]
 		slots += rep.maxBatch
 	}

@@ -396,7 +396,7 @@ func (u *upstream) close() {
 func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, hedge bool) *upstream {
 	actx, cancel := context.WithCancel(ctx)
 	u := &upstream{rep: rep, hedge: hedge, cancel: cancel}
-	up, err := http.NewRequestWithContext(actx, http.MethodPost, g.replicas[rep].url+q.path, bytes.NewReader(body))
+	up, err := http.NewRequestWithContext(actx, http.MethodPost, g.replicas[rep].url+q.path, bytes.NewReader(g.replicas[rep].kind.adapt(body)))
 	if err != nil {
 		u.err = err
 		return u
@@ -411,11 +411,21 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 	if q.stream {
 		up.Header.Set("Accept", "text/event-stream")
 	}
-	// No response headers within the health timeout: the backend is
-	// unresponsive (the twin's policy.health.timeout).
-	headerTimer := time.AfterFunc(g.clk.wall(g.sc.Policy.Health.Timeout.D()), cancel)
+	// A stream's headers come at once, before any token: none within the
+	// health timeout means the backend is unresponsive (the twin's
+	// policy.health.timeout). A non-streamed answer's headers come with
+	// the whole answer, as late as a healthy long generation takes: its
+	// wait is bounded by the class deadline, and the backend's health is
+	// judged by probes, connection errors and 5xx, not by the length of a
+	// healthy answer.
+	var headerTimer *time.Timer
+	if q.stream {
+		headerTimer = time.AfterFunc(g.clk.wall(g.sc.Policy.Health.Timeout.D()), cancel)
+	}
 	resp, err := g.client.Do(up)
-	headerTimer.Stop()
+	if headerTimer != nil {
+		headerTimer.Stop()
+	}
 	if err != nil {
 		u.err = err
 		return u
@@ -518,6 +528,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		q.fellBack = true
 		body = withModel(body, q.served)
 	}
+	// What the backend's kind does not take is left out (Kind.adapt); a
+	// hedge goes to a replica of the same pool kind or another: adapted
+	// per call.
 	u := g.race(ctx, q, rep, body)
 	defer u.close()
 	rep = u.rep // a hedge may have won

@@ -124,11 +124,12 @@ func (n *Node) AdminURL() string {
 // Upstream is the node's published API address the proxy forwards to.
 func (n *Node) Upstream() string { return n.proxy.Upstream }
 
-// Backends returns the gateway's backends: pool → the nodes' proxy URLs.
+// Backends returns the gateway's backends: pool → the nodes' proxy URLs, of
+// kind fleetdrill (the emulated node: its health path, its exact lengths).
 func (f *Fleet) Backends() map[string][]string {
 	out := map[string][]string{}
 	for _, n := range f.Nodes {
-		out[n.Pool] = append(out[n.Pool], n.BaseURL())
+		out[n.Pool] = append(out[n.Pool], "fleetdrill+"+n.BaseURL())
 	}
 	return out
 }
@@ -137,7 +138,7 @@ func (f *Fleet) Backends() map[string][]string {
 func (f *Fleet) BackendLines() string {
 	var b strings.Builder
 	for _, n := range f.Nodes {
-		fmt.Fprintf(&b, "%s %s\n", n.Pool, n.BaseURL())
+		fmt.Fprintf(&b, "%s fleetdrill+%s\n", n.Pool, n.BaseURL())
 	}
 	return b.String()
 }

@@ -1,0 +1,285 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// Kind is what serves behind a backend URL: it says where the gateway
+// probes its health and what healthy means, how its load is read from its
+// Prometheus endpoint, and which request extensions it takes.
+type Kind string
+
+// The backend kinds.
+const (
+	// KindOpenAI is any OpenAI-compatible server: healthy when GET
+	// /v1/models answers 200 (the one path every such server has); no
+	// load is read. The default.
+	KindOpenAI Kind = "openai"
+	// KindVLLM is vLLM's OpenAI server: GET /health, the vllm: series,
+	// and vLLM's sampling extensions (ignore_eos, min_tokens).
+	KindVLLM Kind = "vllm"
+	// KindSGLang is SGLang's server: GET /health, the sglang: series; it
+	// takes ignore_eos and min_tokens too.
+	KindSGLang Kind = "sglang"
+	// KindTGI is Hugging Face Text Generation Inference: GET /health, the
+	// tgi_ series (no KV usage: TGI does not export one).
+	KindTGI Kind = "tgi"
+	// KindFleetdrill is fleetdrill's emulated node: GET /healthz; it
+	// takes the replay's exact lengths (x_fleetdrill).
+	KindFleetdrill Kind = "fleetdrill"
+)
+
+// Kinds lists the backend kinds, for flags and messages.
+var Kinds = []Kind{KindOpenAI, KindVLLM, KindSGLang, KindTGI, KindFleetdrill}
+
+// kindSpec is what a kind means to the gateway.
+type kindSpec struct {
+	health string // GET path; 200 is healthy
+	// Load series (gauges, summed over their labels); "" when the kind
+	// exports none. kvUsage lists names in order of preference (vLLM
+	// renamed gpu_cache_usage_perc to kv_cache_usage_perc).
+	running, waiting string
+	kvUsage          []string
+	// samplingExt: the server takes vLLM's ignore_eos and min_tokens.
+	samplingExt bool
+	// fleetdrillExt: the server takes x_fleetdrill (exact lengths).
+	fleetdrillExt bool
+}
+
+var kindSpecs = map[Kind]kindSpec{
+	KindOpenAI: {health: "/v1/models"},
+	KindVLLM: {health: "/health", running: "vllm:num_requests_running", waiting: "vllm:num_requests_waiting",
+		kvUsage: []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"}, samplingExt: true},
+	KindSGLang: {health: "/health", running: "sglang:num_running_reqs", waiting: "sglang:num_queue_reqs",
+		kvUsage: []string{"sglang:token_usage"}, samplingExt: true},
+	KindTGI:        {health: "/health", running: "tgi_batch_current_size", waiting: "tgi_queue_size"},
+	KindFleetdrill: {health: "/healthz", samplingExt: true, fleetdrillExt: true},
+}
+
+// ParseBackend reads a backend as "KIND+URL" or "URL" (kind openai): the
+// kind and the base URL without its trailing slash.
+func ParseBackend(s string) (Kind, string, error) {
+	kind, u := KindOpenAI, s
+	if k, rest, ok := strings.Cut(s, "+"); ok && !strings.Contains(k, "/") && !strings.Contains(k, ":") {
+		kind, u = Kind(k), rest
+		if _, known := kindSpecs[kind]; !known {
+			return "", "", fmt.Errorf("backend kind %q, want one of %s (as KIND+URL, e.g. vllm+http://10.0.0.5:8000)", k, kindList())
+		}
+	}
+	if err := checkURL(u); err != nil {
+		return "", "", err
+	}
+	return kind, strings.TrimRight(u, "/"), nil
+}
+
+func kindList() string {
+	s := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+// adapt removes from a request body the extensions the kind does not take:
+// x_fleetdrill (the emulated node's exact lengths) for any real server,
+// vLLM's ignore_eos and min_tokens for servers without them (a strict
+// server refuses unknown fields). The body is left alone when it has none
+// of them.
+func (k Kind) adapt(body []byte) []byte {
+	spec := kindSpecs[k]
+	var drop []string
+	if !spec.fleetdrillExt && bytes.Contains(body, []byte(`"x_fleetdrill"`)) {
+		drop = append(drop, "x_fleetdrill")
+	}
+	if !spec.samplingExt && (bytes.Contains(body, []byte(`"ignore_eos"`)) || bytes.Contains(body, []byte(`"min_tokens"`))) {
+		drop = append(drop, "ignore_eos", "min_tokens")
+	}
+	if len(drop) == 0 {
+		return body
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return body
+	}
+	for _, f := range drop {
+		delete(m, f)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// Load is a backend's load as its own metrics say, read at the probe
+// interval.
+type Load struct {
+	Running float64 // requests in its batch
+	Waiting float64 // requests queued in the engine
+	KVUsage float64 // share of its KV cache in use, 0..1; -1: not exported
+	At      time.Duration
+}
+
+// parseLoad reads the kind's load series from a Prometheus text
+// exposition. ok is false when the body has none of them (metrics off, or
+// another server).
+func (k Kind) parseLoad(r io.Reader) (l Load, ok bool, err error) {
+	spec := kindSpecs[k]
+	// vLLM's and SGLang's names have colons, valid in the classic scheme
+	// too; UTF-8 accepts whatever a newer server sends.
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return Load{}, false, err
+	}
+	sum := func(name string) (float64, bool) {
+		mf, found := families[name]
+		if !found {
+			return 0, false
+		}
+		v := 0.0
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetGauge() != nil:
+				v += m.GetGauge().GetValue()
+			case m.GetUntyped() != nil:
+				v += m.GetUntyped().GetValue()
+			case m.GetCounter() != nil:
+				v += m.GetCounter().GetValue()
+			}
+		}
+		return v, true
+	}
+	l.KVUsage = -1
+	var okR, okW bool
+	l.Running, okR = sum(spec.running)
+	l.Waiting, okW = sum(spec.waiting)
+	for _, name := range spec.kvUsage {
+		if v, found := sum(name); found {
+			// vLLM sums over a model's engines; a share stays a share.
+			l.KVUsage = min(v, 1)
+			break
+		}
+	}
+	return l, okR || okW, nil
+}
+
+// scrapes reports whether the kind exports load series.
+func (k Kind) scrapes() bool { return kindSpecs[k].running != "" }
+
+// scrape reads replica i's load from its /metrics. Read-only: it changes
+// nothing on the backend.
+func (g *Gateway) scrape(ctx context.Context, i int) (Load, error) {
+	rep := &g.replicas[i]
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rep.url+"/metrics", nil)
+	if err != nil {
+		return Load{}, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return Load{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return Load{}, fmt.Errorf("GET /metrics: %d", resp.StatusCode)
+	}
+	l, ok, err := rep.kind.parseLoad(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return Load{}, fmt.Errorf("GET /metrics: %w", err)
+	}
+	if !ok {
+		return Load{}, fmt.Errorf("GET /metrics: no %s series (is the server's metrics endpoint on?)", rep.kind)
+	}
+	return l, nil
+}
+
+// noteLoad records replica i's scraped load: on the gateway's series, and
+// as back-pressure for the router, as the twin's engines push back: a
+// replica whose engine queues requests takes no more from the gateway,
+// where the dispatch policy orders them. Called with mu held.
+func (g *Gateway) noteLoad(now time.Duration, i int, l Load) {
+	l.At = now
+	g.loads[i] = l
+	if blocked := l.Waiting > 0; blocked != g.blocked[i] {
+		g.blocked[i] = blocked
+		g.core.SetBlocked(now, i, blocked)
+	}
+	g.deliver(now)
+}
+
+// Loads returns each replica's last scraped load (the zero Load, with
+// KVUsage -1, for replicas whose kind exports none or not yet read).
+func (g *Gateway) Loads() []Load {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.loads)
+}
+
+// CheckBackends asks every backend for its models (GET /v1/models) and
+// says, naming pool, URL and model, which backend does not serve a model
+// its pool serves in the scenario, or does not answer. Call it at start:
+// a fleet that cannot serve the scenario should not be found out by the
+// first request. Served names are the scenario's model names.
+func (g *Gateway) CheckBackends(ctx context.Context) error {
+	var errs []error
+	for i := range g.replicas {
+		rep := &g.replicas[i]
+		ids, err := g.listModels(ctx, rep.url)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool %s backend %s (%s): GET /v1/models: %w", rep.pool, rep.host, rep.kind, err))
+			continue
+		}
+		want := g.sc.Models[rep.model].Name
+		if !slices.Contains(ids, want) {
+			errs = append(errs, fmt.Errorf("pool %s backend %s (%s) does not serve model %s (it serves: %s); serve it under that name (vLLM: --served-model-name %s)",
+				rep.pool, rep.host, rep.kind, want, strings.Join(ids, ", "), want))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// listModels returns the model ids a server lists.
+func (g *Gateway) listModels(ctx context.Context, base string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, g.clk.wall(g.sc.Policy.Health.Timeout.D()))
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
+		return nil, fmt.Errorf("not a model list: %w", err)
+	}
+	ids := make([]string, len(list.Data))
+	for i, d := range list.Data {
+		ids[i] = d.ID
+	}
+	return ids, nil
+}
