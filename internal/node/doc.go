@@ -31,10 +31,13 @@
 // ceil(characters/4) of the prompt (or of each message's content, summed),
 // at least 1. Output tokens are x_fleetdrill.output_tokens or
 // X-Fleetdrill-Output-Tokens, else max_completion_tokens, else max_tokens,
-// else Config.DefaultMaxTokens; the node always generates exactly that many
-// tokens of filler text. A client that disconnects cancels its sequence in
-// the engine, which frees its batch slot and KV at the end of the step in
-// progress.
+// else Config.DefaultMaxTokens, raised to vLLM's min_tokens when the request
+// names no length (min_tokens above a named length, or negative, is a 400
+// as in vLLM); the node always generates exactly that many tokens of filler
+// text, so vLLM's ignore_eos changes nothing. stream_options.include_usage
+// ends a stream with a usage chunk (empty choices) before [DONE]. A client
+// that disconnects cancels its sequence in the engine, which frees its
+// batch slot and KV at the end of the step in progress.
 //
 // # Metrics
 //

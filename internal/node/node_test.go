@@ -372,3 +372,42 @@ func TestHealthAndModels(t *testing.T) {
 		t.Errorf("/healthz after stop: status %d, want 503", rec.Code)
 	}
 }
+
+// min_tokens raises a default output length, must not exceed a requested
+// one, and must not be negative (vLLM's checks); ignore_eos is accepted.
+func TestMinTokens(t *testing.T) {
+	h := start(t, Config{Speed: 20, DefaultMaxTokens: 4})
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+		code  int
+		out   int
+	}{
+		{"default length", nil, 200, 4},
+		{"min_tokens raises the default", map[string]any{"min_tokens": 9}, 200, 9},
+		{"min_tokens below the default", map[string]any{"min_tokens": 2}, 200, 4},
+		{"min_tokens up to max_tokens", map[string]any{"min_tokens": 3, "max_tokens": 3}, 200, 3},
+		{"min_tokens over max_tokens", map[string]any{"min_tokens": 4, "max_tokens": 3}, 400, 0},
+		{"min_tokens over max_completion_tokens", map[string]any{"min_tokens": 4, "max_completion_tokens": 3}, 400, 0},
+		{"negative min_tokens", map[string]any{"min_tokens": -1}, 400, 0},
+		{"ignore_eos", map[string]any{"ignore_eos": true, "max_tokens": 2}, 200, 2},
+		{"ignore_eos not a bool", map[string]any{"ignore_eos": "yes"}, 400, 0},
+	} {
+		body := chatBody("x", 0, false)
+		delete(body, "max_tokens")
+		for k, v := range tc.extra {
+			body[k] = v
+		}
+		resp := h.post(t, "/v1/chat/completions", body)
+		var got struct {
+			Usage struct {
+				Completion int `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || got.Usage.Completion != tc.out {
+			t.Errorf("%s: status %d, %d tokens; want %d, %d", tc.name, resp.StatusCode, got.Usage.Completion, tc.code, tc.out)
+		}
+	}
+}

@@ -92,7 +92,12 @@ type request struct {
 	MaxTokens           *int              `json:"max_tokens"`
 	MaxCompletionTokens *int              `json:"max_completion_tokens"`
 	Stream              bool              `json:"stream"`
-	StreamOptions       *struct {
+	// vLLM's sampling extensions. The node never stops at an end of
+	// sequence, so ignore_eos changes nothing; min_tokens raises a
+	// default output length and must not exceed a requested one.
+	MinTokens     *int `json:"min_tokens"`
+	IgnoreEOS     bool `json:"ignore_eos"`
+	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
 	X *struct {
@@ -182,7 +187,7 @@ func (req *request) inputTokens(h http.Header, chat bool) (int, error) {
 }
 
 func (req *request) outputTokens(h http.Header, def int) (int, error) {
-	t := def
+	t, named := def, true
 	switch {
 	case req.X != nil && req.X.OutputTokens != 0:
 		t = req.X.OutputTokens
@@ -196,6 +201,19 @@ func (req *request) outputTokens(h http.Header, def int) (int, error) {
 		t = *req.MaxCompletionTokens
 	case req.MaxTokens != nil:
 		t = *req.MaxTokens
+	default:
+		named = false
+	}
+	if m := req.MinTokens; m != nil {
+		// vLLM's checks (SamplingParams), in its words.
+		switch {
+		case *m < 0:
+			return 0, fmt.Errorf("min_tokens must be greater than or equal to 0, got %d", *m)
+		case !named:
+			t = max(t, *m)
+		case *m > t:
+			return 0, fmt.Errorf("min_tokens must be less than or equal to max_tokens=%d, got %d", t, *m)
+		}
 	}
 	if t < 1 || t > maxOutputTokens {
 		return 0, fmt.Errorf("output tokens: got %d, want in [1, %d]", t, maxOutputTokens)
