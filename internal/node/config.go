@@ -41,6 +41,10 @@ type CompatFunc func(model, driver string) error
 // Config configures a Node.
 type Config struct {
 	Models []Model
+	// Flavor is the server the node answers as (FlavorFleetdrill when
+	// empty): its health path, error bodies and /v1/models. Timing is
+	// the engine's in every flavor.
+	Flavor Flavor
 	// MaxBatch is the number of sequences a replica runs at once.
 	MaxBatch int
 	// KVTokens, when > 0, overrides every model's KV capacity.
@@ -83,6 +87,11 @@ func (c *Config) normalize() error {
 	if len(c.Models) == 0 {
 		errs = append(errs, errors.New("node: no models, want at least one"))
 	}
+	fl, err := ParseFlavor(string(c.Flavor))
+	if err != nil {
+		errs = append(errs, fmt.Errorf("node: %w", err))
+	}
+	c.Flavor = fl
 	seen := map[string]bool{}
 	for i := range c.Models {
 		m := &c.Models[i]

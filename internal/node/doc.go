@@ -1,11 +1,12 @@
 // Package node is fleetdrill's emulated inference node: an OpenAI-compatible
-// HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /healthz,
-// /metrics) whose timing comes from the twin's continuous-batching model
-// (twin/engine driven by a twin/latency profile) run against the wall clock,
-// plus an admin API that switches the application-level faults TCP cannot
-// express (quota exhaustion, model retirement, a driver change, an error
-// rate). It stands in for a vLLM/TGI replica in live drills: in a FROM
-// scratch container behind toxiproxy, or in-process in tests.
+// HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health
+// and /healthz, /metrics) whose timing comes from the twin's
+// continuous-batching model (twin/engine driven by a twin/latency profile)
+// run against the wall clock, plus an admin API that switches the
+// application-level faults TCP cannot express (quota exhaustion, model
+// retirement, a driver change, an error rate). It stands in for a vLLM/TGI
+// replica in live drills: in a FROM scratch container behind toxiproxy, or
+// in-process in tests.
 //
 // # Timing
 //
@@ -49,6 +50,23 @@
 // when it names one of Config.Classes (the gateway forwards it), else
 // "unknown". A node emulates no model load: its cold-start counter stays 0.
 // docs/metrics.md has every series.
+//
+// # Flavors
+//
+// Config.Flavor chooses the server the node answers as; the engine times
+// every flavor alike. FlavorFleetdrill (the default) serves /healthz ("ok")
+// and /health, OpenAI error bodies with string codes (model_not_found) and
+// models owned by fleetdrill. FlavorVLLM answers as vLLM's OpenAI server
+// does since 0.10.1 (checked against vllm/entrypoints/openai): /health only
+// (200, empty body; /healthz is vLLM's 404), {"error": {"message", "type",
+// "param", "code"}} bodies with the HTTP status as an integer code and
+// vLLM's types and messages ("The model `x` does not exist.", NotFoundError,
+// param "model"), vLLM's model cards (owned_by "vllm", root, max_model_len:
+// the replica's KV capacity, past which the node refuses a request), a
+// request without a model served by the first, and an unfinished stream
+// ending in an error event and [DONE]. FlavorVLLM08 answers as vLLM 0.8:
+// flat {"object": "error", ...} bodies and the older context-length
+// sentence. The admin API keeps fleetdrill's bodies in every flavor.
 //
 // It must not be imported by twin/ or sim/. Start reading at New and
 // Node.Handler.

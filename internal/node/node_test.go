@@ -55,6 +55,8 @@ type harness struct {
 	reg   *prometheus.Registry
 	logs  *lockedBuffer
 	stop  func()
+	// stopEngine ends the node's loop and leaves its servers up.
+	stopEngine func()
 }
 
 const testToken = "s3cret-admin-token"
@@ -79,6 +81,7 @@ func start(t testing.TB, cfg Config) *harness {
 	h.node = n
 	ctx, cancel := context.WithCancel(context.Background())
 	go n.Run(ctx)
+	h.stopEngine = cancel
 	h.srv = httptest.NewServer(n.Handler())
 	h.admin = httptest.NewServer(n.AdminHandler(testToken))
 	var once sync.Once

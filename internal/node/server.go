@@ -35,14 +35,19 @@ const (
 // maxOutputTokens bounds the requested output length.
 const maxOutputTokens = 1 << 20
 
-// Handler returns the node's OpenAI-compatible API, /healthz and (when
-// Config.Gatherer is set) /metrics.
+// Handler returns the node's OpenAI-compatible API, its health checks and
+// (when Config.Gatherer is set) /metrics. Every flavor serves vLLM's
+// /health; only the fleetdrill flavor serves /healthz (vLLM answers it
+// 404).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { n.serveCompletion(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { n.serveCompletion(w, r, false) })
 	mux.HandleFunc("GET /v1/models", n.serveModels)
-	mux.HandleFunc("GET /healthz", n.serveHealth)
+	mux.HandleFunc("GET /health", n.serveVLLMHealth)
+	if !n.cfg.Flavor.vllm() {
+		mux.HandleFunc("GET /healthz", n.serveHealth)
+	}
 	if n.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(n.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	}
@@ -58,27 +63,43 @@ func (n *Node) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 }
 
-// servable returns why model cannot be served now (status, error type and
-// code, message), or status 0.
-func (n *Node) servable(model string, f *Faults) (int, string, string, string) {
+// serveVLLMHealth is vLLM's /health: 200 with an empty body, 503 once the
+// engine is gone.
+func (n *Node) serveVLLMHealth(w http.ResponseWriter, _ *http.Request) {
+	select {
+	case <-n.stopped:
+		w.WriteHeader(http.StatusServiceUnavailable)
+	default:
+		w.WriteHeader(http.StatusOK)
+	}
+}
+
+// servable returns why model cannot be served now, or a failure of status
+// 0.
+func (n *Node) servable(model string, f *Faults) failure {
 	if n.byName[model] == nil || slices.Contains(f.Retired, model) {
-		return http.StatusNotFound, "invalid_request_error", "model_not_found",
-			fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model)
+		return failure{status: http.StatusNotFound, typ: "invalid_request_error", code: "model_not_found",
+			msg:     fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model),
+			vllmMsg: fmt.Sprintf("The model `%s` does not exist.", model), param: "model"}
 	}
 	if err := n.cfg.Compat(model, f.Driver); err != nil {
-		return http.StatusServiceUnavailable, "server_error", "model_incompatible",
-			fmt.Sprintf("model %s cannot run on this node: %v", model, err)
+		return failure{status: http.StatusServiceUnavailable, typ: "server_error", code: "model_incompatible",
+			msg: fmt.Sprintf("model %s cannot run on this node: %v", model, err)}
 	}
-	return 0, "", "", ""
+	return failure{}
 }
 
 func (n *Node) serveModels(w http.ResponseWriter, _ *http.Request) {
 	f := n.Faults()
 	var ids []string
 	for _, m := range n.cfg.Models {
-		if code, _, _, _ := n.servable(m.Name, &f); code == 0 {
+		if n.servable(m.Name, &f).status == 0 {
 			ids = append(ids, m.Name)
 		}
+	}
+	if n.cfg.Flavor.vllm() {
+		writeJSON(w, http.StatusOK, n.vllmModels(ids))
+		return
 	}
 	writeJSON(w, http.StatusOK, openai.NewModelList(ids, n.clk.start.Unix()))
 }
@@ -221,12 +242,20 @@ func (req *request) outputTokens(h http.Header, def int) (int, error) {
 	return t, nil
 }
 
-// apiError writes an OpenAI-style error body.
+// apiError writes an OpenAI-style error body (the admin API's, in every
+// flavor).
 func apiError(w http.ResponseWriter, status int, typ, code, msg string) {
-	writeJSON(w, status, map[string]any{"error": map[string]any{
-		"message": msg, "type": typ, "param": nil, "code": code,
-	}})
+	writeJSON(w, status, FlavorFleetdrill.body(&failure{status: status, typ: typ, code: code, msg: msg}))
 }
+
+// fail writes f's body in the node's flavor.
+func (n *Node) fail(w http.ResponseWriter, f *failure) {
+	writeJSON(w, f.status, n.cfg.Flavor.body(f))
+}
+
+// nodeStopped is the failure of a request the node stopped before its end.
+var nodeStopped = failure{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down",
+	msg: "the node stopped before the sequence finished"}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -272,59 +301,66 @@ func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool
 		o.endpoint = "chat"
 	}
 	defer n.finish(&o)
-	fail := func(status int, typ, code, msg string) {
-		o.code = status
-		apiError(w, status, typ, code, msg)
+	fail := func(f failure) {
+		o.code = f.status
+		n.fail(w, &f)
+	}
+	bad := func(code, msg string) {
+		fail(failure{status: http.StatusBadRequest, typ: "invalid_request_error", code: code, msg: msg})
 	}
 
 	var req request
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
 	if err := dec.Decode(&req); err != nil {
-		fail(http.StatusBadRequest, "invalid_request_error", "invalid_body", "request body: "+err.Error())
+		bad("invalid_body", "request body: "+err.Error())
 		return
 	}
+	if req.Model == "" && n.cfg.Flavor.vllm() {
+		// vLLM serves a request that names no model with its own.
+		req.Model = n.cfg.Models[0].Name
+	}
 	if req.Model == "" {
-		fail(http.StatusBadRequest, "invalid_request_error", "missing_model", "model: required")
+		bad("missing_model", "model: required")
 		return
 	}
 	if chat && len(req.Messages) == 0 {
-		fail(http.StatusBadRequest, "invalid_request_error", "missing_messages", "messages: required, want at least one")
+		bad("missing_messages", "messages: required, want at least one")
 		return
 	}
 	in, err := req.inputTokens(r.Header, chat)
 	if err != nil {
-		fail(http.StatusBadRequest, "invalid_request_error", "invalid_value", err.Error())
+		bad("invalid_value", err.Error())
 		return
 	}
 	out, err := req.outputTokens(r.Header, n.cfg.DefaultMaxTokens)
 	if err != nil {
-		fail(http.StatusBadRequest, "invalid_request_error", "invalid_value", err.Error())
+		bad("invalid_value", err.Error())
 		return
 	}
 	req.Messages, req.Prompt = nil, nil // counted; drop the content
 	o.prompt, o.output, o.stream = in, out, req.Stream
 
 	f := n.Faults()
-	if status, typ, code, msg := n.servable(req.Model, &f); status != 0 {
-		fail(status, typ, code, msg)
+	if sf := n.servable(req.Model, &f); sf.status != 0 {
+		fail(sf)
 		return
 	}
 	rep := n.byName[req.Model]
 	o.model = rep.model.Name
 	if f.QuotaExhausted {
 		w.Header().Set("Retry-After", strconv.Itoa(f.RetryAfterSeconds))
-		fail(http.StatusTooManyRequests, "insufficient_quota", "insufficient_quota",
-			"You exceeded your current quota (injected fault); retry after "+strconv.Itoa(f.RetryAfterSeconds)+"s.")
+		fail(failure{status: http.StatusTooManyRequests, typ: "insufficient_quota", code: "insufficient_quota",
+			msg: "You exceeded your current quota (injected fault); retry after " + strconv.Itoa(f.RetryAfterSeconds) + "s."})
 		return
 	}
 	if f.ErrorRate > 0 && n.draw() < f.ErrorRate {
-		fail(http.StatusInternalServerError, "server_error", "injected_error",
-			"The server had an error while processing your request (injected fault).")
+		fail(failure{status: http.StatusInternalServerError, typ: "server_error", code: "injected_error",
+			msg:     "The server had an error while processing your request (injected fault).",
+			vllmMsg: "Internal server error (injected fault)"})
 		return
 	}
 	if int64(in+out) > rep.kvCap {
-		fail(http.StatusBadRequest, "invalid_request_error", "context_length_exceeded",
-			fmt.Sprintf("%d input + %d output tokens exceed the replica's KV capacity of %d tokens", in, out, rep.kvCap))
+		fail(n.cfg.Flavor.contextFailure(in, out, rep.kvCap))
 		return
 	}
 
@@ -333,7 +369,7 @@ func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool
 	select {
 	case n.addc <- j:
 	case <-n.stopped:
-		fail(http.StatusServiceUnavailable, "server_error", "shutting_down", "the node is shutting down")
+		fail(failure{status: http.StatusServiceUnavailable, typ: "server_error", code: "shutting_down", msg: "the node is shutting down"})
 		return
 	case <-ctx.Done():
 		o.code, o.cancelled = 499, true // nginx's "client closed request"
@@ -402,7 +438,7 @@ func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *re
 			buf = rw.last(buf, includeUsage)
 			buf = append(buf, "data: [DONE]\n\n"...)
 		case jobFailed:
-			buf = append(buf, `data: {"error":{"message":"the node stopped before the sequence finished","type":"server_error","param":null,"code":"shutting_down"}}`+"\n\n"...)
+			buf = n.cfg.Flavor.streamError(buf, &nodeStopped)
 		}
 		if len(buf) > 0 && (sent > 0 || end != jobActive) {
 			_, err := w.Write(buf)
@@ -448,8 +484,8 @@ func (n *Node) wait(ctx context.Context, w http.ResponseWriter, j *job, rw *resp
 			w.Write(rw.whole())
 			return
 		case jobFailed:
-			o.code = http.StatusServiceUnavailable
-			apiError(w, o.code, "server_error", "shutting_down", "the node stopped before the sequence finished")
+			o.code = nodeStopped.status
+			n.fail(w, &nodeStopped)
 			return
 		}
 		select {
