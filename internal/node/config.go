@@ -42,8 +42,8 @@ type CompatFunc func(model, driver string) error
 type Config struct {
 	Models []Model
 	// Flavor is the server the node answers as (FlavorFleetdrill when
-	// empty): its health path, error bodies and /v1/models. Timing is
-	// the engine's in every flavor.
+	// empty): its health path, error bodies, /v1/models and extra
+	// series. Timing is the engine's in every flavor.
 	Flavor Flavor
 	// MaxBatch is the number of sequences a replica runs at once.
 	MaxBatch int

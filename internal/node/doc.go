@@ -49,6 +49,15 @@
 // Config.Pool and Config.Region and by the request's X-Fleetdrill-Class
 // when it names one of Config.Classes (the gateway forwards it), else
 // "unknown". A node emulates no model load: its cold-start counter stays 0.
+//
+// The vLLM flavors add vLLM's series a router reads, labelled model_name
+// and engine ("0"), read from the engines: vllm:num_requests_running (the
+// batch), vllm:num_requests_waiting (the queue), vllm:kv_cache_usage_perc
+// (KV used over capacity, 0 to 1; vllm:gpu_cache_usage_perc for 0.8),
+// vllm:num_preemptions_total, vllm:prompt_tokens_total (counted when a
+// sequence's prefill completes), vllm:generation_tokens_total (counted as
+// tokens are released, so a client that read a token finds it counted) and
+// vllm:time_to_first_token_seconds (engine seconds, as the catalogue's).
 // docs/metrics.md has every series.
 //
 // # Flavors
@@ -57,16 +66,19 @@
 // every flavor alike. FlavorFleetdrill (the default) serves /healthz ("ok")
 // and /health, OpenAI error bodies with string codes (model_not_found) and
 // models owned by fleetdrill. FlavorVLLM answers as vLLM's OpenAI server
-// does since 0.10.1 (checked against vllm/entrypoints/openai): /health only
-// (200, empty body; /healthz is vLLM's 404), {"error": {"message", "type",
-// "param", "code"}} bodies with the HTTP status as an integer code and
-// vLLM's types and messages ("The model `x` does not exist.", NotFoundError,
-// param "model"), vLLM's model cards (owned_by "vllm", root, max_model_len:
-// the replica's KV capacity, past which the node refuses a request), a
-// request without a model served by the first, and an unfinished stream
-// ending in an error event and [DONE]. FlavorVLLM08 answers as vLLM 0.8:
-// flat {"object": "error", ...} bodies and the older context-length
-// sentence. The admin API keeps fleetdrill's bodies in every flavor.
+// does since 0.10.1 (checked against vllm/entrypoints/openai and
+// vllm/v1/metrics/loggers.py): /health only (200, empty body; /healthz is
+// vLLM's 404), {"error": {"message", "type", "param", "code"}} bodies with
+// the HTTP status as an integer code and vLLM's types and messages ("The
+// model `x` does not exist.", NotFoundError, param "model"), vLLM's model
+// cards (owned_by "vllm", root, max_model_len: the replica's KV capacity,
+// past which the node refuses a request), a request without a model served
+// by the first, an unfinished stream ending in an error event and [DONE],
+// and vLLM's series beside the node's own (see Metrics). FlavorVLLM08
+// answers as vLLM 0.8: flat {"object": "error", ...} bodies, the older
+// context-length sentence, and vllm:gpu_cache_usage_perc for
+// vllm:kv_cache_usage_perc. The admin API keeps fleetdrill's bodies in every
+// flavor.
 //
 // It must not be imported by twin/ or sim/. Start reading at New and
 // Node.Handler.

@@ -9,11 +9,12 @@ import (
 )
 
 // Flavor is the server a node answers as: its health path, error bodies,
-// /v1/models entries. Timing is the twin's engine in every flavor.
+// /v1/models entries and extra /metrics series. Timing is the twin's
+// engine in every flavor.
 type Flavor string
 
 // The flavors. The vLLM ones follow vLLM's OpenAI-compatible server
-// (vllm/entrypoints/openai). FlavorVLLM08
+// (vllm/entrypoints/openai, vllm/v1/metrics/loggers.py). FlavorVLLM08
 // stands for the releases before two changes a router sees: the KV gauge
 // renamed from vllm:gpu_cache_usage_perc to vllm:kv_cache_usage_perc (0.9)
 // and error bodies wrapped in OpenAI's {"error": ...} (vLLM PR #22099,
@@ -23,11 +24,13 @@ const (
 	// error bodies with string codes, fleetdrill-owned models.
 	FlavorFleetdrill Flavor = "fleetdrill"
 	// FlavorVLLM answers as vLLM 0.10.1 and later: /health only,
-	// {"error": {..., "code": 404}} bodies, vLLM's model cards.
+	// {"error": {..., "code": 404}} bodies, vLLM's model cards, and the
+	// vllm: series with vllm:kv_cache_usage_perc.
 	FlavorVLLM Flavor = "vllm"
 	// FlavorVLLM08 answers as vLLM 0.8: flat {"object": "error", ...}
-	// bodies with the older context-length sentence; otherwise as
-	// FlavorVLLM.
+	// bodies with the older context-length sentence, and
+	// vllm:gpu_cache_usage_perc instead of vllm:kv_cache_usage_perc;
+	// otherwise as FlavorVLLM.
 	FlavorVLLM08 Flavor = "vllm-0.8"
 )
 

@@ -32,6 +32,7 @@ type job struct {
 	decoding    bool // decodes in every step of the current segment
 	recomputing bool // preempted, not yet producing again
 	lastGen     int
+	counted     int // tokens added to replica.genTokens
 }
 
 func (j *job) wake() {
@@ -47,6 +48,15 @@ func (j *job) release(n int) {
 		j.avail.Store(int64(n))
 		j.wake()
 	}
+}
+
+// give counts and releases j's first n tokens.
+func (r *replica) give(j *job, n int) {
+	if n > j.counted {
+		r.genTokens.Add(uint64(n - j.counted))
+		j.counted = n
+	}
+	j.release(n)
 }
 
 // replica is one model's engine and the loop's plan for its current
@@ -65,7 +75,12 @@ type replica struct {
 	running, waiting atomic.Int64 // for Stats and metrics
 	kvUsed           atomic.Int64
 	preempted        atomic.Uint64 // the engine's preemptions so far
-	gauges           queueGauges
+	// The engine's prompt tokens (counted when a sequence's prefill
+	// completes) and output tokens so far, vLLM's counters: tokens count
+	// as the loop releases them to their client (give), so a client that
+	// has read them finds them counted.
+	promptTokens, genTokens atomic.Uint64
+	gauges                  queueGauges
 }
 
 // Sink methods: the engine reports to the replica.
@@ -78,11 +93,13 @@ func (r *replica) find(s *engine.Seq) *job {
 	return nil
 }
 
-func (r *replica) FirstToken(*engine.Seq, time.Duration) {}
+func (r *replica) FirstToken(s *engine.Seq, _ time.Duration) {
+	r.promptTokens.Add(uint64(s.Prompt))
+}
 
 func (r *replica) Done(s *engine.Seq, _ time.Duration) {
 	if j := r.find(s); j != nil {
-		j.release(j.seq.Output)
+		r.give(j, j.seq.Output)
 		r.remove(j, jobDone)
 	}
 }
@@ -177,7 +194,7 @@ func (r *replica) interpolate(now time.Duration) (time.Duration, bool) {
 		r.released = k
 		for _, j := range r.jobs {
 			if j.decoding {
-				j.release(min(j.base+k, j.seq.Output-1))
+				r.give(j, min(j.base+k, j.seq.Output-1))
 			}
 		}
 	}
@@ -196,7 +213,7 @@ func (r *replica) advance(now time.Duration) {
 		for _, j := range r.jobs {
 			if g := j.seq.Generated; g > j.lastGen {
 				j.lastGen, j.recomputing = g, false
-				j.release(min(g, j.seq.Output))
+				r.give(j, min(g, j.seq.Output))
 			}
 		}
 		r.plan(at)

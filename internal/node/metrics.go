@@ -35,6 +35,10 @@ type metrics struct {
 	catTTFT      *prometheus.HistogramVec // model, pool, region, class
 	catTPOT      *prometheus.HistogramVec // model, pool, region, class
 	catE2E       *prometheus.HistogramVec // model, pool, region, class
+
+	// vLLM's time to first token (the vLLM flavors; else nil), in engine
+	// seconds as the catalogue's: the emulated replica's own clock.
+	vllmTTFT *prometheus.HistogramVec // model_name, engine
 }
 
 // latencyBuckets span 5 ms to ~80 s, doubling.
@@ -89,6 +93,15 @@ func newMetrics(cfg *Config) *metrics {
 		reg.MustRegister(m.requests, m.cancelled, m.running, m.waiting, m.kvUsed, m.ttft, m.e2e, m.generated, m.prompt,
 			m.catTTFT, m.catTPOT, m.catE2E)
 	}
+	if cfg.Flavor.vllm() {
+		m.vllmTTFT = newVLLMTTFT()
+		for _, md := range cfg.Models {
+			m.vllmTTFT.WithLabelValues(md.Name, vllmEngine) // served from the start, as vLLM's are
+		}
+		if reg := cfg.Registerer; reg != nil {
+			reg.MustRegister(m.vllmTTFT)
+		}
+	}
 	return m
 }
 
@@ -111,6 +124,9 @@ func (m *metrics) setQueues(r *replica) {
 }
 
 func (m *metrics) observe(o *outcome) {
+	if m.vllmTTFT != nil && o.ttft > 0 {
+		m.vllmTTFT.WithLabelValues(o.model, vllmEngine).Observe(m.engineSeconds(o.ttft))
+	}
 	if o.written > 0 {
 		m.ttft.WithLabelValues(o.model).Observe(o.ttft.Seconds())
 		m.generated.WithLabelValues(o.model).Add(float64(o.written))

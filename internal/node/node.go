@@ -96,8 +96,11 @@ func New(cfg Config) (*Node, error) {
 	for _, c := range cfg.Classes {
 		n.classes[c] = true
 	}
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(newEngineCollector(n))
+	if reg := n.cfg.Registerer; reg != nil {
+		reg.MustRegister(newEngineCollector(n))
+		if n.cfg.Flavor.vllm() {
+			reg.MustRegister(newVLLMCollector(n))
+		}
 	}
 	return n, nil
 }
