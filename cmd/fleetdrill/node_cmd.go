@@ -41,6 +41,7 @@ type nodeFlags struct {
 	seed                            uint64
 	speed                           float64
 	drain                           time.Duration
+	flavor                          string
 }
 
 func newNodeCmd() *cobra.Command {
@@ -49,11 +50,20 @@ func newNodeCmd() *cobra.Command {
 		Use:   "node",
 		Short: "Run an emulated OpenAI-compatible inference node",
 		Long: `Run an emulated inference node: /v1/chat/completions and /v1/completions
-(streaming or not), /v1/models, /healthz and /metrics, with token timing from the
-twin's continuous-batching model in wall time. Prompt content is only counted
-(ceil(characters/4), or the x_fleetdrill.input_tokens field or the
-X-Fleetdrill-Input-Tokens header), never logged; the node generates exactly
+(streaming or not), /v1/models, /health, /healthz and /metrics, with token
+timing from the twin's continuous-batching model in wall time. Prompt content
+is only counted (ceil(characters/4), or the x_fleetdrill.input_tokens field or
+the X-Fleetdrill-Input-Tokens header), never logged; the node generates exactly
 max_tokens (or x_fleetdrill.output_tokens / X-Fleetdrill-Output-Tokens) tokens.
+
+--flavor vllm answers as vLLM's OpenAI server (0.10.1 and later) does, for a
+gateway's vllm backends: /health only (200, empty body; /healthz is a 404),
+{"error": {..., "code": 404}} error bodies with vLLM's types and messages,
+vLLM's model cards, and vLLM's series on /metrics (vllm:num_requests_running,
+vllm:num_requests_waiting, vllm:kv_cache_usage_perc, token counters, time to
+first token) from the engine. --flavor vllm-0.8 answers as vLLM 0.8: flat
+{"object": "error"} bodies and vllm:gpu_cache_usage_perc. Timing is the
+twin's in every flavor.
 
 The model comes from --profile (a built-in latency profile) or from a scenario
 pool (--scenario and --pool: its models, profiles, driver, max batch and the
@@ -69,6 +79,7 @@ SIGTERM or SIGINT drains: in-flight requests get up to --drain to finish.
 Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 		Example: `  fleetdrill node --listen 127.0.0.1:8000
   fleetdrill node --profile h100-sxm/llama-3.1-70b/tp4 --models llama-3.1-70b --max-batch 64
+  fleetdrill node --flavor vllm --listen 127.0.0.1:8001
   fleetdrill node --scenario gameday-driver-upgrade --pool use-h100-8b-a \
       --admin-listen 127.0.0.1:9000 --admin-token "$TOKEN"
   curl -H "Authorization: Bearer $TOKEN" -d '{"quota_exhausted":true,"retry_after_s":20}' \
@@ -101,6 +112,12 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the error-rate fault's random stream")
 	fl.Float64Var(&f.speed, "speed", 1, "model seconds per wall second (1 is real time)")
 	fl.DurationVar(&f.drain, "drain", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
+	flavors := make([]string, len(node.Flavors))
+	for i, fv := range node.Flavors {
+		flavors[i] = string(fv)
+	}
+	fl.StringVar(&f.flavor, "flavor", string(node.FlavorFleetdrill),
+		"server to answer as: "+strings.Join(flavors, ", "))
 	return cmd
 }
 
@@ -171,6 +188,11 @@ func nodeConfig(f *nodeFlags, profileSet bool) (node.Config, error) {
 		cfg.MaxBatch = f.maxBatch
 	}
 	cfg.KVTokens, cfg.Seed, cfg.Speed = f.kvTokens, f.seed, f.speed
+	flavor, err := node.ParseFlavor(f.flavor)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--%w", err))
+	}
+	cfg.Flavor = flavor
 	if f.speed <= 0 {
 		errs = append(errs, fmt.Errorf("--speed: got %g, want > 0", f.speed))
 	}
@@ -219,7 +241,11 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 		names[i] = m.Name
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "fleetdrill node: serving %s on http://%s\n", strings.Join(names, ", "), ln.Addr())
+	as := ""
+	if cfg.Flavor != node.FlavorFleetdrill {
+		as = " as " + string(cfg.Flavor)
+	}
+	fmt.Fprintf(out, "fleetdrill node: serving %s%s on http://%s\n", strings.Join(names, ", "), as, ln.Addr())
 	if len(listeners) > 1 {
 		fmt.Fprintf(out, "fleetdrill node: admin API on http://%s/admin/faults\n", listeners[1].Addr())
 	}

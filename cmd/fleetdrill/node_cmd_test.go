@@ -99,10 +99,64 @@ func TestNodeCommandInvalid(t *testing.T) {
 		{[]string{"--min-driver", "x"}, "want MODEL=VERSION"},
 		{[]string{"--max-batch", "-1"}, "max batch"},
 		{[]string{"--listen", "256.0.0.1:1"}, "--listen"},
+		{[]string{"--flavor", "tgi"}, `--flavor "tgi": want one of fleetdrill, vllm, vllm-0.8`},
 	} {
 		code, _, stderr := runCommand(t, newNodeCmd(), tc.args...)
 		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
 			t.Errorf("node %v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr, exitInvalid, tc.want)
 		}
+	}
+}
+
+// --flavor vllm answers as vLLM: /health, no /healthz, vLLM's series.
+func TestNodeCommandFlavorVLLM(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"node", "--listen", "127.0.0.1:0", "--flavor", "vllm", "--speed", "10"}, &out, &errb)
+	}()
+	var api string
+	deadline := time.Now().Add(10 * time.Second)
+	for api == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("node did not print its address; stdout %q stderr %q", out.String(), errb.String())
+		}
+		if m := nodeURLRE.FindStringSubmatch(out.String()); m != nil {
+			api = m[1]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "serving llama-3.1-8b as vllm on") {
+		t.Errorf("stdout %q, want the flavor named", out.String())
+	}
+	for path, want := range map[string]int{"/health": http.StatusOK, "/healthz": http.StatusNotFound} {
+		resp, err := http.Get("http://" + api + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: status %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+	resp, err := http.Get("http://" + api + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `vllm:num_requests_running{engine="0",model_name="llama-3.1-8b"} 0`; !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	cancel()
+	select {
+	case c := <-code:
+		if c != exitOK {
+			t.Errorf("exit %d, want 0; stderr %s", c, errb.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("node did not exit after cancel")
 	}
 }
