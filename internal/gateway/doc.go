@@ -195,6 +195,31 @@
 // retirement, as a model-retirement fault's notice does in the twin: new
 // requests for it go to its fallbacks first.
 //
+// # Injected faults
+//
+// [Gateway.InjectFault] puts an HTTP-level fault ([UpstreamFault]) on some
+// replicas until its remove is called, in the manner of Envoy's HTTP fault
+// filter: a drill injects it the same way in front of any backend (vLLM,
+// SGLang, TGI, an emulated node), none of which needs an admin API. Every
+// upstream attempt goes through the fault layer (faultlayer.go: one round
+// trip, send, called from call) before it leaves: added latency (model
+// time, counted against the health timeout as a slow link's), then an
+// answer of the layer's own — a status such as 429 with Retry-After, 404
+// model_not_found or 503 for some models only, or a seeded share of 500s
+// (a stream of its own from Config.Seed) — or a dead backend (a refused
+// connection, or nothing until the health timeout); otherwise the backend
+// is contacted. The backend never sees an attempt the layer answers, and
+// the rest of the gateway cannot tell the answer from a backend's: a 429
+// throttles the pool in the core, a 5xx counts against the breaker, a 404
+// is passed to the client, and the Observer hears of each. Faults on one
+// replica stack and combine as the twin's do (down first; a fault on the
+// attempt's model; the highest fail rate; a fault on every model;
+// latencies add up). Health probes do not go through the layer. Each
+// injection and removal is logged ("fault injected", "fault removed");
+// fleetdrill_gateway_injected_faults{pool, kind} counts the faults on
+// each pool's replicas now, fleetdrill_gateway_fault_answers_total{pool,
+// status} the attempts the layer answered (status 0: failed as down).
+//
 // Cancellation runs end to end: the upstream request's context derives from
 // the client's, so a client that disconnects cancels the backend request,
 // and the core is told Finish.

@@ -45,6 +45,7 @@ type Gateway struct {
 	classes  map[string]int
 	defClass int
 	keys     []keyEntry
+	layer    faultLayer // faults injected on the replicas (faultlayer.go)
 
 	// mu owns the core and everything below it.
 	mu       sync.Mutex

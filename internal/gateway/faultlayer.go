@@ -1,0 +1,434 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Down is how the fault layer fails the attempts on a replica it takes
+// down, as a backend with no proxy in front cannot be taken down otherwise.
+type Down uint8
+
+const (
+	// Up: the fault does not take the replica down.
+	Up Down = iota
+	// DownRefuse: every attempt fails at once as a transport error (a
+	// refused connection), as the twin's lost node does.
+	DownRefuse
+	// DownHang: every attempt gets no answer until the health timeout
+	// (policy.health.timeout) and fails as a timeout, as the twin's
+	// outage swallows connections.
+	DownHang
+)
+
+// UpstreamFault is an HTTP-level fault the gateway applies to the attempts
+// it sends one of its replicas, before they leave (the fault layer, in the
+// manner of Envoy's HTTP fault filter): the same whatever the backend, so
+// that a drill can inject it in front of vLLM, SGLang or TGI as well as in
+// front of an emulated node. What it answers looks to the rest of the
+// gateway exactly like an upstream answer: a 429 throttles the pool in the
+// core (with its Retry-After), a 5xx counts against the breaker, a 404 is
+// passed to the client, and the Observer hears of each as of a backend's.
+//
+// Every duration is model time. Zero fields do nothing; a fault must do
+// something.
+type UpstreamFault struct {
+	// Kind names the fault in the log and in
+	// fleetdrill_gateway_injected_faults{kind}: a kind of the fault
+	// catalogue (quota-exhaustion), or "" for "injected".
+	Kind string
+	// Models, when not empty, narrows the fault to the attempts for these
+	// models (scenario names; the model the body sent upstream names, so a
+	// fallback's after a fallback).
+	Models []string
+	// Status, when not 0 (a 4xx or 5xx), answers every attempt the fault
+	// hits with that status and an OpenAI-style JSON error body (Code,
+	// Message: defaults when empty); the backend is not contacted.
+	// RetryAfter, when set, goes with it as a Retry-After header in whole
+	// seconds (at least 1), as a provider's 429 carries.
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter time.Duration
+	// FailRate is the share of the attempts the fault hits that are
+	// answered 500 without reaching the backend, drawn from a stream
+	// seeded by Config.Seed.
+	FailRate float64
+	// Latency is added before every attempt the fault hits is sent (or
+	// answered by the fault layer). It counts against the health timeout,
+	// as the latency of a slow link does.
+	Latency time.Duration
+	// ErrorDelay is added before the fault layer's own answers only (a
+	// Status, a FailRate 500): the latency of a link in front of the
+	// backend, which the layer's answers do not cross, as the twin fails
+	// a brownout's attempts after its added latency.
+	ErrorDelay time.Duration
+	// Down fails every attempt as a dead backend would (see Down). Health
+	// probes are not affected: a backend with no proxy in front keeps
+	// answering them, so its breaker half-opens after open_for and the
+	// trial attempt fails again.
+	Down Down
+}
+
+// injection is one fault injected on some replicas.
+type injection struct {
+	id       int
+	replicas []int
+	f        UpstreamFault
+}
+
+// faultLayer holds the faults injected on the gateway's replicas. The zero
+// value holds none; its lock is its own, never taken with the gateway's.
+type faultLayer struct {
+	once     sync.Once
+	answers  *prometheus.CounterVec // pool, status: attempts the layer answered itself
+	injected *prometheus.Desc       // pool, kind: see faultCollector
+
+	mu     sync.Mutex
+	nextID int
+	on     []*injection // in the order injected
+	rng    *rand.Rand   // FailRate draws; seeded on first use
+}
+
+func (l *faultLayer) init() {
+	l.once.Do(func() {
+		l.answers = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
+			Name: "fault_answers_total",
+			Help: "Upstream attempts the gateway's fault layer answered itself, by pool and status (0: failed as a transport error or timeout, a replica injected down); the backend never saw them."},
+			[]string{"pool", "status"})
+		l.injected = prometheus.NewDesc("fleetdrill_gateway_injected_faults",
+			"Faults injected in the gateway's fault layer, by pool and kind: one per replica a fault is on.",
+			[]string{"pool", "kind"}, nil)
+	})
+}
+
+// InjectFault applies f to the attempts sent to the given replicas (as
+// [Gateway.ReplicaIndex] numbers them) from now until remove is called.
+// Faults stack: several on one replica combine as the twin combines them
+// (see faultLayer.decide). remove is idempotent. Each injection and
+// removal is logged.
+func (g *Gateway) InjectFault(replicas []int, f UpstreamFault) (remove func(), err error) {
+	if err := g.checkFault(replicas, f); err != nil {
+		return nil, err
+	}
+	if f.Kind == "" {
+		f.Kind = "injected"
+	}
+	f.Models = slices.Clone(f.Models)
+	reps := slices.Clone(replicas)
+	slices.Sort(reps)
+	reps = slices.Compact(reps)
+	l := &g.layer
+	l.init()
+	l.mu.Lock()
+	l.nextID++
+	inj := &injection{id: l.nextID, replicas: reps, f: f}
+	l.on = append(l.on, inj)
+	l.mu.Unlock()
+	g.log.Info("fault injected", append([]any{"id", inj.id}, g.faultAttrs(inj)...)...)
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.on = slices.DeleteFunc(l.on, func(i *injection) bool { return i == inj })
+			l.mu.Unlock()
+			g.log.Info("fault removed", "id", inj.id, "kind", f.Kind, "pools", g.poolsOf(reps), "replicas", reps)
+		})
+	}, nil
+}
+
+// checkFault returns every problem of an injection at once.
+func (g *Gateway) checkFault(replicas []int, f UpstreamFault) error {
+	var errs []error
+	if len(replicas) == 0 {
+		errs = append(errs, errors.New("no replica"))
+	}
+	for _, r := range replicas {
+		if r < 0 || r >= len(g.replicas) {
+			errs = append(errs, fmt.Errorf("replica %d: want in [0, %d)", r, len(g.replicas)))
+		}
+	}
+	for _, m := range f.Models {
+		if _, ok := g.models[m]; !ok {
+			errs = append(errs, fmt.Errorf("models: %q is not a model of scenario %s", m, g.sc.Name))
+		}
+	}
+	if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
+		errs = append(errs, fmt.Errorf("status: got %d, want a 4xx or 5xx (or 0 for none)", f.Status))
+	}
+	if !(f.FailRate >= 0 && f.FailRate <= 1) {
+		errs = append(errs, fmt.Errorf("fail rate: got %g, want in [0, 1]", f.FailRate))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"latency", f.Latency}, {"error delay", f.ErrorDelay}, {"retry-after", f.RetryAfter}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: got %v, want >= 0", d.name, d.v))
+		}
+	}
+	if f.Down > DownHang {
+		errs = append(errs, fmt.Errorf("down: got %d, want Up, DownRefuse or DownHang", f.Down))
+	}
+	if f.Status == 0 && f.FailRate == 0 && f.Latency == 0 && f.Down == Up {
+		errs = append(errs, errors.New("the fault does nothing: give it a status, a fail rate, a latency or down"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("gateway: inject fault %s: %w", f.Kind, err)
+	}
+	return nil
+}
+
+// faultAttrs describes an injection for the log: scenario names and
+// numbers only.
+func (g *Gateway) faultAttrs(inj *injection) []any {
+	f := inj.f
+	attrs := []any{"kind", f.Kind, "pools", g.poolsOf(inj.replicas), "replicas", inj.replicas}
+	if len(f.Models) > 0 {
+		attrs = append(attrs, "models", f.Models)
+	}
+	if f.Status != 0 {
+		attrs = append(attrs, "status", f.Status)
+	}
+	if f.RetryAfter > 0 {
+		attrs = append(attrs, "retry_after", f.RetryAfter)
+	}
+	if f.FailRate > 0 {
+		attrs = append(attrs, "fail_rate", f.FailRate)
+	}
+	if f.Latency > 0 {
+		attrs = append(attrs, "latency", f.Latency)
+	}
+	if f.ErrorDelay > 0 {
+		attrs = append(attrs, "error_delay", f.ErrorDelay)
+	}
+	if f.Down != Up {
+		attrs = append(attrs, "down", f.Down.String())
+	}
+	return attrs
+}
+
+func (d Down) String() string {
+	switch d {
+	case Up:
+		return "up"
+	case DownRefuse:
+		return "refuse"
+	case DownHang:
+		return "hang"
+	}
+	return "down(" + strconv.Itoa(int(d)) + ")"
+}
+
+// poolsOf lists the pools of replicas, in order, once each.
+func (g *Gateway) poolsOf(replicas []int) []string {
+	var out []string
+	for _, r := range replicas {
+		if p := g.replicas[r].pool; !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// verdict is what the injected faults do to one attempt, decided as it
+// starts (as the twin decides an attempt's fate at dispatch).
+type verdict struct {
+	down    Down
+	latency time.Duration // before the attempt is sent or answered
+	// status, when not 0, is the layer's own answer, after delay more.
+	status     int
+	code, msg  string
+	retryAfter time.Duration
+	delay      time.Duration
+}
+
+// decide combines the faults fs on one replica for an attempt for model,
+// as the twin combines a replica's faults (twin/effects.go apply): down
+// if any fault is (refusing if any refuses, else hanging); latencies and
+// error delays add up; the highest fail rate counts. What answers the
+// attempt, in order: down; else a fault on its model (Models: the model
+// is not there, a 404 or 503, before anything runs), the earliest
+// injected first; else the fail rate, drawn with draw (only then, as in
+// the twin); else a fault on every model (a provider's 429), the earliest
+// first; else the attempt goes to the backend, after the latency.
+func decide(fs []UpstreamFault, model string, draw func() float64) verdict {
+	var v verdict
+	var rate float64
+	var onModel, onAll *UpstreamFault
+	for i := range fs {
+		f := &fs[i]
+		if len(f.Models) > 0 && !slices.Contains(f.Models, model) {
+			continue
+		}
+		switch f.Down {
+		case DownRefuse:
+			v.down = DownRefuse
+		case DownHang:
+			if v.down == Up {
+				v.down = DownHang
+			}
+		}
+		v.latency += f.Latency
+		v.delay += f.ErrorDelay
+		rate = max(rate, f.FailRate)
+		if f.Status != 0 {
+			if len(f.Models) > 0 && onModel == nil {
+				onModel = f
+			} else if len(f.Models) == 0 && onAll == nil {
+				onAll = f
+			}
+		}
+	}
+	if v.down != Up {
+		return verdict{down: v.down}
+	}
+	pick := onModel
+	if pick == nil && rate > 0 && draw() < rate {
+		v.status, v.code, v.msg = http.StatusInternalServerError, "injected_error",
+			"The server had an error while processing your request (injected fault)."
+		return v
+	}
+	if pick == nil {
+		pick = onAll
+	}
+	if pick == nil {
+		v.delay = 0
+		return v
+	}
+	v.status, v.code, v.msg, v.retryAfter = pick.Status, pick.Code, pick.Message, pick.RetryAfter
+	if v.code == "" {
+		v.code = "injected_fault"
+	}
+	if v.msg == "" {
+		v.msg = fmt.Sprintf("%s (injected fault)", http.StatusText(v.status))
+	}
+	return v
+}
+
+// send is the one upstream round trip of an attempt on replica rep,
+// through the fault layer: the faults injected on rep decide whether it is
+// delayed, answered here, or failed as a dead backend; otherwise it goes
+// to the backend. Its answer looks like the backend's.
+func (g *Gateway) send(up *http.Request, q *request, rep int) (*http.Response, error) {
+	l := &g.layer
+	l.mu.Lock()
+	if len(l.on) == 0 {
+		l.mu.Unlock()
+		return g.client.Do(up)
+	}
+	var fs []UpstreamFault
+	for _, inj := range l.on {
+		if slices.Contains(inj.replicas, rep) {
+			fs = append(fs, inj.f)
+		}
+	}
+	v := decide(fs, q.served, func() float64 {
+		if l.rng == nil {
+			l.rng = rand.New(rand.NewPCG(g.cfg.Seed, 0x6661756c746c6179)) // "faultlay"
+		}
+		return l.rng.Float64()
+	})
+	l.mu.Unlock()
+
+	ctx := up.Context()
+	pool := g.replicas[rep].pool
+	switch v.down {
+	case DownRefuse:
+		l.answers.WithLabelValues(pool, "0").Inc()
+		return nil, fmt.Errorf("gateway: %s: connection refused (injected fault)", g.replicas[rep].host)
+	case DownHang:
+		// Nothing comes back: the health timeout (call's header timer)
+		// or the client ends the attempt.
+		<-ctx.Done()
+		l.answers.WithLabelValues(pool, "0").Inc()
+		return nil, ctx.Err()
+	}
+	wait := v.latency
+	if v.status != 0 {
+		wait += v.delay
+	}
+	if wait > 0 {
+		t := time.NewTimer(g.clk.wall(wait))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	if v.status == 0 {
+		return g.client.Do(up)
+	}
+	l.answers.WithLabelValues(pool, strconv.Itoa(v.status)).Inc()
+	return faultResponse(up, v), nil
+}
+
+// faultResponse is the layer's answer to up: v's status, Retry-After and
+// an OpenAI-style error body, as the emulated node answers its own faults.
+func faultResponse(up *http.Request, v verdict) *http.Response {
+	typ := "invalid_request_error"
+	switch {
+	case v.status == http.StatusTooManyRequests:
+		typ = "insufficient_quota"
+	case v.status >= 500:
+		typ = "server_error"
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"message": v.msg, "type": typ, "param": nil, "code": v.code}})
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	if v.retryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(max(int64(math.Ceil(v.retryAfter.Seconds())), 1), 10))
+	}
+	return &http.Response{Status: fmt.Sprintf("%d %s", v.status, http.StatusText(v.status)), StatusCode: v.status,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Body: io.NopCloser(bytes.NewReader(body)),
+		ContentLength: int64(len(body)), Request: up}
+}
+
+// faultCollector serves the fault layer's series: its answers, and the
+// faults injected now (read at scrape time).
+type faultCollector struct{ g *Gateway }
+
+func (g *Gateway) faultCollector() prometheus.Collector {
+	g.layer.init()
+	return faultCollector{g}
+}
+
+func (c faultCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.g.layer.injected
+	c.g.layer.answers.Describe(ch)
+}
+
+func (c faultCollector) Collect(ch chan<- prometheus.Metric) {
+	l := &c.g.layer
+	type key struct{ pool, kind string }
+	n := map[key]int{}
+	var keys []key
+	l.mu.Lock()
+	for _, inj := range l.on {
+		for _, r := range inj.replicas {
+			k := key{c.g.replicas[r].pool, inj.f.Kind}
+			if n[k] == 0 {
+				keys = append(keys, k)
+			}
+			n[k]++
+		}
+	}
+	l.mu.Unlock()
+	for _, k := range keys {
+		ch <- prometheus.MustNewConstMetric(l.injected, prometheus.GaugeValue, float64(n[k]), k.pool, k.kind)
+	}
+	l.answers.Collect(ch)
+}
