@@ -65,7 +65,7 @@ var catalogue = []entry{
 		},
 		// The console's brownout is a sick region, not a dead one: a fifth
 		// of requests fail and every one takes 200 ms longer.
-		traits: Traits{Live: LiveProxy | LiveAdmin, ConsoleOn: "region",
+		traits: Traits{Live: LiveProxy | LiveGateway, ConsoleOn: "region",
 			Console: Spec{FailRate: 0.2, AddLatency: 200 * time.Millisecond}}},
 	{kind: QuotaExhaustion, effect: "a provider's or pool's rate limit drops to rpm/tpm (zero when left out)",
 		usage:  "pool=NAME|provider=NAME at=D [for=D] [rpm=X tpm=X]",
@@ -86,10 +86,10 @@ var catalogue = []entry{
 				}
 			}
 		},
-		traits: Traits{Live: LiveAdmin, DetectStatus: 429, ConsoleOn: "provider",
+		traits: Traits{Live: LiveGateway, DetectStatus: 429, ConsoleOn: "provider",
 			liveLimit: func(s Spec) string {
 				if s.QuotaRPM != 0 || s.QuotaTPM != 0 {
-					return "the node emulates a quota of zero only"
+					return "the live gateway emulates a quota of zero only"
 				}
 				return ""
 			}}},
@@ -97,7 +97,7 @@ var catalogue = []entry{
 		usage:  "model=NAME [pool=NAME] at=D [for=D] [notice=D]",
 		takes:  []string{"pool", "model", "at", "for", "notice"},
 		target: []string{"model"},
-		traits: Traits{Live: LiveAdmin, DetectStatus: 404, FromNotice: true, ConsoleOn: "model"}},
+		traits: Traits{Live: LiveGateway, DetectStatus: 404, FromNotice: true, ConsoleOn: "model"}},
 	{kind: DriverUpgrade, effect: "a pool's replicas restart on a new driver (and runtime), rolled back after for=",
 		usage:  "pool=NAME at=D [for=D] driver=VERSION [runtime=NAME]",
 		takes:  []string{"pool", "at", "for", "driver", "runtime"},
@@ -111,7 +111,7 @@ var catalogue = []entry{
 		// needs (vllm-0.6.3, the runtime of the library's scenarios), so the
 		// upgraded pool can serve nothing: the botched rollout an operator
 		// rehearses. A pool whose runtime accepts it just restarts.
-		traits: Traits{Live: LiveAdmin, ConsoleOn: "pool", Console: Spec{Driver: "535.104"},
+		traits: Traits{Live: LiveGateway, ConsoleOn: "pool", Console: Spec{Driver: "535.104"},
 			liveLimit: func(s Spec) string {
 				if s.Driver == "" {
 					return "a runtime-only upgrade has no live emulation"
@@ -153,7 +153,7 @@ var catalogue = []entry{
 				add("fail", "", "error-burst needs fail= (the fraction of requests that fail, 0 < fail <= 1)")
 			}
 		},
-		traits: Traits{Live: LiveAdmin, ConsoleOn: "pool", Console: Spec{FailRate: 0.5}}},
+		traits: Traits{Live: LiveGateway, ConsoleOn: "pool", Console: Spec{FailRate: 0.5}}},
 	{kind: ColdStartStorm, effect: "replicas of a pool or region reload their model at once (all unless count= or percent= says otherwise)",
 		usage:  "region=NAME|pool=NAME at=D [count=N|percent=P]",
 		takes:  []string{"region", "pool", "at", "count", "percent"},

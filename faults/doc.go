@@ -32,8 +32,8 @@
 //
 // Each kind's catalogue entry also carries its Traits: what the backends and
 // tools need to know about it without a switch on the kind. How a live
-// fleet emulates it (Live: toxiproxy, the node's admin API, container
-// stop/start, or none and why), the HTTP status whose first answer detects
+// run emulates it (Live: toxiproxy, the live gateway's fault layer,
+// container stop/start, or none and why), the HTTP status whose first answer detects
 // it (DetectStatus: 429, 404), whether it starts at a notice (FromNotice,
 // which Spec.Start and Spec.StartingAt honour), and the spec the game-day
 // console injects for it (ConsoleSpec). Spec.LiveGap says why a live fleet
@@ -43,8 +43,11 @@
 //
 // The injectors live with their backends: the twin's, which turns a Spec
 // into sim events, in twin/effects.go (one effect type per kind); the live
-// one, in internal/livefleet/injectors.go (one injector type per kind a live
-// fleet emulates). Whether a target names a region, pool or model the
+// fleet's, for toxiproxy and containers, in internal/livefleet/injectors.go
+// (one injector type per kind with a part on the fleet); the live
+// gateway's, for HTTP-level faults, in internal/liverun/inject.go (a row
+// per LiveGateway kind, turning a spec into the gateway fault layer's
+// faults). Whether a target names a region, pool or model the
 // scenario defines is checked where the scenario is known: the scenario
 // loader and the injectors, not here.
 //
@@ -60,9 +63,11 @@
 //     print.go's value, and a row in the docs' keys table.
 //  2. The twin: its effect type and its row in the effects table
 //     (twin/effects.go), and its row in effects_test.go's table.
-//  3. If Traits.Live says a live fleet emulates it: its injector type and
-//     its row in the injectors table (internal/livefleet/injectors.go).
-//     Nothing else switches on the kind: internal/liverun and internal/tui
+//  3. If Traits.Live says a live run emulates it: with LiveProxy or
+//     LiveContainer, its injector type and its row in the injectors table
+//     (internal/livefleet/injectors.go); with LiveGateway, its row in the
+//     gateway faults table (internal/liverun/inject.go). Nothing else
+//     switches on the kind: the rest of internal/liverun and internal/tui
 //     read the Traits. A console key for it is a row in internal/tui's
 //     keys.go.
 //

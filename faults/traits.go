@@ -5,30 +5,39 @@ import (
 	"time"
 )
 
-// Live is how a live fleet emulates a kind of fault: the mechanisms its
-// injector (internal/livefleet) may use, as a set. The zero Live is none:
-// the kind has no live emulation, and Traits.NotLive says why.
+// Live is how a live run emulates a kind of fault: the mechanisms its
+// injectors may use, as a set. The zero Live is none: the kind has no live
+// emulation, and Traits.NotLive says why.
 type Live uint8
 
 const (
 	// LiveProxy: the nodes' toxiproxy proxies are disabled or given a
-	// toxic (TCP: refused or held connections, added latency).
+	// toxic (TCP: refused or held connections, added latency); the
+	// injector is the live fleet's (internal/livefleet).
 	LiveProxy Live = 1 << iota
-	// LiveAdmin: the emulated node's admin API makes it answer the requests
-	// the fault hits with an HTTP status (500, 429, 404, 503).
-	LiveAdmin
+	// LiveGateway: the live gateway's fault layer answers the attempts
+	// the fault hits itself, before they leave, with an HTTP status (429,
+	// 404 or 503 for some models, a share of 500s): HTTP-level, the same
+	// whatever the backend, which needs no admin API
+	// (internal/gateway's Gateway.InjectFault; internal/liverun turns a
+	// spec into its faults).
+	LiveGateway
 	// LiveContainer: the nodes' containers are stopped, and started again
-	// when the fault ends.
+	// when the fault ends (internal/livefleet).
 	LiveContainer
 )
 
-// String names the mechanisms, e.g. "proxy+admin"; "none" for none.
+// OnFleet reports whether the kind has a part the live fleet injects
+// (toxiproxy or containers: LiveProxy, LiveContainer).
+func (l Live) OnFleet() bool { return l&(LiveProxy|LiveContainer) != 0 }
+
+// String names the mechanisms, e.g. "proxy+gateway"; "none" for none.
 func (l Live) String() string {
 	var out []string
 	for _, m := range []struct {
 		bit  Live
 		name string
-	}{{LiveProxy, "proxy"}, {LiveAdmin, "admin"}, {LiveContainer, "container"}} {
+	}{{LiveProxy, "proxy"}, {LiveGateway, "gateway"}, {LiveContainer, "container"}} {
 		if l&m.bit != 0 {
 			out = append(out, m.name)
 		}

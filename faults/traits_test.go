@@ -65,7 +65,7 @@ func TestLiveGap(t *testing.T) {
 		{"regional-outage region=r at=1m", ""},
 		{"brownout pool=p at=1m fail=0.1 latency=1s", ""},
 		{"quota-exhaustion pool=p at=1m", ""},
-		{"quota-exhaustion pool=p at=1m rpm=60 tpm=9000", "the node emulates a quota of zero only"},
+		{"quota-exhaustion pool=p at=1m rpm=60 tpm=9000", "the live gateway emulates a quota of zero only"},
 		{"model-retirement model=m at=1m notice=30s", ""},
 		{"driver-upgrade pool=p at=1m driver=535.104", ""},
 		{"node-loss pool=p at=1m", ""},
@@ -117,6 +117,13 @@ func TestDetectedByStatus(t *testing.T) {
 
 func TestLiveString(t *testing.T) {
 	require.Equal(t, "none", Live(0).String())
-	require.Equal(t, "proxy+admin", Brownout.Traits().Live.String())
+	require.Equal(t, "proxy+gateway", Brownout.Traits().Live.String())
 	require.Equal(t, "container", NodeLoss.Traits().Live.String())
+	require.Equal(t, "gateway", QuotaExhaustion.Traits().Live.String())
+	for k, want := range map[Kind]bool{Brownout: true, NodeLoss: true, RegionalOutage: true, Latency: true,
+		QuotaExhaustion: false, ModelRetirement: false, DriverUpgrade: false, ErrorBurst: false, ColdStartStorm: false} {
+		if got := k.Traits().Live.OnFleet(); got != want {
+			t.Errorf("%s: Live.OnFleet() = %v, want %v", k, got, want)
+		}
+	}
 }

@@ -29,8 +29,9 @@
 //
 // # Faults
 //
-// Fleet.Inject applies a faults.Spec and returns its undo. Each kind a live
-// fleet emulates has its injector type in injectors.go, picked from the
+// Fleet.Inject applies the part of a faults.Spec that is the fleet's —
+// toxiproxy's and the containers' — and returns its undo. Each kind with
+// such a part has its injector type in injectors.go, picked from the
 // spec's kind; which mechanisms a kind uses, and why one has no live
 // emulation, are its faults.Traits (Live, NotLive, Spec.LiveGap):
 //
@@ -40,17 +41,20 @@
 //     and then hang with no data, as behind a black-holing route).
 //   - latency, and brownout's added latency: a latency toxic on the
 //     downstream (node to client) stream.
-//   - brownout's fail rate and error-burst: the node's error_rate.
-//   - quota-exhaustion: the node's quota_exhausted (429 + Retry-After); only
-//     a quota of zero can be emulated.
-//   - model-retirement: the model is retired on the nodes serving it (404).
-//   - driver-upgrade: the node's driver is changed (models it cannot run
-//     answer 503); the node is not restarted.
 //   - node-loss: containers are stopped; undo starts them again and points
 //     their proxies at the new published ports.
 //
+// HTTP-level faults (faults.LiveGateway) are not the fleet's: the live
+// gateway's fault layer answers them before an attempt leaves, whatever
+// the backend (internal/gateway's Gateway.InjectFault, driven by
+// internal/liverun): quota-exhaustion (429 + Retry-After), model-retirement
+// (404), driver-upgrade (503 for the models the new driver cannot run),
+// error-burst and brownout's fail rate (a share of 500s). Inject refuses
+// them. The emulated node's admin API (Fleet.Admin) can still make a node
+// answer them, for a node driven by hand.
+//
 // cold-start-storm and tenant targets have no live emulation. To emulate a
-// new kind: its injector type and its row in the injectors table, and its
-// traits' Live in faults/catalogue.go (TestInjectorsMatchTraits checks the
-// two agree).
+// new kind on the fleet: its injector type and its row in the injectors
+// table, and its traits' Live in faults/catalogue.go
+// (TestInjectorsMatchTraits checks the two agree).
 package livefleet

@@ -57,12 +57,16 @@ func (f *Fleet) Inject(ctx context.Context, spec faults.Spec) (Undo, error) {
 // InjectOn applies spec to the given nodes rather than those Select picks:
 // a replay that must hit the replicas the twin chose (twin.FaultPlan). The
 // kind's injector (injectors.go) does the work; a spec a live fleet cannot
-// emulate (faults.Spec.LiveGap) is refused.
+// emulate (faults.Spec.LiveGap) is refused, and so is a kind with no part
+// on the fleet (an HTTP-level one, faults.LiveGateway: the gateway's).
 func (f *Fleet) InjectOn(ctx context.Context, spec faults.Spec, nodes []*Node) (Undo, error) {
 	if why := spec.LiveGap(); why != "" {
 		return nil, fmt.Errorf("livefleet: %s: %s", spec.Kind, why)
 	}
 	inj, ok := injectors[spec.Kind]
+	if !ok && spec.Kind.Traits().Live != 0 {
+		return nil, fmt.Errorf("livefleet: %s is HTTP-level: the live gateway's fault layer injects it (Live %s), not the fleet", spec.Kind, spec.Kind.Traits().Live)
+	}
 	if !ok {
 		return nil, fmt.Errorf("livefleet: %s has no live emulation", spec.Kind)
 	}
@@ -97,14 +101,6 @@ func (f *Fleet) Select(t faults.Target, r faults.Radius) ([]*Node, error) {
 		k = min(k, max(1, int(math.Ceil(r.Percent/100*float64(len(out))-1e-9))))
 	}
 	return out[:k], nil
-}
-
-func runUndos(ctx context.Context, undos []Undo) error {
-	var errs []error
-	for _, u := range slices.Backward(undos) {
-		errs = append(errs, u(ctx))
-	}
-	return errors.Join(errs...)
 }
 
 // disable takes the nodes' proxies down.
@@ -144,44 +140,6 @@ func (f *Fleet) addToxic(ctx context.Context, nodes []*Node, name, typ string, a
 			return nil, errors.Join(fmt.Errorf("livefleet: %s toxic on %s: %w", typ, n.Name, err), undo(ctx))
 		}
 		done = append(done, n)
-	}
-	return undo, nil
-}
-
-func (f *Fleet) errorRate(ctx context.Context, nodes []*Node, rate float64) (Undo, error) {
-	return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
-		old := cur.ErrorRate
-		return node.FaultsPatch{ErrorRate: &rate}, node.FaultsPatch{ErrorRate: &old}
-	})
-}
-
-// patchAll reads each node's faults, applies the patch mk returns and
-// keeps the matching undo patch.
-func (f *Fleet) patchAll(ctx context.Context, nodes []*Node, mk func(node.Faults) (do, undo node.FaultsPatch)) (Undo, error) {
-	type step struct {
-		n    *Node
-		undo node.FaultsPatch
-	}
-	var done []step
-	undo := func(ctx context.Context) error {
-		var errs []error
-		for _, s := range slices.Backward(done) {
-			if _, err := f.Admin(ctx, s.n, http.MethodPost, &s.undo); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(errs...)
-	}
-	for _, n := range nodes {
-		cur, err := f.Admin(ctx, n, http.MethodGet, nil)
-		if err == nil {
-			do, u := mk(cur)
-			if _, err = f.Admin(ctx, n, http.MethodPost, &do); err == nil {
-				done = append(done, step{n, u})
-				continue
-			}
-		}
-		return nil, errors.Join(err, undo(ctx))
 	}
 	return undo, nil
 }

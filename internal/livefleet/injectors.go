@@ -2,36 +2,37 @@ package livefleet
 
 import (
 	"context"
-	"errors"
-	"slices"
 
 	"github.com/fleetdrill/fleetdrill/faults"
-	"github.com/fleetdrill/fleetdrill/internal/node"
 )
 
-// An injector emulates one kind of fault on a live fleet: inject applies
-// spec to the nodes now and returns the undo for the fault's end. id names
-// what it adds (a toxic), unique to this injection. InjectOn picks the
-// injector from the spec's kind and knows no kind itself.
+// An injector emulates the part of one kind of fault a live fleet
+// carries: toxiproxy's and the containers' (faults.LiveProxy,
+// faults.LiveContainer). inject applies spec to the nodes now and returns
+// the undo for the fault's end. id names what it adds (a toxic), unique to
+// this injection. InjectOn picks the injector from the spec's kind and
+// knows no kind itself.
 //
-// Adding a kind a live fleet emulates is one type here and its row in
+// HTTP-level faults (faults.LiveGateway: a quota's 429s, a retired model's
+// 404s, a driver's 503s, error shares) are not the fleet's: the live
+// gateway's fault layer answers them whatever the backend
+// (internal/gateway's Gateway.InjectFault; internal/liverun drives both).
+// The emulated node's admin API still has them, for a node driven by hand.
+//
+// Adding a kind with a part on the fleet is one type here and its row in
 // injectors; the kind's faults.Traits.Live says which mechanisms it uses,
 // and TestInjectorsMatchTraits fails while the two disagree.
 type injector interface {
 	inject(ctx context.Context, f *Fleet, spec faults.Spec, nodes []*Node, id string) (Undo, error)
 }
 
-// injectors holds the injector of every kind whose faults.Traits.Live is
-// not zero.
+// injectors holds the injector of every kind whose faults.Traits.Live has
+// a part on the fleet (Live.OnFleet).
 var injectors = map[faults.Kind]injector{
-	faults.RegionalOutage:  outageInjector{},
-	faults.Latency:         latencyInjector{},
-	faults.Brownout:        brownoutInjector{},
-	faults.ErrorBurst:      errorBurstInjector{},
-	faults.QuotaExhaustion: quotaInjector{},
-	faults.ModelRetirement: retirementInjector{},
-	faults.DriverUpgrade:   driverInjector{},
-	faults.NodeLoss:        nodeLossInjector{},
+	faults.RegionalOutage: outageInjector{},
+	faults.Latency:        latencyInjector{},
+	faults.Brownout:       brownoutInjector{},
+	faults.NodeLoss:       nodeLossInjector{},
 }
 
 // outageInjector disables the region's proxies (OutageRefuse), or gives
@@ -52,75 +53,16 @@ func (latencyInjector) inject(ctx context.Context, f *Fleet, spec faults.Spec, n
 	return f.addToxic(ctx, nodes, id, "latency", map[string]any{"latency": spec.AddLatency.Milliseconds()})
 }
 
-// brownoutInjector adds a latency toxic for the added latency and sets the
-// nodes' error rate for the fail rate, either or both.
+// brownoutInjector adds a latency toxic for the added latency; its fail
+// rate is the gateway's (faults.LiveGateway), so a brownout with none
+// leaves the fleet as it is.
 type brownoutInjector struct{}
 
 func (brownoutInjector) inject(ctx context.Context, f *Fleet, spec faults.Spec, nodes []*Node, id string) (Undo, error) {
-	var undos []Undo
-	if spec.AddLatency > 0 {
-		u, err := latencyInjector{}.inject(ctx, f, spec, nodes, id)
-		if err != nil {
-			return nil, err
-		}
-		undos = append(undos, u)
+	if spec.AddLatency == 0 {
+		return func(context.Context) error { return nil }, nil
 	}
-	if spec.FailRate > 0 {
-		u, err := f.errorRate(ctx, nodes, spec.FailRate)
-		if err != nil {
-			return nil, errors.Join(err, runUndos(ctx, undos))
-		}
-		undos = append(undos, u)
-	}
-	return func(ctx context.Context) error { return runUndos(ctx, undos) }, nil
-}
-
-// errorBurstInjector sets the nodes' error rate (500s).
-type errorBurstInjector struct{}
-
-func (errorBurstInjector) inject(ctx context.Context, f *Fleet, spec faults.Spec, nodes []*Node, _ string) (Undo, error) {
-	return f.errorRate(ctx, nodes, spec.FailRate)
-}
-
-// quotaInjector makes the nodes answer 429 with a Retry-After: a quota of
-// zero, the only one the node emulates (faults.Spec.LiveGap).
-type quotaInjector struct{}
-
-func (quotaInjector) inject(ctx context.Context, f *Fleet, _ faults.Spec, nodes []*Node, _ string) (Undo, error) {
-	return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
-		on, off := true, cur.QuotaExhausted
-		return node.FaultsPatch{QuotaExhausted: &on}, node.FaultsPatch{QuotaExhausted: &off}
-	})
-}
-
-// retirementInjector retires the model on the nodes (404
-// model_not_found). Its notice is the gateway's (Gateway.SetRetiring), not
-// the fleet's: the caller injects this at at=.
-type retirementInjector struct{}
-
-func (retirementInjector) inject(ctx context.Context, f *Fleet, spec faults.Spec, nodes []*Node, _ string) (Undo, error) {
-	m := spec.Target.Model
-	if m == "" {
-		return nil, errors.New("livefleet: model-retirement needs a model")
-	}
-	return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
-		if slices.Contains(cur.Retired, m) { // already retired: leave it so
-			return node.FaultsPatch{}, node.FaultsPatch{}
-		}
-		return node.FaultsPatch{Retire: []string{m}}, node.FaultsPatch{Unretire: []string{m}}
-	})
-}
-
-// driverInjector changes the nodes' driver: models it cannot run answer
-// 503. The nodes are not restarted.
-type driverInjector struct{}
-
-func (driverInjector) inject(ctx context.Context, f *Fleet, spec faults.Spec, nodes []*Node, _ string) (Undo, error) {
-	d := spec.Driver
-	return f.patchAll(ctx, nodes, func(cur node.Faults) (node.FaultsPatch, node.FaultsPatch) {
-		old := cur.Driver
-		return node.FaultsPatch{Driver: &d}, node.FaultsPatch{Driver: &old}
-	})
+	return latencyInjector{}.inject(ctx, f, spec, nodes, id)
 }
 
 // nodeLossInjector stops the nodes' containers; the undo starts them again.

@@ -9,13 +9,14 @@ import (
 )
 
 // TestInjectorsMatchTraits holds the injectors to the catalogue: a kind
-// has an injector exactly when its traits say a live fleet emulates it.
+// has an injector exactly when its traits say it has a part on the fleet
+// (toxiproxy or containers); an HTTP-level kind is the gateway's.
 func TestInjectorsMatchTraits(t *testing.T) {
 	for _, k := range faults.Kinds() {
 		kind := faults.Kind(k)
-		live := kind.Traits().Live != 0
-		if _, ok := injectors[kind]; ok != live {
-			t.Errorf("%s: injector %v, but its traits say live emulation %v (%s)", k, ok, live, kind.Traits().Live)
+		onFleet := kind.Traits().Live.OnFleet()
+		if _, ok := injectors[kind]; ok != onFleet {
+			t.Errorf("%s: injector %v, but its traits say a part on the fleet %v (%s)", k, ok, onFleet, kind.Traits().Live)
 		}
 	}
 	for k := range injectors {
@@ -37,6 +38,8 @@ func TestInjectRefusesWhatIsNotLive(t *testing.T) {
 		{faults.Spec{Kind: faults.QuotaExhaustion, Target: faults.Target{Pool: "a"}, QuotaRPM: 60, QuotaTPM: 9000}, "quota of zero only"},
 		{faults.Spec{Kind: faults.DriverUpgrade, Target: faults.Target{Pool: "a"}, Runtime: "vllm"}, "runtime-only upgrade"},
 		{faults.Spec{Kind: faults.Latency, Target: faults.Target{Tenant: "t"}}, "tenant targets"},
+		{faults.Spec{Kind: faults.ErrorBurst, Target: faults.Target{Pool: "a"}, FailRate: 0.5}, "the live gateway's fault layer injects it"},
+		{faults.Spec{Kind: faults.QuotaExhaustion, Target: faults.Target{Pool: "a"}}, "HTTP-level"},
 	} {
 		for name, inject := range map[string]func() error{
 			"Inject":   func() error { _, err := f.Inject(context.Background(), c.spec); return err },

@@ -38,13 +38,19 @@
 //
 // # Faults
 //
-// Each scenario fault is injected at its (compressed) time on the replicas
-// the twin hits (twin.FaultPlan), through livefleet.InjectOn, and undone at
-// its end; a model retirement's notice (a kind whose faults.Traits say it
-// starts FromNotice) steers new requests to fallbacks through
-// Gateway.SetRetiring, as the twin's gateway is told. Faults the live fleet
-// cannot emulate (faults.Spec.LiveGap: cold-start storms, tenant targets,
-// non-zero quota cuts, a runtime-only driver upgrade) are refused before
-// anything starts, with the fault named. Nothing here switches on a fault's
-// kind.
+// Each scenario fault, and each fault the console injects, is injected at
+// its (compressed) time on the replicas the twin hits (twin.FaultPlan) and
+// undone at its end (inject.go: injectSpec). Its HTTP-level part (its
+// kind's faults.Traits.Live has LiveGateway: a quota's 429s, a retired
+// model's 404s, a driver's 503s, error shares) goes to the gateway's fault
+// layer (Gateway.InjectFault), which answers the attempts before they
+// leave, the same whatever the backend; its TCP-level part (LiveProxy,
+// LiveContainer: outages, latency, lost nodes) to the fleet, through
+// livefleet.InjectOn. A model retirement's notice (a kind whose
+// faults.Traits say it starts FromNotice) steers new requests to fallbacks
+// through Gateway.SetRetiring, as the twin's gateway is told. Faults the
+// harness cannot emulate (faults.Spec.LiveGap: cold-start storms, tenant
+// targets, non-zero quota cuts, a runtime-only driver upgrade) are refused
+// before anything starts, with the fault named. Only inject.go's table of
+// gateway faults, one row per LiveGateway kind, switches on a fault's kind.
 package liverun

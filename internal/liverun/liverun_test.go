@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fleetdrill/fleetdrill/internal/promtest"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
 
@@ -112,15 +113,16 @@ func TestUnsupportedPoliciesAreRefusedUpFront(t *testing.T) {
 }
 
 // A console's session: snapshots follow the replay from the gateway's view,
-// a fault injected from the console shows as open breakers and a detection,
-// ends on request, and lands in the report and the record; every request is
+// a fault injected from the console (a regional outage on the fleet, an
+// error burst in the gateway's fault layer) shows as open breakers and a
+// detection, ends on request, and lands in the report and the record; every request is
 // accounted for when the console stops the replay early.
 func TestSessionInjectsFromTheConsole(t *testing.T) {
 	requireDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	s, err := Start(ctx, Options{Scenario: "default", Speed: 5, Replicas: 1, NoTwin: true,
-		Sets: []string{"duration=3m", "warmup=0s", "drain=1m", "faults=[]", "workload.retail-chat.arrivals.rate=1"}})
+		Sets: []string{"duration=5m", "warmup=0s", "drain=1m", "faults=[]", "workload.retail-chat.arrivals.rate=1"}})
 	require.NoError(t, err)
 	defer s.Close()
 	waitFor := func(what string, cond func(twin.Snapshot) bool) twin.Snapshot {
@@ -153,14 +155,33 @@ func TestSessionInjectsFromTheConsole(t *testing.T) {
 	require.Positive(t, us.Pools[0].Open+us.Pools[1].Open, "the router sees open breakers in us-east")
 	require.NoError(t, s.EndFault(label))
 	require.Error(t, s.EndFault(label), "ended already")
+
+	// An HTTP-level fault goes to the gateway's fault layer, not the
+	// fleet: its 500s open the pool's breaker.
+	burst, err := s.Inject("error-burst pool=use-h100-8b at=0s fail=1")
+	require.NoError(t, err)
+	waitFor("the error burst detected", func(sn twin.Snapshot) bool {
+		return len(sn.Faults) == 2 && sn.Faults[1].Detect >= 0
+	})
+	injected := func() float64 {
+		return promtest.Value(t, s.gw.Registry(), "fleetdrill_gateway_injected_faults", map[string]string{"kind": "error-burst"}, false)
+	}
+	require.Equal(t, 1.0, injected(), "one replica of use-h100-8b")
+	require.Positive(t, promtest.Value(t, s.gw.Registry(), "fleetdrill_gateway_fault_answers_total",
+		map[string]string{"pool": "use-h100-8b", "status": "500"}, false))
+	require.NoError(t, s.EndFault(burst))
+	require.Zero(t, injected())
+
 	rep, err := s.Report() // stops the replay early
 	require.NoError(t, err)
 	require.NoError(t, rep.CheckAccounting())
 	require.Contains(t, rep.Faults, label)
+	require.Contains(t, rep.Faults, burst)
 	rec := s.Recorded()
-	require.Len(t, rec, 1)
+	require.Len(t, rec, 2)
 	require.Contains(t, rec[0], "regional-outage region=us-east at=")
 	require.Contains(t, rec[0], " for=")
+	require.Contains(t, rec[1], "error-burst pool=use-h100-8b at=")
 }
 
 // The twin-versus-live comparison counts the same requests the same way: a

@@ -260,8 +260,9 @@ func (r *replay) run(ctx context.Context, fl *livefleet.Fleet, plans []twin.Faul
 	return end, faultErr
 }
 
-// runFaults injects each fault at its start on the twin's replicas and undoes
-// it at its end; at return every fault injected has been undone.
+// runFaults injects each fault at its start on the twin's replicas (injectSpec:
+// the gateway's fault layer and the fleet) and undoes it at its end; at
+// return every fault injected has been undone.
 func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twin.FaultPlan) error {
 	type step struct {
 		at   time.Duration
@@ -273,12 +274,8 @@ func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twi
 	var errs []error
 	for i, p := range plans {
 		notice := p.Spec.Kind.Traits().FromNotice
-		nodes := make([]*livefleet.Node, 0, len(p.Replicas))
-		for _, ri := range p.Replicas {
-			nodes = append(nodes, fl.Nodes[ri])
-		}
 		inject := func(ctx context.Context) error {
-			u, err := fl.InjectOn(ctx, p.Spec, nodes)
+			u, err := injectSpec(ctx, r.sc, fl, r.gw, p.Spec, p.Replicas)
 			undos[i] = u
 			return err
 		}

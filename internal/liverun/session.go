@@ -154,6 +154,9 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D()}); err != nil {
 		return nil, err
 	}
+	if err := checkReplicas(sc, s.fl, s.gw); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -304,14 +307,13 @@ func (s *Session) Inject(line string) (string, error) {
 		return "", err
 	}
 	op := &operatorFault{plan: plan}
-	nodes := s.nodes(plan)
 	ctx := context.Background()
 	if sp.Kind.Traits().FromNotice {
 		if err := s.gw.SetRetiring(sp.Target.Model, true); err != nil {
 			return "", err
 		}
 		op.timer = time.AfterFunc(s.r.wall(sp.At-now), func() {
-			u, err := s.fl.InjectOn(ctx, sp, nodes)
+			u, err := injectSpec(ctx, s.sc, s.fl, s.gw, sp, plan.Replicas)
 			s.r.mu.Lock()
 			op.undo = u
 			s.r.mu.Unlock()
@@ -320,12 +322,12 @@ func (s *Session) Inject(line string) (string, error) {
 			}
 		})
 	} else {
-		// The fleet's side (toxics, admin calls, containers) can take a
-		// while under load: the console's driver must not wait for it.
+		// The fleet's side (toxics, containers) can take a while under
+		// load: the console's driver must not wait for it.
 		op.injecting = make(chan struct{})
 		go func() {
 			defer close(op.injecting)
-			u, err := s.fl.InjectOn(ctx, sp, nodes)
+			u, err := injectSpec(ctx, s.sc, s.fl, s.gw, sp, plan.Replicas)
 			s.r.mu.Lock()
 			defer s.r.mu.Unlock()
 			op.undo = u
@@ -343,14 +345,6 @@ func (s *Session) Inject(line string) (string, error) {
 		time.AfterFunc(s.r.wall(sp.At+sp.For-now), func() { _ = s.EndFault(plan.Label) })
 	}
 	return plan.Label, nil
-}
-
-func (s *Session) nodes(p twin.FaultPlan) []*livefleet.Node {
-	var out []*livefleet.Node
-	for _, ri := range p.Replicas {
-		out = append(out, s.fl.Nodes[ri])
-	}
-	return out
 }
 
 // EndFault ends an operator's fault now. (The scenario's own faults keep

@@ -1,0 +1,185 @@
+package liverun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/internal/gateway"
+	"github.com/fleetdrill/fleetdrill/internal/livefleet"
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/fleet"
+)
+
+// quotaRetryAfter is the Retry-After of a provider with no quota left: the
+// twin's (zeroQuotaRetryAfter in twin/faults.go), as the emulated node's
+// admin API gives it.
+const quotaRetryAfter = 30 * time.Second
+
+// A gatewayFault turns the HTTP-level part of a fault (its kind's
+// faults.Traits.Live has LiveGateway) into the gateway fault layer's fault
+// for the replicas of one pool it hits; false when it has none there.
+type gatewayFault func(sc *scenarios.Scenario, sp faults.Spec, pool string) (gateway.UpstreamFault, bool)
+
+// gatewayFaults holds the gatewayFault of every kind with LiveGateway: what
+// the node's admin API answered before, now the same in front of any
+// backend. Adding a LiveGateway kind is its row here
+// (TestGatewayFaultsMatchTraits).
+var gatewayFaults = map[faults.Kind]gatewayFault{
+	// A quota of zero (the only one emulated live, faults.Spec.LiveGap):
+	// every attempt gets 429 with the twin's Retry-After.
+	faults.QuotaExhaustion: func(_ *scenarios.Scenario, sp faults.Spec, _ string) (gateway.UpstreamFault, bool) {
+		return gateway.UpstreamFault{Kind: string(sp.Kind), Status: http.StatusTooManyRequests, Code: "insufficient_quota",
+			Message:    fmt.Sprintf("You exceeded your current quota (injected fault); retry after %v.", quotaRetryAfter),
+			RetryAfter: quotaRetryAfter}, true
+	},
+	// From at= (the notice is the gateway's SetRetiring): the model's
+	// attempts get 404 model_not_found.
+	faults.ModelRetirement: func(_ *scenarios.Scenario, sp faults.Spec, _ string) (gateway.UpstreamFault, bool) {
+		m := sp.Target.Model
+		return gateway.UpstreamFault{Kind: string(sp.Kind), Models: []string{m}, Status: http.StatusNotFound, Code: "model_not_found",
+			Message: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", m)}, true
+	},
+	// The models the pool cannot run on the new driver (and runtime) get
+	// 503, as the twin's compatibility registry decides; the replicas are
+	// not restarted.
+	faults.DriverUpgrade: func(sc *scenarios.Scenario, sp faults.Spec, pool string) (gateway.UpstreamFault, bool) {
+		ms := incompatible(sc, pool, sp.Driver, sp.Runtime)
+		if len(ms) == 0 {
+			return gateway.UpstreamFault{}, false
+		}
+		return gateway.UpstreamFault{Kind: string(sp.Kind), Models: ms, Status: http.StatusServiceUnavailable, Code: "model_incompatible",
+			Message: fmt.Sprintf("pool %s cannot run this model on driver %s (injected fault)", pool, sp.Driver)}, true
+	},
+	faults.ErrorBurst: func(_ *scenarios.Scenario, sp faults.Spec, _ string) (gateway.UpstreamFault, bool) {
+		return gateway.UpstreamFault{Kind: string(sp.Kind), FailRate: sp.FailRate}, true
+	},
+	// The fail rate; the added latency is a toxic on the fleet's proxies,
+	// which the gateway's 500s do not cross: they come after it, as the
+	// twin fails a brownout's attempts.
+	faults.Brownout: func(_ *scenarios.Scenario, sp faults.Spec, _ string) (gateway.UpstreamFault, bool) {
+		if sp.FailRate == 0 {
+			return gateway.UpstreamFault{}, false
+		}
+		return gateway.UpstreamFault{Kind: string(sp.Kind), FailRate: sp.FailRate, ErrorDelay: sp.AddLatency}, true
+	},
+}
+
+// incompatible lists the models pool serves that it cannot run with driver
+// (and runtime, when not ""), by the scenario's compatibility registry, as
+// the twin's driver upgrade re-evaluates them (twin/faults.go
+// upgradeDriver; untested pairings are never routed to, so the verdict's
+// Servable is what changes).
+func incompatible(sc *scenarios.Scenario, pool, driver, runtime string) []string {
+	i := slices.IndexFunc(sc.Pools, func(p scenarios.Pool) bool { return p.Name == pool })
+	if i < 0 {
+		return nil
+	}
+	ps := sc.Pools[i]
+	fp := fleet.Pool{Name: ps.Name, Region: ps.Region, Accelerator: ps.Accelerator, GPUsPerReplica: ps.GPUsPerReplica,
+		Runtime: ps.Runtime, Driver: driver, Models: ps.Models, Service: ps.Service != nil}
+	if runtime != "" {
+		fp.Runtime = runtime
+	}
+	reg := twin.Registry(sc)
+	var out []string
+	for _, m := range ps.Models {
+		if !reg.Check(&fp, m).Servable {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// replicaPools returns the pool of each replica of sc, in the order the
+// twin, the fleet and the gateway number them.
+func replicaPools(sc *scenarios.Scenario) []string {
+	var out []string
+	for _, p := range sc.Pools {
+		for range p.Replicas {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// injectSpec applies spec now on the given replicas (a twin.FaultPlan's): its
+// HTTP-level part in the gateway's fault layer (faults.LiveGateway, one
+// fault per pool), its part on the fleet through livefleet.InjectOn
+// (toxiproxy, containers). The undo removes both.
+func injectSpec(ctx context.Context, sc *scenarios.Scenario, fl *livefleet.Fleet, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
+	live := spec.Kind.Traits().Live
+	var removes []func()
+	undo := func(ctx context.Context) error {
+		for _, rm := range slices.Backward(removes) {
+			rm()
+		}
+		return nil
+	}
+	if live&faults.LiveGateway != 0 {
+		mk, ok := gatewayFaults[spec.Kind]
+		if !ok {
+			return nil, fmt.Errorf("%s: no gateway fault for the kind (internal/liverun/inject.go)", spec.Kind)
+		}
+		pools := replicaPools(sc)
+		byPool := map[string][]int{}
+		var order []string
+		for _, ri := range replicas {
+			p := pools[ri]
+			if byPool[p] == nil {
+				order = append(order, p)
+			}
+			byPool[p] = append(byPool[p], ri)
+		}
+		for _, p := range order {
+			f, ok := mk(sc, spec, p)
+			if !ok {
+				continue
+			}
+			rm, err := gw.InjectFault(byPool[p], f)
+			if err != nil {
+				return nil, errors.Join(err, undo(ctx))
+			}
+			removes = append(removes, rm)
+		}
+	}
+	if !live.OnFleet() {
+		return undo, nil
+	}
+	nodes := make([]*livefleet.Node, 0, len(replicas))
+	for _, ri := range replicas {
+		nodes = append(nodes, fl.Nodes[ri])
+	}
+	fleetUndo, err := fl.InjectOn(ctx, spec, nodes)
+	if err != nil {
+		return nil, errors.Join(err, undo(ctx))
+	}
+	return func(ctx context.Context) error {
+		err := fleetUndo(ctx)
+		return errors.Join(err, undo(ctx))
+	}, nil
+}
+
+// checkReplicas holds the fleet's nodes and the gateway's replicas to the
+// twin's numbering, which fault plans and the Observer's replicas use.
+func checkReplicas(sc *scenarios.Scenario, fl *livefleet.Fleet, gw *gateway.Gateway) error {
+	pools := replicaPools(sc)
+	if len(fl.Nodes) != len(pools) {
+		return fmt.Errorf("live: the fleet has %d nodes, the scenario %d replicas (a harness bug)", len(fl.Nodes), len(pools))
+	}
+	seen := map[string]int{}
+	for i, n := range fl.Nodes {
+		k := seen[n.Pool]
+		seen[n.Pool]++
+		if n.Pool != pools[i] || gw.ReplicaIndex(n.Pool, k) != i {
+			return fmt.Errorf("live: node %s is replica %d of the twin (pool %s) but the gateway's %d (a harness bug)",
+				n.Name, i, pools[i], gw.ReplicaIndex(n.Pool, k))
+		}
+	}
+	return nil
+}
