@@ -585,6 +585,44 @@ func (c *Core) noRouteDetail(req *Request, cls Class, fallbacks []int) string {
 	return strings.Join(parts, "; ")
 }
 
+// TooLarge reports whether size alone keeps req from every route, so that
+// a smaller request would have one: no pool can ever take it (Arrive
+// refuses it with ReasonNoRoute), and at least one pool that serves a
+// model of its chain (the requested model, and its fallbacks above the
+// class's quality floor when fallback is on) in its tenant's jurisdiction
+// is skipped only for its size (SkipTooSmall); every such pool is. limit
+// is the most tokens (input plus output) one of them holds. A request no
+// pool serves there (not serving, outside the jurisdiction) is not too
+// large: ok is false, as it is for a request some pool can take. It only
+// reads the configuration.
+func (c *Core) TooLarge(req *Request) (limit int64, ok bool) {
+	cls := c.cfg.Classes[req.Class]
+	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
+	tokens := int64(req.Input + req.Output)
+	fallbacks := c.cfg.Models[req.Model].Fallbacks
+	if !c.cfg.Fallback {
+		fallbacks = nil
+	}
+	for i := 0; i <= len(fallbacks); i++ {
+		m := req.Model
+		if i > 0 {
+			if m = fallbacks[i-1]; c.cfg.Models[m].Quality < cls.QualityFloor {
+				continue
+			}
+		}
+		for pi := range c.cfg.Pools {
+			p := &c.cfg.Pools[pi]
+			switch c.poolFits(p, m, tj, tokens) {
+			case "":
+				return 0, false
+			case SkipTooSmall:
+				limit, ok = max(limit, p.KVTokens[m]), true
+			}
+		}
+	}
+	return limit, ok
+}
+
 // refuse rejects, or defers a deferrable class.
 func (c *Core) refuse(req *Request, cls Class, reason string, wait time.Duration) Decision {
 	retry := c.cfg.RetryAfter

@@ -315,6 +315,49 @@ func TestFallbackRespectsQualityFloor(t *testing.T) {
 	require.Equal(t, ReasonQueueFull, d.Reason)
 }
 
+// TooLarge says a no-route refusal is the request's size alone: some pool
+// that serves its chain in its jurisdiction would take a smaller one.
+func TestTooLarge(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		mod                   func(*Config)
+		tenant, model, output int
+		wantLimit             int64
+		wantOK                bool
+	}{
+		{name: "fits", tenant: 0, model: 0, output: 10},
+		{name: "every pool too small", tenant: 0, model: 0, output: 2e6, wantLimit: 1e6, wantOK: true},
+		{name: "the largest pool's limit", tenant: 0, model: 0, output: 3e6, wantLimit: 2e6, wantOK: true,
+			mod: func(cfg *Config) { cfg.Pools[0].KVTokens[0] = 2e6 }},
+		{name: "the pool in the jurisdiction too small, the other outside it", tenant: 1, model: 0, output: 2e6,
+			wantLimit: 1e6, wantOK: true},
+		{name: "residency: the only pool serving the model is outside", tenant: 1, model: 1, output: 2e6},
+		{name: "residency, small enough", tenant: 1, model: 1, output: 10},
+		{name: "a fallback in the jurisdiction would take a smaller one", tenant: 1, model: 1, output: 2e6,
+			wantLimit: 1e6, wantOK: true, mod: func(cfg *Config) { cfg.Fallback = true }},
+		{name: "a fallback below the quality floor does not count", tenant: 1, model: 1, output: 2e6,
+			mod: func(cfg *Config) {
+				cfg.Fallback = true
+				cfg.Models[0].Quality, cfg.Models[1].Quality = 0.6, 0.9
+				cfg.Classes[0].QualityFloor = 0.8
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fixture(tc.mod)
+			r := req(tc.tenant, 0, tc.model)
+			r.Output = tc.output
+			limit, ok := c.TooLarge(r)
+			require.Equal(t, tc.wantOK, ok, "TooLarge ok")
+			require.Equal(t, tc.wantLimit, limit, "TooLarge limit")
+			d := c.Arrive(0, r)
+			if ok {
+				require.Equal(t, ReasonNoRoute, d.Reason, "too large is a no-route refusal")
+				require.Greater(t, int64(r.Input+r.Output), limit)
+			}
+		})
+	}
+}
+
 // take returns a copy of what the core decided since the last Advance, and
 // advances it.
 func take(c *Core) Ready {
