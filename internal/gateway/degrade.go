@@ -122,9 +122,8 @@ func (g *Gateway) degrade(ctx context.Context, w http.ResponseWriter, q *request
 			g.metrics.degraded.WithLabelValues(degradedShed).Inc()
 			// The ladder moves at its next evaluation at the earliest.
 			setRetryAfter(w, sched.LadderEvery)
-			q.fail(w, outRejected, sched.ReasonLoadShed, http.StatusTooManyRequests, "rate_limit_exceeded",
-				"request refused: "+sched.ReasonLoadShed)
-			return outRejected, http.StatusTooManyRequests, true
+			return outRejected, q.fail(w, outRejected, sched.ReasonLoadShed,
+				rateLimited(sched.ReasonLoadShed, "request refused: "+sched.ReasonLoadShed)), true
 		case sched.Defer:
 			if !again {
 				g.metrics.degraded.WithLabelValues(degradedShed).Inc()

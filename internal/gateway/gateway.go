@@ -370,6 +370,14 @@ func (g *Gateway) admit(c *call) (sched.Decision, sched.Next) {
 	return d, next
 }
 
+// tooLarge asks the core whether size alone kept c from every route (see
+// sched.Core.TooLarge), and the most tokens a pool that may serve it holds.
+func (g *Gateway) tooLarge(c *call) (int64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.core.TooLarge(&c.req)
+}
+
 // failed asks c's lifecycle what to do after an attempt ended without an
 // answer; a 429 tells the core the pool's provider is throttling.
 func (g *Gateway) failed(c *call, how sched.Attempt, retryAfter time.Duration) sched.Next {

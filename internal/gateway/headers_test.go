@@ -43,8 +43,11 @@ func TestOutcomeHeaders(t *testing.T) {
 			prep: func(_, eu *fake) { eu.mode.Store(modeBlock) }, park: keyEU, // and one more queued, below
 			wantStatus: http.StatusTooManyRequests, wantOutcome: "rejected", wantReason: "queue-full",
 			wantAttempts: "1", wantRetryAfter: true},
-		{name: "rejected: no route", key: keyEU, // larger than any replica's KV cache
+		{name: "rejected: too large", key: keyEU, // larger than any replica's KV cache: 400 context_length_exceeded
 			body:       `{"model":"llama-3.1-8b","max_tokens":1000000000,"messages":[{"role":"user","content":"x"}]}`,
+			wantStatus: http.StatusBadRequest, wantOutcome: "rejected", wantReason: "no-compatible-pool", wantAttempts: "1"},
+		{name: "rejected: no route", key: keyEU, sets: []string{"pools.euw-a100-8b.region=us-east", // no pool in the EU
+			"workload.bank-eu.tenant=global", "workload.health-eu.tenant=global"},
 			wantStatus: http.StatusServiceUnavailable, wantOutcome: "rejected", wantReason: "no-compatible-pool", wantAttempts: "1"},
 		{name: "a 429 steers the retry to the other pool", key: keyGlobal,
 			prep:       func(us, _ *fake) { us.mode.Store(modeThrottle) },

@@ -66,11 +66,68 @@ func estimate(cr *completionRequest, defaultMax int) (in, out int, err error) {
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-func writeError(w http.ResponseWriter, status int, typ, msg string) {
+// apiError is an error of the gateway's own, in OpenAI's wire format: what
+// the official SDKs decode into their Error (Type, Param and Code are
+// strings; param is null unless a field of the request is at fault). See
+// the package documentation for the codes.
+type apiError struct {
+	status         int
+	typ, code      string
+	param, message string // param "": null
+}
+
+// Error types, as OpenAI's: a 429 says which limit ("requests" or
+// "tokens").
+const (
+	typeInvalid  = "invalid_request_error"
+	typeServer   = "server_error"
+	typeRequests = "requests"
+	typeTokens   = "tokens"
+)
+
+// body is e as OpenAI sends it: {"error": {...}}.
+func (e apiError) body() []byte {
+	var param *string
+	if e.param != "" {
+		param = &e.param
+	}
+	type object struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    string  `json:"code"`
+	}
+	b, _ := json.Marshal(map[string]object{"error": {e.message, e.typ, param, e.code}})
+	return b
+}
+
+func writeError(w http.ResponseWriter, e apiError) {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": msg, "type": typ, "code": status}})
-	_, _ = w.Write(b)
+	w.WriteHeader(e.status)
+	_, _ = w.Write(e.body())
+}
+
+// Errors of the gateway's own that do not depend on the request.
+var (
+	errInvalidKey = apiError{http.StatusUnauthorized, typeInvalid, "invalid_api_key", "", "invalid API key"}
+	errDeadline   = apiError{http.StatusGatewayTimeout, typeServer, "deadline_exceeded", "", "request deadline exceeded"}
+)
+
+// errModelNotFound is the 404 of a model the gateway does not serve, in
+// OpenAI's words.
+func errModelNotFound(model string) apiError {
+	return apiError{http.StatusNotFound, typeInvalid, "model_not_found", "model",
+		fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model)}
+}
+
+// rateLimited is the 429 of a refusal for reason (the core's, the
+// degradation ladder's load-shed or upstream-quota).
+func rateLimited(reason, msg string) apiError {
+	typ := typeRequests
+	if reason == sched.ReasonTenantTokens {
+		typ = typeTokens
+	}
+	return apiError{http.StatusTooManyRequests, typ, "rate_limit_exceeded", "", msg}
 }
 
 // Response headers that say what happened to a request (see the package
@@ -99,7 +156,7 @@ func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	if g.authenticate(r) < 0 {
 		g.metrics.unauthorized.Inc()
-		writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid API key")
+		writeError(w, errInvalidKey)
 		return
 	}
 	out := openai.NewModelList(g.served, g.clk.start.Unix())
@@ -136,14 +193,20 @@ type request struct {
 	// Where the last attempt went (scenario names), for the metrics.
 	served, pool, region string
 	fellBack             bool // an attempt went to a fallback model
+
+	// The request's fields that bound its length: "messages" or "prompt";
+	// "max_tokens" or "max_completion_tokens".
+	inParam, outParam string
 }
 
 // fail answers q with an error of the gateway's own, saying its outcome
-// (and reason: "" for none) in the X-Fleetdrill headers.
-func (q *request) fail(w http.ResponseWriter, outcome, reason string, status int, typ, msg string) {
+// (and reason: "" for none) in the X-Fleetdrill headers. It returns the
+// status sent.
+func (q *request) fail(w http.ResponseWriter, outcome, reason string, e apiError) int {
 	q.reason = reason
 	q.setHeaders(w, outcome, reason)
-	writeError(w, status, typ, msg)
+	writeError(w, e)
+	return e.status
 }
 
 // setHeaders sets the X-Fleetdrill headers every answer carries.
@@ -168,38 +231,48 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	tenant := g.authenticate(r)
 	if tenant < 0 {
 		g.metrics.unauthorized.Inc()
-		writeError(w, http.StatusUnauthorized, "invalid_request_error", "invalid API key")
+		writeError(w, errInvalidKey)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body unreadable or too large")
+		writeError(w, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body unreadable or too large"})
 		return
 	}
 	var cr completionRequest
 	if err := json.Unmarshal(body, &cr); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not valid JSON")
+		writeError(w, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid JSON"})
 		return
 	}
 	model, ok := g.models[cr.Model]
 	if !ok {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "model not found")
+		writeError(w, errModelNotFound(cr.Model))
 		return
 	}
 	class := g.defClass
 	if name := r.Header.Get("X-Fleetdrill-Class"); name != "" {
 		if class, ok = g.classes[name]; !ok {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", "unknown request class")
+			writeError(w, apiError{http.StatusBadRequest, typeInvalid, "unknown_request_class", "", "unknown request class (X-Fleetdrill-Class)"})
 			return
 		}
 	}
+	// The request's fields that say how long it may be, for a
+	// context_length_exceeded.
+	inParam, outParam := "prompt", "max_tokens"
+	if r.URL.Path == "/v1/chat/completions" {
+		inParam = "messages"
+	}
+	if cr.MaxCompletionTokens != nil {
+		outParam = "max_completion_tokens"
+	}
 	in, out, err := estimate(&cr, g.cfg.DefaultMaxTokens)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", err.Error())
+		writeError(w, apiError{http.StatusBadRequest, typeInvalid, "invalid_value", outParam, err.Error()})
 		return
 	}
 	q := &request{path: r.URL.Path, body: body, stream: cr.Stream, arrived: arrived,
-		tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name, model: cr.Model}
+		tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name, model: cr.Model,
+		inParam: inParam, outParam: outParam}
 	q.c.ready = make(chan int, 1)
 	// A request arrives once, when the client sent it: a retry, a deferred
 	// request offered again or one the ladder deferred keeps its arrival,
@@ -260,12 +333,18 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 			continue
 		case sched.Refuse:
 			if d.Reason == sched.ReasonNoRoute {
-				q.fail(w, outRejected, d.Reason, http.StatusServiceUnavailable, "no_route", "no pool may serve this request")
-				return outRejected, http.StatusServiceUnavailable
+				// Too large for every pool that may serve it: the
+				// client's to fix (a retry cannot help), as OpenAI's
+				// context_length_exceeded. Any other reason (residency,
+				// no pool serving the model) is the fleet's.
+				if limit, ok := g.tooLarge(&q.c); ok {
+					return outRejected, q.fail(w, outRejected, d.Reason, q.tooLong(limit))
+				}
+				return outRejected, q.fail(w, outRejected, d.Reason,
+					apiError{http.StatusServiceUnavailable, typeServer, "no_route", "", "no pool may serve this request"})
 			}
 			setRetryAfter(w, next.RetryAfter)
-			q.fail(w, outRejected, next.Reason, http.StatusTooManyRequests, "rate_limit_exceeded", "request refused: "+next.Reason)
-			return outRejected, http.StatusTooManyRequests
+			return outRejected, q.fail(w, outRejected, next.Reason, rateLimited(next.Reason, "request refused: "+next.Reason))
 		}
 		// Wait for a replica.
 		var rep int
@@ -279,8 +358,8 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 			case <-t.C:
 				g.finish(&q.c, -1, false, false, 0)
 				setRetryAfter(w, time.Second)
-				q.fail(w, outTimedOut, "", http.StatusServiceUnavailable, "timeout", "no replica became free in time")
-				return outTimedOut, http.StatusServiceUnavailable
+				return outTimedOut, q.fail(w, outTimedOut, "",
+					apiError{http.StatusServiceUnavailable, typeServer, "queue_timeout", "", "no replica became free in time"})
 			case <-ctx.Done():
 				t.Stop()
 				g.finish(&q.c, -1, false, false, 0)
@@ -314,11 +393,24 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 	}
 	if next.Reason == sched.ReasonUpstreamQuota {
 		setRetryAfter(w, next.RetryAfter)
-		q.fail(w, outRejected, next.Reason, http.StatusTooManyRequests, "rate_limit_exceeded", "upstream quota exhausted")
-		return outRejected, http.StatusTooManyRequests
+		return outRejected, q.fail(w, outRejected, next.Reason, rateLimited(next.Reason, "upstream quota exhausted"))
 	}
-	q.fail(w, outFailed, "", http.StatusBadGateway, "upstream_error", q.lastMsg)
-	return outFailed, http.StatusBadGateway
+	return outFailed, q.fail(w, outFailed, "", apiError{http.StatusBadGateway, typeServer, "upstream_error", "", q.lastMsg})
+}
+
+// tooLong is the 400 context_length_exceeded of a request larger than
+// limit tokens, the most KV cache a replica that may serve it holds (the
+// model's own context window is the backend's to enforce): its param is
+// the prompt's field when the prompt alone is too long, else the output's.
+func (q *request) tooLong(limit int64) apiError {
+	in, out := q.c.req.Input, q.c.req.Output
+	param := q.outParam
+	if int64(in) > limit {
+		param = q.inParam
+	}
+	return apiError{http.StatusBadRequest, typeInvalid, "context_length_exceeded", param,
+		fmt.Sprintf("the request needs about %d tokens (%d estimated in the %s, %d in the completion), more than a replica "+
+			"that may serve it holds (%d tokens of KV cache at most): reduce the %s", in+out, in, q.inParam, out, limit, param)}
 }
 
 // ctxOutcome classifies a done context: the class deadline, or the client
@@ -334,8 +426,7 @@ func (g *Gateway) ctxOutcome(ctx context.Context) string {
 // passed; nothing when the client went away.
 func (g *Gateway) ctxStatus(ctx context.Context, w http.ResponseWriter, q *request) int {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		q.fail(w, outTimedOut, "", http.StatusGatewayTimeout, "timeout", "request deadline exceeded")
-		return http.StatusGatewayTimeout
+		return q.fail(w, outTimedOut, "", errDeadline)
 	}
 	return 0 // nobody is listening
 }
