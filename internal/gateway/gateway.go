@@ -589,6 +589,8 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", g.serveCompletion)
 	mux.HandleFunc("POST /v1/completions", g.serveCompletion)
 	mux.HandleFunc("GET /v1/models", g.serveModels)
+	// {id...}: a model id may hold slashes (org/name), sent unescaped.
+	mux.HandleFunc("GET /v1/models/{id...}", g.serveModel)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")

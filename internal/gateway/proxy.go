@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -162,6 +163,23 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	out := openai.NewModelList(g.served, g.clk.start.Unix())
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// serveModel answers GET /v1/models/{id}: the model object of a model the
+// gateway serves (one /v1/models lists), else 404 model_not_found.
+func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request) {
+	if g.authenticate(r) < 0 {
+		g.metrics.unauthorized.Inc()
+		writeError(w, errInvalidKey)
+		return
+	}
+	id := r.PathValue("id")
+	if _, ok := slices.BinarySearch(g.served, id); !ok {
+		writeError(w, errModelNotFound(id))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(openai.NewModel(id, g.clk.start.Unix()))
 }
 
 // attempt results.

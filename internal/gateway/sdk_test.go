@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -154,4 +155,55 @@ func TestErrorBody(t *testing.T) {
 	_, body = h.mustPost(keyGlobal, `{"model":"nope","messages":[]}`)
 	require.JSONEq(t, "{\"error\":{\"message\":\"The model `nope` does not exist or you do not have access to it.\","+
 		`"type":"invalid_request_error","param":"model","code":"model_not_found"}}`, body)
+}
+
+// GET /v1/models/{id}: the model object of a served model, else 404
+// model_not_found; authenticated as /v1/models.
+func TestSDKModels(t *testing.T) {
+	h := newHarness(t, testScenario(t), map[string][]string{"use-h100-8b": {newFake(t).srv.URL}})
+	client := h.sdk(keyGlobal)
+	ctx := context.Background()
+
+	m, err := client.Models.Get(ctx, "llama-3.1-8b")
+	require.NoError(t, err)
+	assert.Equal(t, "llama-3.1-8b", m.ID)
+	assert.Equal(t, "model", string(m.Object))
+	assert.Equal(t, "fleetdrill", m.OwnedBy)
+	assert.Equal(t, h.gw.clk.start.Unix(), m.Created)
+
+	page, err := client.Models.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, page.Data, 1)
+	assert.Equal(t, m.ID, page.Data[0].ID, "Get agrees with List")
+
+	for _, tc := range []struct {
+		name, key, id string
+		wantStatus    int
+		wantCode      string
+		wantParam     string
+	}{
+		{"unknown model", keyGlobal, "gpt-nope", 404, "model_not_found", "model"},
+		{"an id with a slash", keyGlobal, "meta/llama-3.1-8b", 404, "model_not_found", "model"},
+		{"wrong key", "sk-wrong", "llama-3.1-8b", 401, "invalid_api_key", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := h.sdk(tc.key)
+			_, err := client.Models.Get(ctx, tc.id)
+			var aerr *openai.Error
+			require.ErrorAs(t, err, &aerr)
+			assert.Equal(t, tc.wantStatus, aerr.StatusCode)
+			assert.Equal(t, tc.wantCode, aerr.Code)
+			assert.Equal(t, tc.wantParam, aerr.Param)
+		})
+	}
+	// An id sent unescaped, slashes and all (as some clients do), is
+	// still looked up whole.
+	req, _ := http.NewRequest(http.MethodGet, h.srv.URL+"/v1/models/meta/llama-3.1-8b", nil)
+	req.Header.Set("Authorization", "Bearer "+keyGlobal)
+	resp, err := h.srv.Client().Do(req)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	require.Contains(t, string(b), "`meta/llama-3.1-8b`")
 }

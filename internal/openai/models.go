@@ -21,7 +21,14 @@ type ModelList struct {
 func NewModelList(ids []string, created int64) ModelList {
 	out := ModelList{Object: "list", Data: make([]Model, 0, len(ids))}
 	for _, id := range ids {
-		out.Data = append(out.Data, Model{ID: id, Object: "model", Created: created, OwnedBy: "fleetdrill"})
+		out.Data = append(out.Data, NewModel(id, created))
 	}
 	return out
+}
+
+// NewModel is model id, created at the Unix time created, owned by
+// fleetdrill: an entry of GET /v1/models, and the body of GET
+// /v1/models/{id}.
+func NewModel(id string, created int64) Model {
+	return Model{ID: id, Object: "model", Created: created, OwnedBy: "fleetdrill"}
 }
