@@ -29,6 +29,7 @@ const (
 	modeBlock          // wait for the request's context, or release
 	modeNotFound       // 404
 	modeStall          // stream one token, then nothing until the request ends
+	modeBreak          // answer one token (or part of a body), then break the connection
 )
 
 // fake is an OpenAI-compatible backend.
@@ -93,8 +94,11 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
-		Model  string `json:"model"`
-		Stream bool   `json:"stream"`
+		Model         string `json:"model"`
+		Stream        bool   `json:"stream"`
+		StreamOptions struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
 	}
 	_ = json.Unmarshal(body, &req)
 	f.lastModel.Store(req.Model)
@@ -140,14 +144,29 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 			f.cancelled <- struct{}{}
 			return
 		}
+		if mode == modeBreak {
+			_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok0\"}}]}\n\n")
+			fl.Flush()
+			panic(http.ErrAbortHandler) // the connection breaks: no end of the chunked body
+		}
 		for i := range 3 {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d\"}}]}\n\n", i)
 			fl.Flush()
+		}
+		if req.StreamOptions.IncludeUsage {
+			// As OpenAI: a last chunk with no choices and the usage.
+			fmt.Fprintf(w, "data: {\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"model\":%q,\"choices\":[],"+
+				"\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":3,\"total_tokens\":8}}\n\n", req.Model)
 		}
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if mode == modeBreak {
+		_, _ = io.WriteString(w, `{"id":"x","object":"chat.`)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}
 	fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`, req.Model)
 }
 

@@ -361,6 +361,8 @@ func TestStalledStreamFailsAfterTheHealthTimeout(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the headers went before the stall")
 	require.Contains(t, body, "tok0")
 	require.NotContains(t, body, "[DONE]", "a stalled stream does not end as if complete")
+	require.True(t, strings.HasSuffix(body, "\n\ndata: {\"error\":{\"message\":\"the upstream broke off the stream before it finished\","+
+		"\"type\":\"server_error\",\"param\":null,\"code\":\"upstream_error\"}}\n\n"), "it ends with an error event: %q", body)
 	require.Less(t, time.Since(start), 10*time.Second)
 	select {
 	case <-us.cancelled:

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -761,6 +762,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		}
 		return resDone, outCancelled, resp.StatusCode
 	case readErr != nil:
+		if q.stream && outcome == outCompleted && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			endStream(w, errStreamBroken)
+		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
 		g.attemptFailed(rep, 0, true)
 		g.finish(&q.c, rep, true, false, 0)
@@ -775,6 +779,27 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	}
 	g.finish(&q.c, rep, true, true, q.ttft)
 	return resDone, outcome, resp.StatusCode
+}
+
+// errStreamBroken ends a stream whose backend broke under it (or went
+// silent for the health timeout).
+var errStreamBroken = apiError{http.StatusBadGateway, typeServer, "upstream_error", "",
+	"the upstream broke off the stream before it finished"}
+
+// endStream ends a streamed answer that failed midway with an error event,
+// data: {"error": {...}}, and no [DONE]. The official SDKs end a stream
+// with an error on an event whose data has an "error" member (openai-go:
+// *ssestream.StreamError from Stream.Err); a stream that just stops, with
+// or without [DONE], reads as a short answer. The leading newline closes
+// a line the upstream left open (an event it cut midway reaches the
+// client broken, an error too); after a whole event it is an empty line,
+// which SSE ignores.
+func endStream(w http.ResponseWriter, e apiError) {
+	b := append([]byte("\ndata: "), e.body()...)
+	b = append(b, "\n\n"...)
+	if _, err := w.Write(b); err == nil {
+		_ = http.NewResponseController(w).Flush()
+	}
 }
 
 // withModel returns body with its "model" replaced (a fallback).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -206,4 +207,54 @@ func TestSDKModels(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	require.Contains(t, string(b), "`meta/llama-3.1-8b`")
+}
+
+// A streamed completion through the SDK: the usage chunk the client asked
+// for (stream_options.include_usage) comes through; a backend that breaks
+// midway ends the stream with an error, not a short answer.
+func TestSDKStream(t *testing.T) {
+	t.Run("usage", func(t *testing.T) {
+		us := newFake(t)
+		h := newHarness(t, testScenario(t), map[string][]string{"use-h100-8b": {us.srv.URL}})
+		p := sdkChat("x", 16)
+		p.StreamOptions.IncludeUsage = openai.Bool(true)
+		client := h.sdk(keyGlobal)
+		stream := client.Chat.Completions.NewStreaming(context.Background(), p)
+		var text strings.Builder
+		var last openai.ChatCompletionChunk
+		for stream.Next() {
+			last = stream.Current()
+			for _, c := range last.Choices {
+				text.WriteString(c.Delta.Content)
+			}
+		}
+		require.NoError(t, stream.Err())
+		assert.Equal(t, "tok0tok1tok2", text.String())
+		assert.Empty(t, last.Choices, "the usage chunk is the last")
+		assert.Equal(t, int64(8), last.Usage.TotalTokens)
+		assert.Equal(t, int64(3), last.Usage.CompletionTokens)
+		body, _ := us.lastBody.Load().(string)
+		assert.Contains(t, body, `"stream_options":{"include_usage":true}`, "the body goes upstream as sent")
+	})
+	t.Run("broken midway", func(t *testing.T) {
+		us := newFake(t)
+		us.mode.Store(modeBreak)
+		h := newHarness(t, testScenario(t), map[string][]string{"use-h100-8b": {us.srv.URL}})
+		client := h.sdk(keyGlobal)
+		stream := client.Chat.Completions.NewStreaming(context.Background(), sdkChat("x", 16))
+		var text strings.Builder
+		for stream.Next() {
+			for _, c := range stream.Current().Choices {
+				text.WriteString(c.Delta.Content)
+			}
+		}
+		assert.Equal(t, "tok0", text.String(), "the token before the break")
+		require.Error(t, stream.Err(), "a broken stream is an error, not a short answer")
+		var serr *ssestream.StreamError
+		require.ErrorAs(t, stream.Err(), &serr)
+		assert.Contains(t, serr.Message, `"code":"upstream_error"`)
+		eventually(t, "the failure counted", func() bool {
+			return h.metric("fleetdrill_gateway_requests_total", map[string]string{"outcome": "failed"}) == 1
+		})
+	})
 }
