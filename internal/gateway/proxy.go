@@ -751,6 +751,8 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			eof = true
 		}
 	}
+	// A stream cut midway ends with an error event (endStream).
+	events := q.stream && outcome == outCompleted && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
 	switch {
 	case ctx.Err() != nil || writeErr != nil:
 		// The client went away (or its deadline passed) mid-response.
@@ -758,11 +760,14 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		g.metrics.attempts.WithLabelValues(be.pool, "cancelled").Inc()
 		g.finish(&q.c, rep, false, false, 0)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			if events && writeErr == nil {
+				endStream(w, errDeadline)
+			}
 			return resDone, outTimedOut, resp.StatusCode
 		}
 		return resDone, outCancelled, resp.StatusCode
 	case readErr != nil:
-		if q.stream && outcome == outCompleted && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		if events {
 			endStream(w, errStreamBroken)
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()

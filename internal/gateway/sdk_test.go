@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -255,6 +256,32 @@ func TestSDKStream(t *testing.T) {
 		assert.Contains(t, serr.Message, `"code":"upstream_error"`)
 		eventually(t, "the failure counted", func() bool {
 			return h.metric("fleetdrill_gateway_requests_total", map[string]string{"outcome": "failed"}) == 1
+		})
+	})
+	t.Run("deadline midway", func(t *testing.T) {
+		us := newFake(t)
+		us.mode.Store(modeStall)
+		h := newHarness(t, testScenario(t, "policy.health.timeout=1h", "classes.interactive.deadline=300ms"),
+			map[string][]string{"use-h100-8b": {us.srv.URL}})
+		client := h.sdk(keyGlobal)
+		stream := client.Chat.Completions.NewStreaming(context.Background(), sdkChat("x", 16))
+		for stream.Next() {
+		}
+		// Cut after its first event (a 504 when the deadline came first,
+		// on a slow machine): an error either way, saying why.
+		require.Error(t, stream.Err(), "a stream cut at the deadline is an error, not a short answer")
+		var serr *ssestream.StreamError
+		var aerr *openai.Error
+		switch {
+		case errors.As(stream.Err(), &serr):
+			assert.Contains(t, serr.Message, `"code":"deadline_exceeded"`)
+		case errors.As(stream.Err(), &aerr):
+			assert.Equal(t, "deadline_exceeded", aerr.Code)
+		default:
+			t.Fatalf("stream.Err() = %v, want a StreamError or an *openai.Error", stream.Err())
+		}
+		eventually(t, "the timeout counted", func() bool {
+			return h.metric("fleetdrill_gateway_requests_total", map[string]string{"outcome": "timed_out"}) == 1
 		})
 	})
 }
