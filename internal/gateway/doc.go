@@ -1,7 +1,10 @@
 // Package gateway is the live gateway: an OpenAI-compatible front end
 // (/v1/chat/completions, /v1/completions, streamed as server-sent events or
-// not, /v1/models, /healthz, /metrics) that drives the same scheduler core
-// as the twin (twin/sched) on the wall clock, in front of real backends.
+// not, /v1/models and /v1/models/{id}, /healthz, /metrics) that drives the
+// same scheduler core as the twin (twin/sched) on the wall clock, in front
+// of real backends. What the official OpenAI SDKs parse comes out of it:
+// error objects with OpenAI's string codes, and a stream that fails midway
+// ends with an error event (see Errors).
 //
 // # How the wall clock drives the core
 //
@@ -61,7 +64,7 @@
 // holds one "TENANT KEY" per line ('#' comments), TENANT being the scenario's
 // tenant name; a tenant may have several keys, a key only one tenant. Keys are
 // compared in constant time against every key (SHA-256 digests, crypto/subtle);
-// an unknown key gets 401. The key never reaches a backend, a log or a metric:
+// an unknown key gets 401 invalid_api_key. The key never reaches a backend, a log or a metric:
 // telemetry names tenants by their scenario name.
 //
 // # Token counts
@@ -104,6 +107,64 @@
 // when its attempts run out does the client get 429 upstream-quota with
 // that Retry-After. Where a retry goes is the core's routing decision
 // (breakers, throttles, residency, fallbacks).
+//
+// # Errors
+//
+// Every error of the gateway's own is OpenAI's error object,
+// {"error": {"message", "type", "param", "code"}}, code a string and param
+// null unless a field of the request is at fault, so that the official SDKs
+// decode it (openai-go: *openai.Error with StatusCode, Type, Param, Code):
+//
+//   - 401 invalid_request_error invalid_api_key: an unknown key (every
+//     endpoint).
+//   - 404 invalid_request_error model_not_found, param model: a model the
+//     gateway does not know (GET /v1/models/{id}: one it does not serve).
+//   - 400 invalid_request_error invalid_body: the body unreadable, too
+//     large or not JSON; unknown_request_class: X-Fleetdrill-Class names
+//     no class; invalid_value, param max_tokens or max_completion_tokens:
+//     a negative one.
+//   - 400 invalid_request_error context_length_exceeded, param max_tokens,
+//     max_completion_tokens, messages or prompt: too large for every pool
+//     that may serve it (below).
+//   - 429 requests or tokens, rate_limit_exceeded, with Retry-After: the
+//     core's refusals (tenant-concurrency, tenant-token-rate, queue-full,
+//     deadline-infeasible), load-shed, upstream-quota.
+//   - 503 server_error no_route: no pool may serve the request (residency,
+//     no pool serving the model); queue_timeout, with Retry-After: no
+//     replica within Config.QueueTimeout.
+//   - 504 server_error deadline_exceeded: the class deadline passed.
+//   - 502 server_error upstream_error: upstream failures outlasted the
+//     retries.
+//
+// A 429's type is tokens for tenant-token-rate, requests otherwise, as
+// OpenAI names the limit. A backend's own answer (a 4xx) passes through as
+// it came.
+//
+// The core refuses a request no pool can ever take with no-compatible-pool
+// (X-Fleetdrill-Reason). When size alone is why (sched.Core.TooLarge: a
+// pool serving the model, or an allowed fallback, in the tenant's
+// jurisdiction would take a smaller request; all of them are too small for
+// its KV) the answer is 400 context_length_exceeded, the client's to fix,
+// which an SDK does not retry; param is the prompt's field (messages or
+// prompt) when the prompt alone is too large, else the output's
+// (max_completion_tokens when given, else max_tokens), and the message
+// gives the estimate and the largest pool's KV tokens. Any other
+// no-compatible-pool (residency, no pool serving the model) is the fleet's:
+// 503 no_route (which an SDK retries, as any 5xx, unless told not to).
+//
+// A streamed answer's status goes out with its first byte. When the
+// backend breaks under it afterwards (a transport error, or silence for
+// the health timeout) or its class deadline passes, the stream ends with
+// an error event and no data: [DONE]:
+//
+//	data: {"error":{"message":"...","type":"server_error","param":null,"code":"upstream_error"}}
+//
+// (code deadline_exceeded at the deadline), preceded by a newline that
+// closes a line the backend left open. openai-go ends a stream with an
+// error on an event whose data has an "error" member (Stream.Err is an
+// *ssestream.StreamError); a stream that just stopped reads there as a
+// short answer (Stream.Err nil). A client that asked for stream_options.include_usage gets
+// the backend's usage chunk: the body goes upstream as sent.
 //
 // # Degradation ladder
 //
@@ -151,10 +212,12 @@
 //     outcome label of fleetdrill_gateway_requests_total. On a response
 //     passed through it is completed for a 2xx and failed otherwise; it goes
 //     out with the first byte, so a stream that breaks afterwards (failed in
-//     the metric) still says completed, and ends without its final event.
+//     the metric) still says completed, and ends with an error event
+//     instead of data: [DONE] (see Errors).
 //   - X-Fleetdrill-Reason: on a rejection, the core's reason
 //     (tenant-concurrency, tenant-token-rate, queue-full,
-//     deadline-infeasible, no-compatible-pool), upstream-quota when
+//     deadline-infeasible, no-compatible-pool: 400 or 503, see Errors),
+//     upstream-quota when
 //     upstream 429s outlasted the retries, or load-shed when the
 //     degradation ladder shed it; absent otherwise.
 //   - X-Fleetdrill-Attempts: the offers to the core (the first, retries and

@@ -792,10 +792,10 @@ var errStreamBroken = apiError{http.StatusBadGateway, typeServer, "upstream_erro
 	"the upstream broke off the stream before it finished"}
 
 // endStream ends a streamed answer that failed midway with an error event,
-// data: {"error": {...}}, and no [DONE]. The official SDKs end a stream
-// with an error on an event whose data has an "error" member (openai-go:
-// *ssestream.StreamError from Stream.Err); a stream that just stops, with
-// or without [DONE], reads as a short answer. The leading newline closes
+// data: {"error": {...}}, and no [DONE]. openai-go ends a stream with an
+// error on an event whose data has an "error" member (Stream.Err is an
+// *ssestream.StreamError); a stream that just stops, with or without
+// [DONE], reads there as a short answer. The leading newline closes
 // a line the upstream left open (an event it cut midway reaches the
 // client broken, an error too); after a whole event it is an empty line,
 // which SSE ignores.
