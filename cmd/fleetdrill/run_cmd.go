@@ -68,7 +68,7 @@ input.`,
 				return runLive(cmd, name, sets, jsonPath, live)
 			}
 			if live.changed(cmd) {
-				return &exitError{code: exitInvalid, err: fmt.Errorf("--speed, --replicas, --image and --compare need --live")}
+				return &exitError{code: exitInvalid, err: fmt.Errorf("--speed, --replicas, --image, --compare, --no-twin, --backend and --allow-disrupt need --live")}
 			}
 			sc, err := scenarios.LoadNamedWithSets(name, sets)
 			if err != nil {

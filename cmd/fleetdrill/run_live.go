@@ -3,8 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/fleetdrill/fleetdrill/internal/gateway"
 	"log/slog"
+	"maps"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +26,8 @@ type liveFlags struct {
 	comparePath string
 	noTwin      bool
 	verbose     bool
+	backends    []string
+	disrupt     string
 }
 
 func (l *liveFlags) register(cmd *cobra.Command) {
@@ -33,10 +39,12 @@ func (l *liveFlags) register(cmd *cobra.Command) {
 	f.StringVar(&l.comparePath, "compare", "", "with --live: write the twin-versus-live comparison as JSON to `FILE`")
 	f.BoolVar(&l.noTwin, "no-twin", false, "with --live: skip the twin run and the comparison")
 	f.BoolVarP(&l.verbose, "verbose", "v", false, "with --live: log the harness's progress to stderr")
+	f.StringArrayVar(&l.backends, "backend", nil, "with --live: serve a pool from an external endpoint, `POOL=KIND+URL` per replica (KIND vllm, sglang, tgi, openai or fleetdrill; repeatable): real servers fleetdrill never starts or stops, in real time (--speed 1); the other pools are emulated")
+	f.StringVar(&l.disrupt, "allow-disrupt", "", "with --live and --backend: `CMD` that stops and starts an external endpoint, run as sh -c with FLEETDRILL_ACTION=stop|start, FLEETDRILL_POOL and FLEETDRILL_BACKEND (node-loss faults on external pools need it)")
 }
 
 func (l *liveFlags) changed(cmd *cobra.Command) bool {
-	for _, name := range []string{"speed", "replicas", "image", "compare", "no-twin"} {
+	for _, name := range []string{"speed", "replicas", "image", "compare", "no-twin", "backend", "allow-disrupt"} {
 		if cmd.Flags().Changed(name) {
 			return true
 		}
@@ -50,8 +58,20 @@ func runLive(cmd *cobra.Command, name string, sets []string, jsonPath string, l 
 	if l.verbose {
 		log = slog.New(slog.NewTextHandler(stderr, nil))
 	}
+	var external map[string][]string
+	if len(l.backends) > 0 {
+		external = map[string][]string{}
+		for _, b := range l.backends {
+			if err := gateway.AddBackend(external, b); err != nil {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("run %s --live: %w", name, err)}
+			}
+		}
+		if !cmd.Flags().Changed("speed") {
+			l.speed = 0 // liverun runs external endpoints in real time
+		}
+	}
 	res, err := liverun.Run(cmd.Context(), liverun.Options{Scenario: name, Sets: sets, Speed: l.speed,
-		Replicas: l.replicas, Image: l.image, NoTwin: l.noTwin, Logger: log})
+		Replicas: l.replicas, Image: l.image, NoTwin: l.noTwin, Logger: log, Backends: external, AllowDisrupt: l.disrupt})
 	if err != nil {
 		return &exitError{code: exitInvalid, err: fmt.Errorf("run %s --live: %w", name, err)}
 	}
@@ -66,6 +86,9 @@ func runLive(cmd *cobra.Command, name string, sets []string, jsonPath string, l 
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "live replay at speed %g: %.1f s of wall time\n", res.Speed, res.WallS)
+	for _, p := range slices.Sorted(maps.Keys(res.External)) {
+		fmt.Fprintf(out, "pool %s served by external endpoints (real, not emulated): %s\n", p, strings.Join(res.External[p], " "))
+	}
 	if err := report.Text(out, res.Live); err != nil {
 		return err
 	}

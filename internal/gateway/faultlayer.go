@@ -376,6 +376,22 @@ func (g *Gateway) send(up *http.Request, q *request, rep int) (*http.Response, e
 	return faultResponse(up, v), nil
 }
 
+// downState is how replica rep is injected down (Up when it is not): what
+// its health probes meet too, so that a backend with no proxy in front of
+// it (an external endpoint) goes dark to probes as to requests.
+func (g *Gateway) downState(rep int) Down {
+	l := &g.layer
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := Up
+	for _, inj := range l.on {
+		if inj.f.Down > d && slices.Contains(inj.replicas, rep) {
+			d = inj.f.Down
+		}
+	}
+	return d
+}
+
 // faultResponse is the layer's answer to up: v's status, Retry-After and
 // an OpenAI-style error body, as the emulated node answers its own faults.
 func faultResponse(up *http.Request, v verdict) *http.Response {

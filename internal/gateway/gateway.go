@@ -543,6 +543,13 @@ func (g *Gateway) probe(ctx context.Context, i int) {
 	defer cancel()
 	ok := false
 	req, err := http.NewRequestWithContext(pctx, http.MethodGet, g.replicas[i].health, nil)
+	switch g.downState(i) {
+	case DownRefuse: // injected down (faultlayer.go): refused at once
+		err = errors.New("connection refused (injected fault)")
+	case DownHang: // or swallowed: no answer within the health timeout
+		<-pctx.Done()
+		err = pctx.Err()
+	}
 	if err == nil {
 		resp, err := g.client.Do(req)
 		if err == nil {

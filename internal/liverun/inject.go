@@ -112,7 +112,7 @@ func replicaPools(sc *scenarios.Scenario) []string {
 // HTTP-level part in the gateway's fault layer (faults.LiveGateway, one
 // fault per pool), its part on the fleet through livefleet.InjectOn
 // (toxiproxy, containers). The undo removes both.
-func injectSpec(ctx context.Context, sc *scenarios.Scenario, fl *livefleet.Fleet, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
+func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
 	live := spec.Kind.Traits().Live
 	var removes []func()
 	undo := func(ctx context.Context) error {
@@ -151,34 +151,50 @@ func injectSpec(ctx context.Context, sc *scenarios.Scenario, fl *livefleet.Fleet
 	if !live.OnFleet() {
 		return undo, nil
 	}
-	nodes := make([]*livefleet.Node, 0, len(replicas))
-	for _, ri := range replicas {
-		nodes = append(nodes, fl.Nodes[ri])
+	onNodes, onExternal := h.split(replicas)
+	var undos []livefleet.Undo
+	all := func(ctx context.Context) error {
+		var errs []error
+		for _, u := range slices.Backward(undos) {
+			errs = append(errs, u(ctx))
+		}
+		return errors.Join(append(errs, undo(ctx))...)
 	}
-	fleetUndo, err := fl.InjectOn(ctx, spec, nodes)
-	if err != nil {
-		return nil, errors.Join(err, undo(ctx))
+	if len(onNodes) > 0 {
+		nodes := make([]*livefleet.Node, 0, len(onNodes))
+		for _, ri := range onNodes {
+			nodes = append(nodes, h.nodes[ri])
+		}
+		u, err := h.fl.InjectOn(ctx, spec, nodes)
+		if err != nil {
+			return nil, errors.Join(err, all(ctx))
+		}
+		undos = append(undos, u)
 	}
-	return func(ctx context.Context) error {
-		err := fleetUndo(ctx)
-		return errors.Join(err, undo(ctx))
-	}, nil
+	if len(onExternal) > 0 {
+		u, err := h.injectExternal(ctx, sc, gw, spec, onExternal)
+		if err != nil {
+			return nil, errors.Join(err, all(ctx))
+		}
+		undos = append(undos, u)
+	}
+	return all, nil
 }
 
-// checkReplicas holds the fleet's nodes and the gateway's replicas to the
-// twin's numbering, which fault plans and the Observer's replicas use.
-func checkReplicas(sc *scenarios.Scenario, fl *livefleet.Fleet, gw *gateway.Gateway) error {
+// checkReplicas holds the fleet's nodes, the external endpoints and the
+// gateway's replicas to the twin's numbering, which fault plans and the
+// Observer's replicas use.
+func checkReplicas(sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway) error {
 	pools := replicaPools(sc)
-	if len(fl.Nodes) != len(pools) {
-		return fmt.Errorf("live: the fleet has %d nodes, the scenario %d replicas (a harness bug)", len(fl.Nodes), len(pools))
+	if len(h.nodes) != len(pools) {
+		return fmt.Errorf("live: the fleet has %d replicas, the scenario %d (a harness bug)", len(h.nodes), len(pools))
 	}
 	seen := map[string]int{}
-	for i, n := range fl.Nodes {
-		k := seen[n.Pool]
-		seen[n.Pool]++
-		if n.Pool != pools[i] || gw.ReplicaIndex(n.Pool, k) != i {
-			return fmt.Errorf("live: node %s is replica %d of the twin (pool %s) but the gateway's %d (a harness bug)",
-				n.Name, i, pools[i], gw.ReplicaIndex(n.Pool, k))
+	for i, n := range h.nodes {
+		k := seen[pools[i]]
+		seen[pools[i]]++
+		if gw.ReplicaIndex(pools[i], k) != i || (n != nil && n.Pool != pools[i]) {
+			return fmt.Errorf("live: replica %d of the twin (pool %s) is the gateway's %d (a harness bug)", i, pools[i], gw.ReplicaIndex(pools[i], k))
 		}
 	}
 	return nil

@@ -39,6 +39,17 @@ type Options struct {
 	Image string
 	// NoTwin skips the twin run and the comparison.
 	NoTwin bool
+	// Backends are external endpoints (pool → "KIND+URL" per replica, as
+	// the gateway's --backend): those pools are served there, real GPU
+	// servers fleetdrill never starts or stops, the others by emulated
+	// nodes. With any, the replay runs in real time (Speed 1): real GPUs
+	// do not run faster.
+	Backends map[string][]string
+	// AllowDisrupt is the operator's command that stops and starts an
+	// external endpoint (run as `sh -c` with FLEETDRILL_ACTION=stop|start,
+	// FLEETDRILL_POOL, FLEETDRILL_BACKEND); without it a fault that must
+	// stop one (node-loss) is refused before anything starts.
+	AllowDisrupt string
 	// Logger logs the harness's progress (never prompts or keys).
 	Logger *slog.Logger
 	// BuildLog receives the node image's build output.
@@ -53,9 +64,12 @@ type Result struct {
 	Scenario *scenarios.Scenario
 	// Sets reproduce Scenario from the base scenario: pass them to
 	// `fleetdrill run` to rerun the twin side alone.
-	Sets       []string
-	Speed      float64
-	Live       *twin.Report
+	Sets  []string
+	Speed float64
+	Live  *twin.Report
+	// External are the pools served by external endpoints (real servers),
+	// as given: what the comparison checks the twin against.
+	External   map[string][]string
 	Twin       *twin.Report // nil with NoTwin
 	Comparison *Comparison  // nil with NoTwin
 	// WallS is how long the replay took, fleet start-up excluded.
@@ -84,7 +98,9 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 	sets := append([]string(nil), opts.Sets...)
 	for _, p := range base.Pools {
 		n := p.Replicas
-		if p.Service != nil || (len(p.Profiles) == 0 && !p.Derives()) {
+		if ext, isExt := opts.Backends[p.Name]; isExt {
+			n = len(ext) // an external pool has the replicas it has
+		} else if p.Service != nil || (len(p.Profiles) == 0 && !p.Derives()) {
 			n = 0
 		} else if opts.Replicas > 0 {
 			n = min(n, opts.Replicas)
@@ -198,7 +214,7 @@ func (r *replay) sleepUntil(ctx context.Context, at time.Duration) bool {
 
 // run replays the arrivals and the faults, waits for the drain, and returns
 // when it stopped (model time).
-func (r *replay) run(ctx context.Context, fl *livefleet.Fleet, plans []twin.FaultPlan, arrivals []twin.Arrival, stop <-chan struct{}) (time.Duration, error) {
+func (r *replay) run(ctx context.Context, fl *hybrid, plans []twin.FaultPlan, arrivals []twin.Arrival, stop <-chan struct{}) (time.Duration, error) {
 	r.mu.Lock()
 	r.t0, r.started = r.gw.Now(), true
 	for _, fn := range r.pending {
@@ -263,7 +279,7 @@ func (r *replay) run(ctx context.Context, fl *livefleet.Fleet, plans []twin.Faul
 // runFaults injects each fault at its start on the twin's replicas (injectSpec:
 // the gateway's fault layer and the fleet) and undoes it at its end; at
 // return every fault injected has been undone.
-func (r *replay) runFaults(ctx context.Context, fl *livefleet.Fleet, plans []twin.FaultPlan) error {
+func (r *replay) runFaults(ctx context.Context, fl *hybrid, plans []twin.FaultPlan) error {
 	type step struct {
 		at   time.Duration
 		fn   func(context.Context) error

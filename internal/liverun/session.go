@@ -34,6 +34,7 @@ type Session struct {
 	rec     *twin.Recorder
 	streams map[string]twin.StreamReport
 	fl      *livefleet.Fleet
+	h       *hybrid // the fleet as the replay sees it: nodes and external endpoints
 	gw      *gateway.Gateway
 	srv     *http.Server
 	r       *replay
@@ -69,7 +70,12 @@ type operatorFault struct {
 // Start builds the fleet and the gateway and starts the replay.
 func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	speed := opts.Speed
-	if speed == 0 {
+	switch {
+	case len(opts.Backends) > 0 && speed == 0:
+		speed = 1 // real GPUs do not run faster
+	case len(opts.Backends) > 0 && speed != 1:
+		return nil, fmt.Errorf("live: speed %g with external backends (--backend): real GPU servers run in real time; use --speed 1", speed)
+	case speed == 0:
 		speed = DefaultSpeed
 	}
 	if speed < 0 || speed > 1000 {
@@ -84,6 +90,9 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		return nil, err
 	}
 	if err := checkPolicy(sc); err != nil {
+		return nil, err
+	}
+	if err := checkExternal(sc, opts.Backends); err != nil {
 		return nil, err
 	}
 	rec, err := twin.NewRecorder(sc)
@@ -106,16 +115,26 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 			s.Close()
 		}
 	}()
-	if s.fl, err = livefleet.Build(ctx, livefleet.Options{Scenario: opts.Scenario, Sets: sets, Speed: speed,
-		Image: opts.Image, BuildLog: opts.BuildLog, Logger: log}); err != nil {
+	s.h = &hybrid{external: opts.Backends, disrupt: opts.AllowDisrupt}
+	if err := s.h.checkExternalFaults(sc, plans); err != nil {
 		return nil, err
 	}
-	// The twin's regional outage swallows connections (attempts fail after
-	// the health timeout), as a black-holing route does: so does the live
-	// one.
-	s.fl.OutageMode = livefleet.OutageHang
-	if len(s.fl.Nodes) != rec.Replicas() {
-		return nil, fmt.Errorf("live: the fleet has %d nodes, the scenario %d replicas (a harness bug)", len(s.fl.Nodes), rec.Replicas())
+	if pools := emulatedPools(sc, opts.Backends); len(pools) > 0 {
+		if s.fl, err = livefleet.Build(ctx, livefleet.Options{Scenario: opts.Scenario, Sets: sets, Speed: speed, Pools: pools,
+			Image: opts.Image, BuildLog: opts.BuildLog, Logger: log}); err != nil {
+			return nil, err
+		}
+		// The twin's regional outage swallows connections (attempts fail
+		// after the health timeout), as a black-holing route does: so does
+		// the live one.
+		s.fl.OutageMode = livefleet.OutageHang
+	}
+	s.h.fl = s.fl
+	if err := s.h.mapReplicas(sc); err != nil {
+		return nil, err
+	}
+	if len(s.h.nodes) != rec.Replicas() {
+		return nil, fmt.Errorf("live: the fleet has %d replicas, the scenario %d (a harness bug)", len(s.h.nodes), rec.Replicas())
 	}
 
 	r := &replay{sc: sc, rec: rec, speed: speed, log: log, keys: map[int]string{}}
@@ -150,12 +169,19 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 			r.mark(func(t0 time.Duration) { s.event(at-t0, kind, ch.Detail) })
 		},
 	}
-	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.fl.Backends(), Keys: keys, Seed: sc.Seed,
+	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.h.backends(), Keys: keys, Seed: sc.Seed,
 		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D()}); err != nil {
 		return nil, err
 	}
-	if err := checkReplicas(sc, s.fl, s.gw); err != nil {
+	if err := checkReplicas(sc, s.h, s.gw); err != nil {
 		return nil, err
+	}
+	if len(opts.Backends) > 0 {
+		// External servers must serve the pool's model under its name
+		// before anything is sent to them.
+		if err := s.gw.CheckBackends(ctx); err != nil {
+			return nil, fmt.Errorf("live: %w", err)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -172,7 +198,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	go func() {
 		defer close(s.done)
 		start := time.Now()
-		s.end, s.runErr = r.run(runCtx, s.fl, plans, arrivals, s.stop)
+		s.end, s.runErr = r.run(runCtx, s.h, plans, arrivals, s.stop)
 		s.runErr = errors.Join(s.runErr, s.undoOperatorFaults())
 		s.wallS = time.Since(start).Seconds()
 	}()
@@ -193,7 +219,7 @@ func (s *Session) Wait(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Scenario: s.sc, Sets: s.sets, Speed: s.speed, Live: live, WallS: s.wallS}
+	res := &Result{Scenario: s.sc, Sets: s.sets, Speed: s.speed, Live: live, External: s.opts.Backends, WallS: s.wallS}
 	if s.opts.NoTwin {
 		return res, nil
 	}
@@ -313,7 +339,7 @@ func (s *Session) Inject(line string) (string, error) {
 			return "", err
 		}
 		op.timer = time.AfterFunc(s.r.wall(sp.At-now), func() {
-			u, err := injectSpec(ctx, s.sc, s.fl, s.gw, sp, plan.Replicas)
+			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas)
 			s.r.mu.Lock()
 			op.undo = u
 			s.r.mu.Unlock()
@@ -327,7 +353,7 @@ func (s *Session) Inject(line string) (string, error) {
 		op.injecting = make(chan struct{})
 		go func() {
 			defer close(op.injecting)
-			u, err := injectSpec(ctx, s.sc, s.fl, s.gw, sp, plan.Replicas)
+			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas)
 			s.r.mu.Lock()
 			defer s.r.mu.Unlock()
 			op.undo = u

@@ -118,3 +118,82 @@ func TestVLLMBackendStaysHealthyBehindTheGateway(t *testing.T) {
 	loads := gw.Loads()
 	require.GreaterOrEqual(t, loads[0].KVUsage, 0.0, "the node's vllm:kv_cache_usage_perc was read")
 }
+
+// startVLLMNode runs the emulated node answering as vLLM, in-process on
+// loopback at speed 1, serving pool's model: an external endpoint the
+// harness does not start or stop.
+func startVLLMNode(t *testing.T, sc *scenarios.Scenario, pool string) string {
+	t.Helper()
+	cfg, err := node.FromScenario(sc, pool)
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	cfg.Flavor, cfg.Registerer, cfg.Gatherer = node.FlavorVLLM, reg, reg
+	n, err := node.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _ = n.Run(ctx) }()
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); cancel(); <-n.Stopped() })
+	return srv.URL
+}
+
+// A fault that would stop an external endpoint is refused before anything
+// starts unless the operator says how (--allow-disrupt); so is a speed
+// other than real time.
+func TestExternalEndpointsAreNeverStoppedUnasked(t *testing.T) {
+	ext := map[string][]string{"use-h100-8b": {"vllm+http://127.0.0.1:1"}}
+	_, err := Run(context.Background(), Options{Scenario: "default", NoTwin: true, Backends: ext,
+		Sets: []string{"faults=[node-loss pool=use-h100-8b at=1m for=1m]"}})
+	require.ErrorContains(t, err, "would stop 1 external endpoints, which fleetdrill never starts or stops; give --allow-disrupt CMD")
+	_, err = Run(context.Background(), Options{Scenario: "default", NoTwin: true, Backends: ext, Speed: 5})
+	require.ErrorContains(t, err, "real GPU servers run in real time; use --speed 1")
+	_, err = Run(context.Background(), Options{Scenario: "default", NoTwin: true,
+		Backends: map[string][]string{"nope": {"vllm+http://127.0.0.1:1"}}})
+	require.ErrorContains(t, err, "--backend nope=…: the scenario has no pool nope")
+}
+
+// A hybrid fleet: us-east's 8B pool is an external vLLM endpoint (the node
+// as vLLM, in-process, never started or stopped by the harness), the other
+// pools emulated containers. The scenario's faults hit the external pool as
+// the others: a quota cut on it through the gateway's fault layer (its
+// Retry-After of 30 s keeps it out of routing until 35 s), then a regional
+// outage through toxiproxy on the nodes and the fault layer on the
+// endpoint. Every request is accounted for, the comparison with the twin
+// covers the real pool, and the outage is detected.
+func TestHybridFleetWithAnExternalEndpoint(t *testing.T) {
+	requireDocker(t)
+	base, err := scenarios.LoadNamedWithSets("default", nil)
+	require.NoError(t, err)
+	url := startVLLMNode(t, base, "use-h100-8b")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Options{Scenario: "default", Replicas: 1,
+		Backends: map[string][]string{"use-h100-8b": {"vllm+" + url}},
+		Sets: []string{"duration=60s", "warmup=0s", "drain=1m",
+			"faults=[quota-exhaustion pool=use-h100-8b at=5s for=5s, regional-outage region=us-east at=40s for=20s]"}})
+	require.NoError(t, err)
+	require.Equal(t, 1.0, res.Speed, "external endpoints run in real time")
+	require.Equal(t, map[string][]string{"use-h100-8b": {"vllm+" + url}}, res.External)
+	live, tw := res.Live, res.Twin
+	require.NoError(t, live.CheckAccounting())
+	require.Equal(t, tw.Requests.Arrived, live.Requests.Arrived, "the replay sends the twin's requests")
+	require.Positive(t, live.Pools["use-h100-8b"].Dispatched, "the external pool served")
+	out := live.Faults["regional-outage(us-east)"]
+	require.NotNil(t, out)
+	if out.TimeToDetectS < 0 {
+		for _, ev := range live.Timeline {
+			t.Logf("%8.3fs %-16s %s", ev.TS, ev.Kind, ev.Detail)
+		}
+		t.Logf("live %+v", live.Requests)
+	}
+	require.GreaterOrEqual(t, out.TimeToDetectS, 0.0, "the outage on the external endpoint and the nodes is detected")
+	q := live.Faults["quota-exhaustion(use-h100-8b)"]
+	require.NotNil(t, q)
+	require.GreaterOrEqual(t, q.TimeToDetectS, 0.0, "the quota cut is detected from its 429s")
+	for _, r := range res.Comparison.Counts {
+		t.Logf("%-16s twin %6d live %6d", r.Count, r.Twin, r.Live)
+	}
+	for _, f := range res.Comparison.Faults {
+		t.Logf("%s: detect twin %.1fs live %.1fs, lost twin %d live %d", f.Fault, f.TwinDetectS, f.LiveDetectS, f.TwinLost, f.LiveLost)
+	}
+}
