@@ -155,10 +155,10 @@ func TestExternalEndpointsAreNeverStoppedUnasked(t *testing.T) {
 // A hybrid fleet: us-east's 8B pool is an external vLLM endpoint (the node
 // as vLLM, in-process, never started or stopped by the harness), the other
 // pools emulated containers. The scenario's faults hit the external pool as
-// the others: a quota cut on it through the gateway's fault layer (its
-// Retry-After of 30 s keeps it out of routing until 35 s), then a regional
-// outage through toxiproxy on the nodes and the fault layer on the
-// endpoint. Every request is accounted for, the comparison with the twin
+// the others: a quota cut, a driver its runtime cannot use (503s) and the
+// 8B model's retirement (404s) through the gateway's fault layer, then a
+// regional outage through toxiproxy on the nodes and the fault layer on
+// the endpoint. Every request is accounted for, the comparison with the twin
 // covers the real pool, and the outage is detected.
 func TestHybridFleetWithAnExternalEndpoint(t *testing.T) {
 	requireDocker(t)
@@ -170,7 +170,10 @@ func TestHybridFleetWithAnExternalEndpoint(t *testing.T) {
 	res, err := Run(ctx, Options{Scenario: "default", Replicas: 1,
 		Backends: map[string][]string{"use-h100-8b": {"vllm+" + url}},
 		Sets: []string{"duration=60s", "warmup=0s", "drain=1m",
-			"faults=[quota-exhaustion pool=use-h100-8b at=5s for=5s, regional-outage region=us-east at=40s for=20s]"}})
+			"faults=[quota-exhaustion pool=use-h100-8b at=5s for=5s, " +
+				"driver-upgrade pool=use-h100-8b driver=550.54.15 at=12s for=6s, " +
+				"model-retirement model=llama-3.1-8b at=24s notice=2s for=6s, " +
+				"regional-outage region=us-east at=40s for=20s]"}})
 	require.NoError(t, err)
 	require.Equal(t, 1.0, res.Speed, "external endpoints run in real time")
 	require.Equal(t, map[string][]string{"use-h100-8b": {"vllm+" + url}}, res.External)
@@ -187,9 +190,11 @@ func TestHybridFleetWithAnExternalEndpoint(t *testing.T) {
 		t.Logf("live %+v", live.Requests)
 	}
 	require.GreaterOrEqual(t, out.TimeToDetectS, 0.0, "the outage on the external endpoint and the nodes is detected")
-	q := live.Faults["quota-exhaustion(use-h100-8b)"]
-	require.NotNil(t, q)
-	require.GreaterOrEqual(t, q.TimeToDetectS, 0.0, "the quota cut is detected from its 429s")
+	for _, f := range []string{"quota-exhaustion(use-h100-8b)", "driver-upgrade(use-h100-8b)", "model-retirement(llama-3.1-8b)"} {
+		require.Contains(t, live.Faults, f)
+		require.Contains(t, tw.Faults, f)
+	}
+	require.GreaterOrEqual(t, live.Faults["quota-exhaustion(use-h100-8b)"].TimeToDetectS, 0.0, "the quota cut is detected from its 429s")
 	for _, r := range res.Comparison.Counts {
 		t.Logf("%-16s twin %6d live %6d", r.Count, r.Twin, r.Live)
 	}
