@@ -32,6 +32,9 @@ func newGatewayCmd() *cobra.Command {
 		maxTokens     int
 		queueTimeout  time.Duration
 		speed         float64
+		maxBody       int64
+		maxInflight   int64
+		writeTimeout  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway [SCENARIO] --keys FILE (--backends FILE | --backend POOL=[KIND+]URL...)",
@@ -95,7 +98,8 @@ are the Retry-After sent and the latencies in /metrics.`,
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			gw, err := gateway.New(gateway.Config{Scenario: sc, Backends: backends, Keys: keys, DefaultClass: class,
-				DefaultMaxTokens: maxTokens, QueueTimeout: queueTimeout, Speed: speed, Registry: reg, Logger: logger, Seed: sc.Seed})
+				DefaultMaxTokens: maxTokens, QueueTimeout: queueTimeout, Speed: speed, Registry: reg, Logger: logger, Seed: sc.Seed,
+				MaxBodyBytes: maxBody, MaxInflightBodyBytes: maxInflight, StreamWriteTimeout: writeTimeout})
 			if err != nil {
 				return invalid(err)
 			}
@@ -125,6 +129,9 @@ are the Retry-After sent and the latencies in /metrics.`,
 	f.IntVar(&maxTokens, "default-max-tokens", 256, "output token estimate of a request without max_tokens")
 	f.DurationVar(&queueTimeout, "queue-timeout", 30*time.Second, "longest wait in the core's queue for a replica (model time)")
 	f.Float64Var(&speed, "speed", 1, "model seconds per wall second, as the nodes' --speed (1 is real time)")
+	f.Int64Var(&maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes: 413 beyond it")
+	f.Int64Var(&maxInflight, "max-inflight-body", gateway.DefaultMaxInflightBodyBytes, "request body bytes held at once, all requests together: 429 with Retry-After beyond it")
+	f.DurationVar(&writeTimeout, "write-timeout", gateway.DefaultStreamWriteTimeout, "longest wait for one write to a client (a stream's chunk), not for the whole answer")
 	return cmd
 }
 

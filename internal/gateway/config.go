@@ -56,6 +56,18 @@ type Config struct {
 	Transport http.RoundTripper
 	// Seed seeds the retry jitter.
 	Seed uint64
+	// MaxBodyBytes bounds a request body: 413 request_too_large beyond
+	// it; default DefaultMaxBodyBytes (1 MiB).
+	MaxBodyBytes int64
+	// MaxInflightBodyBytes bounds the request bodies held at once (each
+	// reserved from its Content-Length, or MaxBodyBytes when unknown,
+	// before it is read): 429 with Retry-After when full; default
+	// DefaultMaxInflightBodyBytes (256 MiB).
+	MaxInflightBodyBytes int64
+	// StreamWriteTimeout bounds each write to a client (a chunk of an
+	// answer and its flush); default DefaultStreamWriteTimeout (30s),
+	// wall time.
+	StreamWriteTimeout time.Duration
 }
 
 // Key is an API key and the scenario tenant it identifies.

@@ -78,6 +78,14 @@
 //
 // # Requests, retries, outcomes
 //
+// A request the gateway refuses itself, before the core sees it (401, 413,
+// 400, 404 for an unknown model, 429 when the in-flight body budget is
+// full), is counted in fleetdrill_gateway_requests_total with outcome
+// refused (tenant "-" when no key matched, class "-" when not yet known)
+// and in fleetdrill_gateway_refused_total{reason}, and logged in one line
+// ("refused": tenant, class, status, reason; never the key, the prompt or
+// the client's address). limits.go holds these limits.
+//
 // Every request that passes authentication and validation ends with exactly
 // one outcome, counted in fleetdrill_gateway_requests_total{tenant, class,
 // outcome}: completed (an upstream 2xx), failed (upstream errors after the
@@ -119,10 +127,17 @@
 //     endpoint).
 //   - 404 invalid_request_error model_not_found, param model: a model the
 //     gateway does not know (GET /v1/models/{id}: one it does not serve).
-//   - 400 invalid_request_error invalid_body: the body unreadable, too
-//     large or not JSON; unknown_request_class: X-Fleetdrill-Class names
-//     no class; invalid_value, param max_tokens or max_completion_tokens:
-//     a negative one.
+//   - 400 invalid_request_error invalid_body: the body unreadable or not
+//     JSON; unknown_request_class: X-Fleetdrill-Class names no class;
+//     invalid_value, param max_tokens or max_completion_tokens: a negative
+//     one.
+//   - 413 invalid_request_error request_too_large: a body over
+//     Config.MaxBodyBytes (default 1 MiB), refused from its Content-Length
+//     before it is read, or when a chunked body runs over while it is.
+//   - 429 requests rate_limit_exceeded, with Retry-After: the request
+//     bodies in flight fill Config.MaxInflightBodyBytes (default 256 MiB;
+//     each body is reserved, from its Content-Length or the body limit
+//     when unknown, before it is read).
 //   - 400 invalid_request_error context_length_exceeded, param max_tokens,
 //     max_completion_tokens, messages or prompt: too large for every pool
 //     that may serve it (below).

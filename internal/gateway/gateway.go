@@ -46,6 +46,7 @@ type Gateway struct {
 	defClass int
 	keys     []keyEntry
 	layer    faultLayer // faults injected on the replicas (faultlayer.go)
+	lim      limits     // body limits and refusals (limits.go)
 
 	// mu owns the core and everything below it.
 	mu       sync.Mutex
@@ -227,7 +228,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.wake = time.AfterFunc(time.Hour, g.onWake)
 	g.wake.Stop()
 	g.metrics = newMetrics(g)
-	if err := g.metrics.register(g.reg); err != nil {
+	if err := errors.Join(g.metrics.register(g.reg), g.initLimits()); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -19,9 +19,6 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// maxBody bounds a request body.
-const maxBody = 16 << 20
-
 // completionRequest is what the gateway reads of an OpenAI request; the body
 // goes upstream as it came (bar the model, after a fallback, and what the
 // degradation ladder changes: degrade.go).
@@ -158,7 +155,7 @@ func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 	if g.authenticate(r) < 0 {
 		g.metrics.unauthorized.Inc()
-		writeError(w, errInvalidKey)
+		g.refuse(w, -1, "", refuseUnauthorized, errInvalidKey)
 		return
 	}
 	out := openai.NewModelList(g.served, g.clk.start.Unix())
@@ -171,7 +168,7 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request) {
 	if g.authenticate(r) < 0 {
 		g.metrics.unauthorized.Inc()
-		writeError(w, errInvalidKey)
+		g.refuse(w, -1, "", refuseUnauthorized, errInvalidKey)
 		return
 	}
 	id := r.PathValue("id")
@@ -250,28 +247,28 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	tenant := g.authenticate(r)
 	if tenant < 0 {
 		g.metrics.unauthorized.Inc()
-		writeError(w, errInvalidKey)
+		g.refuse(w, tenant, "", refuseUnauthorized, errInvalidKey)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if err != nil {
-		writeError(w, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body unreadable or too large"})
+	body, release, ok := g.readBody(w, r, tenant) // limits.go
+	if !ok {
 		return
 	}
+	defer release()
 	var cr completionRequest
 	if err := json.Unmarshal(body, &cr); err != nil {
-		writeError(w, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid JSON"})
+		g.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid JSON"})
 		return
 	}
 	model, ok := g.models[cr.Model]
 	if !ok {
-		writeError(w, errModelNotFound(cr.Model))
+		g.refuse(w, tenant, "", refuseModel, errModelNotFound(cr.Model))
 		return
 	}
 	class := g.defClass
 	if name := r.Header.Get("X-Fleetdrill-Class"); name != "" {
 		if class, ok = g.classes[name]; !ok {
-			writeError(w, apiError{http.StatusBadRequest, typeInvalid, "unknown_request_class", "", "unknown request class (X-Fleetdrill-Class)"})
+			g.refuse(w, tenant, "", refuseClass, apiError{http.StatusBadRequest, typeInvalid, "unknown_request_class", "", "unknown request class (X-Fleetdrill-Class)"})
 			return
 		}
 	}
@@ -286,7 +283,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	in, out, err := estimate(&cr, g.cfg.DefaultMaxTokens)
 	if err != nil {
-		writeError(w, apiError{http.StatusBadRequest, typeInvalid, "invalid_value", outParam, err.Error()})
+		g.refuse(w, tenant, g.sc.Classes[class].Name, refuseBadValue, apiError{http.StatusBadRequest, typeInvalid, "invalid_value", outParam, err.Error()})
 		return
 	}
 	q := &request{path: r.URL.Path, body: body, stream: cr.Stream, arrived: arrived,
@@ -704,6 +701,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	h.Set(hdrQueueWait, strconv.FormatFloat((q.c.dispatched-q.c.req.Arrived).Seconds(), 'f', -1, 64))
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve another request
 	// Output events of a streamed success, for the time to first token
 	// and per output token.
 	var meter *streamMeter
@@ -729,6 +727,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			if meter != nil {
 				meter.feed(chunk, at)
 			}
+			_ = rc.SetWriteDeadline(time.Now().Add(g.cfg.StreamWriteTimeout)) // per write: a long stream is not cut, a stalled client is
 			if _, writeErr = w.Write(chunk); writeErr != nil {
 				break
 			}

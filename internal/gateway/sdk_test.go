@@ -67,6 +67,7 @@ func TestSDKErrors(t *testing.T) {
 			wantStatus: 400, wantType: "invalid_request_error", wantCode: "context_length_exceeded", wantParam: "max_completion_tokens",
 			wantOutcome: "rejected", wantReason: "no-compatible-pool"},
 		{name: "prompt longer than any pool holds", // 2 Mi tokens estimated
+			cfg: func(c *Config) { c.MaxBodyBytes = 16 << 20 }, // over the default body limit
 			params: func(p *openai.ChatCompletionNewParams) {
 				p.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage(strings.Repeat("x", 8<<20))}
 			},
