@@ -36,6 +36,7 @@
 //	internal/gateway      the live gateway: the core on the wall clock, real HTTP backends
 //	internal/node         the emulated inference node, timed by twin/engine
 //	internal/openai       the OpenAI HTTP wire format
+//	internal/httpguard    listener limits: header, body and idle timeouts, a connection cap
 //	internal/livefleet    containers of nodes behind toxiproxy, and live fault injectors
 //	internal/liverun      run --live: replay, live report, twin-versus-live comparison
 //	internal/gpu          NVML inventory and agent (cgo)

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
+	"github.com/fleetdrill/fleetdrill/internal/httpguard"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
@@ -35,6 +36,7 @@ func newGatewayCmd() *cobra.Command {
 		maxBody       int64
 		maxInflight   int64
 		writeTimeout  time.Duration
+		lim           httpguard.Limits
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway [SCENARIO] --keys FILE (--backends FILE | --backend POOL=[KIND+]URL...)",
@@ -115,7 +117,7 @@ are the Retry-After sent and the latencies in /metrics.`,
 			if err != nil {
 				return invalid(err)
 			}
-			return serveGateway(cmd.Context(), cmd, ln, gw, sc.Name)
+			return serveGateway(cmd.Context(), cmd, lim, ln, gw, sc.Name)
 		},
 	}
 	f := cmd.Flags()
@@ -131,16 +133,17 @@ are the Retry-After sent and the latencies in /metrics.`,
 	f.Float64Var(&speed, "speed", 1, "model seconds per wall second, as the nodes' --speed (1 is real time)")
 	f.Int64Var(&maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes: 413 beyond it")
 	f.Int64Var(&maxInflight, "max-inflight-body", gateway.DefaultMaxInflightBodyBytes, "request body bytes held at once, all requests together: 429 with Retry-After beyond it")
+	addServerFlags(cmd, &lim)
 	f.DurationVar(&writeTimeout, "write-timeout", gateway.DefaultStreamWriteTimeout, "longest wait for one write to a client (a stream's chunk), not for the whole answer")
 	return cmd
 }
 
 // serveGateway serves gw on ln until ctx ends, then shuts down gracefully.
-func serveGateway(ctx context.Context, cmd *cobra.Command, ln net.Listener, gw *gateway.Gateway, scenario string) error {
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+func serveGateway(ctx context.Context, cmd *cobra.Command, lim httpguard.Limits, ln net.Listener, gw *gateway.Gateway, scenario string) error {
+	srv := lim.Server(gw.Handler())
 	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: scenario %s, listening on http://%s\n", scenario, ln.Addr())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(lim.Listener(ln)) }()
 	select {
 	case err := <-errc:
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/fleetdrill/fleetdrill/internal/httpguard"
 	"github.com/fleetdrill/fleetdrill/internal/node"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
@@ -42,6 +43,7 @@ type nodeFlags struct {
 	speed                           float64
 	drain                           time.Duration
 	flavor                          string
+	lim                             httpguard.Limits
 }
 
 func newNodeCmd() *cobra.Command {
@@ -111,6 +113,7 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl.StringVar(&f.driver, "driver", "", "driver version the node reports (default: the pool's, else "+defaultNodeDriver+")")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the error-rate fault's random stream")
 	fl.Float64Var(&f.speed, "speed", 1, "model seconds per wall second (1 is real time)")
+	addServerFlags(cmd, &f.lim) // both listeners, API and admin
 	fl.DurationVar(&f.drain, "drain", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
 	flavors := make([]string, len(node.Flavors))
 	for i, fv := range node.Flavors {
@@ -220,16 +223,16 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 	if err != nil {
 		return &exitError{code: exitInvalid, err: fmt.Errorf("node: --listen: %w", err)}
 	}
-	servers := []*http.Server{{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}}
-	listeners := []net.Listener{ln}
+	servers := []*http.Server{f.lim.Server(n.Handler())}
+	listeners := []net.Listener{f.lim.Listener(ln)}
 	if f.adminListen != "" {
 		aln, err := net.Listen("tcp", f.adminListen)
 		if err != nil {
 			ln.Close()
 			return &exitError{code: exitInvalid, err: fmt.Errorf("node: --admin-listen: %w", err)}
 		}
-		servers = append(servers, &http.Server{Handler: n.AdminHandler(f.adminToken), ReadHeaderTimeout: 10 * time.Second})
-		listeners = append(listeners, aln)
+		servers = append(servers, f.lim.Server(n.AdminHandler(f.adminToken)))
+		listeners = append(listeners, f.lim.Listener(aln))
 	}
 
 	engCtx, stopEngine := context.WithCancel(context.Background())

@@ -1,0 +1,159 @@
+package httpguard
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// serve serves h within l on a local port and returns its address.
+func serve(t *testing.T, l Limits, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := l.Server(h)
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(l.Listener(ln)); close(done) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return after Close")
+		}
+	})
+	return ln.Addr().String()
+}
+
+// waitClosed reads conn until the server closes it, within bound; it
+// fails the test when the connection is still open then.
+func waitClosed(t *testing.T, conn net.Conn, bound time.Duration) {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(bound))
+	_, err := io.Copy(io.Discard, conn)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("connection still open after %v", bound)
+	}
+}
+
+func echo(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	_, _ = w.Write(b)
+}
+
+// A client that sends its headers and then not its body is cut off by the
+// body deadline.
+func TestSlowBodyIsCut(t *testing.T) {
+	const d = 100 * time.Millisecond
+	addr := serve(t, Limits{ReadHeaderTimeout: time.Second, BodyTimeout: d}, http.HandlerFunc(echo))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc"); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, conn, 20*d)
+}
+
+// A client that sends its body in time gets its answer, and a long answer
+// after it is not cut by the body deadline.
+func TestBodyInTimeAndLongAnswer(t *testing.T) {
+	const d = 50 * time.Millisecond
+	addr := serve(t, Limits{ReadHeaderTimeout: time.Second, BodyTimeout: d}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		select {
+		case <-time.After(4 * d): // longer than the body deadline
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write(b)
+	}))
+	resp, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "hello" {
+		t.Errorf("answer %q, want hello", b)
+	}
+}
+
+// An idle keep-alive connection is closed after IdleTimeout.
+func TestIdleConnectionClosed(t *testing.T) {
+	const d = 100 * time.Millisecond
+	addr := serve(t, Limits{ReadHeaderTimeout: time.Second, IdleTimeout: d}, http.HandlerFunc(echo))
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.Close {
+		t.Fatal("server closed the connection after the answer: not a keep-alive test")
+	}
+	waitClosed(t, conn, 20*d)
+}
+
+// Headers over MaxHeaderBytes are refused.
+func TestHeadersTooLarge(t *testing.T) {
+	addr := serve(t, Limits{ReadHeaderTimeout: time.Second, MaxHeaderBytes: 1 << 10}, http.HandlerFunc(echo))
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 64<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("status %d, want 431", resp.StatusCode)
+	}
+}
+
+// With MaxConns open, the next connection is not served until one closes.
+func TestMaxConns(t *testing.T) {
+	addr := serve(t, Limits{ReadHeaderTimeout: 10 * time.Second, MaxConns: 2}, http.HandlerFunc(echo))
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// The third connects (the kernel's queue) but is not served.
+	client := &http.Client{Timeout: 300 * time.Millisecond}
+	if _, err := client.Get("http://" + addr + "/"); err == nil {
+		t.Fatal("a third connection was served with two held open")
+	}
+	held[0].Close()
+	client.Timeout = 10 * time.Second
+	resp, err := client.Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+	resp.Body.Close()
+}
