@@ -68,6 +68,11 @@ type Config struct {
 	// answer and its flush); default DefaultStreamWriteTimeout (30s),
 	// wall time.
 	StreamWriteTimeout time.Duration
+	// ReplaySecret, when set, lets a request carrying it in the
+	// X-Fleetdrill-Replay header set the emulated node's exact lengths
+	// (x_fleetdrill): the live harness's replay sets a random one per run.
+	// "": nobody may, and x_fleetdrill is removed from every body.
+	ReplaySecret string
 }
 
 // Key is an API key and the scenario tenant it identifies.

@@ -73,8 +73,29 @@
 // anything, so the gateway estimates: input tokens = ceil(B/4) + 4 per chat
 // message, B being the bytes of the JSON-encoded prompt or messages' content
 // (about four bytes per token for English BPE vocabularies); output tokens =
-// max_completion_tokens, else max_tokens, else Config.DefaultMaxTokens.
-// Prompts are never logged.
+// max_completion_tokens, else max_tokens, else Config.DefaultMaxTokens,
+// times the choices asked for: max(n, best_of), each a generation of its
+// own (more than 8, or fewer than 1, is 400 invalid_value with param n or
+// best_of). Prompts are never logged.
+//
+// When the upstream's answer says what it used (OpenAI's usage:
+// prompt_tokens and completion_tokens, in a non-streamed body or in a
+// stream's usage chunk, which a client gets by asking
+// stream_options.include_usage), the core is told (sched.Core.Reconcile)
+// and the tenant's token bucket is charged that instead of the estimate:
+// the difference is refunded, or taken (never below an empty bucket, each
+// side capped at the bucket's burst). An answer that says nothing keeps the
+// estimate's charge. Only the attempt that answered is reconciled.
+//
+// A client cannot make a backend do work the gateway did not charge:
+// x_fleetdrill (the emulated node's exact lengths) is removed from every
+// body unless the request carries Config.ReplaySecret in
+// X-Fleetdrill-Replay (compared in constant time; no secret configured:
+// nobody may), which the live harness's replay sets per run. No client
+// header goes upstream: the gateway sends its own (X-Fleetdrill-Class the
+// class it resolved, Idempotency-Key, Content-Type, Accept), so a client's
+// X-Fleetdrill-Input-Tokens or X-Fleetdrill-Output-Tokens never reaches a
+// node.
 //
 // # Requests, retries, outcomes
 //
@@ -130,7 +151,7 @@
 //   - 400 invalid_request_error invalid_body: the body unreadable or not
 //     JSON; unknown_request_class: X-Fleetdrill-Class names no class;
 //     invalid_value, param max_tokens or max_completion_tokens: a negative
-//     one.
+//     one; param n or best_of: not between 1 and 8.
 //   - 413 invalid_request_error request_too_large: a body over
 //     Config.MaxBodyBytes (default 1 MiB), refused from its Content-Length
 //     before it is read, or when a chunked body runs over while it is.

@@ -46,6 +46,8 @@ type fake struct {
 	keyMu     sync.Mutex
 	keys      []string      // the Idempotency-Key of every request, in order
 	lastBody  atomic.Value  // string: the last request body
+	lastHdr   atomic.Value  // http.Header: the last request's headers
+	usage     atomic.Value  // string: the usage object of a non-streamed answer; "": none
 	started   chan struct{} // one per blocked request
 	cancelled chan struct{} // one per blocked request whose context ended
 	release   chan struct{}
@@ -103,6 +105,7 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(body, &req)
 	f.lastModel.Store(req.Model)
 	f.lastBody.Store(string(body))
+	f.lastHdr.Store(r.Header.Clone())
 	if d := f.delay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
@@ -167,7 +170,11 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 		panic(http.ErrAbortHandler)
 	}
-	fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`, req.Model)
+	usage := ""
+	if u, _ := f.usage.Load().(string); u != "" {
+		usage = `,"usage":` + u
+	}
+	fmt.Fprintf(w, `{"id":"x","object":"chat.completion","model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]%s}`, req.Model, usage)
 }
 
 // Test keys.

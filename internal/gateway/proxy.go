@@ -27,6 +27,8 @@ type completionRequest struct {
 	Stream              bool            `json:"stream"`
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	N                   *int            `json:"n"`
+	BestOf              *int            `json:"best_of"`
 	Prompt              json.RawMessage `json:"prompt"`
 	Messages            []struct {
 		Content json.RawMessage `json:"content"`
@@ -60,7 +62,12 @@ func estimate(cr *completionRequest, defaultMax int) (in, out int, err error) {
 	if out < 0 {
 		return 0, 0, errors.New("max_tokens must not be negative")
 	}
-	return in, out, nil
+	// Each of n (or best_of) choices is a generation of its own.
+	k, err := choices(cr)
+	if err != nil {
+		return 0, 0, err
+	}
+	return in, k * out, nil
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -283,10 +290,10 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	in, out, err := estimate(&cr, g.cfg.DefaultMaxTokens)
 	if err != nil {
-		g.refuse(w, tenant, g.sc.Classes[class].Name, refuseBadValue, apiError{http.StatusBadRequest, typeInvalid, "invalid_value", outParam, err.Error()})
+		g.refuse(w, tenant, g.sc.Classes[class].Name, refuseBadValue, apiError{http.StatusBadRequest, typeInvalid, "invalid_value", paramOf(err, outParam), err.Error()})
 		return
 	}
-	q := &request{path: r.URL.Path, body: body, stream: cr.Stream, arrived: arrived,
+	q := &request{path: r.URL.Path, body: g.screen(r, body), stream: cr.Stream, arrived: arrived,
 		tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name, model: cr.Model,
 		inParam: inParam, outParam: outParam}
 	q.c.ready = make(chan int, 1)
@@ -708,6 +715,11 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	if q.stream && outcome == outCompleted {
 		meter = &streamMeter{}
 	}
+	// What the answer says it used, for the tenant's bucket (quota.go).
+	var usage *usageScanner
+	if outcome == outCompleted {
+		usage = &usageScanner{events: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
+	}
 	var readErr, writeErr error
 	// Once tokens flow, a backend silent for the health timeout has died
 	// under the stream (a black-holed route answers nothing and closes
@@ -728,6 +740,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 				meter.feed(chunk, at)
 			}
 			_ = rc.SetWriteDeadline(time.Now().Add(g.cfg.StreamWriteTimeout)) // per write: a long stream is not cut, a stalled client is
+			if usage != nil {
+				usage.feed(chunk)
+			}
 			if _, writeErr = w.Write(chunk); writeErr != nil {
 				break
 			}
@@ -780,6 +795,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	}
 	if meter != nil {
 		g.metrics.streamed(q, meter)
+	}
+	if usage != nil {
+		g.reconcile(&q.c, usage)
 	}
 	g.finish(&q.c, rep, true, true, q.ttft)
 	return resDone, outcome, resp.StatusCode

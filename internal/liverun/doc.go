@@ -25,7 +25,9 @@
 // real text), max_tokens set to the output length, and the exact lengths in
 // the x_fleetdrill extension for emulated nodes (ignore_eos and min_tokens
 // for vLLM). Each tenant gets a random API key for the run; classes travel
-// in X-Fleetdrill-Class.
+// in X-Fleetdrill-Class. The gateway lets x_fleetdrill through only with the
+// run's random replay secret (gateway.Config.ReplaySecret), which every
+// request carries in X-Fleetdrill-Replay.
 //
 // # Accounting
 //

@@ -159,6 +159,7 @@ type replay struct {
 	speed  float64
 	log    *slog.Logger
 	keys   map[int]string
+	secret string // the gateway's Config.ReplaySecret, sent with every request
 	gw     *gateway.Gateway
 	url    string
 	client *http.Client

@@ -73,6 +73,9 @@ func (r *replay) exchange(ctx context.Context, a twin.Arrival, o *twin.Outcome) 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("X-Fleetdrill-Class", r.sc.Classes[a.Class].Name)
+	if r.secret != "" {
+		req.Header.Set("X-Fleetdrill-Replay", r.secret) // lets x_fleetdrill through
+	}
 	resp, err := r.client.Do(req)
 	if err != nil {
 		o.Ended = r.now()

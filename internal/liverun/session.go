@@ -137,7 +137,9 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		return nil, fmt.Errorf("live: the fleet has %d replicas, the scenario %d (a harness bug)", len(s.h.nodes), rec.Replicas())
 	}
 
-	r := &replay{sc: sc, rec: rec, speed: speed, log: log, keys: map[int]string{}}
+	// The replay's exact lengths (x_fleetdrill) pass the gateway only with
+	// this run's secret: no other client may set them.
+	r := &replay{sc: sc, rec: rec, speed: speed, log: log, keys: map[int]string{}, secret: randomHex(32)}
 	r.onEvent = func(ev twin.TimelineEvent) { s.timeline = append(s.timeline, ev) }
 	s.r = r
 	var keys []gateway.Key
@@ -169,7 +171,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 			r.mark(func(t0 time.Duration) { s.event(at-t0, kind, ch.Detail) })
 		},
 	}
-	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.h.backends(), Keys: keys, Seed: sc.Seed,
+	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.h.backends(), Keys: keys, Seed: sc.Seed, ReplaySecret: r.secret,
 		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D()}); err != nil {
 		return nil, err
 	}
