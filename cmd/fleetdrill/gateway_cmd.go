@@ -37,6 +37,7 @@ func newGatewayCmd() *cobra.Command {
 		maxInflight   int64
 		writeTimeout  time.Duration
 		lim           httpguard.Limits
+		metricsListen string
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway [SCENARIO] --keys FILE (--backends FILE | --backend POOL=[KIND+]URL...)",
@@ -101,7 +102,8 @@ are the Retry-After sent and the latencies in /metrics.`,
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			gw, err := gateway.New(gateway.Config{Scenario: sc, Backends: backends, Keys: keys, DefaultClass: class,
 				DefaultMaxTokens: maxTokens, QueueTimeout: queueTimeout, Speed: speed, Registry: reg, Logger: logger, Seed: sc.Seed,
-				MaxBodyBytes: maxBody, MaxInflightBodyBytes: maxInflight, StreamWriteTimeout: writeTimeout})
+				MaxBodyBytes: maxBody, MaxInflightBodyBytes: maxInflight, StreamWriteTimeout: writeTimeout,
+				MetricsApart: metricsListen != ""})
 			if err != nil {
 				return invalid(err)
 			}
@@ -117,6 +119,17 @@ are the Retry-After sent and the latencies in /metrics.`,
 			if err != nil {
 				return invalid(err)
 			}
+			if metricsListen != "" {
+				mln, err := net.Listen("tcp", metricsListen)
+				if err != nil {
+					ln.Close()
+					return invalid(fmt.Errorf("--metrics-listen: %w", err))
+				}
+				ctx, cancel := context.WithCancel(cmd.Context())
+				wait := serveMetrics(ctx, cmd, mln, gw)
+				defer wait()
+				defer cancel() // runs first: the metrics server shuts down, then wait
+			}
 			return serveGateway(cmd.Context(), cmd, lim, ln, gw, sc.Name)
 		},
 	}
@@ -125,8 +138,9 @@ are the Retry-After sent and the latencies in /metrics.`,
 	f.StringVar(&backendsFile, "backends", "", "backends file: one `POOL [KIND+]BASE-URL` per replica")
 	f.StringArrayVar(&backendFlags, "backend", nil, "add a replica: `POOL=[KIND+]URL` (repeatable); KIND is openai (default: any compatible server), vllm, sglang, tgi or fleetdrill (the emulated node), e.g. use-h100-8b=vllm+http://10.0.0.5:8000")
 	f.BoolVar(&checkBackends, "check-backends", true, "at start, check that every backend lists its pool's model on GET /v1/models")
-	f.StringVar(&keysFile, "keys", "", "keys file: one `TENANT KEY` per line")
+	f.StringVar(&keysFile, "keys", "", "keys file (mode 0600): one `TENANT KEY` per line, KEY at least 32 characters or sha256:HEX, its digest")
 	f.StringVar(&listen, "listen", "127.0.0.1:8080", "address to listen on")
+	f.StringVar(&metricsListen, "metrics-listen", "", "serve /metrics (tenant names, backend addresses) on this address only, not on --listen")
 	f.StringVar(&class, "class", "", "class of requests without X-Fleetdrill-Class (default: the scenario's first)")
 	f.IntVar(&maxTokens, "default-max-tokens", 256, "output token estimate of a request without max_tokens")
 	f.DurationVar(&queueTimeout, "queue-timeout", 30*time.Second, "longest wait in the core's queue for a replica (model time)")

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -46,7 +48,9 @@ func TestGatewayCmdServesAndShutsDown(t *testing.T) {
 	defer backend.Close()
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.txt")
-	require.NoError(t, os.WriteFile(keys, []byte("# tenant key\nglobal sk-test-global\n"), 0o600))
+	// The key by its digest: the file need not hold it.
+	digest := sha256.Sum256([]byte(testGatewayKey))
+	require.NoError(t, os.WriteFile(keys, []byte("# tenant key\nglobal sha256:"+hex.EncodeToString(digest[:])+"\n"), 0o600))
 	backends := filepath.Join(dir, "backends.txt")
 	require.NoError(t, os.WriteFile(backends, []byte("use-h100-8b "+backend.URL+"\n"), 0o600))
 
@@ -72,7 +76,7 @@ func TestGatewayCmdServesAndShutsDown(t *testing.T) {
 
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
 		strings.NewReader(`{"model":"llama-3.1-8b","messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Authorization", "Bearer sk-test-global")
+	req.Header.Set("Authorization", "Bearer "+testGatewayKey)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -98,10 +102,17 @@ func TestGatewayCmdServesAndShutsDown(t *testing.T) {
 func TestGatewayCmdErrors(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.txt")
-	require.NoError(t, os.WriteFile(keys, []byte("global sk-1\n"), 0o600))
+	require.NoError(t, os.WriteFile(keys, []byte("global "+testGatewayKey+"\n"), 0o600))
+	short := filepath.Join(dir, "short.txt")
+	require.NoError(t, os.WriteFile(short, []byte("global sk-1\n"), 0o600))
+	open := filepath.Join(dir, "open.txt")
+	require.NoError(t, os.WriteFile(open, []byte("global "+testGatewayKey+"\n"), 0o600))
+	require.NoError(t, os.Chmod(open, 0o644))
 	for name, args := range map[string][]string{
 		"no keys":      {"eu-residency", "--backend", "use-h100-8b=http://127.0.0.1:1"},
 		"no backends":  {"eu-residency", "--keys", keys},
+		"short key":    {"eu-residency", "--keys", short, "--backend", "use-h100-8b=http://127.0.0.1:1"},
+		"open keys":    {"eu-residency", "--keys", open, "--backend", "use-h100-8b=http://127.0.0.1:1"},
 		"unknown pool": {"eu-residency", "--keys", keys, "--backend", "nope=http://127.0.0.1:1"},
 		"bad url":      {"eu-residency", "--keys", keys, "--backend", "use-h100-8b=ftp://x"},
 		"bad speed":    {"eu-residency", "--keys", keys, "--backend", "use-h100-8b=http://127.0.0.1:1", "--speed", "-2"},

@@ -24,8 +24,8 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
-// adminTokenEnv is read when --admin-token is not given, so the token need
-// not appear in a process listing.
+// adminTokenEnv holds the admin token (or --admin-token-file names a file
+// that does): never a flag, which every user sees in a process listing.
 const adminTokenEnv = "FLEETDRILL_ADMIN_TOKEN"
 
 // defaultNodeDriver is the driver a node reports when neither --driver nor
@@ -34,6 +34,7 @@ const defaultNodeDriver = "550.127.05"
 
 type nodeFlags struct {
 	listen, adminListen, adminToken string
+	adminTokenFile, adminTokenFlag  string
 	profile, scenario, pool         string
 	sets, models, minDrivers        []string
 	maxBatch                        int
@@ -73,7 +74,7 @@ twin's compatibility rules).
 
 With --admin-listen, a second listener serves /admin/faults (GET, POST a JSON
 patch, DELETE to reset), which needs "Authorization: Bearer TOKEN"
-(--admin-token or $FLEETDRILL_ADMIN_TOKEN): quota exhaustion (429 with
+($FLEETDRILL_ADMIN_TOKEN or --admin-token-file, never a flag): quota exhaustion (429 with
 Retry-After), model retirement (404 model_not_found), a driver change (503 for
 models the driver cannot run) and an error rate (seeded 500s).
 
@@ -83,13 +84,13 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
   fleetdrill node --profile h100-sxm/llama-3.1-70b/tp4 --models llama-3.1-70b --max-batch 64
   fleetdrill node --flavor vllm --listen 127.0.0.1:8001
   fleetdrill node --scenario gameday-driver-upgrade --pool use-h100-8b-a \
-      --admin-listen 127.0.0.1:9000 --admin-token "$TOKEN"
+      --admin-listen 127.0.0.1:9000 --admin-token-file /run/secrets/admin-token
   curl -H "Authorization: Bearer $TOKEN" -d '{"quota_exhausted":true,"retry_after_s":20}' \
       http://127.0.0.1:9000/admin/faults`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !cmd.Flags().Changed("admin-token") {
-				f.adminToken = os.Getenv(adminTokenEnv)
+			if err := f.readAdminToken(cmd.Flags().Changed("admin-token")); err != nil {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("node: %w", err)}
 			}
 			cfg, err := nodeConfig(&f, cmd.Flags().Changed("profile"))
 			if err != nil {
@@ -101,7 +102,9 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8000", "address of the OpenAI-compatible API")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "address of the fault-control API (off when empty)")
-	fl.StringVar(&f.adminToken, "admin-token", "", "bearer token the admin API requires (default $"+adminTokenEnv+")")
+	fl.StringVar(&f.adminTokenFlag, "admin-token", "", "refused: a token on the command line shows in every process listing (use $"+adminTokenEnv+" or --admin-token-file)")
+	_ = fl.MarkHidden("admin-token")
+	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file (mode 0600) holding the bearer token the admin API requires (default $"+adminTokenEnv+")")
 	fl.StringVar(&f.profile, "profile", "h100-sxm/llama-3.1-8b/tp1", "built-in latency profile (see docs/profiles.md)")
 	fl.StringVar(&f.scenario, "scenario", "", "take the pool's models, profiles and driver from this scenario (library name or file)")
 	fl.StringVar(&f.pool, "pool", "", "the scenario pool to emulate (with --scenario)")
@@ -200,7 +203,7 @@ func nodeConfig(f *nodeFlags, profileSet bool) (node.Config, error) {
 		errs = append(errs, fmt.Errorf("--speed: got %g, want > 0", f.speed))
 	}
 	if f.adminListen != "" && f.adminToken == "" {
-		errs = append(errs, fmt.Errorf("--admin-listen needs --admin-token or $%s", adminTokenEnv))
+		errs = append(errs, fmt.Errorf("--admin-listen needs $%s or --admin-token-file", adminTokenEnv))
 	}
 	return cfg, errors.Join(errs...)
 }

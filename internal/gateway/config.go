@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -73,31 +75,65 @@ type Config struct {
 	// (x_fleetdrill): the live harness's replay sets a random one per run.
 	// "": nobody may, and x_fleetdrill is removed from every body.
 	ReplaySecret string
+	// MetricsApart leaves /metrics (tenant names, backend addresses) out of
+	// Handler: it is served by MetricsHandler on a listener of its own.
+	MetricsApart bool
 }
 
-// Key is an API key and the scenario tenant it identifies.
+// Key is an API key and the scenario tenant it identifies. Key is the key,
+// or "sha256:" and the hex SHA-256 digest of the key (see ParseKeys).
 type Key struct {
 	Tenant string
 	Key    string
 }
 
 // ParseKeys reads a keys file: one "TENANT KEY" per line; blank lines and
-// lines starting with '#' are skipped.
+// lines starting with '#' are skipped. KEY is the key itself, at least
+// MinKeyLength characters, or "sha256:" and the 64 hex digits of its
+// SHA-256 digest, so that the file need not hold the keys. An error names
+// the line, never the key.
 func ParseKeys(r io.Reader) ([]Key, error) {
 	var keys []Key
-	seen := map[string]bool{}
+	seen := map[[sha256.Size]byte]bool{}
 	err := eachLine(r, func(n int, f []string) error {
 		if len(f) != 2 {
 			return fmt.Errorf("line %d: want \"TENANT KEY\", got %d fields", n, len(f))
 		}
-		if seen[f[1]] {
+		d, hashed, err := keyDigest(f[1])
+		switch {
+		case err != nil:
+			return fmt.Errorf("line %d: %w", n, err)
+		case !hashed && len(f[1]) < MinKeyLength:
+			return fmt.Errorf("line %d: key shorter than %d characters: use a random one, e.g. openssl rand -hex 24", n, MinKeyLength)
+		case seen[d]:
 			return fmt.Errorf("line %d: key repeated (a key identifies one tenant)", n)
 		}
-		seen[f[1]] = true
+		seen[d] = true
 		keys = append(keys, Key{Tenant: f[0], Key: f[1]})
 		return nil
 	})
 	return keys, err
+}
+
+// MinKeyLength is the shortest key a keys file may hold.
+const MinKeyLength = 32
+
+// digestPrefix marks a key given by its SHA-256 digest, in hex.
+const digestPrefix = "sha256:"
+
+// keyDigest is the SHA-256 digest a key is compared by: of the key, or
+// the one a "sha256:HEX" key gives (hashed true).
+func keyDigest(k string) (d [sha256.Size]byte, hashed bool, err error) {
+	h, ok := strings.CutPrefix(k, digestPrefix)
+	if !ok {
+		return sha256.Sum256([]byte(k)), false, nil
+	}
+	b, err := hex.DecodeString(h)
+	if err != nil || len(b) != sha256.Size {
+		return d, true, fmt.Errorf("want %s and the %d hex digits of the key's SHA-256 digest, e.g. printf %%s \"$KEY\" | sha256sum", digestPrefix, 2*sha256.Size)
+	}
+	copy(d[:], b)
+	return d, true, nil
 }
 
 // ParseBackends reads a backends file: one "POOL [KIND+]BASE-URL" per line
@@ -157,13 +193,21 @@ func eachLine(r io.Reader, fn func(n int, fields []string) error) error {
 	return sc.Err()
 }
 
-// ReadKeysFile and ReadBackendsFile read the files at path.
+// ReadKeysFile reads the keys file at path (see ParseKeys). It refuses a
+// file that its group or others may read, write or run: it holds secrets.
 func ReadKeysFile(path string) ([]Key, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if m := st.Mode().Perm(); m&0o077 != 0 {
+		return nil, fmt.Errorf("%s: mode %04o lets others than its owner read it, and it holds API keys: run chmod 600 %s", path, m, path)
+	}
 	k, err := ParseKeys(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

@@ -67,6 +67,14 @@
 // an unknown key gets 401 invalid_api_key. The key never reaches a backend, a log or a metric:
 // telemetry names tenants by their scenario name.
 //
+// ReadKeysFile refuses a file its group or others may read (chmod 600)
+// and a key shorter than 32 characters (naming the line, never the key);
+// a line may give a key by its SHA-256 digest, "TENANT sha256:HEX", so
+// that the file need not hold the keys. Config.MetricsApart (fleetdrill
+// gateway --metrics-listen) keeps /metrics, which names tenants and
+// backends, off the serving Handler: MetricsHandler serves it on a
+// listener of its own.
+//
 // # Token counts
 //
 // The core charges quotas in tokens before the backend has tokenized

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
@@ -190,7 +189,11 @@ func New(cfg Config) (*Gateway, error) {
 		if k.Key == "" {
 			return nil, fmt.Errorf("gateway: empty key for tenant %q", k.Tenant)
 		}
-		g.keys = append(g.keys, keyEntry{digest: sha256.Sum256([]byte(k.Key)), tenant: ti})
+		d, _, err := keyDigest(k.Key)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: key for tenant %q: %w", k.Tenant, err)
+		}
+		g.keys = append(g.keys, keyEntry{digest: d, tenant: ti})
 	}
 	// Replicas in the core's order: pools in scenario order, a pool's
 	// replicas in the order of its URLs.
@@ -603,6 +606,8 @@ func (g *Gateway) Handler() http.Handler {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg, EnableOpenMetrics: true}))
+	if !g.cfg.MetricsApart {
+		mux.Handle("GET /metrics", g.MetricsHandler())
+	}
 	return mux
 }

@@ -325,11 +325,12 @@ func TestEstimateTokens(t *testing.T) {
 }
 
 func TestParseFiles(t *testing.T) {
-	keys, err := ParseKeys(strings.NewReader("# tenants\nbank-eu sk-1\n\nglobal sk-2\n"))
-	if err != nil || len(keys) != 2 || keys[1] != (Key{"global", "sk-2"}) {
+	const k1, k2 = "sk-1-0123456789abcdef0123456789abcdef", "sk-2-0123456789abcdef0123456789abcdef"
+	keys, err := ParseKeys(strings.NewReader("# tenants\nbank-eu " + k1 + "\n\nglobal " + k2 + "\n"))
+	if err != nil || len(keys) != 2 || keys[1] != (Key{"global", k2}) {
 		t.Errorf("ParseKeys = %v, %v", keys, err)
 	}
-	if _, err := ParseKeys(strings.NewReader("a k\nb k\n")); err == nil {
+	if _, err := ParseKeys(strings.NewReader("a " + k1 + "\nb " + k1 + "\n")); err == nil {
 		t.Errorf("ParseKeys accepted a key for two tenants")
 	}
 	b, err := ParseBackends(strings.NewReader("p http://a:1/\np http://b:2\nq https://c\n"))

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fleetdrill/fleetdrill/internal/gateway"
+)
+
+// serveMetrics serves gw's /metrics on ln, apart from the API
+// (--metrics-listen), until ctx ends; the returned function waits for it
+// to shut down.
+func serveMetrics(ctx context.Context, cmd *cobra.Command, ln net.Listener, gw *gateway.Gateway) func() {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", gw.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: metrics on http://%s/metrics\n", ln.Addr())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return func() { <-done }
+}
