@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fleetdrill/fleetdrill/internal/httpguard"
 	"log/slog"
 	"net"
 	"net/http"
@@ -87,7 +88,10 @@ func runAgent(parent context.Context, cmd *cobra.Command, listen string, o gpu.P
 	}()
 	defer func() { stopWatch(); <-watched }()
 
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// The agent's listener, within fleetdrill's listener limits.
+	lim := httpguard.Defaults()
+	srv := lim.Server(a.Handler())
+	ln = lim.Listener(ln)
 	fmt.Fprintf(cmd.OutOrStdout(), "fleetdrill agent: %s; serving /inventory and /metrics on http://%s\n",
 		a.Inventory().Summary(), ln.Addr())
 	errc := make(chan error, 1)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
+	"github.com/fleetdrill/fleetdrill/internal/httpguard"
 )
 
 // serveMetrics serves gw's /metrics on ln, apart from the API
@@ -18,7 +19,10 @@ import (
 func serveMetrics(ctx context.Context, cmd *cobra.Command, ln net.Listener, gw *gateway.Gateway) func() {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", gw.MetricsHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// The metrics listener is one more listener: the same limits.
+	lim := httpguard.Defaults()
+	srv := lim.Server(mux)
+	ln = lim.Listener(ln)
 	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: metrics on http://%s/metrics\n", ln.Addr())
 	done := make(chan struct{})
 	go func() {

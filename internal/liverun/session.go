@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
+	"github.com/fleetdrill/fleetdrill/internal/httpguard"
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
@@ -189,7 +190,12 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.srv = &http.Server{Handler: s.gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// The harness's own loopback server: fleetdrill's listener limits,
+	// bar the connection cap (the replay opens as many as it has requests
+	// in flight, and is the only client).
+	lim := httpguard.Defaults()
+	lim.MaxConns = 0
+	s.srv = lim.Server(s.gw.Handler())
 	go func() { _ = s.srv.Serve(ln) }()
 	r.gw, r.url = s.gw, "http://"+ln.Addr().String()
 	r.client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096,

@@ -404,6 +404,11 @@ func (n *Node) cancel(j *job) {
 	}
 }
 
+// streamWriteTimeout bounds each write of a stream to its client (wall
+// time): a client that stops reading holds the node's sequence that long at
+// most.
+const streamWriteTimeout = 30 * time.Second
+
 // stream writes j's tokens as server-sent events as the loop releases them.
 func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *response, includeUsage bool, start time.Time, o *outcome) {
 	h := w.Header()
@@ -412,6 +417,9 @@ func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *re
 	h.Set("Connection", "keep-alive")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
+	// A deadline left on a keep-alive connection would cut its next
+	// request: cleared when the stream ends.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	// The headers go now (the gateway's header timeout is about a live
 	// backend, not a queue); the first event waits for the first token,
 	// so the first body byte marks the time to first token for whoever
@@ -441,6 +449,9 @@ func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *re
 			buf = n.cfg.Flavor.streamError(buf, &nodeStopped)
 		}
 		if len(buf) > 0 && (sent > 0 || end != jobActive) {
+			// Per write, as the gateway's: a client that stops reading is
+			// cut (its sequence cancelled), a long healthy stream is not.
+			_ = rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
 			_, err := w.Write(buf)
 			if err == nil {
 				err = rc.Flush()
