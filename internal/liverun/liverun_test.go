@@ -145,14 +145,21 @@ func TestSessionInjectsFromTheConsole(t *testing.T) {
 		return len(sn.Faults) == 1 && sn.Faults[0].Detect >= 0
 	})
 	require.True(t, snap.Faults[0].Injected)
-	var us twin.RegionState
-	for _, r := range snap.Regions {
-		if r.Name == "us-east" {
-			us = r
+	// The breakers cycle open → half-open → open while the region is dark:
+	// waited for, since a loaded machine may read a snapshot between.
+	openInUS := func(sn twin.Snapshot) int {
+		for _, r := range sn.Regions {
+			if r.Name == "us-east" {
+				n := 0
+				for _, p := range r.Pools {
+					n += p.Open
+				}
+				return n
+			}
 		}
+		return 0
 	}
-	require.NotEmpty(t, us.Pools)
-	require.Positive(t, us.Pools[0].Open+us.Pools[1].Open, "the router sees open breakers in us-east")
+	waitFor("the router to see open breakers in us-east", func(sn twin.Snapshot) bool { return openInUS(sn) > 0 })
 	require.NoError(t, s.EndFault(label))
 	require.Error(t, s.EndFault(label), "ended already")
 
