@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +40,8 @@ func newGatewayCmd() *cobra.Command {
 		writeTimeout  time.Duration
 		lim           httpguard.Limits
 		metricsListen string
+		tlsFiles      httpguard.TLSFiles
+		backendCA     string
 	)
 	cmd := &cobra.Command{
 		Use:   "gateway [SCENARIO] --keys FILE (--backends FILE | --backend POOL=[KIND+]URL...)",
@@ -97,10 +101,20 @@ are the Retry-After sent and the latencies in /metrics.`,
 					return invalid(err)
 				}
 			}
+			certs, tlsConf, err := tlsFiles.Load()
+			if err != nil {
+				return invalid(err)
+			}
+			var backendPool *x509.CertPool
+			if backendCA != "" {
+				if backendPool, err = httpguard.LoadCertPool(backendCA); err != nil {
+					return invalid(fmt.Errorf("--backend-ca: %w", err))
+				}
+			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
-			gw, err := gateway.New(gateway.Config{Scenario: sc, Backends: backends, Keys: keys, DefaultClass: class,
+			gw, err := gateway.New(gateway.Config{BackendCA: backendPool, Scenario: sc, Backends: backends, Keys: keys, DefaultClass: class,
 				DefaultMaxTokens: maxTokens, QueueTimeout: queueTimeout, Speed: speed, Registry: reg, Logger: logger, Seed: sc.Seed,
 				MaxBodyBytes: maxBody, MaxInflightBodyBytes: maxInflight, StreamWriteTimeout: writeTimeout,
 				MetricsApart: metricsListen != ""})
@@ -130,7 +144,8 @@ are the Retry-After sent and the latencies in /metrics.`,
 				defer wait()
 				defer cancel() // runs first: the metrics server shuts down, then wait
 			}
-			return serveGateway(cmd.Context(), cmd, lim, ln, gw, sc.Name)
+			defer reloadOnSIGHUP(cmd.Context(), certs, logger)()
+			return serveGateway(cmd.Context(), cmd, lim, ln, tlsConf, gw, sc.Name)
 		},
 	}
 	f := cmd.Flags()
@@ -148,16 +163,20 @@ are the Retry-After sent and the latencies in /metrics.`,
 	f.Int64Var(&maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes: 413 beyond it")
 	f.Int64Var(&maxInflight, "max-inflight-body", gateway.DefaultMaxInflightBodyBytes, "request body bytes held at once, all requests together: 429 with Retry-After beyond it")
 	addServerFlags(cmd, &lim)
+	addTLSFlags(cmd, &tlsFiles)
+	f.StringVar(&backendCA, "backend-ca", "", "trust the CAs in this `FILE` (PEM) for https backends, instead of the system's")
 	f.DurationVar(&writeTimeout, "write-timeout", gateway.DefaultStreamWriteTimeout, "longest wait for one write to a client (a stream's chunk), not for the whole answer")
 	return cmd
 }
 
 // serveGateway serves gw on ln until ctx ends, then shuts down gracefully.
-func serveGateway(ctx context.Context, cmd *cobra.Command, lim httpguard.Limits, ln net.Listener, gw *gateway.Gateway, scenario string) error {
+// With tlsConf set, it serves https.
+func serveGateway(ctx context.Context, cmd *cobra.Command, lim httpguard.Limits, ln net.Listener, tlsConf *tls.Config, gw *gateway.Gateway, scenario string) error {
 	srv := lim.Server(gw.Handler())
-	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: scenario %s, listening on http://%s\n", scenario, ln.Addr())
+	sln, scheme := tlsListener(lim.Listener(ln), tlsConf)
+	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: scenario %s, listening on %s://%s\n", scenario, scheme, ln.Addr())
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lim.Listener(ln)) }()
+	go func() { errc <- srv.Serve(sln) }()
 	select {
 	case err := <-errc:
 		return err

@@ -45,6 +45,7 @@ type nodeFlags struct {
 	drain                           time.Duration
 	flavor                          string
 	lim                             httpguard.Limits
+	tls                             httpguard.TLSFiles
 }
 
 func newNodeCmd() *cobra.Command {
@@ -117,6 +118,7 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the error-rate fault's random stream")
 	fl.Float64Var(&f.speed, "speed", 1, "model seconds per wall second (1 is real time)")
 	addServerFlags(cmd, &f.lim) // both listeners, API and admin
+	addTLSFlags(cmd, &f.tls)    // both listeners too
 	fl.DurationVar(&f.drain, "drain", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
 	flavors := make([]string, len(node.Flavors))
 	for i, fv := range node.Flavors {
@@ -212,6 +214,10 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 	ctx, stop := signal.NotifyContext(parent, syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
+	certs, tlsConf, err := f.tls.Load()
+	if err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("node: %w", err)}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Registerer, cfg.Gatherer = reg, reg
@@ -227,7 +233,8 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 		return &exitError{code: exitInvalid, err: fmt.Errorf("node: --listen: %w", err)}
 	}
 	servers := []*http.Server{f.lim.Server(n.Handler())}
-	listeners := []net.Listener{f.lim.Listener(ln)}
+	sln, scheme := tlsListener(f.lim.Listener(ln), tlsConf)
+	listeners := []net.Listener{sln}
 	if f.adminListen != "" {
 		aln, err := net.Listen("tcp", f.adminListen)
 		if err != nil {
@@ -235,7 +242,8 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 			return &exitError{code: exitInvalid, err: fmt.Errorf("node: --admin-listen: %w", err)}
 		}
 		servers = append(servers, f.lim.Server(n.AdminHandler(f.adminToken)))
-		listeners = append(listeners, f.lim.Listener(aln))
+		aln, _ = tlsListener(f.lim.Listener(aln), tlsConf)
+		listeners = append(listeners, aln)
 	}
 
 	engCtx, stopEngine := context.WithCancel(context.Background())
@@ -246,14 +254,15 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 	for i, m := range cfg.Models {
 		names[i] = m.Name
 	}
+	defer reloadOnSIGHUP(ctx, certs, logger)() // watching before the address is printed
 	out := cmd.OutOrStdout()
 	as := ""
 	if cfg.Flavor != node.FlavorFleetdrill {
 		as = " as " + string(cfg.Flavor)
 	}
-	fmt.Fprintf(out, "fleetdrill node: serving %s%s on http://%s\n", strings.Join(names, ", "), as, ln.Addr())
+	fmt.Fprintf(out, "fleetdrill node: serving %s%s on %s://%s\n", strings.Join(names, ", "), as, scheme, ln.Addr())
 	if len(listeners) > 1 {
-		fmt.Fprintf(out, "fleetdrill node: admin API on http://%s/admin/faults\n", listeners[1].Addr())
+		fmt.Fprintf(out, "fleetdrill node: admin API on %s://%s/admin/faults\n", scheme, listeners[1].Addr())
 	}
 
 	errc := make(chan error, len(servers))

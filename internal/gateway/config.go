@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -56,6 +57,10 @@ type Config struct {
 	// Transport carries upstream requests; nil: a transport tuned for many
 	// connections to few hosts, which ignores proxy environment variables.
 	Transport http.RoundTripper
+	// BackendCA, when set, is the pool of CAs the default transport
+	// trusts for https backends instead of the system's (unused with
+	// Transport).
+	BackendCA *x509.CertPool
 	// Seed seeds the retry jitter.
 	Seed uint64
 	// MaxBodyBytes bounds a request body: 413 request_too_large beyond

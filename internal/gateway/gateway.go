@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -161,6 +162,9 @@ func New(cfg Config) (*Gateway, error) {
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true,
+		}
+		if cfg.BackendCA != nil {
+			tr.(*http.Transport).TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.BackendCA}
 		}
 	}
 	g.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
