@@ -2,18 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/pem"
+	"github.com/fleetdrill/fleetdrill/internal/httpguard/certtest"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,33 +21,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 )
-
-// writeTestCert writes a fresh self-signed certificate for 127.0.0.1 and
-// its key under dir (never committed), and returns their paths and the
-// certificate.
-func writeTestCert(t *testing.T, dir, name string) (certFile, keyFile string, cert *x509.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IsCA:        true, BasicConstraintsValid: true,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err = x509.ParseCertificate(der)
-	require.NoError(t, err)
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600))
-	return certFile, keyFile, cert
-}
 
 // The gateway serves https with --tls-cert and --tls-key, and reaches an
 // https backend whose CA --backend-ca names.
@@ -72,7 +40,7 @@ func TestGatewayCmdServesTLS(t *testing.T) {
 	keys := filepath.Join(dir, "keys.txt")
 	digest := sha256.Sum256([]byte(testGatewayKey))
 	require.NoError(t, os.WriteFile(keys, []byte("global sha256:"+hex.EncodeToString(digest[:])+"\n"), 0o600))
-	certFile, keyFile, cert := writeTestCert(t, dir, "gateway")
+	certFile, keyFile, cert := certtest.WriteSelfSigned(t, dir, "gateway")
 
 	// Without --backend-ca the start-up check cannot trust the backend.
 	cmd := newGatewayCmd()
@@ -138,8 +106,8 @@ func TestGatewayCmdTLSFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.txt")
 	require.NoError(t, os.WriteFile(keys, []byte("global "+testGatewayKey+"\n"), 0o600))
-	certFile, keyFile, _ := writeTestCert(t, dir, "a")
-	_, otherKey, _ := writeTestCert(t, dir, "b")
+	certFile, keyFile, _ := certtest.WriteSelfSigned(t, dir, "a")
+	_, otherKey, _ := certtest.WriteSelfSigned(t, dir, "b")
 	base := []string{"eu-residency", "--keys", keys, "--backend", "use-h100-8b=http://127.0.0.1:1", "--check-backends=false", "--listen", "127.0.0.1:0"}
 	for name, tc := range map[string]struct {
 		args []string
@@ -170,8 +138,8 @@ func TestGatewayCmdTLSFlagErrors(t *testing.T) {
 // --tls-client-ca, and reloads its certificate on SIGHUP.
 func TestNodeCmdServesTLSAndReloads(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, first := writeTestCert(t, dir, "node")
-	clientCert, clientKey, _ := writeTestCert(t, dir, "client")
+	certFile, keyFile, first := certtest.WriteSelfSigned(t, dir, "node")
+	clientCert, clientKey, _ := certtest.WriteSelfSigned(t, dir, "client")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errb syncBuffer
@@ -211,7 +179,7 @@ func TestNodeCmdServesTLSAndReloads(t *testing.T) {
 	require.Equal(t, first.Raw, resp.TLS.PeerCertificates[0].Raw)
 
 	// A new pair in the same files, then SIGHUP: the next handshake sees it.
-	c2, k2, second := writeTestCert(t, dir, "node2")
+	c2, k2, second := certtest.WriteSelfSigned(t, dir, "node2")
 	require.NoError(t, os.Rename(c2, certFile))
 	require.NoError(t, os.Rename(k2, keyFile))
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))

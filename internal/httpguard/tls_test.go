@@ -1,48 +1,15 @@
 package httpguard
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
+	"github.com/fleetdrill/fleetdrill/internal/httpguard/certtest"
 	"net"
 	"os"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// writeSelfSigned writes a fresh self-signed certificate for 127.0.0.1 and
-// its key under dir, and returns their paths and the certificate.
-func writeSelfSigned(t *testing.T, dir, name string) (certFile, keyFile string, cert *x509.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IsCA:        true, BasicConstraintsValid: true,
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	cert, err = x509.ParseCertificate(der)
-	require.NoError(t, err)
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	require.NoError(t, err)
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	require.NoError(t, os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600))
-	return certFile, keyFile, cert
-}
 
 // serveTLS accepts and handshakes on a TLS listener of conf until the test ends.
 func serveTLS(t *testing.T, conf *tls.Config) string {
@@ -79,7 +46,7 @@ func peerCert(t *testing.T, addr string, conf *tls.Config) (*x509.Certificate, e
 
 func TestCertReloaderServesAndReloads(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, first := writeSelfSigned(t, dir, "first")
+	certFile, keyFile, first := certtest.WriteSelfSigned(t, dir, "first")
 	r, err := NewCertReloader(certFile, keyFile)
 	require.NoError(t, err)
 	conf := r.Config(nil)
@@ -93,7 +60,7 @@ func TestCertReloaderServesAndReloads(t *testing.T) {
 	require.Equal(t, first.Raw, got.Raw)
 
 	// A second pair over the same files: the next handshake sees it.
-	c2, k2, second := writeSelfSigned(t, dir, "second")
+	c2, k2, second := certtest.WriteSelfSigned(t, dir, "second")
 	require.NoError(t, os.Rename(c2, certFile))
 	require.NoError(t, os.Rename(k2, keyFile))
 	require.NoError(t, r.Reload())
@@ -103,7 +70,7 @@ func TestCertReloaderServesAndReloads(t *testing.T) {
 	require.Equal(t, second.Raw, got.Raw)
 
 	// A broken pair is refused and the old one stays.
-	_, k3, _ := writeSelfSigned(t, dir, "third")
+	_, k3, _ := certtest.WriteSelfSigned(t, dir, "third")
 	require.NoError(t, os.Rename(k3, keyFile))
 	err = r.Reload()
 	require.ErrorContains(t, err, "private key does not match public key")
@@ -114,8 +81,8 @@ func TestCertReloaderServesAndReloads(t *testing.T) {
 
 func TestCertReloaderMismatchedPair(t *testing.T) {
 	dir := t.TempDir()
-	certFile, _, _ := writeSelfSigned(t, dir, "a")
-	_, keyFile, _ := writeSelfSigned(t, dir, "b")
+	certFile, _, _ := certtest.WriteSelfSigned(t, dir, "a")
+	_, keyFile, _ := certtest.WriteSelfSigned(t, dir, "b")
 	_, err := NewCertReloader(certFile, keyFile)
 	require.ErrorContains(t, err, "private key does not match public key")
 	require.ErrorContains(t, err, certFile)
@@ -135,8 +102,8 @@ func TestTLSFilesCheck(t *testing.T) {
 
 func TestClientCARequired(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, server := writeSelfSigned(t, dir, "server")
-	clientCert, clientKey, _ := writeSelfSigned(t, dir, "client")
+	certFile, keyFile, server := certtest.WriteSelfSigned(t, dir, "server")
+	clientCert, clientKey, _ := certtest.WriteSelfSigned(t, dir, "client")
 	_, conf, err := TLSFiles{Cert: certFile, Key: keyFile, ClientCA: clientCert}.Load()
 	require.NoError(t, err)
 	require.Equal(t, tls.RequireAndVerifyClientCert, conf.ClientAuth)
