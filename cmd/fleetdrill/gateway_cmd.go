@@ -172,6 +172,7 @@ are the Retry-After sent and the latencies in /metrics.`,
 // serveGateway serves gw on ln until ctx ends, then shuts down gracefully.
 // With tlsConf set, it serves https.
 func serveGateway(ctx context.Context, cmd *cobra.Command, lim httpguard.Limits, ln net.Listener, tlsConf *tls.Config, gw *gateway.Gateway, scenario string) error {
+	lim.OnRefused = gw.RefusedConnection
 	srv := lim.Server(gw.Handler())
 	sln, scheme := tlsListener(lim.Listener(ln), tlsConf)
 	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: scenario %s, listening on %s://%s\n", scenario, scheme, ln.Addr())

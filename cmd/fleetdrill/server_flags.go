@@ -24,6 +24,7 @@ func addServerFlags(cmd *cobra.Command, l *httpguard.Limits) {
 	fs.DurationVar(&l.IdleTimeout, "idle-timeout", l.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&l.MaxHeaderBytes, "max-header-bytes", l.MaxHeaderBytes, "largest request headers in bytes")
 	fs.IntVar(&l.MaxConns, "max-conns", l.MaxConns, "connections open at once, per listener; more wait to be accepted (0: no cap)")
+	fs.IntVar(&l.MaxConnsPerIP, "max-conns-per-ip", l.MaxConnsPerIP, "connections open at once from one client address, per listener; more are closed at once (0: no cap)")
 }
 
 // addTLSFlags adds --tls-cert, --tls-key and --tls-client-ca.

@@ -20,6 +20,7 @@ func TestServerLimitFlags(t *testing.T) {
 		"idle-timeout":        d.IdleTimeout.String(),
 		"max-header-bytes":    "65536",
 		"max-conns":           "4096",
+		"max-conns-per-ip":    "1024",
 	}
 	defaultOf := func(cmd *cobra.Command, name string) string {
 		if f := cmd.Flags().Lookup(name); f != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // Defaults of the limits that keep the gateway's memory bounded under
@@ -60,7 +62,12 @@ var errBodyBudget = apiError{http.StatusTooManyRequests, typeRequests, "rate_lim
 type limits struct {
 	inflight atomic.Int64 // body bytes reserved now
 	refused  *prometheus.CounterVec
+	conns    prometheus.Counter // connections closed by the per-address cap
 }
+
+// RefusedConnection counts a connection the listener closed because its
+// client address had too many open (httpguard.Limits.OnRefused).
+func (g *Gateway) RefusedConnection() { g.lim.conns.Inc() }
 
 // initLimits fills in the limits' defaults and registers their series.
 func (g *Gateway) initLimits() error {
@@ -84,7 +91,10 @@ func (g *Gateway) initLimits() error {
 	body := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetdrill", Subsystem: "gateway",
 		Name: "inflight_body_bytes", Help: "Request body bytes reserved now, of the in-flight budget (--max-inflight-body)."},
 		func() float64 { return float64(g.lim.inflight.Load()) })
-	return errors.Join(g.reg.Register(g.lim.refused), g.reg.Register(body))
+	g.lim.conns = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
+		Name: "connections_refused_total",
+		Help: "Connections closed as soon as accepted because their client address had --max-conns-per-ip open."})
+	return errors.Join(g.reg.Register(g.lim.refused), g.reg.Register(body), g.reg.Register(g.lim.conns))
 }
 
 // reserve takes n bytes of the in-flight body budget; false when they do
@@ -174,4 +184,32 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, tenant int) (
 		}
 	}
 	return buf, release, true
+}
+
+// modelUnread is the requested-model label of a request refused before its
+// body, which names the model, was read.
+const modelUnread = "-"
+
+// tenantFull refuses a request before its body is read when the core
+// would refuse it for its tenant's concurrency (sched.Core.TenantFull): the
+// tenant holds its limit and the class does not defer. The answer and the
+// counts are the core's refusal's (429, X-Fleetdrill-Outcome rejected,
+// reason tenant-concurrency), under model "-": the body naming it is never
+// read. It reports whether it answered.
+func (g *Gateway) tenantFull(w http.ResponseWriter, tenant, class int, arrived time.Time) bool {
+	g.mu.Lock()
+	retry, full := g.core.TenantFull(tenant, class)
+	g.mu.Unlock()
+	if !full {
+		return false
+	}
+	q := &request{tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name, model: modelUnread, arrived: arrived}
+	q.c.life.Attempts = 1 // one offer, refused: as the core's refusal says it
+	setRetryAfter(w, retry)
+	status := q.fail(w, outRejected, sched.ReasonTenantConcurrency,
+		rateLimited(sched.ReasonTenantConcurrency, "request refused: "+sched.ReasonTenantConcurrency))
+	g.metrics.ended(q, outRejected)
+	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", modelUnread, "outcome", outRejected,
+		"status", status, "reason", q.reason, "attempts", 1, "body_read", false)
+	return true
 }

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -157,5 +160,62 @@ func TestRefusalsCounted(t *testing.T) {
 	}
 	if us.hits.Load() != 0 {
 		t.Errorf("a refused request reached the backend")
+	}
+}
+
+// A tenant at its concurrency limit is refused before its body is read:
+// the client sends only headers announcing a maximum-size body and gets
+// the core's 429 (reason tenant-concurrency, Retry-After), counted as the
+// core's refusal under model "-"; the body budget is never touched.
+func TestTenantFullRefusedBeforeTheBody(t *testing.T) {
+	us, eu := newFake(t), newFake(t)
+	eu.mode.Store(modeBlock)
+	h := newHarness(t, testScenario(t, "tenants.bank-eu.max_concurrency=1"),
+		map[string][]string{"use-h100-8b": {us.srv.URL}, "euw-a100-8b": {eu.srv.URL}})
+	var wg sync.WaitGroup
+	wg.Go(func() { h.mustPost(keyEU, chatBody(false, "x")) })
+	select {
+	case <-eu.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first request never reached the backend")
+	}
+	held := h.gw.lim.inflight.Load()
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", keyEU, DefaultMaxBodyBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // against a hang only: no body is coming
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer without the body: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" ||
+		resp.Header.Get(hdrOutcome) != outRejected || resp.Header.Get(hdrReason) != "tenant-concurrency" {
+		t.Fatalf("status %d, Retry-After %q, outcome %q, reason %q: want 429 rejected tenant-concurrency with Retry-After",
+			resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get(hdrOutcome), resp.Header.Get(hdrReason))
+	}
+	wantErrorCode(t, string(b), "rate_limit_exceeded")
+	if got := h.gw.lim.inflight.Load(); got != held {
+		t.Errorf("in-flight body bytes %d, want %d: the refused body was reserved", got, held)
+	}
+	if got := h.metric("fleetdrill_rejected_requests_total", map[string]string{"reason": "tenant-concurrency"}); got != 1 {
+		t.Errorf("rejected_requests_total{tenant-concurrency} = %v, want 1", got)
+	}
+	if got := h.metric("fleetdrill_requests_total", map[string]string{"model": modelUnread, "outcome": outRejected}); got != 1 {
+		t.Errorf(`requests_total{model="-",outcome="rejected"} = %v, want 1`, got)
+	}
+	eu.Release()
+	wg.Wait()
+	if resp, _ := h.mustPost(keyEU, chatBody(false, "x")); resp.StatusCode != http.StatusOK {
+		t.Errorf("after the first ended: %d, want 200", resp.StatusCode)
 	}
 }

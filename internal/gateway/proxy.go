@@ -257,7 +257,19 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, tenant, "", refuseUnauthorized, errInvalidKey)
 		return
 	}
-	body, release, ok := g.readBody(w, r, tenant) // limits.go
+	// What the headers say is checked before the body is read: a request
+	// refused for them costs no body memory.
+	class, ok := g.defClass, true
+	if name := r.Header.Get("X-Fleetdrill-Class"); name != "" {
+		if class, ok = g.classes[name]; !ok {
+			g.refuse(w, tenant, "", refuseClass, apiError{http.StatusBadRequest, typeInvalid, "unknown_request_class", "", "unknown request class (X-Fleetdrill-Class)"})
+			return
+		}
+	}
+	if g.tenantFull(w, tenant, class, arrived) { // limits.go
+		return
+	}
+	body, release, ok := g.readBody(w, r, tenant)
 	if !ok {
 		return
 	}
@@ -271,13 +283,6 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		g.refuse(w, tenant, "", refuseModel, errModelNotFound(cr.Model))
 		return
-	}
-	class := g.defClass
-	if name := r.Header.Get("X-Fleetdrill-Class"); name != "" {
-		if class, ok = g.classes[name]; !ok {
-			g.refuse(w, tenant, "", refuseClass, apiError{http.StatusBadRequest, typeInvalid, "unknown_request_class", "", "unknown request class (X-Fleetdrill-Class)"})
-			return
-		}
 	}
 	// The request's fields that say how long it may be, for a
 	// context_length_exceeded.

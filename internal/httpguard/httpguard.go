@@ -1,8 +1,9 @@
 // Package httpguard bounds what an HTTP listener lets a client hold: how
 // long it may take to send a request's headers and body, how long an idle
 // keep-alive connection stays open, how large the headers may be, and how
-// many connections are open at once. The gateway, the node's API and its
-// admin API are served through it (fleetdrill gateway, fleetdrill node).
+// many connections are open at once, in all and from one client address.
+// The gateway, the node's API and its admin API are served through it
+// (fleetdrill gateway, fleetdrill node).
 //
 // There is no global write timeout: it would cut a healthy long stream.
 // A writer bounds each write instead (the gateway: Config.StreamWriteTimeout).
@@ -38,6 +39,13 @@ type Limits struct {
 	// MaxConns bounds the connections open at once: beyond it, new ones
 	// wait in the kernel's accept queue until one closes.
 	MaxConns int
+	// MaxConnsPerIP bounds the connections open at once from one client
+	// address: beyond it, a new one is closed as soon as it is accepted
+	// (it does not wait: it would hold a place in the global cap).
+	MaxConnsPerIP int
+	// OnRefused, when set, is called for each connection closed by
+	// MaxConnsPerIP (a metric; never the address).
+	OnRefused func()
 }
 
 // Defaults are the limits fleetdrill's listeners use unless told
@@ -49,6 +57,7 @@ func Defaults() Limits {
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		MaxConns:          4096,
+		MaxConnsPerIP:     1024,
 	}
 }
 
@@ -62,12 +71,20 @@ func (l Limits) Server(h http.Handler) *http.Server {
 }
 
 // Listener returns ln with at most l.MaxConns connections open at once
-// (ln itself when MaxConns is 0).
+// and at most l.MaxConnsPerIP from one address (ln itself when both are
+// 0).
 func (l Limits) Listener(ln net.Listener) net.Listener {
-	if l.MaxConns <= 0 {
+	if l.MaxConns <= 0 && l.MaxConnsPerIP <= 0 {
 		return ln
 	}
-	return &capped{Listener: ln, sem: make(chan struct{}, l.MaxConns), done: make(chan struct{})}
+	c := &capped{Listener: ln, done: make(chan struct{}), perIP: l.MaxConnsPerIP, onRefused: l.OnRefused}
+	if l.MaxConns > 0 {
+		c.sem = make(chan struct{}, l.MaxConns)
+	}
+	if l.MaxConnsPerIP > 0 {
+		c.open = make(map[string]int)
+	}
+	return c
 }
 
 // bodyDeadline sets a read deadline of d on a request with a body, and
@@ -106,26 +123,92 @@ func (b *deadlineBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// capped is a listener with a semaphore of connections.
+// capped is a listener with a semaphore of connections (nil: no global
+// cap) and a count of open connections by client address (nil: no cap per
+// address).
 type capped struct {
 	net.Listener
 	sem       chan struct{}
 	done      chan struct{} // closed by Close: an Accept waiting for room returns
 	closeOnce sync.Once
+
+	perIP     int
+	onRefused func()
+	mu        sync.Mutex
+	open      map[string]int
 }
 
 func (c *capped) Accept() (net.Conn, error) {
-	select {
-	case c.sem <- struct{}{}:
-	case <-c.done:
-		return nil, net.ErrClosed
+	for {
+		if c.sem != nil {
+			select {
+			case c.sem <- struct{}{}:
+			case <-c.done:
+				return nil, net.ErrClosed
+			}
+		}
+		conn, err := c.Listener.Accept()
+		if err != nil {
+			c.release()
+			return nil, err
+		}
+		ip := hostOf(conn.RemoteAddr())
+		if !c.admit(ip) {
+			_ = conn.Close()
+			c.release()
+			if c.onRefused != nil {
+				c.onRefused()
+			}
+			continue
+		}
+		cc := &cappedConn{Conn: conn}
+		cc.release = func() { c.leave(ip); c.release() }
+		return cc, nil
 	}
-	conn, err := c.Listener.Accept()
-	if err != nil {
+}
+
+// release frees a place in the global cap.
+func (c *capped) release() {
+	if c.sem != nil {
 		<-c.sem
-		return nil, err
 	}
-	return &cappedConn{Conn: conn, release: func() { <-c.sem }}, nil
+}
+
+// admit counts a connection from ip; false when ip has its cap open.
+func (c *capped) admit(ip string) bool {
+	if c.open == nil {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[ip] >= c.perIP {
+		return false
+	}
+	c.open[ip]++
+	return true
+}
+
+func (c *capped) leave(ip string) {
+	if c.open == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[ip]--; c.open[ip] <= 0 {
+		delete(c.open, ip) // the map holds addresses with connections open only
+	}
+}
+
+// hostOf is addr's IP (its whole string when it has no port: a unix
+// socket's connections share one count).
+func hostOf(addr net.Addr) string {
+	if addr == nil {
+		return ""
+	}
+	if h, _, err := net.SplitHostPort(addr.String()); err == nil {
+		return h
+	}
+	return addr.String()
 }
 
 func (c *capped) Close() error {

@@ -157,3 +157,71 @@ func TestMaxConns(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// A client address with MaxConnsPerIP open has its next connection closed
+// at once; another address is served, and so is the first once one of its
+// connections closes.
+func TestMaxConnsPerIP(t *testing.T) {
+	refused := make(chan struct{}, 8)
+	addr := serve(t, Limits{ReadHeaderTimeout: 10 * time.Second, MaxConnsPerIP: 2,
+		OnRefused: func() { refused <- struct{}{} }}, http.HandlerFunc(echo))
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		held = append(held, c)
+	}
+	// Both are counted once accepted: a request on each is answered.
+	for _, c := range held {
+		get(t, c)
+	}
+	third, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	waitClosed(t, third, 10*time.Second)
+	<-refused
+
+	// Another loopback address has its own count (Linux routes 127/8 to lo).
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	other, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Skipf("no second loopback address here: %v", err)
+	}
+	defer other.Close()
+	get(t, other)
+
+	held[0].Close()
+	client := &http.Client{Timeout: 10 * time.Second}
+	var resp *http.Response
+	// The server sees the close on its own time: retry until it does (the
+	// bound is only against a hang).
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
+		if resp, err = client.Get("http://" + addr + "/"); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// get sends one GET on conn and reads its answer.
+func get(t *testing.T, conn net.Conn) {
+	t.Helper()
+	if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}

@@ -194,7 +194,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	// bar the connection cap (the replay opens as many as it has requests
 	// in flight, and is the only client).
 	lim := httpguard.Defaults()
-	lim.MaxConns = 0
+	lim.MaxConns, lim.MaxConnsPerIP = 0, 0
 	s.srv = lim.Server(s.gw.Handler())
 	go func() { _ = s.srv.Serve(ln) }()
 	r.gw, r.url = s.gw, "http://"+ln.Addr().String()

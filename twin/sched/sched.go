@@ -1032,6 +1032,22 @@ func (c *Core) admitTenant(now time.Duration, req *Request, cls Class) (Decision
 	return Decision{}, true
 }
 
+// TenantFull reports whether a request of tenant i in class cls offered
+// now would be refused for the tenant's concurrency (ReasonTenantConcurrency),
+// with the Retry-After it would carry: the tenant holds its
+// MaxConcurrency and its cohort has no slot to lend, and the class does not
+// defer (a deferrable request would wait instead). The gateway asks before
+// it reads a request's body, so a tenant at its limit costs no memory. It
+// only reads the core.
+func (c *Core) TenantFull(i, cls int) (retryAfter time.Duration, full bool) {
+	t := &c.cfg.Tenants[i]
+	if t.MaxConcurrency == 0 || c.tenants[i].inflight < t.MaxConcurrency || c.borrowSlot(i) {
+		return 0, false
+	}
+	d := c.refuse(&Request{}, c.cfg.Classes[cls], ReasonTenantConcurrency, time.Second)
+	return d.RetryAfter, d.Outcome == Rejected
+}
+
 // chargeTokens takes an admitted request's tokens from its tenant's bucket,
 // borrowing the shortfall from cohort peers (admitTenant checked it can).
 func (c *Core) chargeTokens(now time.Duration, req *Request) {
