@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fleetdrill/fleetdrill/internal/openai"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
@@ -62,6 +63,11 @@ func estimate(cr *completionRequest, defaultMax int) (in, out int, err error) {
 	if out < 0 {
 		return 0, 0, errors.New("max_tokens must not be negative")
 	}
+	// No model holds more; the bound also keeps k × out (and the core's
+	// input + output) far from overflowing.
+	if out > maxOutputTokens {
+		return 0, 0, fmt.Errorf("max_tokens must be at most %d", maxOutputTokens)
+	}
 	// Each of n (or best_of) choices is a generation of its own.
 	k, err := choices(cr)
 	if err != nil {
@@ -69,6 +75,10 @@ func estimate(cr *completionRequest, defaultMax int) (in, out int, err error) {
 	}
 	return in, k * out, nil
 }
+
+// maxOutputTokens bounds max_tokens (and max_completion_tokens): 400
+// invalid_value beyond it.
+const maxOutputTokens = 1 << 31
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
@@ -274,6 +284,12 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	// JSON is UTF-8 (RFC 8259); Go's decoder would pass invalid bytes in
+	// a raw prompt through to the backend, and replace them in a string.
+	if !utf8.Valid(body) {
+		g.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid UTF-8"})
+		return
+	}
 	var cr completionRequest
 	if err := json.Unmarshal(body, &cr); err != nil {
 		g.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid JSON"})
