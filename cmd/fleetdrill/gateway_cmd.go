@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +39,7 @@ func newGatewayCmd() *cobra.Command {
 		speed         float64
 		maxBody       int64
 		maxInflight   int64
+		memLimit      int64
 		writeTimeout  time.Duration
 		lim           httpguard.Limits
 		metricsListen string
@@ -111,6 +114,7 @@ are the Retry-After sent and the latencies in /metrics.`,
 					return invalid(fmt.Errorf("--backend-ca: %w", err))
 				}
 			}
+			setMemoryLimit(cmd, memLimit, maxInflight)
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
@@ -162,11 +166,26 @@ are the Retry-After sent and the latencies in /metrics.`,
 	f.Float64Var(&speed, "speed", 1, "model seconds per wall second, as the nodes' --speed (1 is real time)")
 	f.Int64Var(&maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes: 413 beyond it")
 	f.Int64Var(&maxInflight, "max-inflight-body", gateway.DefaultMaxInflightBodyBytes, "request body bytes held at once, all requests together: 429 with Retry-After beyond it")
+	f.Int64Var(&memLimit, "memory-limit", 0, "the Go runtime's soft memory limit in bytes (0: --max-inflight-body + 128 MiB; -1: none; $GOMEMLIMIT, when set, wins)")
 	addServerFlags(cmd, &lim)
 	addTLSFlags(cmd, &tlsFiles)
 	f.StringVar(&backendCA, "backend-ca", "", "trust the CAs in this `FILE` (PEM) for https backends, instead of the system's")
 	f.DurationVar(&writeTimeout, "write-timeout", gateway.DefaultStreamWriteTimeout, "longest wait for one write to a client (a stream's chunk), not for the whole answer")
 	return cmd
+}
+
+// setMemoryLimit sets the runtime's soft memory limit: limit bytes, or
+// gateway.SoftMemoryLimit(budget) when limit is 0, none when negative;
+// nothing when $GOMEMLIMIT is set (the runtime has read it).
+func setMemoryLimit(cmd *cobra.Command, limit, budget int64) {
+	if os.Getenv("GOMEMLIMIT") != "" || limit < 0 {
+		return
+	}
+	if limit == 0 {
+		limit = gateway.SoftMemoryLimit(budget)
+	}
+	debug.SetMemoryLimit(limit)
+	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: soft memory limit %d MiB (--memory-limit)\n", limit>>20)
 }
 
 // serveGateway serves gw on ln until ctx ends, then shuts down gracefully.

@@ -36,7 +36,7 @@ func TestServerLimitFlags(t *testing.T) {
 		}
 	}
 	gw := newGatewayCmd()
-	for f, v := range map[string]string{"max-body": "1048576", "max-inflight-body": "268435456",
+	for f, v := range map[string]string{"max-body": "1048576", "max-inflight-body": "134217728", "memory-limit": "0",
 		"write-timeout": gateway.DefaultStreamWriteTimeout.String()} {
 		if got := defaultOf(gw, f); got != v {
 			t.Errorf("gateway --%s: default %q, want %q", f, got, v)

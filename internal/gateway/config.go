@@ -69,7 +69,7 @@ type Config struct {
 	// MaxInflightBodyBytes bounds the request bodies held at once (each
 	// reserved from its Content-Length, or MaxBodyBytes when unknown,
 	// before it is read): 429 with Retry-After when full; default
-	// DefaultMaxInflightBodyBytes (256 MiB).
+	// DefaultMaxInflightBodyBytes (128 MiB).
 	MaxInflightBodyBytes int64
 	// StreamWriteTimeout bounds each write to a client (a chunk of an
 	// answer and its flush); default DefaultStreamWriteTimeout (30s),

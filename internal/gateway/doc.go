@@ -164,7 +164,7 @@
 //     Config.MaxBodyBytes (default 1 MiB), refused from its Content-Length
 //     before it is read, or when a chunked body runs over while it is.
 //   - 429 requests rate_limit_exceeded, with Retry-After: the request
-//     bodies in flight fill Config.MaxInflightBodyBytes (default 256 MiB;
+//     bodies in flight fill Config.MaxInflightBodyBytes (default 128 MiB;
 //     each body is reserved, from its Content-Length or the body limit
 //     when unknown, before it is read).
 //   - 400 invalid_request_error context_length_exceeded, param max_tokens,

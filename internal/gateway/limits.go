@@ -19,12 +19,26 @@ const (
 	// DefaultMaxBodyBytes is enough for a 128k-token prompt (about four
 	// bytes a token, JSON-escaped).
 	DefaultMaxBodyBytes = 1 << 20
-	// DefaultMaxInflightBodyBytes bounds the request bodies held at once.
-	DefaultMaxInflightBodyBytes = 256 << 20
+	// DefaultMaxInflightBodyBytes bounds the request bodies held at once:
+	// 128 maximum-size prompts, or some 30,000 of a typical 4 KB.
+	DefaultMaxInflightBodyBytes = 128 << 20
 	// DefaultStreamWriteTimeout bounds each write to a client (a streamed
 	// answer's chunk and its flush), not the whole answer.
 	DefaultStreamWriteTimeout = 30 * time.Second
 )
+
+// memoryHeadroom is what the gateway needs beyond the bodies it holds:
+// connections, buffers, streams, the core.
+const memoryHeadroom = 128 << 20
+
+// SoftMemoryLimit is the Go runtime's soft memory limit for a gateway whose
+// in-flight body budget is budget (fleetdrill gateway sets it unless
+// GOMEMLIMIT or --memory-limit says otherwise): the budget plus headroom.
+// Without it the garbage collector lets the heap reach twice what is live,
+// so a burst of maximum-size bodies would double the process's footprint;
+// near the limit it collects sooner instead, trading CPU for a bounded
+// resident set.
+func SoftMemoryLimit(budget int64) int64 { return budget + memoryHeadroom }
 
 // outRefused is the outcome of a request the gateway refused itself,
 // before the core saw it: no key (401), a body too large (413) or not

@@ -9,7 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
+	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,18 +19,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fleetdrill/fleetdrill/internal/httpguard"
-	"github.com/fleetdrill/fleetdrill/internal/promtest"
 )
 
 // Soak sizes. soakIdle + soakSlow + the clients' own connections must stay
 // under the process's fd limit (ulimit -n): each loopback connection costs
 // two fds here, its client's and the server's end.
 const (
-	soakIdle       = 2000        // idle keep-alive connections, after one request each
+	soakIdle       = 5000        // idle keep-alive connections, after one request each
 	soakSlow       = 200         // slow-body clients: headers and a few bytes, then nothing
-	soakMaxBodies  = 100         // concurrent bodies of exactly MaxBodyBytes
+	soakMaxBodies  = 200         // concurrent bodies of exactly MaxBodyBytes
 	soakOverBodies = 20          // bodies over MaxBodyBytes (413)
 	soakNormal     = 20000       // small requests
 	soakConc       = 64          // their concurrency
@@ -37,18 +38,20 @@ const (
 )
 
 // BenchmarkSoak serves the gateway as fleetdrill gateway does (httpguard's
-// server and listener, with short timeouts) on loopback in front of a fake
-// backend, and runs hostile load against it at once: soakIdle idle
+// server and listener, with short timeouts, and the soft memory limit), in
+// a process of its own (TestSoakGatewayProcess), in front of a fake backend
+// in this one, and runs hostile load against it at once: soakIdle idle
 // keep-alive connections, soakSlow slow-body clients, soakMaxBodies
 // maximum-size bodies and soakOverBodies bodies over the limit, and
 // soakNormal small requests soakConc at a time, with the backend paused
 // for a stretch mid-way. Then it waits (at most 10× the idle timeout) for
-// the server to close every idle and slow connection, and reports the peak
-// heap and RSS (the whole process: clients, gateway and backend share it),
-// the goroutines and fds left over, the requests the gateway counted minus
+// the server to close every idle and slow connection, and reports the
+// gateway process's resident set before, at its peak and after, the
+// goroutines and fds it has left over, the requests it counted minus
 // those sent (less slow-body requests the server dropped unanswered before
-// the handler, reported apart), and the connections still open. It fails when a request
-// went uncounted (or was counted twice) or a connection stayed open.
+// the handler, reported apart), and the connections still open. It fails
+// when a request went uncounted (or was counted twice) or a connection
+// stayed open.
 //
 //	go test -run '^$' -bench BenchmarkSoak -benchtime 1x ./internal/gateway/
 func BenchmarkSoak(b *testing.B) {
@@ -58,36 +61,141 @@ func BenchmarkSoak(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-func soak(b *testing.B) {
+// soakLimits are the gateway's listener limits in the soak: the defaults
+// with short timeouts, so the idle and slow connections close within the
+// run.
+func soakLimits() httpguard.Limits {
 	lim := httpguard.Defaults()
 	lim.ReadHeaderTimeout = time.Second
 	lim.BodyTimeout = time.Second
 	lim.IdleTimeout = 2 * time.Second
+	lim.MaxConnsPerIP = 0 // every client here is 127.0.0.1
+	return lim
+}
+
+// soakChildEnv names the backend URL of BenchmarkSoak's gateway process.
+const soakChildEnv = "FLEETDRILL_SOAK_BACKEND"
+
+// TestSoakGatewayProcess is BenchmarkSoak's gateway, in a process of its
+// own so that its resident set, fds and goroutines are the gateway's
+// alone: served as fleetdrill gateway serves it (httpguard, the soft memory
+// limit of the default body budget), in front of the backend at
+// $FLEETDRILL_SOAK_BACKEND, until its stdin closes. It prints its address.
+// Run by itself it skips.
+func TestSoakGatewayProcess(t *testing.T) {
+	backend := os.Getenv(soakChildEnv)
+	if backend == "" {
+		t.Skip("BenchmarkSoak's gateway process: runs only as its child")
+	}
+	debug.SetMemoryLimit(SoftMemoryLimit(DefaultMaxInflightBodyBytes))
+	lim := soakLimits()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	gw, err := New(Config{Scenario: testScenario(t, "pools.use-h100-8b.max_batch=4096", "policy.admission.queue_limit=100000"),
+		Backends: map[string][]string{"use-h100-8b": {backend}}, Registry: reg, Seed: 1,
+		Keys:   []Key{{"bank-eu", keyEU}, {"global", keyGlobal}},
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), QueueTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := lim.Server(gw.Handler())
+	go func() { _ = srv.Serve(lim.Listener(ln)) }()
+	fmt.Printf("soak-gateway %s\n", ln.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = srv.Close()
+}
+
+// gatewayProcess is BenchmarkSoak's gateway process, seen from outside.
+type gatewayProcess struct {
+	cmd   *exec.Cmd
+	stdin io.Closer
+	addr  string
+}
+
+// startGatewayProcess starts TestSoakGatewayProcess in front of backend.
+func startGatewayProcess(b *testing.B, backend string) *gatewayProcess {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSoakGatewayProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), soakChildEnv+"="+backend)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &gatewayProcess{cmd: cmd, stdin: stdin}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if addr, ok := strings.CutPrefix(sc.Text(), "soak-gateway "); ok {
+			p.addr = addr
+			break
+		}
+	}
+	if p.addr == "" {
+		p.stop()
+		b.Fatal("the gateway process printed no address")
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	return p
+}
+
+func (p *gatewayProcess) stop() {
+	_ = p.stdin.Close()
+	_ = p.cmd.Wait()
+}
+
+// status is a field of the process's /proc status in bytes (VmHWM: its
+// peak resident set; VmRSS: its resident set now); 0 without /proc.
+func (p *gatewayProcess) status(field string) int64 {
+	return procStatus(strconv.Itoa(p.cmd.Process.Pid), field)
+}
+
+// fds is the number of fds the process has open (-1 without /proc).
+func (p *gatewayProcess) fds() int {
+	return countFDs(strconv.Itoa(p.cmd.Process.Pid))
+}
+
+// metric sums the samples of a series in the process's /metrics (-1 when
+// it cannot be read).
+func (p *gatewayProcess) metric(name string) float64 {
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sum := 0.0
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func soak(b *testing.B) {
+	lim := soakLimits()
 	const maxBody = DefaultMaxBodyBytes
 
 	us := newFake(b)
-	reg := prometheus.NewPedanticRegistry()
-	gw, err := New(Config{Scenario: testScenario(b, "pools.use-h100-8b.max_batch=4096", "policy.admission.queue_limit=100000"),
-		Backends: map[string][]string{"use-h100-8b": {us.srv.URL}}, Registry: reg, Seed: 1,
-		Keys:   []Key{{"bank-eu", keyEU}, {"global", keyGlobal}},
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), QueueTimeout: 5 * time.Second,
-		MaxBodyBytes: maxBody})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := lim.Server(gw.Handler())
-	served := make(chan struct{})
-	go func() { _ = srv.Serve(lim.Listener(ln)); close(served) }()
-	defer func() {
-		_ = srv.Close()
-		<-served
-		gw.Close()
-	}()
-	addr := ln.Addr().String()
+	gp := startGatewayProcess(b, us.srv.URL)
+	defer gp.stop()
+	addr := gp.addr
 	url := "http://" + addr + "/v1/chat/completions"
 
 	var sent, unanswered atomic.Int64
@@ -118,28 +226,7 @@ func soak(b *testing.B) {
 	normal.CloseIdleConnections()
 	time.Sleep(100 * time.Millisecond)
 
-	runtime.GC()
-	goBefore, fdsBefore := runtime.NumGoroutine(), countFDs()
-
-	// Peak memory, sampled every 50ms.
-	var peakHeap, peakSys uint64
-	stopSample := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			peakHeap, peakSys = max(peakHeap, m.HeapInuse), max(peakSys, m.Sys)
-			select {
-			case <-stopSample:
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	goBefore, fdsBefore, rssBefore := gp.metric("go_goroutines"), gp.fds(), gp.status("VmRSS")
 
 	// Raw connections the server must close: idle and slow ones.
 	var open atomic.Int64
@@ -278,38 +365,38 @@ func soak(b *testing.B) {
 
 	// The gateway counts a request after answering it: give it a moment.
 	want := float64(sent.Load() - unanswered.Load())
-	counted := func() float64 { return promtest.Value(b, reg, "fleetdrill_gateway_requests_total", nil, false) }
+	counted := func() float64 { return gp.metric("fleetdrill_gateway_requests_total") }
 	for end := time.Now().Add(5 * time.Second); counted() != want && time.Now().Before(end); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	got := counted()
 	// What is left includes the gateway's pool of idle connections to the
-	// backend (grown while it was paused): 2 fds and 3 goroutines each, all
-	// in this process. Count it, then close it, and count what is left.
+	// backend (grown while it was paused): an fd and 2 goroutines each.
+	// Count it, then close it, and count what is left.
 	time.Sleep(200 * time.Millisecond) // let closed connections' goroutines end
-	goPooled, fdsPooled := runtime.NumGoroutine(), countFDs()
+	goPooled, fdsPooled := gp.metric("go_goroutines"), gp.fds()
 	us.srv.CloseClientConnections()
 	time.Sleep(200 * time.Millisecond)
-	runtime.GC()
-	goAfter, fdsAfter := runtime.NumGoroutine(), countFDs()
-	close(stopSample)
-	<-sampled
-
-	rss := float64(vmHWM())
-	if rss == 0 { // no /proc: the runtime's own peak
-		rss = float64(peakSys)
+	goAfter, fdsAfter := gp.metric("go_goroutines"), gp.fds()
+	// The resident set back within 20% of where it started: how long it
+	// takes from the end of the load, up to 10s.
+	rssPeak := gp.status("VmHWM")
+	settle := time.Now()
+	for end := settle.Add(10 * time.Second); gp.status("VmRSS") > rssBefore*12/10 && time.Now().Before(end); {
+		time.Sleep(100 * time.Millisecond)
 	}
+	settled, rssAfter := time.Since(settle), gp.status("VmRSS")
 	if got != want {
-		for _, reason := range []string{refuseBadBody, refuseTooLarge, refuseBodyBudget, refuseUnauthorized} {
-			b.Logf("refused %s: %v", reason, promtest.Value(b, reg, "fleetdrill_gateway_refused_total", map[string]string{"reason": reason}, false))
-		}
 		b.Logf("backend hits %d", us.hits.Load())
 	}
-	b.Logf("sent %d, counted %v; answers %v; still open after %v: %d; goroutines %d -> %d (%d with the backend pool), fds %d -> %d (%d)",
-		sent.Load(), got, statuses, bound, stillOpen, goBefore, goAfter, goPooled, fdsBefore, fdsAfter, fdsPooled)
-	b.ReportMetric(float64(peakHeap)/(1<<20), "peak-heap-MB")
-	b.ReportMetric(rss/(1<<20), "peak-rss-MB")
-	b.ReportMetric(float64(goAfter-goBefore), "goroutines-after")
+	b.Logf("sent %d, counted %v; answers %v; still open after %v: %d; goroutines %v -> %v (%v with the backend pool), fds %d -> %d (%d); RSS %d MB -> peak %d MB -> %d MB",
+		sent.Load(), got, statuses, bound, stillOpen, goBefore, goAfter, goPooled, fdsBefore, fdsAfter, fdsPooled,
+		rssBefore>>20, rssPeak>>20, rssAfter>>20)
+	b.ReportMetric(float64(rssBefore)/(1<<20), "rss-before-MB")
+	b.ReportMetric(float64(rssPeak)/(1<<20), "peak-rss-MB")
+	b.ReportMetric(float64(rssAfter)/(1<<20), "rss-after-MB")
+	b.ReportMetric(settled.Seconds(), "rss-settle-s")
+	b.ReportMetric(goAfter-goBefore, "goroutines-after")
 	b.ReportMetric(float64(fdsAfter-fdsBefore), "fds-after")
 	b.ReportMetric(float64(fdsPooled-fdsBefore), "fds-after-pooled")
 	b.ReportMetric(got-want, "counted-minus-sent")
@@ -323,23 +410,25 @@ func soak(b *testing.B) {
 	}
 }
 
-// countFDs is the number of open fds of the process (-1 without /proc).
-func countFDs() int {
-	es, err := os.ReadDir("/proc/self/fd")
+// countFDs is the number of open fds of process pid ("self": this one);
+// -1 without /proc.
+func countFDs(pid string) int {
+	es, err := os.ReadDir("/proc/" + pid + "/fd")
 	if err != nil {
 		return -1
 	}
 	return len(es)
 }
 
-// vmHWM is the process's peak resident set in bytes (0 without /proc).
-func vmHWM() int64 {
-	data, err := os.ReadFile("/proc/self/status")
+// procStatus is a field of process pid's /proc status, in bytes (0
+// without /proc).
+func procStatus(pid, field string) int64 {
+	data, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0
 	}
 	for line := range bytes.Lines(data) {
-		if rest, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
+		if rest, ok := bytes.CutPrefix(line, []byte(field+":")); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(string(rest)), " kB"), 10, 64)
 			if err == nil {
 				return kb << 10
