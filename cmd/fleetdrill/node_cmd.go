@@ -103,9 +103,8 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8000", "address of the OpenAI-compatible API")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "address of the fault-control API (off when empty)")
-	fl.StringVar(&f.adminTokenFlag, "admin-token", "", "refused: a token on the command line shows in every process listing (use $"+adminTokenEnv+" or --admin-token-file)")
-	_ = fl.MarkHidden("admin-token")
-	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file (mode 0600) holding the bearer token the admin API requires (default $"+adminTokenEnv+")")
+	adminTokenSecret.addFlags(cmd, &f.adminTokenFile, &f.adminTokenFlag,
+		"file (mode 0600) holding the bearer token the admin API requires (default $"+adminTokenEnv+")")
 	fl.StringVar(&f.profile, "profile", "h100-sxm/llama-3.1-8b/tp1", "built-in latency profile (see docs/profiles.md)")
 	fl.StringVar(&f.scenario, "scenario", "", "take the pool's models, profiles and driver from this scenario (library name or file)")
 	fl.StringVar(&f.pool, "pool", "", "the scenario pool to emulate (with --scenario)")
