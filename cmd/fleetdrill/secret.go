@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fleetdrill/fleetdrill/internal/gateway"
 )
 
 // secretSource is where a command takes a secret from: an environment
@@ -24,15 +26,20 @@ type secretSource struct {
 	wasTaken bool
 }
 
-var adminTokenSecret = secretSource{env: adminTokenEnv, fileFlag: "admin-token-file", flag: "admin-token",
-	what: "token", wasTaken: true}
+var (
+	adminTokenSecret = secretSource{env: adminTokenEnv, fileFlag: "admin-token-file", flag: "admin-token",
+		what: "token", wasTaken: true}
+	// API keys are as long as the gateway's own: a short one is guessed.
+	nodeAPIKeySecret = secretSource{env: nodeAPIKeyEnv, fileFlag: "api-key-file", flag: "api-key",
+		what: "API key", minLen: gateway.MinKeyLength}
+)
 
 // addFlags defines the file flag (into file) and the hidden, refused one
 // (into refused, never read).
 func (s *secretSource) addFlags(cmd *cobra.Command, file, refused *string, fileUsage string) {
 	fl := cmd.Flags()
-	fl.StringVar(refused, s.flag, "", fmt.Sprintf("refused: a %s on the command line shows in every process listing (use $%s or --%s)",
-		s.what, s.env, s.fileFlag))
+	fl.StringVar(refused, s.flag, "", fmt.Sprintf("refused: %s on the command line shows in every process listing (use $%s or --%s)",
+		s.aWhat(), s.env, s.fileFlag))
 	_ = fl.MarkHidden(s.flag)
 	fl.StringVar(file, s.fileFlag, "", fileUsage)
 }
@@ -47,8 +54,8 @@ func (s *secretSource) read(file string, flagSet bool) (string, error) {
 		if s.wasTaken {
 			taken = "no longer"
 		}
-		return "", fmt.Errorf("--%s is %s taken: a %s on the command line shows in every process listing; "+
-			"set $%s or write it to a file (chmod 600) named by --%s", s.flag, taken, s.what, s.env, s.fileFlag)
+		return "", fmt.Errorf("--%s is %s taken: %s on the command line shows in every process listing; "+
+			"set $%s or write it to a file (chmod 600) named by --%s", s.flag, taken, s.aWhat(), s.env, s.fileFlag)
 	}
 	env := os.Getenv(s.env)
 	if file == "" {
@@ -81,6 +88,14 @@ func (s *secretSource) read(file string, flagSet bool) (string, error) {
 	return secret, nil
 }
 
+// aWhat is what the secret is, with its article: "a token", "an API key".
+func (s *secretSource) aWhat() string {
+	if strings.ContainsRune("AEIOUaeiou", rune(s.what[0])) {
+		return "an " + s.what
+	}
+	return "a " + s.what
+}
+
 // short is the complaint about a secret shorter than minLen, in the words
 // of the gateway's keys file.
 func (s *secretSource) short() string {
@@ -91,5 +106,12 @@ func (s *secretSource) short() string {
 // it, $FLEETDRILL_ADMIN_TOKEN (see secretSource).
 func (f *nodeFlags) readAdminToken(flagSet bool) (err error) {
 	f.adminToken, err = adminTokenSecret.read(f.adminTokenFile, flagSet)
+	return err
+}
+
+// readAPIKey sets f.apiKey from --api-key-file or, without it,
+// $FLEETDRILL_NODE_API_KEY (see secretSource).
+func (f *nodeFlags) readAPIKey(flagSet bool) (err error) {
+	f.apiKey, err = nodeAPIKeySecret.read(f.apiKeyFile, flagSet)
 	return err
 }
