@@ -32,6 +32,8 @@ var (
 	// API keys are as long as the gateway's own: a short one is guessed.
 	nodeAPIKeySecret = secretSource{env: nodeAPIKeyEnv, fileFlag: "api-key-file", flag: "api-key",
 		what: "API key", minLen: gateway.MinKeyLength}
+	backendKeySecret = secretSource{env: backendKeyEnv, fileFlag: "backend-key-file", flag: "backend-key",
+		what: "API key", minLen: gateway.MinKeyLength}
 )
 
 // addFlags defines the file flag (into file) and the hidden, refused one

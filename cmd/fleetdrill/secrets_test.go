@@ -144,7 +144,7 @@ func TestAPIKeySources(t *testing.T) {
 	empty := file("empty", "\n", 0o600)
 	missing := filepath.Join(dir, "missing")
 
-	for _, src := range []*secretSource{&nodeAPIKeySecret} {
+	for _, src := range []*secretSource{&nodeAPIKeySecret, &backendKeySecret} {
 		for _, tc := range []struct {
 			name, env, file string
 			flagSet         bool
@@ -256,5 +256,76 @@ func TestNodeCommandAPIKey(t *testing.T) {
 		require.Equal(t, exitOK, c, "stderr %s", errb.String())
 	case <-time.After(15 * time.Second):
 		t.Fatal("node did not exit after cancel")
+	}
+}
+
+// fleetdrill gateway refuses a backend key it should not take with exit 2,
+// naming the file, before it starts anything.
+func TestGatewayCmdBackendKeyInvalid(t *testing.T) {
+	t.Setenv(backendKeyEnv, "")
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.txt")
+	require.NoError(t, os.WriteFile(keys, []byte("global "+testGatewayKey+"\n"), 0o600))
+	open := filepath.Join(dir, "open")
+	require.NoError(t, os.WriteFile(open, []byte(testAPIKey), 0o644))
+	require.NoError(t, os.Chmod(open, 0o644))
+	short := filepath.Join(dir, "short")
+	require.NoError(t, os.WriteFile(short, []byte("sk-short"), 0o600))
+	base := []string{"eu-residency", "--keys", keys, "--backend", "use-h100-8b=http://127.0.0.1:1"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--backend-key-file", open}, "--backend-key-file " + open + ": mode 0644 lets others than its owner read it: run chmod 600 " + open},
+		{[]string{"--backend-key-file", short}, "--backend-key-file " + short + ": API key shorter than 32 characters"},
+		{[]string{"--backend-key", testAPIKey}, "--backend-key is not taken"},
+	} {
+		code, _, stderr := runCommand(t, newGatewayCmd(), append(base, tc.args...)...)
+		require.Equal(t, exitInvalid, code, "gateway %v: stderr %s", tc.args, stderr)
+		require.Contains(t, stderr, tc.want, "gateway %v", tc.args)
+		require.NotContains(t, stderr, testAPIKey, "gateway %v", tc.args)
+	}
+}
+
+// fleetdrill gateway sends $FLEETDRILL_BACKEND_API_KEY to its backends: a
+// backend that wants it passes the start-up check with it, and fails it,
+// named, with another.
+func TestGatewayCmdBackendKey(t *testing.T) {
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+testAPIKey {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"llama-3.1-8b","object":"model"}]}`)
+	}))
+	defer backend.Close()
+	keys := filepath.Join(t.TempDir(), "keys.txt")
+	require.NoError(t, os.WriteFile(keys, []byte("global "+testGatewayKey+"\n"), 0o600))
+	args := []string{"eu-residency", "--keys", keys, "--backend", "use-h100-8b=" + backend.URL, "--listen", "127.0.0.1:0"}
+
+	t.Setenv(backendKeyEnv, strings.Replace(testAPIKey, "node", "nope", 1))
+	code, _, stderr := runCommand(t, newGatewayCmd(), args...)
+	require.Equal(t, exitInvalid, code, stderr)
+	require.Contains(t, stderr, "GET /v1/models: status 401: the backend refused the gateway's backend key")
+	require.NotContains(t, stderr, "sk-nope", "an error never repeats the key")
+
+	t.Setenv(backendKeyEnv, testAPIKey)
+	var out syncBuffer
+	cmd := newGatewayCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	require.Eventually(t, func() bool { return strings.Contains(out.String(), "listening on") },
+		5*time.Second, 10*time.Millisecond, "the gateway did not start: %s", out.String())
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("gateway did not shut down")
 	}
 }
