@@ -22,6 +22,11 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
+// backendKeyEnv holds the key the gateway sends its backends (or
+// --backend-key-file names a file that does): never a flag, which every
+// user sees in a process listing.
+const backendKeyEnv = "FLEETDRILL_BACKEND_API_KEY"
+
 // newGatewayCmd is `fleetdrill gateway`: the live gateway, the twin's
 // scheduler core on the wall clock in front of real OpenAI-compatible
 // backends.
@@ -46,6 +51,8 @@ func newGatewayCmd() *cobra.Command {
 		tlsFiles      httpguard.TLSFiles
 		backendCA     string
 	)
+	// The backend key's file, and its flag, refused (see secretSource).
+	var backendKeyFile, backendKeyFlag string
 	cmd := &cobra.Command{
 		Use:   "gateway [SCENARIO] --keys FILE (--backends FILE | --backend POOL=[KIND+]URL...)",
 		Short: "Serve an OpenAI-compatible gateway driven by the scheduler core on the wall clock",
@@ -64,6 +71,12 @@ At start every backend must list its pool's model on GET /v1/models, under the
 scenario's model name (vLLM: --served-model-name).
 Keys file, one "TENANT KEY" per line, TENANT a scenario tenant name:
   bank-eu  sk-...
+
+Backends started with an API key (fleetdrill node's $FLEETDRILL_NODE_API_KEY,
+vLLM's --api-key) get it from $FLEETDRILL_BACKEND_API_KEY or --backend-key-file
+(never a flag; at least 32 characters): every request to a backend, probes
+and metrics scrapes included, carries "Authorization: Bearer KEY". A client's
+own key never reaches a backend.
 
 Endpoints: POST /v1/chat/completions, POST /v1/completions (stream or not),
 GET /v1/models, GET /healthz, GET /metrics. A request names its class with the
@@ -93,6 +106,10 @@ are the Retry-After sent and the latencies in /metrics.`,
 			if err != nil {
 				return invalid(err)
 			}
+			backendKey, err := backendKeySecret.read(backendKeyFile, cmd.Flags().Changed("backend-key"))
+			if err != nil {
+				return invalid(err)
+			}
 			backends := map[string][]string{}
 			if backendsFile != "" {
 				if backends, err = gateway.ReadBackendsFile(backendsFile); err != nil {
@@ -118,7 +135,7 @@ are the Retry-After sent and the latencies in /metrics.`,
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
-			gw, err := gateway.New(gateway.Config{BackendCA: backendPool, Scenario: sc, Backends: backends, Keys: keys, DefaultClass: class,
+			gw, err := gateway.New(gateway.Config{BackendCA: backendPool, BackendKey: backendKey, Scenario: sc, Backends: backends, Keys: keys, DefaultClass: class,
 				DefaultMaxTokens: maxTokens, QueueTimeout: queueTimeout, Speed: speed, Registry: reg, Logger: logger, Seed: sc.Seed,
 				MaxBodyBytes: maxBody, MaxInflightBodyBytes: maxInflight, StreamWriteTimeout: writeTimeout,
 				MetricsApart: metricsListen != ""})
@@ -170,6 +187,8 @@ are the Retry-After sent and the latencies in /metrics.`,
 	addServerFlags(cmd, &lim)
 	addTLSFlags(cmd, &tlsFiles)
 	f.StringVar(&backendCA, "backend-ca", "", "trust the CAs in this `FILE` (PEM) for https backends, instead of the system's")
+	backendKeySecret.addFlags(cmd, &backendKeyFile, &backendKeyFlag,
+		"file (mode 0600) holding the API key sent to every backend as a bearer token (default $"+backendKeyEnv+"; neither: none sent)")
 	f.DurationVar(&writeTimeout, "write-timeout", gateway.DefaultStreamWriteTimeout, "longest wait for one write to a client (a stream's chunk), not for the whole answer")
 	return cmd
 }

@@ -28,6 +28,10 @@ import (
 // that does): never a flag, which every user sees in a process listing.
 const adminTokenEnv = "FLEETDRILL_ADMIN_TOKEN"
 
+// nodeAPIKeyEnv holds the key the inference API requires (or
+// --api-key-file names a file that does), for the same reason.
+const nodeAPIKeyEnv = "FLEETDRILL_NODE_API_KEY"
+
 // defaultNodeDriver is the driver a node reports when neither --driver nor
 // a scenario pool names one.
 const defaultNodeDriver = "550.127.05"
@@ -35,6 +39,7 @@ const defaultNodeDriver = "550.127.05"
 type nodeFlags struct {
 	listen, adminListen, adminToken string
 	adminTokenFile, adminTokenFlag  string
+	apiKey, apiKeyFile, apiKeyFlag  string
 	profile, scenario, pool         string
 	sets, models, minDrivers        []string
 	maxBatch                        int
@@ -73,6 +78,11 @@ The model comes from --profile (a built-in latency profile) or from a scenario
 pool (--scenario and --pool: its models, profiles, driver, max batch and the
 twin's compatibility rules).
 
+With $FLEETDRILL_NODE_API_KEY or --api-key-file (never a flag; at least 32
+characters), every /v1 path needs "Authorization: Bearer KEY", as with vLLM's
+--api-key: 401 without it. /health, /healthz and /metrics stay open for
+probes and scrapes.
+
 With --admin-listen, a second listener serves /admin/faults (GET, POST a JSON
 patch, DELETE to reset), which needs "Authorization: Bearer TOKEN"
 ($FLEETDRILL_ADMIN_TOKEN or --admin-token-file, never a flag): quota exhaustion (429 with
@@ -93,6 +103,9 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 			if err := f.readAdminToken(cmd.Flags().Changed("admin-token")); err != nil {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("node: %w", err)}
 			}
+			if err := f.readAPIKey(cmd.Flags().Changed("api-key")); err != nil {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("node: %w", err)}
+			}
 			cfg, err := nodeConfig(&f, cmd.Flags().Changed("profile"))
 			if err != nil {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("node: %w", err)}
@@ -103,9 +116,10 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8000", "address of the OpenAI-compatible API")
 	fl.StringVar(&f.adminListen, "admin-listen", "", "address of the fault-control API (off when empty)")
-	fl.StringVar(&f.adminTokenFlag, "admin-token", "", "refused: a token on the command line shows in every process listing (use $"+adminTokenEnv+" or --admin-token-file)")
-	_ = fl.MarkHidden("admin-token")
-	fl.StringVar(&f.adminTokenFile, "admin-token-file", "", "file (mode 0600) holding the bearer token the admin API requires (default $"+adminTokenEnv+")")
+	adminTokenSecret.addFlags(cmd, &f.adminTokenFile, &f.adminTokenFlag,
+		"file (mode 0600) holding the bearer token the admin API requires (default $"+adminTokenEnv+")")
+	nodeAPIKeySecret.addFlags(cmd, &f.apiKeyFile, &f.apiKeyFlag,
+		"file (mode 0600) holding the API key every /v1 request must bear (default $"+nodeAPIKeyEnv+"; neither: no key, open)")
 	fl.StringVar(&f.profile, "profile", "h100-sxm/llama-3.1-8b/tp1", "built-in latency profile (see docs/profiles.md)")
 	fl.StringVar(&f.scenario, "scenario", "", "take the pool's models, profiles and driver from this scenario (library name or file)")
 	fl.StringVar(&f.pool, "pool", "", "the scenario pool to emulate (with --scenario)")
@@ -196,6 +210,7 @@ func nodeConfig(f *nodeFlags, profileSet bool) (node.Config, error) {
 		cfg.MaxBatch = f.maxBatch
 	}
 	cfg.KVTokens, cfg.Seed, cfg.Speed = f.kvTokens, f.seed, f.speed
+	cfg.APIKey = f.apiKey
 	flavor, err := node.ParseFlavor(f.flavor)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--%w", err))
@@ -260,7 +275,11 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 	if cfg.Flavor != node.FlavorFleetdrill {
 		as = " as " + string(cfg.Flavor)
 	}
-	fmt.Fprintf(out, "fleetdrill node: serving %s%s on %s://%s\n", strings.Join(names, ", "), as, scheme, ln.Addr())
+	keyed := ""
+	if cfg.APIKey != "" {
+		keyed = " (API key required on /v1)"
+	}
+	fmt.Fprintf(out, "fleetdrill node: serving %s%s on %s://%s%s\n", strings.Join(names, ", "), as, scheme, ln.Addr(), keyed)
 	if len(listeners) > 1 {
 		fmt.Fprintf(out, "fleetdrill node: admin API on %s://%s/admin/faults\n", scheme, listeners[1].Addr())
 	}

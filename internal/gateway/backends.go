@@ -195,7 +195,7 @@ func (g *Gateway) scrape(ctx context.Context, i int) (Load, error) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		return Load{}, fmt.Errorf("GET /metrics: %d", resp.StatusCode)
+		return Load{}, fmt.Errorf("GET /metrics: %w", g.statusError(resp.StatusCode))
 	}
 	l, ok, err := rep.kind.parseLoad(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
@@ -267,7 +267,7 @@ func (g *Gateway) listModels(ctx context.Context, base string) ([]string, error)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		return nil, fmt.Errorf("status %d", resp.StatusCode)
+		return nil, g.statusError(resp.StatusCode)
 	}
 	var list struct {
 		Data []struct {
@@ -282,4 +282,17 @@ func (g *Gateway) listModels(ctx context.Context, base string) ([]string, error)
 		ids[i] = d.ID
 	}
 	return ids, nil
+}
+
+// statusError says what a backend's refusal of a GET means: a 401 or 403
+// is the backend key, missing or not the backend's.
+func (g *Gateway) statusError(code int) error {
+	switch {
+	case code != http.StatusUnauthorized && code != http.StatusForbidden:
+		return fmt.Errorf("status %d", code)
+	case g.cfg.BackendKey == "":
+		return fmt.Errorf("status %d: the backend wants an API key, and the gateway has none to send "+
+			"(fleetdrill gateway: $FLEETDRILL_BACKEND_API_KEY or --backend-key-file)", code)
+	}
+	return fmt.Errorf("status %d: the backend refused the gateway's backend key: give the one it was started with (vLLM: --api-key)", code)
 }

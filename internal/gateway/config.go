@@ -61,6 +61,12 @@ type Config struct {
 	// trusts for https backends instead of the system's (unused with
 	// Transport).
 	BackendCA *x509.CertPool
+	// BackendKey, when set, is sent as "Authorization: Bearer BackendKey"
+	// with every upstream request (completions, hedges, probes, load
+	// scrapes, CheckBackends): the key of nodes started with an API key
+	// (fleetdrill node, vLLM --api-key). A client's own Authorization is
+	// never forwarded. "": none is sent.
+	BackendKey string
 	// Seed seeds the retry jitter.
 	Seed uint64
 	// MaxBodyBytes bounds a request body: 413 request_too_large beyond

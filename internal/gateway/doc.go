@@ -75,6 +75,13 @@
 // backends, off the serving Handler: MetricsHandler serves it on a
 // listener of its own.
 //
+// Backends started with an API key (fleetdrill node's, vLLM's --api-key)
+// get Config.BackendKey: the gateway's transport adds "Authorization:
+// Bearer KEY" to every upstream request, completions, hedges, probes, load
+// scrapes and CheckBackends alike (backendkey.go). A client's Authorization
+// is never forwarded: upstream requests are built afresh. A backend's 401
+// or 403 at CheckBackends says whether the key is missing or refused.
+//
 // # Token counts
 //
 // The core charges quotas in tokens before the backend has tokenized

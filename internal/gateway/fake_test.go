@@ -47,6 +47,8 @@ type fake struct {
 	keys      []string      // the Idempotency-Key of every request, in order
 	lastBody  atomic.Value  // string: the last request body
 	lastHdr   atomic.Value  // http.Header: the last request's headers
+	auth      atomic.Value  // string: the Authorization every request must carry; "": none
+	badAuth   atomic.Int64  // requests refused 401 for their Authorization
 	usage     atomic.Value  // string: the usage object of a non-streamed answer; "": none
 	started   chan struct{} // one per blocked request
 	cancelled chan struct{} // one per blocked request whose context ended
@@ -64,6 +66,16 @@ func newFake(t testing.TB) *fake {
 func (f *fake) Release() { f.once.Do(func() { close(f.release) }) }
 
 func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
+	// Every path, probes and scrapes too: a backend started with a key
+	// wants exactly the gateway's, and one without wants none (a tenant's
+	// key must never reach a backend).
+	if want, _ := f.auth.Load().(string); r.Header.Get("Authorization") != want {
+		f.badAuth.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = io.WriteString(w, `{"error":"Unauthorized"}`)
+		return
+	}
 	switch r.URL.Path {
 	case "/healthz", "/health", "/v1/models":
 		// Every kind's health path; /v1/models lists the test scenario's
@@ -91,10 +103,6 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 	f.keyMu.Lock()
 	f.keys = append(f.keys, r.Header.Get("Idempotency-Key"))
 	f.keyMu.Unlock()
-	if r.Header.Get("Authorization") != "" {
-		w.WriteHeader(http.StatusTeapot) // the tenant's key must never reach a backend
-		return
-	}
 	var req struct {
 		Model         string `json:"model"`
 		Stream        bool   `json:"stream"`

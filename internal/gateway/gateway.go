@@ -167,6 +167,14 @@ func New(cfg Config) (*Gateway, error) {
 			tr.(*http.Transport).TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.BackendCA}
 		}
 	}
+	if cfg.BackendKey != "" {
+		if err := checkBackendKey(cfg.BackendKey); err != nil {
+			return nil, err
+		}
+		tr = &keyedTransport{auth: "Bearer " + cfg.BackendKey, next: tr}
+	}
+	// Redirects are not followed: a backend's answer is passed on as it
+	// is, and the backend key never goes to another host.
 	g.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for i, m := range sc.Models {
 		g.models[m.Name] = i

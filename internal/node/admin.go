@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"net/http"
-	"strings"
 )
 
 // AdminHandler returns the fault-control API, for a listener of its own:
@@ -56,8 +55,8 @@ func (n *Node) AdminHandler(token string) http.Handler {
 func requireBearer(token string, next http.Handler) http.Handler {
 	want := []byte(token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || got == "" {
+		got, ok := bearerToken(r)
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="fleetdrill-admin"`)
 			apiError(w, http.StatusUnauthorized, "invalid_request_error", "unauthorized", "admin: bearer token required")
 			return

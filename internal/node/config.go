@@ -65,6 +65,11 @@ type Config struct {
 	// latencies when it names one of them, else the class is "unknown".
 	// FromScenario sets them.
 	Classes []string
+	// APIKey, when set, is the key every /v1 request needs, as
+	// "Authorization: Bearer APIKey" (vLLM's --api-key): a 401 without it.
+	// /health, /healthz and /metrics stay open for probes and scrapes.
+	// "": the API is open.
+	APIKey string
 	// Seed seeds the error-rate fault's random stream.
 	Seed uint64
 	// Speed is engine seconds per wall second; 0 means 1 (real time).

@@ -1,12 +1,12 @@
 // Package node is fleetdrill's emulated inference node: an OpenAI-compatible
 // HTTP server (/v1/chat/completions, /v1/completions, /v1/models, /health
-// and /healthz, /metrics) whose timing comes from the twin's
-// continuous-batching model (twin/engine driven by a twin/latency profile)
-// run against the wall clock, plus an admin API that switches the
-// application-level faults TCP cannot express (quota exhaustion, model
-// retirement, a driver change, an error rate). It stands in for a vLLM/TGI
-// replica in live drills: in a FROM scratch container behind toxiproxy, or
-// in-process in tests.
+// and /healthz, /metrics; the /v1 paths optionally behind an API key) whose
+// timing comes from the twin's continuous-batching model (twin/engine
+// driven by a twin/latency profile) run against the wall clock, plus an
+// admin API that switches the application-level faults TCP cannot express
+// (quota exhaustion, model retirement, a driver change, an error rate). It
+// stands in for a vLLM/TGI replica in live drills: in a FROM scratch
+// container behind toxiproxy, or in-process in tests.
 //
 // # Timing
 //
@@ -79,6 +79,15 @@
 // context-length sentence, and vllm:gpu_cache_usage_perc for
 // vllm:kv_cache_usage_perc. The admin API keeps fleetdrill's bodies in every
 // flavor.
+//
+// # API key
+//
+// With Config.APIKey the node guards its API as vLLM's --api-key does:
+// every path under /v1 needs "Authorization: Bearer KEY" (compared by
+// SHA-256 digest, in constant time), else a 401: OpenAI's invalid_api_key
+// error, or vLLM's {"error": "Unauthorized"} in the vLLM flavors. /health,
+// /healthz and /metrics stay open for probes and scrapes; the admin API
+// has its own token. Without a key the API is open.
 //
 // It must not be imported by twin/ or sim/. Start reading at New and
 // Node.Handler.

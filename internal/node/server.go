@@ -38,7 +38,7 @@ const maxOutputTokens = 1 << 20
 // Handler returns the node's OpenAI-compatible API, its health checks and
 // (when Config.Gatherer is set) /metrics. Every flavor serves vLLM's
 // /health; only the fleetdrill flavor serves /healthz (vLLM answers it
-// 404).
+// 404). With Config.APIKey, the /v1 paths need it (requireAPIKey).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { n.serveCompletion(w, r, true) })
@@ -50,6 +50,9 @@ func (n *Node) Handler() http.Handler {
 	}
 	if n.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(n.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}))
+	}
+	if n.cfg.APIKey != "" {
+		return requireAPIKey(n.cfg.APIKey, n.cfg.Flavor, mux)
 	}
 	return mux
 }
