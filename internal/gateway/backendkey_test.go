@@ -95,3 +95,22 @@ func TestBackendKeyWithANewline(t *testing.T) {
 		BackendKey: testBackendKey + "\n"})
 	require.ErrorContains(t, err, "backend key holds a control character")
 }
+
+// A backend that refuses the gateway's key (401) is the gateway's
+// misconfiguration, not the client's: the attempt fails as a 5xx would,
+// and the client gets 502 upstream_error saying so, never a 401 that
+// reads as its own key being wrong.
+func TestBackendRefusesTheGatewaysKey(t *testing.T) {
+	us := newFake(t)
+	us.auth.Store("Bearer sk-another-key-0123456789abcdef0123")
+	// One attempt: retries would trip the breaker and end in a queue
+	// timeout, which hides the message.
+	h := newHarness(t, testScenario(t, "policy.retries.max_attempts=1"), map[string][]string{"use-h100-8b": {us.srv.URL}},
+		func(c *Config) { c.BackendKey = testBackendKey })
+	resp, body := h.mustPost(keyGlobal, chatBody(false, "x"))
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode, body)
+	wantErrorCode(t, body, "upstream_error")
+	require.Contains(t, body, "backend key")
+	require.Equal(t, "failed", resp.Header.Get(hdrOutcome))
+	require.Positive(t, h.metric("fleetdrill_gateway_attempts_total", map[string]string{"pool": "use-h100-8b", "result": "error"}))
+}

@@ -509,7 +509,16 @@ type upstream struct {
 // answered reports whether u is an answer to pass to the client: headers
 // that are neither a 5xx nor a 429, and a first read that did not break.
 func (u *upstream) answered() bool {
-	return u.err == nil && u.resp.StatusCode < 500 && u.resp.StatusCode != http.StatusTooManyRequests && u.readErr == nil
+	return u.err == nil && !upstreamFailed(u.resp.StatusCode) && u.resp.StatusCode != http.StatusTooManyRequests && u.readErr == nil
+}
+
+// upstreamFailed reports whether an upstream status is the backend's
+// failure rather than an answer for the client: a 5xx, or a 401 or 403 — the
+// backend refused the gateway's own key (Config.BackendKey; the client's
+// never goes upstream), which the client must not read as its key being
+// wrong.
+func upstreamFailed(status int) bool {
+	return status >= 500 || status == http.StatusUnauthorized || status == http.StatusForbidden
 }
 
 // close releases what u holds: its context, its body, its buffer.
@@ -566,7 +575,7 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 		return u
 	}
 	u.resp = resp
-	if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+	if upstreamFailed(resp.StatusCode) || resp.StatusCode == http.StatusTooManyRequests {
 		return u
 	}
 	// The first bytes. Their wait is not bounded here: the request may
@@ -685,12 +694,17 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	}
 	resp := u.resp
 	switch {
-	case resp.StatusCode >= 500:
+	case upstreamFailed(resp.StatusCode):
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
 		g.attemptFailed(rep, resp.StatusCode, true)
 		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry = resp.StatusCode, 0
 		q.lastMsg = fmt.Sprintf("upstream answered %d", resp.StatusCode)
+		if resp.StatusCode < 500 {
+			q.lastStatus = http.StatusBadGateway
+			q.lastMsg = fmt.Sprintf("upstream refused the gateway's credentials (%d): check its backend key", resp.StatusCode)
+			g.log.Warn("backend refused the gateway's key", "pool", be.pool, "replica", rep, "status", resp.StatusCode)
+		}
 		return resRetry, "", 0
 	case resp.StatusCode == http.StatusTooManyRequests:
 		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
