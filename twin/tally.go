@@ -100,12 +100,11 @@ func (t *tally) complete(s *served, measured bool) bool {
 		if met {
 			g.SLOMet++
 		}
-		if s.fallback {
-			g.Fallbacks++
-		}
 	}
+	// A fallback is an event on the counts of the run and of each window
+	// it arrived in, as on its class's and tenant's.
 	if s.fallback {
-		t.total.Fallbacks++
+		t.count(s.class, s.tenant, s.arrived, func(c *Counts) { c.Fallbacks++ })
 	}
 	return met
 }

@@ -289,3 +289,25 @@ func TestDeadlineExpiryDuringStepsLeavesNoGhosts(t *testing.T) {
 		require.NoError(t, eng.Invariants())
 	}
 }
+
+// A fallback is counted on the window it arrived in as on its class: each
+// window's requests.fallbacks is the sum of its classes' (it read 0 in
+// every fault window while the window's classes showed thousands).
+func TestWindowFallbacksAreCounted(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("gameday-model-retirement",
+		[]string{"duration=25m"})
+	require.NoError(t, err)
+	rep := run(t, sc)
+	require.NotEmpty(t, rep.Windows)
+	any := false
+	for key, w := range rep.Windows {
+		var sum uint64
+		for _, g := range w.Classes {
+			sum += g.Fallbacks
+		}
+		require.Equal(t, sum, w.Requests.Fallbacks, "window %s", key)
+		any = any || sum > 0
+	}
+	require.True(t, any, "no window saw a fallback: the test proves nothing")
+	require.Positive(t, rep.Requests.Fallbacks)
+}
