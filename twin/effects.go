@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"slices"
 	"fmt"
 
 	"github.com/fleetdrill/fleetdrill/faults"
@@ -109,7 +110,9 @@ func (coldStartStorm) start(r *runner, f *faultRT) {
 }
 
 // quotaExhaustion: the pools' provider quota drops (providerQuota), ground
-// truth the core learns of from its 429s (throttled).
+// truth the core learns of from its 429s (throttled). Overlapping quota
+// faults on one pool are caps that all apply, each until its own end: the
+// configured quota returns when the last of them ends.
 type quotaExhaustion struct{ onReplicas }
 
 func (quotaExhaustion) start(r *runner, f *faultRT) {
@@ -118,15 +121,13 @@ func (quotaExhaustion) start(r *runner, f *faultRT) {
 	for _, pi := range f.pools {
 		q := &providerQuota{rpm: f.spec.QuotaRPM, tpm: f.spec.QuotaTPM, last: now}
 		f.quotas = append(f.quotas, q)
-		r.quota[pi] = q
+		r.quota[pi] = append(r.quota[pi], q)
 	}
 }
 
 func (quotaExhaustion) end(r *runner, f *faultRT) {
 	for i, pi := range f.pools {
-		if r.quota[pi] == f.quotas[i] {
-			r.quota[pi] = nil
-		}
+		r.quota[pi] = slices.DeleteFunc(r.quota[pi], func(q *providerQuota) bool { return q == f.quotas[i] })
 	}
 }
 

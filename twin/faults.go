@@ -104,10 +104,28 @@ type providerQuota struct {
 // so that the twin and a live fleet throttle alike.
 const zeroQuotaRetryAfter = 30 * time.Second
 
-// take charges one request of tokens at now, or returns the Retry-After the
-// provider answers instead: the wait until its buckets would take it, in
-// whole seconds, as HTTP gives it.
-func (q *providerQuota) take(now time.Duration, tokens int) time.Duration {
+// takeAll charges one request of tokens at now to every active quota of a
+// pool, or returns the Retry-After the provider answers instead: the
+// longest wait until all their buckets would take it, in whole seconds, as
+// HTTP gives it (nothing is charged then).
+func takeAll(qs []*providerQuota, now time.Duration, tokens int) time.Duration {
+	var wait time.Duration
+	for _, q := range qs {
+		wait = max(wait, q.wait(now, tokens))
+	}
+	if wait > 0 {
+		return wait
+	}
+	for _, q := range qs {
+		q.req--
+		q.tok -= min(float64(tokens), q.tpm)
+	}
+	return 0
+}
+
+// wait refills q's buckets to now and returns how long until they would
+// take one request of tokens (0: now).
+func (q *providerQuota) wait(now time.Duration, tokens int) time.Duration {
 	if q.rpm == 0 || q.tpm == 0 {
 		return zeroQuotaRetryAfter
 	}
@@ -122,8 +140,6 @@ func (q *providerQuota) take(now time.Duration, tokens int) time.Duration {
 	if wait > 0 {
 		return time.Duration(math.Ceil(wait)) * time.Second
 	}
-	q.req--
-	q.tok -= need
 	return 0
 }
 
@@ -218,7 +234,7 @@ func (r *runner) initFaults() error {
 		return err
 	}
 	r.faultState = make([]replicaFault, len(r.replicas))
-	r.quota = make([]*providerQuota, len(r.p.pools))
+	r.quota = make([][]*providerQuota, len(r.p.pools))
 	for i, f := range fs {
 		if err := r.p.resolveFault(f); err != nil {
 			return fmt.Errorf("faults[%d] %q: %w", i, f.spec.String(), err)
@@ -489,8 +505,8 @@ func (r *runner) faultAtDispatch(req *request, ri int) attemptFate {
 	case st.failRate > 0 && r.faultRand.Float64() < st.failRate:
 		return attemptFate{fail: true, delay: st.latency + 20*time.Millisecond}
 	}
-	if q := r.quota[r.replicas[ri].pool]; q != nil {
-		if wait := q.take(r.s.Now(), req.core.Input+req.core.Output); wait > 0 {
+	if qs := r.quota[r.replicas[ri].pool]; len(qs) > 0 {
+		if wait := takeAll(qs, r.s.Now(), req.core.Input+req.core.Output); wait > 0 {
 			// A 429 is an answer: it comes back at the network's pace.
 			return attemptFate{fail: true, throttle: wait, delay: st.latency + 20*time.Millisecond}
 		}

@@ -187,7 +187,7 @@ type runner struct {
 
 	faults       []*faultRT
 	faultState   []replicaFault
-	quota        []*providerQuota // per pool: a quota fault's ground truth, nil when none
+	quota        [][]*providerQuota // per pool: the active quota faults' ground truth, in start order
 	faultRand    *rand.Rand
 	doubleStarts int // dispatches of a request not waiting: a twin bug, fails the run
 }
