@@ -1,8 +1,8 @@
 package twin
 
 import (
-	"slices"
 	"fmt"
+	"slices"
 
 	"github.com/fleetdrill/fleetdrill/faults"
 )
