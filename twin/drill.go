@@ -299,10 +299,14 @@ func (d *Drill) Snapshot() Snapshot {
 		return t - from
 	}
 	for _, f := range r.faults {
+		mitigated, stranded := f.mitigatedAt()
 		fs := FaultState{Label: f.label, Spec: f.spec.String(), Start: f.start, End: f.end, Active: f.active,
-			Detect: since(f.detected, f.start), Mitigate: since(f.mitigated, f.start), Recover: -1, Injected: d.injected[f]}
-		if f.end > 0 && f.recovered >= 0 {
-			fs.Recover = f.recovered - f.end
+			Detect: since(f.detected, f.start), Mitigate: since(mitigated, f.start), Recover: -1, Injected: d.injected[f]}
+		if stranded >= 0 {
+			fs.NotMitigatedFor = r.p.sc.Tenants[stranded].Name
+		}
+		if rec := f.recoveredAt(); f.end > 0 && rec >= 0 {
+			fs.Recover = rec - f.end
 		}
 		snap.Faults = append(snap.Faults, fs)
 	}

@@ -56,6 +56,14 @@ type FaultReport struct {
 	// ten minutes after it ended; a request with no answer is a miss.
 	SLOAttainmentDuring float64 `json:"slo_attainment_during"`
 	SLOAttainmentAfter  float64 `json:"slo_attainment_after"`
+	// NotMitigatedFor names a tenant the fault displaced after its
+	// detection and never served elsewhere ("" when none): the reason
+	// TimeToMitigateS is -1 though other traffic moved.
+	NotMitigatedFor string `json:"not_mitigated_for,omitempty"`
+	// What the fault did to each tenant and class (Impact); every one is
+	// listed, touched or not, so expectations resolve before the run.
+	Tenants map[string]*Impact `json:"tenants"`
+	Classes map[string]*Impact `json:"classes"`
 
 	during, after sloCount
 }
@@ -87,6 +95,8 @@ type faultRT struct {
 	lost                           uint64
 	quotas                         []*providerQuota // quota-exhaustion: per pool in pools
 	report                         *FaultReport
+
+	tenants, classes map[int]*impactRT // by index; nil until a request ends (impact.go)
 }
 
 // providerQuota is a provider's quota while a quota-exhaustion fault holds
@@ -690,6 +700,17 @@ func (r *runner) noteOutcome(req *request, met, lost bool) {
 	}
 }
 
+// noteEnding attributes a finished request to the faults' impact on its
+// tenant and class (impact.go).
+func (r *runner) noteEnding(req *request, res Result, reason string, met bool) {
+	e := ending{tenant: req.core.Tenant, class: req.core.Class, model: req.core.Model, served: req.core.Served,
+		replica: -1, arrived: req.core.Arrived, ended: r.s.Now(), met: met, result: res, reason: reason}
+	if res == Completed {
+		e.replica = req.core.Replica
+	}
+	noteEnding(r.p, r.faults, &e)
+}
+
 // outcome attributes a request that arrived at arr and finished at now.
 func (f *faultRT) outcome(arr, now time.Duration, met, lost bool) {
 	inFault := arr >= f.start && (f.end == 0 || arr < f.end)
@@ -710,15 +731,10 @@ func (f *faultRT) outcome(arr, now time.Duration, met, lost bool) {
 	}
 }
 
-// faultReports assembles the per-fault reports.
-func faultReports(fs []*faultRT) map[string]*FaultReport {
+// faultReports assembles the per-fault reports. A fault's mitigation and
+// recovery are its worst touched tenant's (impact.go).
+func faultReports(p *plan, fs []*faultRT) map[string]*FaultReport {
 	out := map[string]*FaultReport{}
-	since := func(t, from time.Duration) float64 {
-		if t < 0 {
-			return -1
-		}
-		return round((t - from).Seconds(), 6)
-	}
 	for _, f := range fs {
 		fr := f.report
 		fr.StartS = round(f.start.Seconds(), 6)
@@ -727,14 +743,26 @@ func faultReports(fs []*faultRT) map[string]*FaultReport {
 			fr.EndS = round(f.end.Seconds(), 6)
 		}
 		fr.TimeToDetectS = since(f.detected, f.start)
-		fr.TimeToMitigateS = since(f.mitigated, f.start)
+		mitigated, stranded := f.mitigatedAt()
+		fr.TimeToMitigateS = since(mitigated, f.start)
+		fr.NotMitigatedFor = ""
+		if stranded >= 0 {
+			fr.NotMitigatedFor = p.sc.Tenants[stranded].Name
+		}
 		fr.TimeToRecoverS = -1
 		if f.end > 0 {
-			fr.TimeToRecoverS = since(f.recovered, f.end)
+			fr.TimeToRecoverS = since(f.recoveredAt(), f.end)
 		}
 		fr.RequestsLost = f.lost
 		fr.SLOAttainmentDuring = round(fr.during.rate(), 6)
 		fr.SLOAttainmentAfter = round(fr.after.rate(), 6)
+		fr.Tenants, fr.Classes = map[string]*Impact{}, map[string]*Impact{}
+		for i, t := range p.sc.Tenants {
+			fr.Tenants[t.Name] = f.tenants[i].report(f)
+		}
+		for i, c := range p.sc.Classes {
+			fr.Classes[c.Name] = f.classes[i].report(f)
+		}
 		out[f.label] = fr
 	}
 	return out

@@ -330,3 +330,52 @@ func TestHedgingBeatsASlowReplica(t *testing.T) {
 	require.Zero(t, plain.Hedges.Sent)
 	require.Less(t, hedged.Classes["interactive"].TTFT.P99, plain.Classes["interactive"].TTFT.P99)
 }
+
+// With the EU dark, an unbound tenant served in the US does not make the
+// outage mitigated for a tenant bound to the EU: the fault reads not
+// mitigated, for that tenant, and each tenant's impact says what happened
+// to it; expectations address them.
+func TestOutageMitigationIsPerTenant(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("eu-residency", []string{"duration=20m",
+		`faults=["regional-outage region=eu-west at=5m for=10m"]`,
+		`expect=["faults.regional-outage(eu-west).tenants.bank-eu.time_to_mitigate_s == -1", "faults.regional-outage(eu-west).tenants.global.served_elsewhere > 0"]`})
+	require.NoError(t, err)
+	rep := run(t, sc)
+	f := rep.Faults["regional-outage(eu-west)"]
+	require.NotNil(t, f)
+	bank, global := f.Tenants["bank-eu"], f.Tenants["global"]
+	require.Positive(t, global.ServedElsewhere)
+	require.Positive(t, global.ServedByPool["use-h100-8b"], "the unbound tenant moved to the US")
+	require.GreaterOrEqual(t, global.TimeToMitigateS, f.TimeToDetectS)
+	require.Positive(t, bank.Displaced)
+	require.Zero(t, bank.ServedElsewhere, "nothing in its jurisdiction serves the EU-bound tenant")
+	require.Equal(t, -1.0, bank.TimeToMitigateS)
+	require.Equal(t, -1.0, f.TimeToMitigateS, "the fault is not mitigated while one tenant is stranded")
+	require.Equal(t, "bank-eu", f.NotMitigatedFor)
+	require.Equal(t, bank.Lost, bank.Failed+bank.TimedOut+sum(bank.Refused))
+	require.Positive(t, bank.Lost)
+	require.Less(t, bank.SLOAttainmentDuring, global.SLOAttainmentDuring)
+	require.Positive(t, bank.TimeToRecoverS, "served again after the region returns")
+	require.GreaterOrEqual(t, f.TimeToRecoverS, bank.TimeToRecoverS, "the fault recovers with its last tenant")
+	for _, e := range rep.Expectations {
+		require.True(t, e.Pass, "%s (value %v)", e.Expr, e.Value)
+	}
+	// Every class is listed too, and the classes' requests add up to the
+	// tenants'.
+	var byTenant, byClass uint64
+	for _, im := range f.Tenants {
+		byTenant += im.Requests
+	}
+	for _, im := range f.Classes {
+		byClass += im.Requests
+	}
+	require.Equal(t, byTenant, byClass)
+}
+
+func sum(m map[string]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

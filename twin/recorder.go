@@ -30,6 +30,24 @@ var resultNames = [...]string{"completed", "rejected", "failed", "timed_out", "c
 
 func (r Result) String() string { return resultNames[r] }
 
+// count adds one request that ended so to c.
+func (r Result) count(c *Counts) {
+	switch r {
+	case Completed:
+		c.Completed++
+	case Rejected:
+		c.Rejected++
+	case Failed:
+		c.Failed++
+	case TimedOut:
+		c.TimedOut++
+	case Cancelled:
+		c.Cancelled++
+	case InFlight:
+		c.InFlightAtEnd++
+	}
+}
+
 // Outcome is one request as a replay outside the twin saw it, in model
 // (simulated) time since the replay began.
 type Outcome struct {
@@ -278,6 +296,8 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(Timelin
 	for _, f := range rec.faults {
 		f.outcome(o.At, o.Ended, met, o.Result != Completed)
 	}
+	noteEnding(rec.p, rec.faults, &ending{tenant: o.Tenant, class: o.Class, model: o.Model, served: o.ServedModel,
+		replica: o.Replica, arrived: o.At, ended: o.Ended, met: met, result: o.Result, reason: o.Reason})
 }
 
 // assemble is the recorder's report: what the twin reports the same way,

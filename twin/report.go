@@ -198,7 +198,7 @@ func assembleReport(p *plan, t *tally, fs []*faultRT, end time.Duration, pools [
 		Schema: ReportSchema, Scenario: sc.Name, Seed: sc.Seed,
 		SimDurationS: round(end.Seconds(), 6), WarmupS: round(warmup.Seconds(), 6),
 		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
-		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: faultReports(fs),
+		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: faultReports(p, fs),
 		Rejections: map[string]uint64{}, Timeline: []TimelineEvent{},
 	}
 	t.fill(rep, (duration - warmup).Seconds())

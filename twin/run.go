@@ -45,6 +45,9 @@ type RequestLog struct {
 	Scheduled     time.Duration // first admitted into the replica's batch
 	FirstToken    time.Duration
 	Done          time.Duration
+	// Replica served it (the plan's index: pools in scenario order, each
+	// pool's replicas in order), and Served is the model that answered.
+	Replica, Served int
 }
 
 // ReplicaState is a replica's state at a sample.
@@ -558,7 +561,7 @@ func (r *runner) attemptFailed(req *request, how sched.Attempt, retryAfter time.
 		// gateway answers the client (429 upstream-quota).
 		r.reject(req, sched.Decision{Outcome: sched.Rejected, Reason: next.Reason, RetryAfter: next.RetryAfter})
 	default:
-		r.finish(req, func(c *Counts) { c.Failed++ }, false)
+		r.finish(req, Failed, "")
 	}
 }
 
@@ -589,7 +592,7 @@ func (r *runner) reject(req *request, d sched.Decision) {
 	r.note(reason, d.Detail, r.s.Now())
 	req.rejected = true
 	r.metricsRejected(req, reason)
-	r.finish(req, func(c *Counts) { c.Rejected++ }, false)
+	r.finish(req, Rejected, reason)
 }
 
 // noteDeferral adds a timeline entry the first time requests are deferred
@@ -868,7 +871,8 @@ func (r *runner) complete(req *request) {
 			sched = req.seq.Scheduled
 		}
 		r.onComplete(RequestLog{ID: req.core.ID, Input: req.core.Input, Output: req.core.Output,
-			Arrived: req.core.Arrived, Dispatched: req.dispatchedAt, Scheduled: sched, FirstToken: req.firstAt, Done: now})
+			Arrived: req.core.Arrived, Dispatched: req.dispatchedAt, Scheduled: sched, FirstToken: req.firstAt, Done: now,
+			Replica: req.core.Replica, Served: req.core.Served})
 	}
 	met := r.tally.complete(&sv, req.measured)
 	r.metricsCompleted(req, &sv)
@@ -881,7 +885,8 @@ func (r *runner) complete(req *request) {
 		r.noteServed(req, ri)
 	}
 	r.noteOutcome(req, met, false)
-	r.finish(req, func(c *Counts) { c.Completed++ }, true)
+	r.noteEnding(req, Completed, "", met)
+	r.finish(req, Completed, "")
 }
 
 // expire handles a deadline: the request is cancelled wherever it is.
@@ -909,17 +914,18 @@ func (r *runner) expire(req *request) {
 	default:
 		return
 	}
-	r.finish(req, func(c *Counts) { c.TimedOut++ }, false)
+	r.finish(req, TimedOut, "")
 }
 
 // finish records a request's outcome, releases what it holds in the core
 // (which may dispatch others), and recycles it. A request that ends without
 // an answer (failed, rejected, timed out) misses its SLO in the fault
 // windows it arrived in and is lost to the faults active now.
-func (r *runner) finish(req *request, outcome func(*Counts), answered bool) {
+func (r *runner) finish(req *request, res Result, reason string) {
 	if req.state == stDone {
 		return
 	}
+	outcome, answered := res.count, res == Completed
 	req.state = stDone
 	r.demand.finish(req.core.Class, r.s.Now(), r.s.Now()-req.core.Arrived)
 	r.metricsFinished(req, outcome, answered)
@@ -930,6 +936,7 @@ func (r *runner) finish(req *request, outcome func(*Counts), answered bool) {
 	req.startTimer.Stop()
 	if !answered {
 		r.noteOutcome(req, false, true)
+		r.noteEnding(req, res, reason, false)
 		r.recent.unanswered(req.core.Class, r.s.Now(), req.rejected)
 	}
 	if req.measured {

@@ -234,6 +234,18 @@ func (e *twinScript) handle(t *testing.T, td *datadriven.TestData) string {
 				scriptSince(f.TimeToDetectS), scriptSince(f.TimeToMitigateS), scriptSince(f.TimeToRecoverS))
 			fmt.Fprintf(&b, "  requests lost %d, slo attainment during %.3f, after %.3f\n",
 				f.RequestsLost, f.SLOAttainmentDuring, f.SLOAttainmentAfter)
+			if f.NotMitigatedFor != "" {
+				fmt.Fprintf(&b, "  not mitigated for %s\n", f.NotMitigatedFor)
+			}
+			for _, tn := range slices.Sorted(maps.Keys(f.Tenants)) {
+				im := f.Tenants[tn]
+				if im.Displaced == 0 && im.Lost == 0 {
+					continue
+				}
+				fmt.Fprintf(&b, "  tenant %s: arrived %d, displaced %d, served elsewhere %d %v, lost %d %v; mitigate %s, recover %s\n",
+					tn, im.Requests, im.Displaced, im.ServedElsewhere, im.ServedByPool, im.Lost, im.Refused,
+					scriptSince(im.TimeToMitigateS), scriptSince(im.TimeToRecoverS))
+			}
 		}
 		if len(rep.Faults) == 0 {
 			b.WriteString("none\n")

@@ -119,6 +119,10 @@ type FaultState struct {
 	// From its start, -1 until it happens (recovery: from its end).
 	Detect, Mitigate, Recover time.Duration
 	Injected                  bool // by the operator, not the scenario
+	// NotMitigatedFor names a tenant the fault displaced after its
+	// detection and that nothing has served elsewhere yet ("": none); while
+	// one is, Mitigate is -1 however much other traffic moved.
+	NotMitigatedFor string
 }
 
 // ReplicaLoad is what a snapshot knows of one replica beyond the router's

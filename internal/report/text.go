@@ -88,6 +88,9 @@ func Text(w io.Writer, rep *twin.Report) error {
 			ew.printf("  %9s  %-24s %s\n", secs(e.TS), e.Kind, e.Detail)
 		}
 	}
+	if len(rep.Faults) > 0 {
+		faultImpact(ew, rep)
+	}
 	if len(rep.Expectations) > 0 {
 		ew.printf("\nexpectations\n")
 		for _, e := range rep.Expectations {
@@ -99,6 +102,74 @@ func Text(w io.Writer, rep *twin.Report) error {
 		}
 	}
 	return ew.err
+}
+
+// faultImpact prints each fault's detection, mitigation and recovery, and
+// what it did to each tenant it touched: the fault's mitigation and
+// recovery are its worst touched tenant's.
+func faultImpact(ew *errWriter, rep *twin.Report) {
+	ew.printf("\nfaults (detect and mitigate from the start, recover from the end)\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "  fault / tenant\tdetect\tmitigate\trecover\tarrived\tdisplaced\tserved elsewhere\tlost\tSLO during\tSLO after\t\n")
+	for _, k := range slices.Sorted(maps.Keys(rep.Faults)) {
+		f := rep.Faults[k]
+		mit := sinceOrNot(f.TimeToMitigateS)
+		if f.NotMitigatedFor != "" {
+			mit = "not for " + f.NotMitigatedFor
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t\t\t\t%d\t%.1f%%\t%.1f%%\t\n", k, sinceOrNot(f.TimeToDetectS), mit,
+			sinceOrNot(f.TimeToRecoverS), f.RequestsLost, 100*f.SLOAttainmentDuring, 100*f.SLOAttainmentAfter)
+		for _, t := range slices.Sorted(maps.Keys(f.Tenants)) {
+			im := f.Tenants[t]
+			if im.Displaced == 0 && im.Lost == 0 {
+				continue
+			}
+			fmt.Fprintf(tw, "    %s\t\t%s\t%s\t%d\t%d\t%s\t%s\t%.1f%%\t%.1f%%\t\n", t, sinceOrNot(im.TimeToMitigateS),
+				sinceOrNot(im.TimeToRecoverS), im.Requests, im.Displaced, servedWhere(im), lostWhy(im),
+				100*im.SLOAttainmentDuring, 100*im.SLOAttainmentAfter)
+		}
+	}
+	tw.Flush()
+}
+
+// sinceOrNot is a fault timing, "never" for -1.
+func sinceOrNot(s float64) string {
+	if s < 0 {
+		return "never"
+	}
+	return secs(s)
+}
+
+// servedWhere is how many displaced requests were served elsewhere, and by
+// which pools.
+func servedWhere(im *twin.Impact) string {
+	if im.ServedElsewhere == 0 {
+		return "0"
+	}
+	var by []string
+	for _, p := range slices.Sorted(maps.Keys(im.ServedByPool)) {
+		by = append(by, fmt.Sprintf("%s %d", p, im.ServedByPool[p]))
+	}
+	return fmt.Sprintf("%d (%s)", im.ServedElsewhere, strings.Join(by, ", "))
+}
+
+// lostWhy is the requests lost and how: refused by reason, failed, timed
+// out.
+func lostWhy(im *twin.Impact) string {
+	if im.Lost == 0 {
+		return "0"
+	}
+	var why []string
+	for _, r := range slices.Sorted(maps.Keys(im.Refused)) {
+		why = append(why, fmt.Sprintf("refused %s %d", r, im.Refused[r]))
+	}
+	if im.Failed > 0 {
+		why = append(why, fmt.Sprintf("failed %d", im.Failed))
+	}
+	if im.TimedOut > 0 {
+		why = append(why, fmt.Sprintf("timed out %d", im.TimedOut))
+	}
+	return fmt.Sprintf("%d (%s)", im.Lost, strings.Join(why, ", "))
 }
 
 // secs formats seconds compactly: 0.0123 → 12.3ms, 75 → 1m15s.

@@ -367,7 +367,12 @@ func (m *Model) faultLines(w, h int) []string {
 			if f.End > 0 {
 				when += clock(f.End)
 			}
-			times = st.dim.Render(when+" D ") + since(f.Detect) + st.dim.Render(" M ") + since(f.Mitigate) + st.dim.Render(" R ") + since(f.Recover)
+			mit := since(f.Mitigate)
+			if f.NotMitigatedFor != "" {
+				// Other traffic may have moved; this tenant's has not.
+				mit = st.bad.Render("✗ " + f.NotMitigatedFor)
+			}
+			times = st.dim.Render(when+" D ") + since(f.Detect) + st.dim.Render(" M ") + mit + st.dim.Render(" R ") + since(f.Recover)
 		}
 		if ansi.StringWidth(label)+ansi.StringWidth(times)+3 > w {
 			out = append(out, mark+" "+label, "  "+times)

@@ -88,8 +88,12 @@ func (m *Model) summary(w, h int) []string {
 			} else if f.Active {
 				end = "open"
 			}
+			mit := col(since(f.Mitigate))
+			if f.NotMitigatedFor != "" {
+				mit = "  " + st.bad.Render("✗ "+f.NotMitigatedFor)
+			}
 			out = append(out, label+col(clock(f.Start))+col(end)+
-				col(since(f.Detect))+col(since(f.Mitigate))+col(since(f.Recover)))
+				col(since(f.Detect))+mit+col(since(f.Recover)))
 		}
 		out = append(out, st.dim.Render("* injected; detect and mitigate from the fault's start, recover from its end"))
 	}
