@@ -141,3 +141,34 @@ func TestParseFormats(t *testing.T) {
 		require.Equal(t, tc.want, got, tc.in)
 	}
 }
+
+// Outline examples share their scenario's name; reporters would merge
+// test cases with the same classname and name.
+func TestJUnitNumbersOutlineExamples(t *testing.T) {
+	dir := t.TempDir()
+	feature, report := filepath.Join(dir, "x.feature"), filepath.Join(dir, "x.xml")
+	require.NoError(t, os.WriteFile(feature, []byte(`Feature: f
+  Scenario Outline: resized
+    Given the fleet "default"
+    And pool use-h100-8b has <n> replicas
+    Then every request is accounted for
+
+    Examples:
+      | n |
+      | 1 |
+      | 2 |
+`), 0o644))
+	var out bytes.Buffer
+	res := Run(Options{Paths: []string{feature}, Format: "junit:" + report, Output: &out})
+	require.Equal(t, 0, res.Status, out.String())
+	data, err := os.ReadFile(report)
+	require.NoError(t, err)
+	var got ciReport
+	require.NoError(t, xml.Unmarshal(data, &got))
+	require.Len(t, got.Suites, 1)
+	var names []string
+	for _, c := range got.Suites[0].Cases {
+		names = append(names, c.Name)
+	}
+	require.Equal(t, []string{"resized #1", "resized #2"}, names)
+}
