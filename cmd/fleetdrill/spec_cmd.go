@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -31,6 +32,11 @@ the live fleet; until the live harness lands they are reported as pending,
 never passed. The default filter is ~@live; --tags takes godog's syntax:
 @a (has), ~@a (not), @a && @b (and), @a,@b (or).
 
+--format writes godog's pretty, progress, cucumber (JSON) or events output,
+or fleetdrill's JUnit XML for CI test reporters (one testsuite per feature,
+one testcase per scenario), each to the console or, as NAME:FILE, to a
+file. When every format goes to a file, progress is printed as well.
+
 --list prints the step reference (docs/specs.md has it with notes).
 
 Exit status: 0 when every selected scenario passes (or is skipped, with its
@@ -55,11 +61,28 @@ for invalid input.`,
 					return &exitError{code: exitInvalid, err: fmt.Errorf("spec: %w", err)}
 				}
 			}
+			formats, err := spec.ParseFormats(format)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("spec: --format: %w", err)}
+			}
+			// With every format going to a file the console would stay
+			// empty: a CI log must still show that the specs ran, which
+			// failed and how to reproduce it. progress is the short form.
+			if !slices.ContainsFunc(formats, func(f spec.Format) bool { return f.File == "" }) {
+				format = "progress," + format
+			}
 			colors := false
 			if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				colors = true
 			}
 			res := spec.Run(spec.Options{Paths: args, Tags: tags, Format: format, Output: out, Colors: colors})
+			if res.Status != 2 {
+				for _, f := range formats {
+					if f.File != "" {
+						fmt.Fprintf(out, "spec: %s report written to %s\n", f.Name, f.File)
+					}
+				}
+			}
 			switch {
 			case res.Status == 2:
 				return &exitError{code: exitInvalid, err: fmt.Errorf("spec: invalid feature files or options (see above)")}

@@ -20,6 +20,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cucumber/godog"
@@ -37,13 +38,25 @@ const DefaultTags = "~" + LiveTag
 // Tally counts what happened to scenarios, for exit statuses and notes.
 type Tally struct {
 	mu      sync.Mutex
-	Skipped []string // "scenario: reason"
+	Skipped []string          // "scenario: reason"
+	reasons map[string]string // skip reasons by pickle ID, for the JUnit report
 }
 
-func (t *Tally) skip(name, reason string) {
+func (t *Tally) skip(id, name, reason string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.Skipped = append(t.Skipped, name+": "+reason)
+	if t.reasons == nil {
+		t.reasons = map[string]string{}
+	}
+	t.reasons[id] = reason
+}
+
+// reason is why the scenario with this pickle ID was skipped, or "".
+func (t *Tally) reason(id string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reasons[id]
 }
 
 // Initializer returns a godog ScenarioInitializer that registers every step
@@ -70,7 +83,7 @@ func Initializer(out io.Writer, tally *Tally) func(*godog.ScenarioContext) {
 					fmt.Fprintf(out, "skipped %q: %s\n", s.Name, w.skipped)
 				}
 				if tally != nil {
-					tally.skip(s.Name, w.skipped)
+					tally.skip(s.Id, s.Name, w.skipped)
 				}
 			}
 			return ctx, nil
@@ -153,6 +166,33 @@ type Result struct {
 	Tally  *Tally
 }
 
+// Format is one entry of Options.Format: a formatter's name and the file
+// it writes ("" for Output).
+type Format struct {
+	Name, File string
+}
+
+// formatNames are the formats fleetdrill spec offers; junit is fleetdrill's
+// own (junit.go), the others are godog's.
+var formatNames = []string{"pretty", "progress", "junit", "cucumber", "events"}
+
+// ParseFormats splits godog's format syntax, "pretty,junit:report.xml",
+// and checks every name.
+func ParseFormats(s string) ([]Format, error) {
+	var out []Format
+	for _, e := range strings.Split(s, ",") {
+		name, file, hasFile := strings.Cut(strings.TrimSpace(e), ":")
+		if !slices.Contains(formatNames, name) {
+			return nil, fmt.Errorf("unknown format %q in %q; want %s, each NAME or NAME:FILE, comma-separated", name, s, strings.Join(formatNames, ", "))
+		}
+		if hasFile && file == "" {
+			return nil, fmt.Errorf("format %q has an empty file name; write %s:FILE, or %s for the console", e, name, name)
+		}
+		out = append(out, Format{name, file})
+	}
+	return out, nil
+}
+
 // Run runs feature files with the step library.
 func Run(opts Options) Result {
 	tally := &Tally{}
@@ -164,11 +204,31 @@ func Run(opts Options) Result {
 	if format == "" {
 		format = "pretty"
 	}
+	formats, err := ParseFormats(format)
+	if err != nil {
+		fmt.Fprintf(opts.Output, "spec: %v\n", err)
+		return Result{Status: 2, Tally: tally}
+	}
+	var godogFormats []string
+	junit := ""
+	for _, f := range formats {
+		name := f.Name
+		if name == "junit" {
+			if junit == "" {
+				junit = junitFormat(tally)
+			}
+			name = junit
+		}
+		if f.File != "" {
+			name += ":" + f.File
+		}
+		godogFormats = append(godogFormats, name)
+	}
 	suite := godog.TestSuite{
 		Name:                "fleetdrill",
 		ScenarioInitializer: Initializer(opts.Output, tally),
 		Options: &godog.Options{
-			Format:   format,
+			Format:   strings.Join(godogFormats, ","),
 			Paths:    slices.Clone(opts.Paths),
 			Tags:     tags,
 			Output:   opts.Output,

@@ -343,8 +343,16 @@ func undefined(text string) error {
 		fmt.Fprintf(&b, "\n    %s %s    (%s)", byExample[ex].keyword, ex, byExample[ex].pattern)
 	}
 	b.WriteString("\n  (fleetdrill spec --list prints every step; docs/specs.md has the reference)")
-	return errors.New(b.String())
+	return &undefinedStepError{b.String()}
 }
+
+// undefinedStepError is the catch-all step's error. godog sees a failed
+// step (so the run fails, strict or not); the JUnit report tells it apart
+// as an <error type="undefined">, a spec to fix rather than a fleet that
+// missed its target.
+type undefinedStepError struct{ msg string }
+
+func (e *undefinedStepError) Error() string { return e.msg }
 
 // exampleText is the example without its keyword.
 func exampleText(s *step) string {
