@@ -49,6 +49,14 @@ type FaultReport struct {
 	TimeToDetectS   float64 `json:"time_to_detect_s"`
 	TimeToMitigateS float64 `json:"time_to_mitigate_s"`
 	TimeToRecoverS  float64 `json:"time_to_recover_s"`
+	// EffectiveS is when the fault takes effect: its start, or for a
+	// fault given with a notice (a retirement) the withdrawal (at=); its
+	// detection and mitigation count from its start, the notice, so a
+	// mitigation under EffectiveS - StartS moved traffic before anything
+	// went. TimeToImpactS is from EffectiveS to the first request it cost
+	// (ended without an answer); -1: none did.
+	EffectiveS    float64 `json:"effective_s"`
+	TimeToImpactS float64 `json:"time_to_impact_s"`
 	// RequestsLost ended without an answer (failed after their retries,
 	// rejected or timed out) while the fault was active.
 	RequestsLost uint64 `json:"requests_lost"`
@@ -92,6 +100,7 @@ type faultRT struct {
 
 	endTimer                       sim.Timer     // the scheduled end, so a drill can move it
 	detected, mitigated, recovered time.Duration // -1: not yet
+	impacted                       time.Duration // the first request lost from effective(); -1: none yet
 	lost                           uint64
 	quotas                         []*providerQuota // quota-exhaustion: per pool in pools
 	report                         *FaultReport
@@ -220,7 +229,7 @@ func newFaults(lines []string) ([]*faultRT, error) {
 // its spec says. Runs, drills and the live recorder all make theirs here.
 func newFaultRT(sp faults.Spec, label string) *faultRT {
 	f := &faultRT{spec: sp, label: label, eff: effectOf(sp.Kind), traits: sp.Kind.Traits(), start: sp.Start(),
-		detected: -1, mitigated: -1, recovered: -1, report: &FaultReport{Spec: sp.String()}}
+		detected: -1, mitigated: -1, recovered: -1, impacted: -1, report: &FaultReport{Spec: sp.String()}}
 	if end, ok := sp.End(); ok {
 		f.end = end
 	}
@@ -328,6 +337,9 @@ func (r *runner) startFault(f *faultRT) {
 	f.active = true
 	f.replicas = r.chooseReplicas(f)
 	r.addEvent(f.startEvent(now))
+	if ev, ok := f.noticeDetected(now); ok {
+		r.addEvent(ev)
+	}
 	f.eff.start(r, f)
 	r.applyFaults()
 }
@@ -592,6 +604,27 @@ func (r *runner) breakerChanged(tr sched.Transition) {
 	}
 }
 
+// effective is when the fault takes effect: its start, or the withdrawal
+// (at=) of one given with a notice.
+func (f *faultRT) effective() time.Duration {
+	if f.traits.FromNotice {
+		return max(f.spec.At, f.start)
+	}
+	return f.start
+}
+
+// noticeDetected records the detection of a fault given with a notice when
+// it starts: the notice is the gateway being told (it steers traffic away
+// from then on). It returns the timeline entry, or false for a fault
+// without a notice (detected by its effects) or one already detected.
+func (f *faultRT) noticeDetected(now time.Duration) (TimelineEvent, bool) {
+	if !f.traits.FromNotice || f.spec.Notice <= 0 || f.detected >= 0 {
+		return TimelineEvent{}, false
+	}
+	f.detected = now
+	return timelineEvent(now, "detected", fmt.Sprintf("%s: notice given, %v before the withdrawal", f.label, f.spec.At-now)), true
+}
+
 // detectedBy reports whether an affected upstream answering status detects
 // the fault (faults.Traits.DetectStatus: 429 a quota, 404 a retired model).
 func (f *faultRT) detectedBy(status int) bool {
@@ -728,6 +761,9 @@ func (f *faultRT) outcome(arr, now time.Duration, met, lost bool) {
 	}
 	if lost && f.active && now >= f.start {
 		f.lost++
+		if f.impacted < 0 && now >= f.effective() {
+			f.impacted = now
+		}
 	}
 }
 
@@ -743,6 +779,8 @@ func faultReports(p *plan, fs []*faultRT) map[string]*FaultReport {
 			fr.EndS = round(f.end.Seconds(), 6)
 		}
 		fr.TimeToDetectS = since(f.detected, f.start)
+		fr.EffectiveS = round(f.effective().Seconds(), 6)
+		fr.TimeToImpactS = since(f.impacted, f.effective())
 		mitigated, stranded := f.mitigatedAt()
 		fr.TimeToMitigateS = since(mitigated, f.start)
 		fr.NotMitigatedFor = ""

@@ -132,7 +132,12 @@ func TestModelRetirementFallsBackAboveTheQualityFloor(t *testing.T) {
 	w := rep.Faults["model-retirement(llama-big)"]
 	require.NotNil(t, w)
 	require.GreaterOrEqual(t, w.TimeToRecoverS, 0.0, "served again after the fault: %+v", w)
-	require.GreaterOrEqual(t, w.TimeToMitigateS, w.TimeToDetectS, "a fallback served the model's requests: %+v", w)
+	// The notice is the detection: traffic moves during it, before the
+	// withdrawal (EffectiveS), not once the model is gone.
+	require.Zero(t, w.TimeToDetectS, "detected by the notice: %+v", w)
+	require.Equal(t, 360.0, w.EffectiveS, "takes effect at the withdrawal")
+	require.Less(t, w.TimeToMitigateS, w.EffectiveS-w.StartS, "a fallback served the model's requests before the withdrawal: %+v", w)
+	require.Equal(t, -1.0, w.TimeToImpactS, "nothing lost: %+v", w)
 	sc.Faults = []string{"model-retirement model=llama-big at=6m notice=1m"}
 
 	sc.Classes[0].QualityFloor = 0.85 // the 8B model is below it now

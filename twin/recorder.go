@@ -205,6 +205,9 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 			f := rec.faults[m.fault]
 			f.active = true
 			event(f.startEvent(m.at))
+			if ev, ok := f.noticeDetected(m.at); ok {
+				event(ev)
+			}
 		case markEnd:
 			f := rec.faults[m.fault]
 			f.active = false
