@@ -1,6 +1,10 @@
 package scenarios
 
-import "time"
+import (
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
 
 // Defaults for fields a scenario may leave out. Each is what the zero value
 // of its field means; docs/scenarios.md lists them with the fields.
@@ -81,6 +85,23 @@ func applyDefaults(s *Scenario) {
 	if h.OpenFor == 0 {
 		h.OpenFor = Duration(10 * time.Second)
 	}
+	if o := &h.Outlier; !o.Disabled {
+		if o.Factor == 0 {
+			o.Factor = sched.DefaultOutlierFactor
+		}
+		if o.MinExcess == 0 {
+			o.MinExcess = Duration(sched.DefaultOutlierMinExcess)
+		}
+		if o.MinSamples == 0 {
+			o.MinSamples = sched.DefaultOutlierMinSamples
+		}
+		if o.BaseEjection == 0 {
+			o.BaseEjection = Duration(sched.DefaultOutlierEjection)
+		}
+		if o.MaxEjectionShare == 0 {
+			o.MaxEjectionShare = sched.DefaultOutlierMaxShare
+		}
+	}
 	for i := range s.Policy.Degradation {
 		d := &s.Policy.Degradation[i]
 		if d.RecoverBelow == 0 {
@@ -112,5 +133,8 @@ func applyDefaults(s *Scenario) {
 	}
 	if s.Policy.Routing.Strategy == "" {
 		s.Policy.Routing.Strategy = DefaultRoutingStrategy
+	}
+	if s.Policy.Routing.LatencyHalfLife == 0 {
+		s.Policy.Routing.LatencyHalfLife = Duration(sched.DefaultLatencyHalfLife)
 	}
 }

@@ -442,6 +442,39 @@ type Health struct {
 	Threshold int `yaml:"threshold,omitempty"`
 	// OpenFor is how long an open breaker waits before a trial; default 10s.
 	OpenFor Duration `yaml:"open_for,omitempty"`
+	// Outlier ejects replicas whose latency stands out from their peers',
+	// as Envoy's outlier detection: breakers count failures only, so
+	// without it a latency-only brownout goes undetected. On by default.
+	Outlier Outlier `yaml:"outlier,omitempty"`
+}
+
+// Outlier is latency outlier ejection: a replica whose EWMA of dispatch to
+// first token exceeds Factor × the median of the replicas serving the same
+// model (or MaxLatency) once it has MinSamples samples is taken out of
+// routing for BaseEjection × the times it was ejected, never more than
+// MaxEjectionShare of its pool, and returns when that ends.
+type Outlier struct {
+	// Disabled turns ejection off: latency is then never a detection.
+	Disabled bool `yaml:"disabled,omitempty"`
+	// Factor over the peers' median that makes a replica an outlier;
+	// default 3 (leaves room for slower hardware beside faster).
+	Factor float64 `yaml:"factor,omitempty"`
+	// MaxLatency ejects a replica slower than this whatever its peers do;
+	// zero (the default): no absolute bound, since a fleet-wide overload
+	// would eject half of every pool.
+	MaxLatency Duration `yaml:"max_latency,omitempty"`
+	// MinExcess over the peers' median below which nothing is an outlier
+	// whatever the ratio; default 500ms (small latencies' ratios are
+	// noise).
+	MinExcess Duration `yaml:"min_excess,omitempty"`
+	// MinSamples a replica needs before it is judged; default 5.
+	MinSamples int `yaml:"min_samples,omitempty"`
+	// BaseEjection is the first ejection's length; the n-th lasts n times
+	// as long (at most ten times); default 30s.
+	BaseEjection Duration `yaml:"base_ejection,omitempty"`
+	// MaxEjectionShare of a pool's replicas ejected at once; default 0.5.
+	// A pool's last replica is never ejected.
+	MaxEjectionShare float64 `yaml:"max_ejection_share,omitempty"`
 }
 
 // Retries is how failed attempts are retried.
@@ -508,6 +541,10 @@ type Routing struct {
 	// IgnoreResidency routes regardless of tenants' jurisdictions: a
 	// deliberately broken policy, to see what the residency check catches.
 	IgnoreResidency bool `yaml:"ignore_residency,omitempty"`
+	// LatencyHalfLife (lowest-latency) is how fast a pool's latency
+	// estimate decays toward zero while it gets no traffic, so that a pool
+	// left after a brownout is tried again; default 30s.
+	LatencyHalfLife Duration `yaml:"latency_half_life,omitempty"`
 }
 
 // TracePath resolves a trace path of the scenario: absolute paths as they

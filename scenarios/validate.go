@@ -924,6 +924,7 @@ func (v *validator) policy() {
 	v.nonNegDuration("policy.admission.defer_for", pol.Admission.DeferFor)
 	v.enum("policy.routing.strategy", pol.Routing.Strategy, routingStrategies)
 	v.nonNegDuration("policy.routing.hedge_after", pol.Routing.HedgeAfter)
+	v.nonNegDuration("policy.routing.latency_half_life", pol.Routing.LatencyHalfLife)
 	if js := pol.Jobs.MaxPoolShare; !(js > 0 && js <= 1) {
 		v.add("policy.jobs.max_pool_share", num(js), "want a fraction in (0, 1]: the share of a pool's replicas jobs may hold")
 	}
@@ -938,6 +939,20 @@ func (v *validator) policy() {
 		}
 	}
 	v.atLeast("policy.health.threshold", h.Threshold, 1)
+	if o := h.Outlier; !o.Disabled {
+		if !(o.Factor > 1) {
+			v.add("policy.health.outlier.factor", num(o.Factor), "want > 1: a multiple of the median latency of the replicas serving the same model")
+		}
+		v.nonNegDuration("policy.health.outlier.max_latency", o.MaxLatency)
+		v.nonNegDuration("policy.health.outlier.min_excess", o.MinExcess)
+		v.atLeast("policy.health.outlier.min_samples", o.MinSamples, 1)
+		if o.BaseEjection <= 0 {
+			v.add("policy.health.outlier.base_ejection", o.BaseEjection.String(), "want > 0 (leave it out for the default, 30s)")
+		}
+		if s := o.MaxEjectionShare; !(s > 0 && s <= 1) {
+			v.add("policy.health.outlier.max_ejection_share", num(s), "want a fraction in (0, 1]: the share of a pool's replicas ejected at once (one is always kept)")
+		}
+	}
 	rt := pol.Retries
 	v.atLeast("policy.retries.max_attempts", rt.MaxAttempts, 1)
 	if rt.Backoff <= 0 || rt.MaxBackoff < rt.Backoff {

@@ -185,6 +185,10 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 	p.core.Fallback = pol.Routing.Fallback
 	p.core.IgnoreResidency = pol.Routing.IgnoreResidency
 	p.core.Health = sched.Health{Threshold: pol.Health.Threshold, OpenFor: pol.Health.OpenFor.D()}
+	o := pol.Health.Outlier
+	p.core.Outlier = sched.Outlier{Disabled: o.Disabled, Factor: o.Factor, MaxLatency: o.MaxLatency.D(), MinExcess: o.MinExcess.D(),
+		MinSamples: o.MinSamples, BaseEjection: o.BaseEjection.D(), MaxShare: o.MaxEjectionShare}
+	p.core.LatencyHalfLife = pol.Routing.LatencyHalfLife.D()
 	p.core.Ladder = rungs(pol.Degradation, p.classes, p.models)
 	applyDefaults(&p.core, sc)
 	return p, errors.Join(errs...)

@@ -625,6 +625,21 @@ func (f *faultRT) noticeDetected(now time.Duration) (TimelineEvent, bool) {
 	return timelineEvent(now, "detected", fmt.Sprintf("%s: notice given, %v before the withdrawal", f.label, f.spec.At-now)), true
 }
 
+// ejected records a latency outlier's ejection (or return) on the
+// timeline; an ejection detects the faults that affect the replica, as a
+// breaker opening does: it is how a latency-only brownout is detected.
+func (r *runner) ejected(e sched.Ejection) {
+	r.addEvent(r.p.ejectionEvent(e))
+	if e.Returned {
+		return
+	}
+	for _, f := range r.faults {
+		if f.breakerOpened(e.At, e.Replica) {
+			r.addEvent(f.breakerDetectedEvent(e.At))
+		}
+	}
+}
+
 // detectedBy reports whether an affected upstream answering status detects
 // the fault (faults.Traits.DetectStatus: 429 a quota, 404 a retired model).
 func (f *faultRT) detectedBy(status int) bool {

@@ -628,6 +628,9 @@ func (r *runner) dispatch() {
 	rd := r.core.Ready()
 	r.dq = append(r.dq, rd.Dispatches...)
 	r.trq = append(r.trq, rd.Transitions...)
+	for _, e := range rd.Ejections {
+		r.ejected(e)
+	}
 	r.urq = append(r.urq, rd.Unroutable...)
 	r.core.Advance()
 	if r.dispatching {
@@ -864,7 +867,6 @@ func (r *runner) complete(req *request) {
 	sv := served{class: req.core.Class, tenant: req.core.Tenant, arrived: req.core.Arrived,
 		ttft: req.firstAt - req.core.Arrived, e2e: now - req.core.Arrived, wait: req.dispatchedAt - req.core.Arrived,
 		output: req.core.Output, fallback: req.core.Fallback}
-	ttft := sv.ttft
 	if r.onComplete != nil {
 		sched := req.dispatchedAt
 		if req.seq.Admitted {
@@ -878,7 +880,7 @@ func (r *runner) complete(req *request) {
 	r.metricsCompleted(req, &sv)
 	r.recent.complete(req.core.Class, now, sv.ttft, sv.e2e, met)
 	if ri := req.core.Replica; ri >= 0 {
-		r.core.ObserveLatency(ri, ttft)
+		r.core.ObserveLatency(now, ri, req.firstAt-req.dispatchedAt)
 		r.noteAttempt(false)
 		r.core.Observe(now, ri, true)
 		r.dispatch()

@@ -70,6 +70,22 @@ func BreakerEvent(at time.Duration, pool string, tr sched.Transition) TimelineEv
 	return timelineEvent(at, "breaker-"+tr.To.String(), fmt.Sprintf("pool %s replica %d: %s", pool, tr.Replica, tr))
 }
 
+// ejectionEvent is a latency outlier's entry: kind ejected when it is
+// taken out of routing, ejection-end when it returns.
+func (p *plan) ejectionEvent(e sched.Ejection) TimelineEvent {
+	return EjectionEvent(p.pools[p.replicas[e.Replica].pool].spec.Name, e)
+}
+
+// EjectionEvent is a latency outlier ejection's entry on a replica of
+// pool: kind ejected, or ejection-end when it returns.
+func EjectionEvent(pool string, e sched.Ejection) TimelineEvent {
+	kind := "ejected"
+	if e.Returned {
+		kind = "ejection-end"
+	}
+	return timelineEvent(e.At, kind, fmt.Sprintf("pool %s replica %d: %s", pool, e.Replica, e))
+}
+
 // Event is any other timeline entry, its time rounded as every report
 // time is.
 func Event(at time.Duration, kind, detail string) TimelineEvent {

@@ -320,6 +320,10 @@ func (g *Gateway) deliver(now time.Duration) {
 	for _, tr := range rd.Transitions {
 		g.noteBreaker(now, tr.Replica, tr.To)
 	}
+	for _, e := range rd.Ejections {
+		rep := g.replicas[e.Replica]
+		g.log.Info("outlier", "pool", rep.pool, "replica", e.Replica, "backend", rep.host, "ejection", e.String())
+	}
 	for _, d := range rd.Dispatches {
 		c, ok := g.waiting[d.Req.ID]
 		if !ok {
@@ -412,8 +416,11 @@ func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Dura
 	if observed && replica >= 0 {
 		g.noteAttempt(ok)
 		g.observe(now, replica, ok)
-		if ok && ttft > 0 {
-			g.core.ObserveLatency(replica, ttft)
+		// The core wants the replica's own latency, dispatch to first
+		// token (outlier ejection compares replicas, and the queue wait
+		// before dispatch is no replica's doing).
+		if lat := ttft - (c.dispatched - c.req.Arrived); ok && ttft > 0 && lat > 0 {
+			g.core.ObserveLatency(now, replica, lat)
 		}
 	}
 	if c.held {

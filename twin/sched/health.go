@@ -64,6 +64,7 @@ func (c *Core) Observe(now time.Duration, r int, ok bool) {
 	b := &rs.br
 	from := b.state
 	c.advanceBreaker(now, r)
+	c.advanceEjection(now, r)
 	switch {
 	case ok && b.state == HalfOpen:
 		b.state, b.failures, b.trial = Closed, 0, false
@@ -108,6 +109,9 @@ func (c *Core) Breaker(now time.Duration, r int) BreakerState {
 // routable reports whether the breaker lets a request through to replica r
 // now: closed, or half-open without a trial in flight.
 func (rs *replicaState) routable() bool {
+	if rs.out.ejected {
+		return false
+	}
 	switch rs.br.state {
 	case Closed:
 		return true
@@ -149,6 +153,7 @@ func (c *Core) SetPoolQuota(now time.Duration, p int, rpm, tpm float64) {
 	// early): forget it and let the pool's replicas try now, which sets a
 	// new one if the quota still binds.
 	c.wakeAt = 0
+	c.returnEjected(now) // re-arms the wake-up of ejections still running
 	for r := range c.replicas {
 		if c.replicas[r].Pool == p {
 			c.fill(now, r)
@@ -211,17 +216,6 @@ func (c *Core) SetRetiring(m int, retiring bool) {
 		c.retiring = make([]bool, len(c.cfg.Models))
 	}
 	c.retiring[m] = retiring
-}
-
-// ObserveLatency feeds the lowest-latency strategy: a request on replica r
-// took ttft to its first token. Each pool keeps an EWMA (weight 0.1).
-func (c *Core) ObserveLatency(r int, ttft time.Duration) {
-	ps := &c.pools[c.replicas[r].Pool]
-	if ps.latency == 0 {
-		ps.latency = ttft.Seconds()
-		return
-	}
-	ps.latency = 0.9*ps.latency + 0.1*ttft.Seconds()
 }
 
 // OldestWait returns how long the oldest queued request has waited: the

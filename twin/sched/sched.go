@@ -182,6 +182,12 @@ type Config struct {
 
 	// Health configures the circuit breakers (see health.go).
 	Health Health
+	// Outlier configures latency outlier ejection (see outlier.go).
+	Outlier Outlier
+	// LatencyHalfLife is how fast a pool's latency estimate decays toward
+	// zero when it gets no samples, so that lowest-latency routing tries
+	// it again (see estimate); default 30s.
+	LatencyHalfLife time.Duration
 
 	// Ladder is the degradation ladder, bottom rung first (see ladder.go).
 	// The core itself does not read it: the drivers run it beside the
@@ -206,7 +212,8 @@ const (
 	// the ones before have no room (primary/secondary).
 	Ordered Strategy = "ordered"
 	// LowestLatency: the lowest predicted latency, the pool's observed
-	// time to first token (an EWMA fed by ObserveLatency) scaled by load.
+	// time from dispatch to first token (an EWMA fed by ObserveLatency,
+	// decayed while the pool gets no samples) scaled by load.
 	LowestLatency Strategy = "lowest-latency"
 )
 
@@ -217,7 +224,7 @@ var Strategies = []string{string(LeastLoaded), string(Cheapest), string(RoundRob
 // score is a replica's routing score under s (lower wins), with load its
 // in-flight share; round-robin does not score (it takes the first pool in
 // turn with room).
-func (s Strategy) score(pool int, p *Pool, ps *poolState, load float64) float64 {
+func (s Strategy) score(pool int, p *Pool, latency, load float64) float64 {
 	// The pool-level term dominates: a pool's load (at most 1) only
 	// breaks ties within a price or an order.
 	const dominant = 1e3
@@ -227,7 +234,7 @@ func (s Strategy) score(pool int, p *Pool, ps *poolState, load float64) float64 
 	case Ordered:
 		return float64(pool)*dominant + load
 	case LowestLatency:
-		return ps.latency * (1 + load)
+		return latency * (1 + load)
 	}
 	return load
 }
@@ -261,6 +268,10 @@ type Core struct {
 	wakeAt     time.Duration
 	cands      []int // scratch for pickByPrefix
 	health     Health
+	outlier    Outlier
+	halfLife   time.Duration
+	refs       []peerRef // per model: the peers' median latency (outlier.go)
+	scratch    []float64
 	retiring   []bool // per model: announced for retirement (SetRetiring)
 
 	// Per-model dispatch rate estimate for predicted waits: an EWMA of the
@@ -270,6 +281,7 @@ type Core struct {
 
 	// Outputs since the last Advance (see Ready).
 	transitions  []Transition
+	ejections    []Ejection
 	unroutable   []*Request
 	routeVersion int
 
@@ -305,6 +317,7 @@ type replicaState struct {
 	group    int  // index into Core.groups
 	hpos     int  // position in its group's heap
 	br       breaker
+	out      outlierState
 }
 
 func (rs *replicaState) hasRoom() bool {
@@ -314,7 +327,8 @@ func (rs *replicaState) hasRoom() bool {
 type poolState struct {
 	reqTokens, tokTokens float64 // provider quota buckets
 	last                 time.Duration
-	latency              float64 // EWMA of observed time to first token, seconds
+	latency              float64 // EWMA of dispatch to first token, seconds, at latencyAt
+	latencyAt            time.Duration
 	// throttledUntil: the provider answered 429 with a Retry-After that
 	// ends then (see Throttled); the pool takes nothing before.
 	throttledUntil time.Duration
@@ -357,6 +371,18 @@ func New(cfg Config) (*Core, error) {
 	if c.health.OpenFor <= 0 {
 		c.health.OpenFor = 10 * time.Second
 	}
+	c.outlier = cfg.Outlier
+	if err := c.outlier.setDefaults(); err != nil {
+		return nil, err
+	}
+	c.halfLife = cfg.LatencyHalfLife
+	if c.halfLife < 0 {
+		return nil, fmt.Errorf("sched: latency half-life %v, want >= 0 (0: the default)", c.halfLife)
+	}
+	if c.halfLife == 0 {
+		c.halfLife = DefaultLatencyHalfLife
+	}
+	c.refs = make([]peerRef, len(cfg.Models))
 	for i, t := range cfg.Tenants {
 		c.tenants[i].tokens = t.TokensPerMinute
 		if t.Cohort != "" {
@@ -426,6 +452,9 @@ type Ready struct {
 	// Transitions are the breaker state changes results and probes
 	// caused (Observe), for the timeline and the logs.
 	Transitions []Transition
+	// Ejections are replicas taken out of routing as latency outliers,
+	// or returned (see outlier.go), for the timeline and the logs.
+	Ejections []Ejection
 	// Unroutable are queued requests whose model no pool serves any more
 	// (SetServes): the core has let go of their queue place; the driver
 	// offers them again, to their fallback chain or a refusal.
@@ -441,13 +470,13 @@ type Ready struct {
 
 // Ready returns what the core decided since the last Advance.
 func (c *Core) Ready() Ready {
-	return Ready{Dispatches: c.dispatches, Transitions: c.transitions, Unroutable: c.unroutable,
+	return Ready{Dispatches: c.dispatches, Transitions: c.transitions, Ejections: c.ejections, Unroutable: c.unroutable,
 		WakeAt: c.wakeAt, RouteVersion: c.routeVersion}
 }
 
 // HasReady reports whether Ready holds anything to carry out (WakeAt aside).
 func (c *Core) HasReady() bool {
-	return len(c.dispatches)+len(c.transitions)+len(c.unroutable) > 0
+	return len(c.dispatches)+len(c.transitions)+len(c.ejections)+len(c.unroutable) > 0
 }
 
 // Advance tells the core the driver has taken the last Ready: its
@@ -456,6 +485,7 @@ func (c *Core) HasReady() bool {
 func (c *Core) Advance() {
 	c.dispatches = c.dispatches[:0]
 	c.transitions = c.transitions[:0]
+	c.ejections = c.ejections[:0]
 	clear(c.unroutable)
 	c.unroutable = c.unroutable[:0]
 }
@@ -662,6 +692,7 @@ func (c *Core) Finish(now time.Duration, req *Request) {
 // Tick retries dispatch everywhere; the driver calls it at WakeAt.
 func (c *Core) Tick(now time.Duration) {
 	c.wakeAt = 0
+	c.returnEjected(now)
 	for r := range c.replicas {
 		c.fill(now, r)
 	}
@@ -896,7 +927,11 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 			c.rr[m] = (start + k + 1) % n
 			return r
 		}
-		score := c.cfg.Strategy.score(g.pool, p, &c.pools[g.pool], float64(rs.inflight)/float64(rs.MaxBatch))
+		lat := 0.0
+		if c.cfg.Strategy == LowestLatency {
+			lat = c.estimate(now, &c.pools[g.pool])
+		}
+		score := c.cfg.Strategy.score(g.pool, p, lat, float64(rs.inflight)/float64(rs.MaxBatch))
 		if best < 0 || score < bestScore {
 			best, bestScore = r, score
 		}
