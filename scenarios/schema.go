@@ -512,8 +512,9 @@ type JobPolicy struct {
 type Admission struct {
 	// QueueLimit bounds the requests waiting per model; zero: 1000.
 	QueueLimit int `yaml:"queue_limit,omitempty"`
-	// DeadlineCheck rejects at arrival a request whose predicted wait
-	// already exceeds its class deadline.
+	// DeadlineCheck rejects at arrival a request that no pool that may
+	// serve it can start before its deadline (throttled, down, or the
+	// queue ahead too slow; docs/scenarios.md, admission).
 	DeadlineCheck bool `yaml:"deadline_check,omitempty"`
 	// RetryAfter is the hint given with a rejection; zero: derived from the
 	// predicted wait.

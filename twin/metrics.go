@@ -173,12 +173,12 @@ var outcomes = [...]string{outCompleted: "completed", outRejected: "rejected", o
 	outTimedOut: "timed_out", outCancelled: "cancelled"}
 
 // rejectReasons are the rejection series created at zero: the core's
-// reasons and the live gateway's upstream-quota (upstream 429s outlasted
-// the retries), which the twin never gives (its core holds a request
-// rather than send it to a spent quota) but which the gateway's series
-// carry, so both have the same series.
+// reasons, upstream-quota (upstream 429s outlasted the retries, or, with
+// deadline_check, every pool that may serve a request is throttled past its
+// deadline) and jurisdiction-unavailable (every such pool is down), so the
+// twin and the gateway have the same series.
 var rejectReasons = []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens, sched.ReasonQueueFull,
-	sched.ReasonDeadline, sched.ReasonNoRoute, "upstream-quota"}
+	sched.ReasonDeadline, sched.ReasonNoRoute, sched.ReasonUpstreamQuota, sched.ReasonUnavailable}
 
 // zeroMetrics creates at zero the counters whose label values the scenario
 // fixes, as the live gateway does, so that both have the same series from

@@ -27,7 +27,7 @@ func newTally(sc *scenarios.Scenario) tally {
 	// Every reason appears in the report, zero or not, so expectations
 	// such as `rejections.queue-full == 0` resolve before the run.
 	for _, reason := range []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens,
-		sched.ReasonQueueFull, sched.ReasonDeadline, sched.ReasonNoRoute} {
+		sched.ReasonQueueFull, sched.ReasonDeadline, sched.ReasonNoRoute, sched.ReasonUnavailable} {
 		t.rejections[reason] = 0
 	}
 	for range sc.Classes {

@@ -179,9 +179,13 @@
 //     that may serve it (below).
 //   - 429 requests or tokens, rate_limit_exceeded, with Retry-After: the
 //     core's refusals (tenant-concurrency, tenant-token-rate, queue-full,
-//     deadline-infeasible), load-shed, upstream-quota.
+//     deadline-infeasible, upstream-quota when every pool that may serve it
+//     is throttled past its deadline), load-shed, upstream-quota.
 //   - 503 server_error no_route: no pool may serve the request (residency,
-//     no pool serving the model); queue_timeout, with Retry-After: no
+//     no pool serving the model); jurisdiction_unavailable, with
+//     Retry-After: every pool that may serve it is down now (breakers
+//     open, replicas lost), reason jurisdiction-unavailable, the hint when
+//     the first is expected back; queue_timeout, with Retry-After: no
 //     replica within Config.QueueTimeout.
 //   - 504 server_error deadline_exceeded: the class deadline passed.
 //   - 502 server_error upstream_error: upstream failures outlasted the
@@ -267,7 +271,8 @@
 //     instead of data: [DONE] (see Errors).
 //   - X-Fleetdrill-Reason: on a rejection, the core's reason
 //     (tenant-concurrency, tenant-token-rate, queue-full,
-//     deadline-infeasible, no-compatible-pool: 400 or 503, see Errors),
+//     deadline-infeasible, jurisdiction-unavailable,
+//     no-compatible-pool: 400 or 503, see Errors),
 //     upstream-quota when
 //     upstream 429s outlasted the retries, or load-shed when the
 //     degradation ladder shed it; absent otherwise.

@@ -56,6 +56,12 @@ func TestOutcomeHeaders(t *testing.T) {
 			prep:       func(us, eu *fake) { us.mode.Store(modeThrottle); eu.mode.Store(modeThrottle) },
 			wantStatus: http.StatusTooManyRequests, wantOutcome: "rejected", wantReason: "upstream-quota",
 			wantAttempts: "2", wantRetryAfter: true},
+		{name: "rejected: the EU pool down past the deadline", key: keyEU, // its breaker opens at the first failure
+			sets: []string{"policy.health.threshold=1", "policy.health.open_for=1m",
+				"policy.admission.deadline_check=true", "classes.interactive.deadline=30s"},
+			prep:       func(_, eu *fake) { eu.mode.Store(modeFail) },
+			wantStatus: http.StatusServiceUnavailable, wantOutcome: "rejected", wantReason: "jurisdiction-unavailable",
+			wantAttempts: "2", wantRetryAfter: true},
 		{name: "failed: upstream 5xx", key: keyGlobal,
 			prep:       func(us, _ *fake) { us.mode.Store(modeFail) },
 			wantStatus: http.StatusBadGateway, wantOutcome: "failed", wantAttempts: "2"},
@@ -104,7 +110,7 @@ func TestOutcomeHeaders(t *testing.T) {
 			assert.Empty(t, hd.Get("X-Fleetdrill-Deferrals"), "no deferral")
 			// Admitted as the twin counts it: the core dispatched or queued
 			// the request; a refusal at its only offer never was.
-			refusedAtOffer := tc.wantOutcome == "rejected" && tc.wantReason != "upstream-quota"
+			refusedAtOffer := tc.wantOutcome == "rejected" && tc.wantAttempts == "1"
 			assert.Equal(t, !refusedAtOffer, hd.Get("X-Fleetdrill-Admitted") == "1", "X-Fleetdrill-Admitted %q", hd.Get("X-Fleetdrill-Admitted"))
 			if tc.wantRetryAfter {
 				s, err := strconv.Atoi(hd.Get("Retry-After"))

@@ -212,7 +212,7 @@ const modelUnread = "-"
 // read. It reports whether it answered.
 func (g *Gateway) tenantFull(w http.ResponseWriter, tenant, class int, arrived time.Time) bool {
 	g.mu.Lock()
-	retry, full := g.core.TenantFull(tenant, class)
+	retry, full := g.core.TenantFull(g.now(), tenant, class)
 	g.mu.Unlock()
 	if !full {
 		return false

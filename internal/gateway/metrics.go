@@ -24,10 +24,12 @@ const (
 
 var outcomes = []string{outCompleted, outRejected, outFailed, outTimedOut, outCancelled}
 
-// rejectReasons are the reasons a request is refused: the core's and
-// upstream-quota (upstream 429s outlasted the retries).
+// rejectReasons are the reasons a request is refused: the core's
+// (jurisdiction-unavailable among them) and upstream-quota (upstream 429s
+// outlasted the retries, or every pool that may serve it is throttled past
+// its deadline).
 var rejectReasons = []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens, sched.ReasonQueueFull,
-	sched.ReasonDeadline, sched.ReasonNoRoute, sched.ReasonUpstreamQuota}
+	sched.ReasonDeadline, sched.ReasonNoRoute, sched.ReasonUpstreamQuota, sched.ReasonUnavailable}
 
 // metrics are the gateway's series: the shared catalogue's (package
 // signals: the names, help, labels and buckets the twin writes in simulated

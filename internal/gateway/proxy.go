@@ -388,6 +388,13 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 					apiError{http.StatusServiceUnavailable, typeServer, "no_route", "", "no pool may serve this request"})
 			}
 			setRetryAfter(w, next.RetryAfter)
+			if next.Reason == sched.ReasonUnavailable {
+				// Every pool that may serve it is down: the fleet's
+				// outage, not the client's rate; back after Retry-After.
+				return outRejected, q.fail(w, outRejected, next.Reason,
+					apiError{http.StatusServiceUnavailable, typeServer, "jurisdiction_unavailable", "",
+						"request refused: " + next.Reason + ": every pool that may serve it is down"})
+			}
 			return outRejected, q.fail(w, outRejected, next.Reason, rateLimited(next.Reason, "request refused: "+next.Reason))
 		}
 		// Wait for a replica.

@@ -46,7 +46,7 @@ var (
 		"Requests by requested model, class and outcome (completed, rejected, failed, timed_out, cancelled); each request counted once, when it ends.",
 		[]string{"model", "class", "outcome"}}
 	Rejected = Signal{"fleetdrill_rejected_requests_total", Counter,
-		"Requests the gateway refused, by class and reason (tenant-concurrency, tenant-token-rate, queue-full, deadline-infeasible, no-compatible-pool, upstream-quota).",
+		"Requests the gateway refused, by class and reason (tenant-concurrency, tenant-token-rate, queue-full, deadline-infeasible, no-compatible-pool, upstream-quota, jurisdiction-unavailable).",
 		[]string{"class", "reason"}}
 	Throttled = Signal{"fleetdrill_throttled_requests_total", Counter,
 		"Upstream attempts answered 429 (provider quota), by pool and region.",

@@ -162,8 +162,10 @@ type Config struct {
 	Policy     string        // dispatch policy, see dispatch.Policies
 	Aging      time.Duration // priority policy
 	QueueLimit int           // per model queue (all residency classes together)
-	// DeadlineCheck rejects at arrival a request whose predicted wait
-	// exceeds the time left to its deadline.
+	// DeadlineCheck rejects at arrival a request that no pool that may
+	// serve it is expected to start before its deadline: throttled by its
+	// provider, breakers open or replicas down past it, or the queue ahead
+	// draining too slowly at those pools' dispatch rate (feasible.go).
 	DeadlineCheck bool
 	RetryAfter    time.Duration // fixed hint; 0: the predicted wait, at least 1s
 	DeferFor      time.Duration
@@ -278,6 +280,10 @@ type Core struct {
 	// interval between dispatches.
 	lastDispatch []time.Duration
 	interval     []float64 // seconds, EWMA
+
+	// feas is per group what deadline feasibility knows of it: its own
+	// dispatch rate, and since when it has been down (feasible.go).
+	feas []groupFeas
 
 	// Outputs since the last Advance (see Ready).
 	transitions  []Transition
@@ -409,6 +415,7 @@ func New(cfg Config) (*Core, error) {
 		c.replicas[i].hpos = len(c.groups[gi].heap)
 		c.groups[gi].heap = append(c.groups[gi].heap, i)
 	}
+	c.feas = make([]groupFeas, len(c.groups))
 	// Residency keys: "" plus every tenant jurisdiction, sorted, so queue
 	// indexes do not depend on map order.
 	keys := []string{""}
@@ -542,6 +549,14 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 		fallbacks = nil
 	}
 	routable := false
+	// The refusal should no model of the chain take req: the earliest
+	// expected start among those that could not start it before its
+	// deadline; its reason names an outage (or a throttle) only when
+	// that is what kept every model of the chain from it, a slow queue or
+	// a full one otherwise.
+	var infeasibleWhy string
+	var infeasibleWait time.Duration
+	allDown := true
 	// A model announced for retirement is tried last: its fallbacks first.
 	last := c.retiring != nil && c.retiring[req.Model] && len(fallbacks) > 0
 	for j := 0; j <= len(fallbacks); j++ {
@@ -569,21 +584,33 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 			}
 		}
 		if c.modelQLen[m] < c.cfg.QueueLimit {
-			wait := c.predictedWait(m)
-			if c.cfg.DeadlineCheck && req.Deadline > 0 && now+wait > req.Deadline {
-				c.releaseTenant(req)
-				return c.refuse(req, cls, ReasonDeadline, wait)
+			// Deadline feasibility from what the pools that may serve it
+			// can do now (feasible.go); when this model cannot start it
+			// in time, the next of the chain may.
+			if why, wait, bad := c.infeasible(now, req, m); bad {
+				if infeasibleWhy == "" || wait < infeasibleWait {
+					infeasibleWhy, infeasibleWait = why, wait
+				}
+				allDown = allDown && why != ReasonDeadline
+				continue
 			}
 			c.chargeTokens(now, req)
 			c.enqueue(now, req, m)
 			return Decision{Outcome: Queued}
 		}
 		// Queue full: try the next model in the chain.
+		allDown = false
 	}
 	c.releaseTenant(req)
 	req.Served, req.Fallback = req.Model, false
 	if !routable {
 		return Decision{Outcome: Rejected, Reason: ReasonNoRoute, RetryAfter: 0, Detail: c.noRouteDetail(req, cls, fallbacks)}
+	}
+	if infeasibleWhy != "" {
+		if !allDown {
+			infeasibleWhy = ReasonDeadline
+		}
+		return c.refuse(req, cls, infeasibleWhy, infeasibleWait)
 	}
 	return c.refuse(req, cls, ReasonQueueFull, c.predictedWait(req.Model))
 }
@@ -830,6 +857,7 @@ func (c *Core) start(now time.Duration, req *Request, r int) {
 		c.interval[m] = 0.9*c.interval[m] + 0.1*gap
 	}
 	c.lastDispatch[m] = now
+	c.noteDispatch(now, r)
 	c.dispatches = append(c.dispatches, Dispatch{Req: req, Replica: r})
 }
 
@@ -1057,6 +1085,14 @@ func (c *Core) admitTenant(now time.Duration, req *Request, cls Class) (Decision
 	}
 	if t.MaxConcurrency > 0 && ts.inflight >= t.MaxConcurrency {
 		if !c.borrowSlot(req.Tenant) {
+			// NB: while every pool that may serve the tenant is down (an
+			// outage in its jurisdiction, its provider's throttle), its
+			// requests wait holding its slots, so the limit is where the
+			// outage shows; the refusal names the outage, and hints when
+			// the first pool is expected back.
+			if why, back, down := c.chainDown(now, req); down {
+				return c.refuse(req, cls, why, back-now), false
+			}
 			return c.refuse(req, cls, ReasonTenantConcurrency, time.Second), false
 		}
 		req.borrow = true
@@ -1073,10 +1109,15 @@ func (c *Core) admitTenant(now time.Duration, req *Request, cls Class) (Decision
 // MaxConcurrency and its cohort has no slot to lend, and the class does not
 // defer (a deferrable request would wait instead). The gateway asks before
 // it reads a request's body, so a tenant at its limit costs no memory. It
-// only reads the core.
-func (c *Core) TenantFull(i, cls int) (retryAfter time.Duration, full bool) {
+// is not full while every pool in the tenant's jurisdiction is down: Arrive
+// then refuses for the outage, which depends on the model the body names.
+// It changes nothing but what the core has seen of its pools' health.
+func (c *Core) TenantFull(now time.Duration, i, cls int) (retryAfter time.Duration, full bool) {
 	t := &c.cfg.Tenants[i]
 	if t.MaxConcurrency == 0 || c.tenants[i].inflight < t.MaxConcurrency || c.borrowSlot(i) {
+		return 0, false
+	}
+	if c.jurisdictionDown(now, t.Jurisdiction) {
 		return 0, false
 	}
 	d := c.refuse(&Request{}, c.cfg.Classes[cls], ReasonTenantConcurrency, time.Second)

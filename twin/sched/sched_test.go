@@ -132,18 +132,18 @@ func TestTenantConcurrencyAndCohortBorrowing(t *testing.T) {
 		cfg.Tenants[1].MaxConcurrency = 1
 		cfg.QueueLimit = 100
 	})
-	_, full := c.TenantFull(0, 0)
+	_, full := c.TenantFull(0, 0, 0)
 	require.False(t, full, "no request in flight")
 	require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 0)).Outcome)
-	ra, full := c.TenantFull(0, 0)
+	ra, full := c.TenantFull(0, 0, 0)
 	require.True(t, full, "at its concurrency: TenantFull says so before the offer")
-	_, full = c.TenantFull(0, 1)
+	_, full = c.TenantFull(0, 0, 1)
 	require.False(t, full, "a deferrable class would wait, not be refused")
 	d := c.Arrive(0, req(0, 0, 0))
 	require.Equal(t, Rejected, d.Outcome)
 	require.Equal(t, ReasonTenantConcurrency, d.Reason)
 	require.Equal(t, d.RetryAfter, ra, "the same Retry-After as the offer's refusal")
-	_, full = c.TenantFull(1, 0)
+	_, full = c.TenantFull(0, 1, 0)
 	require.False(t, full, "another tenant is not full")
 
 	// In a cohort, the idle member's slot can be borrowed...
@@ -153,10 +153,10 @@ func TestTenantConcurrencyAndCohortBorrowing(t *testing.T) {
 		cfg.QueueLimit = 100
 	})
 	require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 0)).Outcome)
-	_, full = c.TenantFull(0, 0)
+	_, full = c.TenantFull(0, 0, 0)
 	require.False(t, full, "a cohort slot to borrow")
 	require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 0)).Outcome, "borrowed from the idle member")
-	_, full = c.TenantFull(0, 0)
+	_, full = c.TenantFull(0, 0, 0)
 	require.True(t, full)
 	require.Equal(t, Rejected, c.Arrive(0, req(0, 0, 0)).Outcome, "the cohort is at its summed quota")
 	// ...and the lender reclaims: it is admitted while under its own quota.
