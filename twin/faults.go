@@ -593,7 +593,16 @@ func (r *runner) throttled(ri int, retryAfter time.Duration) {
 // detection of the faults that affect the replica.
 func (r *runner) breakerChanged(tr sched.Transition) {
 	now := r.s.Now()
-	r.addEvent(r.p.breakerEvent(now, tr))
+	if !tr.Trial() {
+		r.addEvent(r.p.breakerEvent(now, tr))
+	}
+	if tr.To == sched.HalfOpen {
+		// The trial: a probe now, as a gateway sends one when a breaker
+		// goes half-open (after the dispatch loop: the core is not
+		// re-entered).
+		ri := tr.Replica
+		r.s.After(0, func() { r.probeReplica(ri) })
+	}
 	if tr.To != sched.Open {
 		return
 	}
@@ -661,21 +670,26 @@ func (f *faultRT) breakerOpened(now time.Duration, replica int) bool {
 func (r *runner) probe() {
 	now := r.s.Now()
 	for ri := range r.replicas {
-		if r.replicas[ri].loading {
-			continue
-		}
-		if !r.faultState[ri].down {
-			// A live replica answers at once: no event, no allocation
-			// (the probe of every replica runs every probe interval).
-			r.observeProbe(ri, true)
-			continue
-		}
-		ri := ri
-		r.s.After(r.downDelay(ri), func() { r.observeProbe(ri, false) })
+		r.probeReplica(ri)
 	}
 	if now+r.p.sc.Policy.Health.ProbeInterval.D() <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
 		r.s.After(r.p.sc.Policy.Health.ProbeInterval.D(), r.probe)
 	}
+}
+
+// probeReplica probes replica ri: a live one answers at once, a down one
+// after the health timeout; a loading one is not probed.
+func (r *runner) probeReplica(ri int) {
+	if r.replicas[ri].loading {
+		return
+	}
+	if !r.faultState[ri].down {
+		// A live replica answers at once: no event, no allocation (the
+		// probe of every replica runs every probe interval).
+		r.observeProbe(ri, true)
+		return
+	}
+	r.s.After(r.downDelay(ri), func() { r.observeProbe(ri, false) })
 }
 
 func (r *runner) observeProbe(ri int, ok bool) {

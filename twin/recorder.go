@@ -213,7 +213,9 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 			f.active = false
 			event(f.endEvent(m.at))
 		case markBreaker:
-			event(rec.p.breakerEvent(m.at, sched.Transition{Replica: m.replica, From: m.from, To: m.to, At: m.at}))
+			if tr := (sched.Transition{Replica: m.replica, From: m.from, To: m.to, At: m.at}); !tr.Trial() {
+				event(rec.p.breakerEvent(m.at, tr))
+			}
 			if m.to != sched.Open {
 				continue
 			}

@@ -68,6 +68,8 @@ type Gateway struct {
 	ladder   *sched.Ladder        // the degradation ladder (degrade.go); nil without one
 
 	probeCancel context.CancelFunc // stops the probes and the ladder's evaluations
+	probeCtx    context.Context    // theirs
+	trials      sync.WaitGroup     // probes sent as half-open breakers' trials
 	probeWG     sync.WaitGroup
 }
 
@@ -247,7 +249,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g.probeCancel = cancel
+	g.probeCtx, g.probeCancel = ctx, cancel
 	g.probeWG.Add(1)
 	go g.probeLoop(ctx)
 	if g.ladder != nil {
@@ -263,8 +265,11 @@ func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
 // Close stops the probes, the ladder's evaluations and the wake-up timer and
 // closes idle upstream connections. Call it after the HTTP server has shut down.
 func (g *Gateway) Close() {
+	g.mu.Lock()
 	g.probeCancel()
+	g.mu.Unlock()
 	g.probeWG.Wait()
+	g.trials.Wait()
 	g.mu.Lock()
 	g.closed = true
 	g.wake.Stop()
@@ -319,6 +324,13 @@ func (g *Gateway) deliver(now time.Duration) {
 	rd := g.core.Ready()
 	for _, tr := range rd.Transitions {
 		g.noteBreaker(now, tr.Replica, tr.To)
+		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil {
+			// The trial is a probe, sent now (see sched's breakers).
+			// Close cancels probeCtx with mu held, so no Add follows
+			// its Wait.
+			g.trials.Add(1)
+			go func() { defer g.trials.Done(); g.probe(g.probeCtx, tr.Replica) }()
+		}
 	}
 	for _, e := range rd.Ejections {
 		rep := g.replicas[e.Replica]

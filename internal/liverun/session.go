@@ -153,7 +153,9 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		Breaker: func(at time.Duration, replica int, pool string, from, to sched.BreakerState) {
 			r.mark(func(t0 time.Duration) {
 				rec.Breaker(at-t0, replica, from, to)
-				s.timeline = append(s.timeline, twin.BreakerEvent(at-t0, pool, sched.Transition{Replica: replica, From: from, To: to, At: at - t0}))
+				if tr := (sched.Transition{Replica: replica, From: from, To: to, At: at - t0}); !tr.Trial() {
+					s.timeline = append(s.timeline, twin.BreakerEvent(at-t0, pool, tr))
+				}
 				if to == sched.Open {
 					s.noteDetection(at-t0, replica)
 				}

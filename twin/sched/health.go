@@ -16,9 +16,13 @@ import (
 //	half-open ──success──▶ closed;  ──failure──▶ open again
 //
 // An open breaker takes its replica out of routing; a half-open one admits
-// one request at a time. The open → half-open step happens when the core
-// next hears of the replica after OpenFor (a probe, usually), so probes
-// pace recovery as they do in a real gateway.
+// one request at a time. The open → half-open step happens on the
+// breaker's own timer, OpenFor after it opened (Ready.WakeAt asks for the
+// Tick), as Envoy's and resilience4j's do; the transition is in Ready's
+// Transitions at that moment. Its trial is a health probe the driver sends
+// at once on that transition, not a user's request: a replica still down
+// costs a probe, not an answer. Until the probe's result, nothing is
+// routed there; a success closes it, a failure opens it again.
 
 // Breaker states.
 type BreakerState uint8
@@ -51,6 +55,11 @@ type Transition struct {
 	At       time.Duration
 }
 
+// Trial reports whether t is part of an open breaker's trial round (open →
+// half-open, half-open → open): during an outage it repeats every OpenFor,
+// so timelines leave it out and show a breaker opening and closing.
+func (t Transition) Trial() bool { return t.From != Closed && t.To != Closed }
+
 func (t Transition) String() string {
 	return fmt.Sprintf("replica %d breaker %s → %s", t.Replica, t.From, t.To)
 }
@@ -62,8 +71,8 @@ func (t Transition) String() string {
 func (c *Core) Observe(now time.Duration, r int, ok bool) {
 	rs := &c.replicas[r]
 	b := &rs.br
-	from := b.state
 	c.advanceBreaker(now, r)
+	from := b.state
 	c.advanceEjection(now, r)
 	switch {
 	case ok && b.state == HalfOpen:
@@ -76,10 +85,12 @@ func (c *Core) Observe(now time.Duration, r int, ok bool) {
 		b.failures = 0
 	case b.state == HalfOpen:
 		b.state, b.openedAt, b.trial = Open, now, false
+		c.wake(now + c.health.OpenFor)
 	default:
 		b.failures++
 		if b.state == Closed && b.failures >= c.health.Threshold {
 			b.state, b.openedAt = Open, now
+			c.wake(now + c.health.OpenFor)
 		}
 	}
 	c.fix(r)
@@ -91,12 +102,32 @@ func (c *Core) Observe(now time.Duration, r int, ok bool) {
 	}
 }
 
-// advanceBreaker moves an open breaker to half-open once OpenFor has passed.
+// advanceBreaker moves an open breaker to half-open once OpenFor has passed,
+// recording the transition at the moment it passed.
 func (c *Core) advanceBreaker(now time.Duration, r int) {
 	b := &c.replicas[r].br
 	if b.state == Open && now-b.openedAt >= c.health.OpenFor {
-		b.state, b.trial = HalfOpen, false
+		b.state, b.trial = HalfOpen, true // the driver's probe is the trial
 		c.fix(r)
+		c.transitions = append(c.transitions, Transition{Replica: r, From: Open, To: HalfOpen, At: b.openedAt + c.health.OpenFor})
+	}
+}
+
+// advanceBreakers moves every open breaker whose OpenFor has passed to
+// half-open, lets a queued request be its trial, and asks for a wake-up at
+// the next one's time.
+func (c *Core) advanceBreakers(now time.Duration) {
+	for r := range c.replicas {
+		b := &c.replicas[r].br
+		if b.state != Open {
+			continue
+		}
+		if at := b.openedAt + c.health.OpenFor; now < at {
+			c.wake(at)
+			continue
+		}
+		c.advanceBreaker(now, r)
+		c.fill(now, r)
 	}
 }
 
@@ -153,7 +184,8 @@ func (c *Core) SetPoolQuota(now time.Duration, p int, rpm, tpm float64) {
 	// early): forget it and let the pool's replicas try now, which sets a
 	// new one if the quota still binds.
 	c.wakeAt = 0
-	c.returnEjected(now) // re-arms the wake-up of ejections still running
+	c.returnEjected(now)   // re-arms the wake-up of ejections still running
+	c.advanceBreakers(now) // and of open breakers
 	for r := range c.replicas {
 		if c.replicas[r].Pool == p {
 			c.fill(now, r)

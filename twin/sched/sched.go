@@ -720,6 +720,7 @@ func (c *Core) Finish(now time.Duration, req *Request) {
 func (c *Core) Tick(now time.Duration) {
 	c.wakeAt = 0
 	c.returnEjected(now)
+	c.advanceBreakers(now)
 	for r := range c.replicas {
 		c.fill(now, r)
 	}

@@ -278,7 +278,8 @@ func TestBreakerOpensOnFailuresAndRecoversThroughHalfOpen(t *testing.T) {
 		cfg.Health = Health{Threshold: 2, OpenFor: 10 * time.Second}
 		cfg.QueueLimit = 10
 	})
-	// Model big has one replica (1). Two failures open its breaker.
+	// Model big has one replica (1). Two failures open its breaker, and ask
+	// for a wake-up when it may go half-open.
 	c.Observe(time.Second, 1, false)
 	require.Empty(t, take(c).Transitions)
 	c.Observe(2*time.Second, 1, false)
@@ -295,23 +296,30 @@ func TestBreakerOpensOnFailuresAndRecoversThroughHalfOpen(t *testing.T) {
 	require.Equal(t, HalfOpen, c.Breaker(12*time.Second, 1))
 	c.Observe(12*time.Second, 1, true)
 	rd := take(c)
-	require.Len(t, rd.Transitions, 1)
-	require.Equal(t, Closed, rd.Transitions[0].To)
+	require.Equal(t, []Transition{{Replica: 1, From: Open, To: HalfOpen, At: 12 * time.Second},
+		{Replica: 1, From: HalfOpen, To: Closed, At: 12 * time.Second}}, rd.Transitions)
 	require.Len(t, rd.Dispatches, 1, "closing the breaker dispatches the queued request")
 }
 
-func TestHalfOpenAdmitsOneTrial(t *testing.T) {
+// A half-open breaker's trial is the driver's probe: no request is routed
+// to it until the probe answers; a success closes it and the queued
+// requests go there, a failure opens it again.
+func TestHalfOpenWaitsForItsProbe(t *testing.T) {
 	c := fixture(func(cfg *Config) {
 		cfg.Health = Health{Threshold: 1, OpenFor: time.Second}
 		cfg.QueueLimit = 10
 	})
 	c.Observe(0, 1, false)
 	require.Equal(t, HalfOpen, c.Breaker(2*time.Second, 1))
-	c.Observe(2*time.Second, 1, false) // the half-open trial failed: open again
+	c.Observe(2*time.Second, 1, false) // the probe failed: open again
 	require.Equal(t, Open, c.Breaker(2*time.Second, 1))
 	require.Equal(t, HalfOpen, c.Breaker(4*time.Second, 1))
-	require.Equal(t, Dispatched, c.Arrive(4*time.Second, req(0, 0, 1)).Outcome, "one trial")
-	require.Equal(t, Queued, c.Arrive(4*time.Second, req(0, 0, 1)).Outcome, "only one")
+	require.Equal(t, Queued, c.Arrive(4*time.Second, req(0, 0, 1)).Outcome, "no request is the trial")
+	take(c)
+	c.Observe(4*time.Second, 1, true) // the probe passed
+	rd := take(c)
+	require.Equal(t, Closed, c.Breaker(4*time.Second, 1))
+	require.Len(t, rd.Dispatches, 1, "closed: the queued request goes")
 }
 
 func TestFallbackRespectsQualityFloor(t *testing.T) {
@@ -406,9 +414,36 @@ func TestReadyKeepsEveryDecisionUntilAdvance(t *testing.T) {
 	c.Observe(12*time.Second, 1, true) // r1 answered after OpenFor: closed, r2 fills the free slot
 	c.Finish(12*time.Second, r1)       // r1's slot goes to r3
 	rd = take(c)
-	require.Equal(t, []Transition{{Replica: 1, From: Open, To: Closed, At: 12 * time.Second}}, rd.Transitions)
+	require.Equal(t, []Transition{{Replica: 1, From: Open, To: HalfOpen, At: 11 * time.Second},
+		{Replica: 1, From: HalfOpen, To: Closed, At: 12 * time.Second}}, rd.Transitions)
 	require.Len(t, rd.Dispatches, 2)
 	require.Equal(t, r2, rd.Dispatches[0].Req)
 	require.Equal(t, r3, rd.Dispatches[1].Req)
 	require.False(t, c.HasReady())
+}
+
+// An open breaker goes half-open on its own timer: opening it asks for a
+// wake-up OpenFor later, and at that Tick the transition is reported (the
+// driver probes the replica on it), with no probe or answer heard in
+// between; the queued request waits for the probe's result.
+func TestBreakerHalfOpensOnItsOwnTimer(t *testing.T) {
+	c := fixture(func(cfg *Config) {
+		cfg.QueueLimit = 10
+		cfg.Health = Health{Threshold: 1, OpenFor: 10 * time.Second}
+	})
+	c.Observe(time.Second, 1, false)
+	rd := take(c)
+	require.Equal(t, []Transition{{Replica: 1, From: Closed, To: Open, At: time.Second}}, rd.Transitions)
+	require.Equal(t, 11*time.Second, rd.WakeAt, "the breaker's timer")
+	r := req(0, 0, 1)
+	require.Equal(t, Queued, c.Arrive(2*time.Second, r).Outcome)
+	take(c)
+	c.Tick(11 * time.Second)
+	rd = take(c)
+	require.Equal(t, []Transition{{Replica: 1, From: Open, To: HalfOpen, At: 11 * time.Second}}, rd.Transitions)
+	require.Empty(t, rd.Dispatches, "the probe is the trial, not the queued request")
+	c.Observe(11*time.Second+50*time.Millisecond, 1, true)
+	rd = take(c)
+	require.Len(t, rd.Dispatches, 1)
+	require.Equal(t, r, rd.Dispatches[0].Req)
 }
