@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fleetdrill/fleetdrill/internal/suggest"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
@@ -449,33 +448,6 @@ func match(text string) (*step, []string) {
 	}
 	return nil, nil
 }
-
-// undefined explains a step no definition matches, with the nearest known
-// ones by edit distance to their examples.
-func undefined(text string) error {
-	var examples []string
-	byExample := map[string]*step{}
-	for _, s := range steps {
-		ex := exampleText(s)
-		examples = append(examples, ex)
-		byExample[ex] = s
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "undefined step %q; did you mean:", text)
-	for _, ex := range suggest.Closest(text, examples, 3) {
-		fmt.Fprintf(&b, "\n    %s %s    (%s)", byExample[ex].keyword, ex, byExample[ex].pattern)
-	}
-	b.WriteString("\n  (fleetdrill spec --list prints every step; docs/specs.md has the reference)")
-	return &undefinedStepError{b.String()}
-}
-
-// undefinedStepError is the catch-all step's error. godog sees a failed
-// step (so the run fails, strict or not); the JUnit report tells it apart
-// as an <error type="undefined">, a spec to fix rather than a fleet that
-// missed its target.
-type undefinedStepError struct{ msg string }
-
-func (e *undefinedStepError) Error() string { return e.msg }
 
 // exampleText is the example without its keyword.
 func exampleText(s *step) string {

@@ -178,3 +178,26 @@ func TestDroppingTheFleetsExpectations(t *testing.T) {
 	require.Empty(t, w.baseExpect())
 	require.Contains(t, w.repro([]string{"requests.timed_out == 0"}), `--set 'expect=["requests.timed_out == 0"]'`)
 }
+
+// TestUndefinedStepSuggestionsUseTheUsersValues: a mistyped step is
+// suggested back with what the user wrote, typos in the step's own words
+// corrected, its optional parts left out unless needed.
+func TestUndefinedStepSuggestionsUseTheUsersValues(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"regoin eu-west goes down at 5m", "When region eu-west goes down at 5m    ("},
+		{"regoin eu-west goes down at 5m for 3m", "When region eu-west goes down at 5m for 3m    ("},
+		{"the gatway detects the error burst within 1m", "Then the gateway detects the error burst within 1m    ("},
+		{"the gateway mitigate the outage for tenant bank-eu within 1m", "Then the gateway mitigates the outage for tenant bank-eu within 1m    ("},
+		{"tenant bank-eu looses at most 3 requests during the outage", "Then tenant bank-eu loses at most 3 requests during the outage    ("},
+		{`the flet "eu-residency"`, `Given the fleet "eu-residency"    (`},
+		{"interactive p99 TTFT stay below 3s during the outage", "Then interactive p99 TTFT stays below 3s during the outage    ("},
+		{"pool use-h100-8b adds 300ms latncy at 3m", "When pool use-h100-8b adds 300ms latency at 3m    ("},
+		{"no breakers open on pool euw-a100-8b", "Then no breaker opens on pool euw-a100-8b    ("},
+	} {
+		t.Run(tc.text, func(t *testing.T) {
+			msg := undefined(tc.text).Error()
+			_, first, _ := strings.Cut(msg, "did you mean:\n    ")
+			require.True(t, strings.HasPrefix(first, tc.want), "first suggestion of\n%s", msg)
+		})
+	}
+}
