@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fleetdrill/fleetdrill/internal/suggest"
 )
 
 // The library: every *.yaml at the package root, embedded so that the
@@ -56,5 +58,9 @@ func Source(name string) ([]byte, error) {
 	for _, i := range List() {
 		names = append(names, i.Name)
 	}
-	return nil, fmt.Errorf("no library scenario named %q; want one of %s (see fleetdrill scenarios list)", name, strings.Join(names, ", "))
+	hint := ""
+	if near := suggest.Nearest(name, names, 1); len(near) > 0 {
+		hint = fmt.Sprintf(" did you mean %q?", near[0])
+	}
+	return nil, fmt.Errorf("no library scenario named %q;%s want one of %s (see fleetdrill scenarios list)", name, hint, strings.Join(names, ", "))
 }

@@ -131,6 +131,10 @@ func TestLoadNamed(t *testing.T) {
 		require.ErrorContains(t, err, `no library scenario named "nope"; want one of `)
 		require.ErrorContains(t, err, "default")
 	})
+	t.Run("a misspelt library name gets the nearest", func(t *testing.T) {
+		_, err := LoadNamed("defualt")
+		require.ErrorContains(t, err, `no library scenario named "defualt"; did you mean "default"? want one of `)
+	})
 	t.Run("empty is the default scenario", func(t *testing.T) {
 		_, p1, _ := libraryProblems(t, "")
 		_, p2, _ := libraryProblems(t, DefaultName)

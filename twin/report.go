@@ -258,15 +258,20 @@ func (r *Report) evaluate(exprs []string) error {
 			errs = append(errs, err.Error())
 			continue
 		}
-		var v float64
-		var ok bool
+		// A window's expectation resolves, and is suggested names, within
+		// the window only: the run-wide requests.timed_out is no answer
+		// to a window's requests.timed_out.
+		in := flat
 		if w := e.Window(); w != "" {
-			v, ok = resolveIn(flat, "windows."+w+".", e.LHS)
-		} else {
-			v, ok = resolve(flat, e.LHS)
+			if in = within(flat, "windows."+w+"."); len(in) == 0 {
+				errs = append(errs, fmt.Sprintf("expect %q: the run measured no window %q; a window is measured only when the scenario's expect list names it before the run (windows measured: %s)",
+					s, w, orNone(slices.Sorted(maps.Keys(r.Windows)))))
+				continue
+			}
 		}
+		v, ok := resolve(in, e.LHS)
 		if !ok {
-			errs = append(errs, fmt.Sprintf("expect %q: no report value %q; %s", s, e.LHS, nearest(flat, e.LHS)))
+			errs = append(errs, fmt.Sprintf("expect %q: no report value %q%s", s, e.LHS, nearest(in, e.LHS)))
 			continue
 		}
 		r.Expectations = append(r.Expectations, Expectation{Expr: s, Value: v, Pass: e.Holds(v)})
@@ -330,21 +335,41 @@ func resolve(flat map[string]float64, lhs string) (float64, bool) {
 	return 0, false
 }
 
-// resolveIn resolves lhs within a window's part of the report: its
-// requests counts and its classes.
-func resolveIn(flat map[string]float64, prefix, lhs string) (float64, bool) {
+// within is the part of flat under prefix (a window's: its requests
+// counts and its classes), with the prefix cut.
+func within(flat map[string]float64, prefix string) map[string]float64 {
 	sub := map[string]float64{}
 	for k, v := range flat {
 		if rest, ok := strings.CutPrefix(k, prefix); ok {
 			sub[rest] = v
 		}
 	}
-	return resolve(sub, lhs)
+	return sub
 }
 
-// nearest suggests report paths close to a wrong one.
+// nearest suggests report paths close to a wrong one, as "; did you mean
+// …?", or "" when there is none. The wrong one itself is never among
+// them: a suggestion to write what was just refused sends the user round
+// in circles.
 func nearest(flat map[string]float64, lhs string) string {
-	return "did you mean " + strings.Join(suggest.Closest(lhs, slices.Sorted(maps.Keys(flat)), 3), ", ") + "?"
+	var cands []string
+	for _, k := range slices.Sorted(maps.Keys(flat)) {
+		if k != lhs {
+			cands = append(cands, k)
+		}
+	}
+	near := suggest.Closest(lhs, cands, 3)
+	if len(near) == 0 {
+		return ""
+	}
+	return "; did you mean " + strings.Join(near, ", ") + "?"
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // CheckAccounting verifies that every request is accounted for exactly

@@ -164,6 +164,46 @@ func TestExpectations(t *testing.T) {
 	require.ErrorContains(t, err, "did you mean")
 }
 
+// TestUnknownFiguresSuggestOthers: an expectation naming no report value
+// gets the nearest values, never the name it rejects; a window's the
+// window's own, and a window the run did not measure says so.
+func TestUnknownFiguresSuggestOthers(t *testing.T) {
+	sc := azureLike(2, 2, 3*time.Minute)
+	sc.Faults = []string{"node-loss pool=h100 count=1 at=1m for=1m"}
+	sc.Expect = []string{"during node-loss(h100): requests.timed_out <= 1000"}
+	rep := run(t, sc)
+	for _, tc := range []struct {
+		expr    string
+		want    []string
+		notWant string
+	}{
+		{"interactive.ttfx.p99 < 2s", []string{`no report value "interactive.ttfx.p99"; did you mean classes.interactive.`}, ""},
+		{"during node-loss(h100): requests.timed_ot <= 5",
+			[]string{`no report value "requests.timed_ot"; did you mean requests.timed_out`}, "windows."},
+		{"during node-loss(h100): tenants.t1.requests.arrived <= 5",
+			[]string{`no report value "tenants.t1.requests.arrived"; did you mean `}, "mean tenants."},
+		{"after node-loss(h100): requests.timed_out <= 5",
+			[]string{`the run measured no window "after node-loss(h100)"`, "windows measured: during node-loss(h100)"}, "did you mean"},
+	} {
+		t.Run(tc.expr, func(t *testing.T) {
+			_, err := rep.Check(tc.expr)
+			require.Error(t, err)
+			for _, w := range tc.want {
+				require.ErrorContains(t, err, w)
+			}
+			if tc.notWant != "" {
+				require.NotContains(t, err.Error(), tc.notWant)
+			}
+		})
+	}
+}
+
+func TestNearestNeverSuggestsTheRejectedName(t *testing.T) {
+	flat := map[string]float64{"requests.timed_out": 1, "requests.failed": 2}
+	require.Equal(t, "; did you mean requests.failed?", nearest(flat, "requests.timed_out"))
+	require.Equal(t, "", nearest(map[string]float64{"x": 1}, "x"))
+}
+
 func TestDeadlinesTimeOut(t *testing.T) {
 	sc := azureLike(1, 20, 5*time.Minute)
 	sc.Classes[0].Deadline = dur(5 * time.Second)

@@ -20,17 +20,20 @@ func newSpecCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "spec PATH...",
-		Short: "Run Gherkin failover specs (.feature files) on the digital twin",
+		Short: "Run Gherkin failover specs (.feature files) on the digital twin (@live ones on the live harness)",
 		Long: `Run Gherkin failover specs on the digital twin with fleetdrill's built-in steps:
 no Go code needed. PATH is a .feature file or a directory of them.
 
 A failing outcome prints what was expected, what was measured, the seed, the
 timeline around the fault and the fleetdrill run command that reproduces it.
 
-Tags: untagged scenarios and @twin run on the twin. @live scenarios are for
-the live fleet; until the live harness lands they are reported as pending,
-never passed. The default filter is ~@live; --tags takes godog's syntax:
-@a (has), ~@a (not), @a && @b (and), @a,@b (or).
+Tags: untagged scenarios and @twin run on the twin. @live scenarios run on
+the live harness (docs/live.md) with the same steps: emulated nodes in
+Docker containers behind toxiproxy and the live gateway, faults injected
+for real, outcomes judged on the live report; a failure reproduces with
+fleetdrill run --live. They need a Docker engine and a minute or so each,
+so the default filter is ~@live: select them with --tags @live. --tags
+takes godog's syntax: @a (has), ~@a (not), @a && @b (and), @a,@b (or).
 
 --format writes godog's pretty, progress, cucumber (JSON) or events output,
 or fleetdrill's JUnit XML for CI test reporters (one testsuite per feature,

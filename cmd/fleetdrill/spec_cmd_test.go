@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -70,4 +71,24 @@ func TestSpecCmd(t *testing.T) {
 	out, err = runSpecCmd(t, "--list")
 	require.NoError(t, err)
 	require.Contains(t, out, "region us-east goes down at 10m for 15m")
+}
+
+// TestSpecHelpAgreesWithTheDocsOnLive: --help and docs/specs.md both say
+// that @live scenarios run on the live harness, left out by default and
+// selected with --tags @live (the help once said they were pending).
+func TestSpecHelpAgreesWithTheDocsOnLive(t *testing.T) {
+	help := strings.Join(strings.Fields(newSpecCmd().Long), " ")
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "specs.md"))
+	require.NoError(t, err)
+	doc := strings.Join(strings.Fields(string(data)), " ")
+	for _, tc := range []struct{ help, doc string }{
+		{"@live scenarios run on the live harness (docs/live.md)", "`@live` scenarios run on the live harness (docs/live.md)"},
+		{"the default filter is ~@live: select them with --tags @live", "the default filter is `~@live`; select them with `--tags @live`"},
+		{"reproduces with fleetdrill run --live", "reproduces with `fleetdrill run ... --live`"},
+		{"need a Docker engine", "need a Docker engine"},
+	} {
+		require.Contains(t, help, tc.help)
+		require.Contains(t, doc, tc.doc)
+	}
+	require.NotContains(t, help, "reported as pending")
 }

@@ -113,7 +113,11 @@ func handler(w *world, s *step) any {
 		if s.fault != nil {
 			label = s.fault(w, a)
 		}
-		return w.check(ctx, exprs, label)
+		var note func() string
+		if s.note != nil {
+			note = func() string { return s.note(w, a) }
+		}
+		return w.check(ctx, exprs, label, note)
 	}
 	switch s.re.NumSubexp() {
 	case 0:

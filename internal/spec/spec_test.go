@@ -83,11 +83,11 @@ func TestUndefinedStepSuggestsTheNearest(t *testing.T) {
 	res, out := runSpec(t, `Feature: f
   Scenario: typo
     Given the fleet "default"
-    When regoin us-east goes down at 10m
+    When regoin eu-west goes down at 5m
 `, "")
 	require.Equal(t, 1, res.Status, out)
-	require.Contains(t, out, `undefined step "regoin us-east goes down at 10m"; did you mean:`)
-	require.Contains(t, out, "When region us-east goes down at 10m for 15m")
+	require.Contains(t, out, `undefined step "regoin eu-west goes down at 5m"; did you mean:`)
+	require.Contains(t, out, "When region eu-west goes down at 5m    (", "the suggestion has the user's values")
 }
 
 // @live scenarios are not selected by default; selected, they run on the

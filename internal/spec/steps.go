@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fleetdrill/fleetdrill/internal/suggest"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
@@ -33,6 +32,11 @@ type step struct {
 	// fault gives the label of the fault an outcome concerns, for the
 	// timeline excerpt of a failure.
 	fault func(w *world, a []string) string
+	// note says what happened, for the failure message of an outcome
+	// whose measured figure alone does not explain it (a tenant's -1
+	// mitigation: never mitigated, or nothing to mitigate?). It runs
+	// after the run.
+	note func(w *world, a []string) string
 }
 
 // scope matches an optional window at the end of an outcome: during the
@@ -154,6 +158,10 @@ func table() []*step {
 				w.faults, w.edited = nil, true
 				return nil
 			}},
+		{keyword: "Given", pattern: `^the fleet's own expectations are dropped$`,
+			doc:     "Clear the scenario's expect list (`--set expect=[]`): only the spec's outcomes are judged, and a failure's reproduce command carries only the failing one.",
+			example: "Given the fleet's own expectations are dropped",
+			do:      func(_ context.Context, w *world, _ []string) error { return w.set("expect=[]") }},
 
 		// Faults. Times are from the start of the run; a fault without "for"
 		// lasts to the end.
@@ -199,6 +207,35 @@ func table() []*step {
 			do: func(_ context.Context, w *world, a []string) error {
 				return w.addFault(fault("node-loss", "pool="+a[1], "count="+a[0], "at="+a[2], opt("for", a[3])))
 			}},
+		{keyword: "When", pattern: `^(region|pool) (\S+) browns out at (\S+)(?: for (\S+))?(?: with (\S+) of requests failing)?(?: (?:with|and) (\S+) added latency)?$`,
+			doc:     "A brownout: the region or pool fails a share of requests (a fraction or a percentage) and/or adds latency to every one; say either or both.",
+			example: "When region eu-west browns out at 10m for 5m with 20% of requests failing and 2s added latency",
+			do: func(_ context.Context, w *world, a []string) error {
+				if a[4] == "" && a[5] == "" {
+					return fmt.Errorf("a brownout needs what it does: end the step with \"with 20%% of requests failing\", \"with 2s added latency\" or both (\"with 20%% of requests failing and 2s added latency\")")
+				}
+				fail, err := failShare(a[4])
+				if err != nil {
+					return err
+				}
+				return w.addFault(fault("brownout", a[0]+"="+a[1], "at="+a[2], opt("for", a[3]), opt("fail", fail), opt("latency", a[5])))
+			}},
+		{keyword: "When", pattern: `^(region|pool|model) (\S+) adds (\S+) (?:of )?latency at (\S+)(?: for (\S+))?$`,
+			doc:     "Latency injection: every request to the region, pool or model takes this much longer.",
+			example: "When pool use-h100-8b adds 500ms latency at 5m for 5m",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.addFault(fault("latency", a[0]+"="+a[1], "latency="+a[2], "at="+a[3], opt("for", a[4])))
+			}},
+		{keyword: "When", pattern: `^(region|pool|model) (\S+) fails (\S+) of requests at (\S+)(?: for (\S+))?$`,
+			doc:     "An error burst: a share of the requests to the region, pool or model fail (a fraction or a percentage).",
+			example: "When pool use-h100-8b fails 40% of requests at 5m for 2m",
+			do: func(_ context.Context, w *world, a []string) error {
+				fail, err := failShare(a[2])
+				if err != nil {
+					return err
+				}
+				return w.addFault(fault("error-burst", a[0]+"="+a[1], "fail="+fail, "at="+a[3], opt("for", a[4])))
+			}},
 		{keyword: "When", pattern: `^the fault "([^"]+)" is injected$`,
 			doc:     "Any fault, as a line of the fault syntax (docs/faults.md).",
 			example: `When the fault "brownout region=us-east at=10m for=5m fail=0.2" is injected`,
@@ -240,6 +277,18 @@ func table() []*step {
 			example: "Then the gateway detects the outage within 30s",
 			exprs:   faultTime("time_to_detect_s", 0, 1),
 			fault:   faultArg(0)},
+		{keyword: "Then", pattern: `^the gateway mitigates (.+) for (tenant|class) (\S+) within (\S+)$`,
+			doc:     "After detection, a request of the tenant (or class) the fault displaced was served elsewhere within this long of the fault's start. Fails for one never served elsewhere, such as a tenant bound to a dark region, or one the fault displaced nothing of.",
+			example: "Then the gateway mitigates the outage for tenant bank-eu within 30s",
+			exprs:   impactTime("time_to_mitigate_s"),
+			fault:   faultArg(0),
+			note:    impactNote(0, 1, 2)},
+		{keyword: "Then", pattern: `^the fleet recovers from (.+) for (tenant|class) (\S+) within (\S+)$`,
+			doc:     "A request of the tenant (or class) was served again within this long of the fault's end.",
+			example: "Then the fleet recovers from the outage for tenant bank-eu within 1m",
+			exprs:   impactTime("time_to_recover_s"),
+			fault:   faultArg(0),
+			note:    impactNote(0, 1, 2)},
 		{keyword: "Then", pattern: `^the gateway mitigates (.+) within (\S+)$`,
 			doc:     "After detection, a request was served by an unaffected replica within this long of the fault's start.",
 			example: "Then the gateway mitigates the outage within 2m",
@@ -272,12 +321,85 @@ func table() []*step {
 				return []string{fmt.Sprintf("faults.%s.requests_lost == 0", l)}, nil
 			},
 			fault: faultArg(0)},
+		{keyword: "Then", pattern: `^(tenant|class) (\S+) loses (no|at most \d+) requests? during (.+)$`,
+			doc:     "Requests of the tenant (or class) that arrived while the fault was active and got no answer (refused, failed or timed out).",
+			example: "Then tenant bank-eu loses at most 5 requests during the outage",
+			exprs: func(w *world, a []string) ([]string, error) {
+				p, err := w.impactPath(a[3], a[0], a[1])
+				if err != nil {
+					return nil, err
+				}
+				n := "0"
+				if a[2] != "no" {
+					n = strings.TrimPrefix(a[2], "at most ")
+				}
+				return []string{p + ".lost <= " + n}, nil
+			},
+			fault: faultArg(3),
+			note:  impactNote(3, 0, 1)},
+		{keyword: "Then", pattern: `^no request of (tenant|class) (\S+) times out during (.+)$`,
+			doc:     "No request of the tenant (or class) that arrived while the fault was active waited out its deadline: those that cannot be served are refused fast.",
+			example: "Then no request of tenant bank-eu times out during the outage",
+			exprs: func(w *world, a []string) ([]string, error) {
+				p, err := w.impactPath(a[2], a[0], a[1])
+				if err != nil {
+					return nil, err
+				}
+				return []string{p + ".timed_out == 0"}, nil
+			},
+			fault: faultArg(2),
+			note:  impactNote(2, 0, 1)},
+		{keyword: "Then", pattern: `^(tenant|class) (\S+) is served (elsewhere|in pool \S+|by model \S+) during (.+)$`,
+			doc:     "Requests of the tenant (or class) the fault displaced were completed by a replica it did not hit (a retirement: by a fallback model): at least one, or at least one in that pool or by that model. Pair it with a loss bound for the rest.",
+			example: "Then class interactive is served by model llama-3.1-8b during the retirement",
+			do:      servedElsewhere},
+		{keyword: "Then", pattern: `^(tenant|class) (\S+) SLO attainment is at least (\S+) (during|after) (.+)$`,
+			doc:     "The share of the tenant's (or class's) requests that met every objective (a request with no answer is a miss), of those arriving while the fault was active, or in the ten minutes after it ended.",
+			example: "Then tenant bank-eu SLO attainment is at least 99% during the outage",
+			exprs: func(w *world, a []string) ([]string, error) {
+				if strings.Contains(a[4], "+") {
+					return nil, fmt.Errorf("%q: a %s's attainment after a fault is over the ten minutes after it ended, with no offset; write after %s, or the report shows for a window of the whole fleet", a[4], a[0], strings.TrimSpace(strings.Split(a[4], "+")[0]))
+				}
+				p, err := w.impactPath(a[4], a[0], a[1])
+				if err != nil {
+					return nil, err
+				}
+				v, err := fraction(a[2])
+				if err != nil {
+					return nil, fmt.Errorf("attainment %q: want a fraction (0.99) or a percentage (99%%)", a[2])
+				}
+				return []string{fmt.Sprintf("%s.slo_attainment_%s >= %g", p, a[3], v)}, nil
+			},
+			fault: faultArg(4),
+			note:  impactNote(4, 0, 1)},
 		{keyword: "Then", pattern: `^at most (\d+) requests are rejected$`,
 			doc:     "Requests rejected over the whole run (queue full, quota, no route).",
 			example: "Then at most 10 requests are rejected",
 			exprs: func(_ *world, a []string) ([]string, error) {
 				return []string{"requests.rejected <= " + a[0]}, nil
 			}},
+		{keyword: "Then", pattern: `^at most (\d+) requests? times? out` + scope + `$`,
+			doc:     "Requests that waited out their deadline, over the run or a window.",
+			example: "Then at most 20 requests time out during the outage",
+			exprs: func(w *world, a []string) ([]string, error) {
+				return scoped(w, a[1], "requests.timed_out <= "+a[0])
+			},
+			fault: scopeFault(1)},
+		{keyword: "Then", pattern: `^no request times out` + scope + `$`,
+			doc:     "No request waited out its deadline, over the run or a window.",
+			example: "Then no request times out after the outage + 5m",
+			exprs: func(w *world, a []string) ([]string, error) {
+				return scoped(w, a[0], "requests.timed_out == 0")
+			},
+			fault: scopeFault(0)},
+		{keyword: "Then", pattern: `^a breaker opens(?: on pool (\S+))?(?: during (.+))?$`,
+			doc:     "The gateway's circuit breaker opened on a replica (of the pool), over the run or while the fault was active; read from the timeline's breaker-open entries.",
+			example: "Then a breaker opens on pool euw-a100-8b during the outage",
+			do:      breakerOpens(true)},
+		{keyword: "Then", pattern: `^no breaker opens(?: on pool (\S+))?(?: during (.+))?$`,
+			doc:     "No circuit breaker opened (on the pool), over the run or while the fault was active; a failure lists those that did.",
+			example: "Then no breaker opens on pool use-h100-8b",
+			do:      breakerOpens(false)},
 		{keyword: "Then", pattern: `^(\S+) requests complete within their deadline$`,
 			doc:     "No request of the class timed out or failed.",
 			example: "Then batch requests complete within their deadline",
@@ -326,33 +448,6 @@ func match(text string) (*step, []string) {
 	}
 	return nil, nil
 }
-
-// undefined explains a step no definition matches, with the nearest known
-// ones by edit distance to their examples.
-func undefined(text string) error {
-	var examples []string
-	byExample := map[string]*step{}
-	for _, s := range steps {
-		ex := exampleText(s)
-		examples = append(examples, ex)
-		byExample[ex] = s
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "undefined step %q; did you mean:", text)
-	for _, ex := range suggest.Closest(text, examples, 3) {
-		fmt.Fprintf(&b, "\n    %s %s    (%s)", byExample[ex].keyword, ex, byExample[ex].pattern)
-	}
-	b.WriteString("\n  (fleetdrill spec --list prints every step; docs/specs.md has the reference)")
-	return &undefinedStepError{b.String()}
-}
-
-// undefinedStepError is the catch-all step's error. godog sees a failed
-// step (so the run fails, strict or not); the JUnit report tells it apart
-// as an <error type="undefined">, a spec to fix rather than a fleet that
-// missed its target.
-type undefinedStepError struct{ msg string }
-
-func (e *undefinedStepError) Error() string { return e.msg }
 
 // exampleText is the example without its keyword.
 func exampleText(s *step) string {
@@ -478,5 +573,5 @@ func jobsInWindow(ctx context.Context, w *world, _ []string) error {
 	for _, k := range slices.Sorted(maps.Keys(w.rep.Jobs)) {
 		exprs = append(exprs, fmt.Sprintf("jobs.%s.completed_in_window >= %d", k, w.rep.Jobs[k].Submitted))
 	}
-	return w.check(ctx, exprs, "")
+	return w.check(ctx, exprs, "", nil)
 }

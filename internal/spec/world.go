@@ -171,7 +171,7 @@ func (w *world) labelFor(what string) (string, error) {
 	}
 	kind, ok := faultWords[strings.TrimPrefix(what, "the ")]
 	if !ok {
-		return "", fmt.Errorf("%q names no fault; write the outage, the quota exhaustion, the retirement, the driver upgrade, the node loss, the fault, or a label like regional-outage(us-east)", what)
+		return "", fmt.Errorf("%q names no fault; write the outage, the quota exhaustion, the retirement, the driver upgrade, the node loss, the brownout, the latency fault, the error burst, the cold-start storm, the fault, or a label like regional-outage(us-east)", what)
 	}
 	specs, err := faults.ParseAll(w.faults)
 	if err != nil {
@@ -213,6 +213,7 @@ var faultWords = map[string]string{
 	"last fault":        "",
 	"cold-start storm":  "cold-start-storm",
 	"error burst":       "error-burst",
+	"latency fault":     "latency",
 	"latency injection": "latency",
 }
 
@@ -289,8 +290,8 @@ func (w *world) runLive(ctx context.Context, expect []string) error {
 
 // check evaluates an outcome's expectations and fails with what was
 // expected, what was measured, the seed, the timeline around the fault and
-// the command that reproduces it.
-func (w *world) check(ctx context.Context, exprs []string, label string) error {
+// the command that reproduces it; note, if not nil, says what happened.
+func (w *world) check(ctx context.Context, exprs []string, label string, note func() string) error {
 	if err := w.run(ctx); err != nil {
 		return err
 	}
@@ -302,20 +303,35 @@ func (w *world) check(ctx context.Context, exprs []string, label string) error {
 		if e.Pass {
 			continue
 		}
-		return w.failure(e, label)
+		n := ""
+		if note != nil {
+			n = note()
+		}
+		return w.failure(e, label, n)
 	}
 	return nil
 }
 
-func (w *world) failure(e twin.Expectation, label string) error {
-	var b strings.Builder
+func (w *world) failure(e twin.Expectation, label, note string) error {
 	measured := strconv.FormatFloat(e.Value, 'g', 6, 64)
 	if p, err := scenarios.ParseExpectation(e.Expr); err == nil && p.IsDuration {
 		measured += "s"
 	}
-	fmt.Fprintf(&b, "outcome failed\n  expected: %s\n  measured: %s\n  scenario: %s, seed %d\n", e.Expr, measured, w.sc.Name, w.sc.Seed)
+	return w.failed(e.Expr, measured, label, note, []string{e.Expr})
+}
+
+// failed is an outcome's failure message: expected and measured as the
+// step words them, what happened (note, when not ""), the timeline around
+// the fault label and the command that reproduces it with expect added.
+func (w *world) failed(expected, measured, label, note string, expect []string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "outcome failed\n  expected: %s\n  measured: %s\n", expected, measured)
+	if note != "" {
+		fmt.Fprintf(&b, "  what happened: %s\n", note)
+	}
+	fmt.Fprintf(&b, "  scenario: %s, seed %d\n", w.sc.Name, w.sc.Seed)
 	b.WriteString(w.timelineExcerpt(label))
-	fmt.Fprintf(&b, "  reproduce: %s", w.repro([]string{e.Expr}))
+	fmt.Fprintf(&b, "  reproduce: %s", w.repro(expect))
 	return errors.New(b.String())
 }
 

@@ -1,0 +1,50 @@
+Feature: Who an EU outage leaves stranded
+  eu-residency has two tenants bound to eu-west and one, global, that may
+  go anywhere. With eu-west down from 5m to 15m of a 20m run, global is
+  served in the US; bank-eu has nowhere to go. Each scenario names whether
+  it passes or fails; the test checks every one.
+
+  Background:
+    Given the fleet "eu-residency"
+    And the fleet's own expectations are dropped
+    When region eu-west goes down at 5m for 10m
+
+  Scenario: passes: global is mitigated in the US
+    Then the gateway mitigates the outage for tenant global within 1m
+    And tenant global is served elsewhere during the outage
+    And tenant global is served in pool use-h100-8b during the outage
+    And class interactive is served by model llama-3.1-8b during the outage
+    And tenant global loses no requests during the outage
+    And no request of tenant global times out during the outage
+    And tenant global SLO attainment is at least 99% during the outage
+    And the fleet recovers from the outage for tenant bank-eu within 1m
+    And a breaker opens on pool euw-a100-8b during the outage
+    And no breaker opens on pool use-h100-8b
+    And at most 2000 requests time out during the outage
+
+  Scenario: fails: bank-eu is never mitigated
+    Then the gateway mitigates the outage for tenant bank-eu within 1m
+
+  Scenario: fails: bank-eu is not served elsewhere
+    Then tenant bank-eu is served elsewhere during the outage
+
+  Scenario: fails: bank-eu is not served in the US
+    Then tenant bank-eu is served in pool use-h100-8b during the outage
+
+  Scenario: fails: bank-eu loses requests
+    Then tenant bank-eu loses at most 5 requests during the outage
+
+  Scenario: fails: bank-eu times out rather than being refused
+    Then no request of tenant bank-eu times out during the outage
+
+  Scenario: fails: bank-eu misses its SLO
+    Then tenant bank-eu SLO attainment is at least 99% during the outage
+
+  Scenario: fails: breakers open in the EU
+    Then no breaker opens during the outage
+
+  Scenario: fails: no breaker opens in the US
+    Then a breaker opens on pool use-h100-8b
+
+  Scenario: fails: requests time out
+    Then no request times out during the outage
