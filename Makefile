@@ -36,6 +36,10 @@ test: ## Run every test with the race detector (live tests: the node image is bu
 bench: ## Run the benchmarks (BENCH_COUNT runs each; compare runs with benchstat)
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) $(BENCH_PKGS)
 
+.PHONY: seeds
+seeds: ## Every library scenario's expectations at 20 consecutive seeds (skipped by make test's race detector)
+	$(GO) test -count=1 -run '^TestLibraryHoldsAcrossSeeds$$' ./scenarios/
+
 .PHONY: lint
 lint: ## go vet, gofmt and staticcheck (pinned as a go.mod tool)
 	$(GO) vet $(PKGS)

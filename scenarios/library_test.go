@@ -172,3 +172,40 @@ func TestLibraryGameDays(t *testing.T) {
 		})
 	}
 }
+
+// librarySeeds is how many consecutive seeds, from its own, every library
+// scenario's expectations must pass at: a game day that passes at one seed
+// only teaches luck.
+const librarySeeds = 20
+
+// TestLibraryHoldsAcrossSeeds runs every library scenario at librarySeeds
+// consecutive seeds from its own and requires every expectation to pass at
+// each, every request to be accounted for and residency to hold. It is
+// skipped under the race detector and -short (it is 220 twin runs); `make
+// seeds` and .ci/run run it.
+func TestLibraryHoldsAcrossSeeds(t *testing.T) {
+	if raceDetector || testing.Short() {
+		t.Skip("220 twin runs: run without -race and -short (make seeds)")
+	}
+	for _, info := range scenarios.List() {
+		t.Run(info.Name, func(t *testing.T) {
+			t.Parallel()
+			base := loadLibrary(t, info.Name).Seed
+			var failed []string
+			for i := range uint64(librarySeeds) {
+				sc := loadLibrary(t, info.Name)
+				sc.Seed = base + i
+				rep, err := twin.Run(t.Context(), sc, twin.Options{})
+				require.NoError(t, err, "seed %d", sc.Seed)
+				require.True(t, rep.Requests.Balanced(), "seed %d: %+v", sc.Seed, rep.Requests)
+				require.Zero(t, rep.ResidencyViolations, "seed %d", sc.Seed)
+				for _, e := range rep.Expectations {
+					if !e.Pass {
+						failed = append(failed, fmt.Sprintf("seed %d: %s (value %v)", sc.Seed, e.Expr, e.Value))
+					}
+				}
+			}
+			require.Empty(t, failed, "fleetdrill run %s --seed N: expectations that fail", info.Name)
+		})
+	}
+}
