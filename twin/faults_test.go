@@ -384,3 +384,32 @@ func sum(m map[string]uint64) uint64 {
 	}
 	return n
 }
+
+// A window has its tenants and its pools' share of the completed requests:
+// during the EU outage the unbound tenant is served in the US, the
+// EU-bound one nowhere, and expectations address both.
+func TestWindowsHaveTenantsAndPools(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("eu-residency", []string{"duration=20m",
+		`faults=["regional-outage region=eu-west at=5m for=10m"]`,
+		`expect=["during regional-outage(eu-west): pools.use-h100-8b.share > 0.9", "during regional-outage(eu-west): tenants.bank-eu.slo_attainment < 0.5"]`})
+	require.NoError(t, err)
+	rep := run(t, sc)
+	w := rep.Windows["during regional-outage(eu-west)"]
+	require.NotNil(t, w)
+	var arrived, completed uint64
+	for name, g := range w.Tenants {
+		require.True(t, g.Balanced(), "tenant %s: %+v", name, g.Counts)
+		arrived += g.Arrived
+	}
+	require.Equal(t, w.Requests.Arrived, arrived, "the window's tenants add up to it")
+	var share float64
+	for _, p := range w.Pools {
+		completed += p.Completed
+		share += p.Share
+	}
+	require.Equal(t, w.Requests.Completed, completed, "every completed request was served by a pool")
+	require.InDelta(t, 1, share, 1e-3)
+	for _, e := range rep.Expectations {
+		require.True(t, e.Pass, "%s (value %v)", e.Expr, e.Value)
+	}
+}

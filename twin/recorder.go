@@ -277,8 +277,12 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(Timelin
 	met := false
 	switch o.Result {
 	case Completed:
+		pool := o.Pool
+		if o.Replica >= 0 && o.Replica < len(rec.p.replicas) {
+			pool = rec.p.pools[rec.p.replicas[o.Replica].pool].spec.Name
+		}
 		met = rec.t.complete(&served{class: o.Class, tenant: o.Tenant, arrived: o.At, ttft: o.TTFT, e2e: o.Ended - o.At,
-			wait: o.Wait, output: o.Output, fallback: o.ServedModel != o.Model}, measured)
+			wait: o.Wait, output: o.Output, fallback: o.ServedModel != o.Model, pool: pool}, measured)
 		if o.Replica >= 0 {
 			noteServed(rec.p, rec.faults, o.Ended, o.Replica, o.Model, o.ServedModel, event)
 		}

@@ -867,6 +867,9 @@ func (r *runner) complete(req *request) {
 	sv := served{class: req.core.Class, tenant: req.core.Tenant, arrived: req.core.Arrived,
 		ttft: req.firstAt - req.core.Arrived, e2e: now - req.core.Arrived, wait: req.dispatchedAt - req.core.Arrived,
 		output: req.core.Output, fallback: req.core.Fallback}
+	if ri := req.core.Replica; ri >= 0 {
+		sv.pool = r.p.pools[r.replicas[ri].pool].spec.Name
+	}
 	if r.onComplete != nil {
 		sched := req.dispatchedAt
 		if req.seq.Admitted {

@@ -49,6 +49,7 @@ func (t *tally) count(class, tenant int, arrived time.Duration, f func(*Counts))
 		if w.contains(arrived) {
 			f(&w.total)
 			f(&w.classes[class].Counts)
+			f(&w.tenants[tenant].Counts)
 		}
 	}
 }
@@ -60,6 +61,7 @@ type served struct {
 	ttft, e2e, wait time.Duration
 	output          int
 	fallback        bool
+	pool            string // that served it ("": not known)
 }
 
 // tpot is the time per output token after the first; 0 for one token.
@@ -90,7 +92,7 @@ func (t *tally) complete(s *served, measured bool) bool {
 		return met
 	}
 	gs := [2]*Group{t.classes[s.class], t.tenants[s.tenant]}
-	for _, g := range t.windowGroups(gs[:], s.class, s.arrived) {
+	for _, g := range t.windowGroups(gs[:], s.class, s.tenant, s.arrived) {
 		g.ttft.AddDuration(s.ttft)
 		g.e2e.AddDuration(s.e2e)
 		g.wait.AddDuration(s.wait)
@@ -99,6 +101,13 @@ func (t *tally) complete(s *served, measured bool) bool {
 		}
 		if met {
 			g.SLOMet++
+		}
+	}
+	if s.pool != "" {
+		for _, w := range t.windows {
+			if w.contains(s.arrived) {
+				w.pools[s.pool]++
+			}
 		}
 	}
 	// A fallback is an event on the counts of the run and of each window

@@ -21,6 +21,17 @@ type WindowReport struct {
 	ToS      float64           `json:"to_s"` // -1: to the end of the run
 	Requests Counts            `json:"requests"`
 	Classes  map[string]*Group `json:"classes"`
+	Tenants  map[string]*Group `json:"tenants"`
+	// Pools are where the window's completed requests were served: every
+	// pool of the scenario is listed, so `during X: pools.P.share > 0.5`
+	// resolves before the run.
+	Pools map[string]*WindowPool `json:"pools"`
+}
+
+// WindowPool is one pool's part of a window's completed requests.
+type WindowPool struct {
+	Completed uint64  `json:"completed"`
+	Share     float64 `json:"share"` // of the window's completed requests; 0 when none completed
 }
 
 type window struct {
@@ -28,6 +39,8 @@ type window struct {
 	from, to time.Duration
 	total    Counts
 	classes  []*Group
+	tenants  []*Group
+	pools    map[string]uint64 // completed, by the pool that served
 }
 
 func (w *window) contains(t time.Duration) bool { return t >= w.from && t < w.to }
@@ -86,6 +99,13 @@ func (t *tally) initWindows(spans []faultSpan) error {
 		for range t.sc.Classes {
 			w.classes = append(w.classes, &Group{})
 		}
+		for range t.sc.Tenants {
+			w.tenants = append(w.tenants, &Group{})
+		}
+		w.pools = map[string]uint64{}
+		for _, p := range t.sc.Pools {
+			w.pools[p.Name] = 0
+		}
 		t.windows = append(t.windows, w)
 	}
 	return nil
@@ -93,10 +113,10 @@ func (t *tally) initWindows(spans []faultSpan) error {
 
 // windowGroups appends to gs the groups of class in the windows a request
 // arriving at arrived belongs to.
-func (t *tally) windowGroups(gs []*Group, class int, arrived time.Duration) []*Group {
+func (t *tally) windowGroups(gs []*Group, class, tenant int, arrived time.Duration) []*Group {
 	for _, w := range t.windows {
 		if w.contains(arrived) {
-			gs = append(gs, w.classes[class])
+			gs = append(gs, w.classes[class], w.tenants[tenant])
 		}
 	}
 	return gs
@@ -117,6 +137,24 @@ func (t *tally) windowReports(window float64) map[string]*WindowReport {
 			g := w.classes[i]
 			g.finish(span)
 			wr.Classes[c.Name] = g
+		}
+		wr.Tenants = map[string]*Group{}
+		for i, tn := range t.sc.Tenants {
+			g := w.tenants[i]
+			g.finish(span)
+			wr.Tenants[tn.Name] = g
+		}
+		wr.Pools = map[string]*WindowPool{}
+		var done uint64
+		for _, n := range w.pools {
+			done += n
+		}
+		for name, n := range w.pools {
+			wp := &WindowPool{Completed: n}
+			if done > 0 {
+				wp.Share = round(float64(n)/float64(done), 6)
+			}
+			wr.Pools[name] = wp
 		}
 		out[w.key] = wr
 	}

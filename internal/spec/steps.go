@@ -264,6 +264,24 @@ func table() []*step {
 				return scoped(w, a[2], fmt.Sprintf("%s.slo_attainment >= %g", a[0], v))
 			},
 			fault: scopeFault(2)},
+		{keyword: "Then", pattern: `^pool (\S+) serves at (least|most) (\S+) of the requests` + scope + `$`,
+			doc:     "A pool's share of the requests completed in a window (a fraction or a percentage): where the traffic went while a fault was active, or after it.",
+			example: "Then pool use-h100-8b serves at least 90% of the requests during the outage",
+			exprs: func(w *world, a []string) ([]string, error) {
+				if strings.TrimSpace(a[3]) == "" {
+					return nil, fmt.Errorf("a pool's share is of a window's requests: end the step with during or after a fault, e.g. %q", "during the outage")
+				}
+				v, err := fraction(a[2])
+				if err != nil || v < 0 || v > 1 {
+					return nil, fmt.Errorf("share %q: want a fraction in [0, 1] or a percentage", a[2])
+				}
+				op := ">="
+				if a[1] == "most" {
+					op = "<="
+				}
+				return scoped(w, a[3], fmt.Sprintf("pools.%s.share %s %g", a[0], op, v))
+			},
+			fault: scopeFault(3)},
 		{keyword: "Then", pattern: `^no request leaves its jurisdiction$`,
 			doc:     "Residency holds: no request was served outside its tenant's jurisdiction.",
 			example: "Then no request leaves its jurisdiction",

@@ -34,6 +34,7 @@ func TestTenantOutcomesOnAnEUOutage(t *testing.T) {
 		"fails: breakers open in the EU":                     {"expected: no breaker opens during regional-outage(eu-west)", "measured: 2 opened during regional-outage(eu-west): pool euw-a100-8b replica 4 at 305.0s"},
 		"fails: no breaker opens in the US":                  {"expected: a breaker opens on pool use-h100-8b", "measured: none opened on pool use-h100-8b; over the run 2 opened: pool euw-a100-8b replica"},
 		"fails: requests time out":                           {"expected: during regional-outage(eu-west): requests.timed_out == 0"},
+		"fails: the EU serves the traffic during the outage": {"during regional-outage(eu-west): pools.euw-a100-8b.share >= 0.1", "measured: 0"},
 	}
 	report := runJUnit(t, "testdata/steps/tenants.feature")
 	require.Len(t, report.Suites, 1)

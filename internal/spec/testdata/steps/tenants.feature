@@ -21,6 +21,10 @@ Feature: Who an EU outage leaves stranded
     And a breaker opens on pool euw-a100-8b during the outage
     And no breaker opens on pool use-h100-8b
     And at most 2000 requests time out during the outage
+    And pool use-h100-8b serves at least 90% of the requests during the outage
+
+  Scenario: fails: the EU serves the traffic during the outage
+    Then pool euw-a100-8b serves at least 10% of the requests during the outage
 
   Scenario: fails: bank-eu is never mitigated
     Then the gateway mitigates the outage for tenant bank-eu within 1m
