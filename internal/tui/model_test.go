@@ -282,3 +282,28 @@ func TestPack(t *testing.T) {
 func faultState(label, spec string, start time.Duration, injected bool) twin.FaultState {
 	return twin.FaultState{Label: label, Spec: spec, Start: start, Active: true, Detect: -1, Mitigate: -1, Recover: -1, Injected: injected}
 }
+
+// The summary says, per tenant a fault touched, what it cost that tenant:
+// a tenant nothing else may serve reads so, whatever other traffic moved.
+func TestSummaryShowsEachTouchedTenant(t *testing.T) {
+	m, _ := newTestModel(Frame{Snap: outageSnapshot(), Speed: 60})
+	press(m, "q")
+	rep := &twin.Report{Faults: map[string]*twin.FaultReport{"regional-outage(eu-west)": {
+		NotMitigatedFor: "bank-eu",
+		Tenants: map[string]*twin.Impact{
+			"bank-eu": {Requests: 900, Displaced: 900, Lost: 800, TimeToMitigateS: -1, TimeToRecoverS: 12.8, SLOAttainmentDuring: 0.01},
+			"global":  {Requests: 500, Displaced: 500, ServedElsewhere: 500, TimeToMitigateS: 5, TimeToRecoverS: 0.1, SLOAttainmentDuring: 1},
+			"idle":    {Requests: 10},
+		}}}}
+	m.Update(frameMsg(Frame{Snap: recoveredSnapshot(), Paused: true, Final: &Result{At: 30 * time.Minute, Report: rep}}))
+	m.Update(tea.WindowSizeMsg{Width: 160, Height: 45})
+	out := ansi.Strip(m.Render())
+	for _, want := range []string{"bank-eu", "✗ nothing else serves it", "lost 800", "global", "elsewhere 500", "M 5.00s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "idle ·") {
+		t.Errorf("a tenant the fault did not touch is listed:\n%s", out)
+	}
+}

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,6 +95,7 @@ func (m *Model) summary(w, h int) []string {
 			}
 			out = append(out, label+col(clock(f.Start))+col(end)+
 				col(since(f.Detect))+mit+col(since(f.Recover)))
+			out = append(out, m.tenantImpact(f.Label, inner)...)
 		}
 		out = append(out, st.dim.Render("* injected; detect and mitigate from the fault's start, recover from its end"))
 	}
@@ -257,4 +259,43 @@ func (m *Model) ladderLane(events []twin.TimelineEvent, steps int, span time.Dur
 		cells[i] = laneCell{r: sparkLevels[0]}
 	}
 	return m.renderLane(cells)
+}
+
+// tenantImpact is a line per tenant the fault touched, from the final
+// report: when it was mitigated and recovered for that tenant, how many of
+// its requests the fault displaced, were served elsewhere and were lost,
+// and its SLO attainment while the fault lasted. A fault reads mitigated
+// only when every tenant it displaced was.
+func (m *Model) tenantImpact(label string, w int) []string {
+	if m.final == nil || m.final.Report == nil {
+		return nil
+	}
+	fr := m.final.Report.Faults[label]
+	if fr == nil {
+		return nil
+	}
+	st := m.st
+	secsOr := func(v float64) string {
+		if v < 0 {
+			return "—"
+		}
+		return secs(time.Duration(v * float64(time.Second)))
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(fr.Tenants)) {
+		im := fr.Tenants[name]
+		if im.Displaced == 0 && im.Lost == 0 {
+			continue
+		}
+		mit := "M " + secsOr(im.TimeToMitigateS)
+		if im.TimeToMitigateS < 0 && im.Displaced > 0 && im.ServedElsewhere == 0 {
+			mit = st.bad.Render("✗ nothing else serves it")
+		}
+		att := m.attainment(im.SLOAttainmentDuring)
+		line := "  " + name + st.dim.Render(" · ") + mit + st.dim.Render(" · R ") + secsOr(im.TimeToRecoverS) +
+			st.dim.Render(" · displaced ") + count(im.Displaced) + st.dim.Render(" · elsewhere ") + count(im.ServedElsewhere) +
+			st.dim.Render(" · lost ") + count(im.Lost) + st.dim.Render(" · SLO during ") + att
+		out = append(out, fit(line, w))
+	}
+	return out
 }
