@@ -286,20 +286,13 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(Timelin
 		if o.Replica >= 0 {
 			noteServed(rec.p, rec.faults, o.Ended, o.Replica, o.Model, o.ServedModel, event)
 		}
-		count(func(c *Counts) { c.Completed++ })
 	case Rejected:
 		if measured {
 			rec.t.rejections[o.Reason]++
 		}
-		count(func(c *Counts) { c.Rejected++ })
-	case Failed:
-		count(func(c *Counts) { c.Failed++ })
-	case TimedOut:
-		count(func(c *Counts) { c.TimedOut++ })
-	case Cancelled:
-		count(func(c *Counts) { c.Cancelled++ })
-	case InFlight:
-		count(func(c *Counts) { c.InFlightAtEnd++ })
+	}
+	count(o.Result.count)
+	if o.Result == InFlight {
 		return // not finished: no fault attribution
 	}
 	for _, f := range rec.faults {
@@ -434,20 +427,7 @@ func (rec *Recorder) Counts() Counts {
 		c.Arrived++
 		c.Retries += uint64(max(o.Attempts-1-o.Deferrals, 0))
 		c.Deferred += uint64(o.Deferrals)
-		switch o.Result {
-		case Completed:
-			c.Completed++
-		case Rejected:
-			c.Rejected++
-		case Failed:
-			c.Failed++
-		case TimedOut:
-			c.TimedOut++
-		case Cancelled:
-			c.Cancelled++
-		case InFlight:
-			c.InFlightAtEnd++
-		}
+		o.Result.count(&c)
 	}
 	return c
 }
