@@ -46,6 +46,7 @@ func NewDrill(sc *scenarios.Scenario, opts Options) (*Drill, error) {
 		return nil, err
 	}
 	r.onComplete = opts.OnComplete
+	r.onEjection = opts.OnEjection
 	r.recent = newRecent(len(sc.Classes), DrillWindow)
 	d := &Drill{r: r, sc: sc, injected: map[*faultRT]bool{}, labels: map[string]int{},
 		ends: map[*faultRT]bool{}, window: DrillWindow}

@@ -638,6 +638,9 @@ func (f *faultRT) noticeDetected(now time.Duration) (TimelineEvent, bool) {
 // timeline; an ejection detects the faults that affect the replica, as a
 // breaker opening does: it is how a latency-only brownout is detected.
 func (r *runner) ejected(e sched.Ejection) {
+	if r.onEjection != nil {
+		r.onEjection(e)
+	}
 	r.addEvent(r.p.ejectionEvent(e))
 	if e.Returned {
 		return

@@ -86,8 +86,8 @@ type FaultPlan struct {
 // Recorder builds a twin Report from requests served outside the twin — the
 // live harness's replay of a scenario — so that both are counted, judged
 // against the SLOs, windowed and attributed to faults by the same code.
-// Feed it outcomes and the gateway's breaker transitions in any order;
-// Report sorts them by time.
+// Feed it outcomes and the gateway's breaker transitions and ejections in
+// any order; Report sorts them by time.
 type Recorder struct {
 	p      *plan
 	t      tally
@@ -102,6 +102,7 @@ const (
 	markStart markKind = iota
 	markEnd
 	markBreaker
+	markEjection
 	markRefusal
 	markOutcome
 )
@@ -109,8 +110,9 @@ const (
 type mark struct {
 	at      time.Duration
 	kind    markKind
-	fault   int // markStart, markEnd
-	replica int // markBreaker, markRefusal
+	fault   int            // markStart, markEnd
+	replica int            // markBreaker, markRefusal
+	eject   sched.Ejection // markEjection
 	to      sched.BreakerState
 	from    sched.BreakerState
 	status  int // markRefusal
@@ -173,6 +175,15 @@ func (rec *Recorder) Breaker(at time.Duration, replica int, from, to sched.Break
 	rec.marks = append(rec.marks, mark{at: at, kind: markBreaker, replica: replica, from: from, to: to})
 }
 
+// Ejection records a latency outlier ejection of the gateway's replica
+// e.Replica at at, or its return (e.Returned). An ejection detects the
+// faults that affect the replica, as a breaker opening does and as the
+// twin's runner counts it: it is how a latency-only brownout is detected.
+func (rec *Recorder) Ejection(at time.Duration, e sched.Ejection) {
+	e.At = at // the timeline entry's time is the detection's
+	rec.marks = append(rec.marks, mark{at: at, kind: markEjection, replica: e.Replica, eject: e})
+}
+
 // Refusal records an upstream attempt refused with status (429: quota,
 // 404: model retired; faults.DetectedByStatus), which detects a fault of
 // the kind that status reveals on that replica (faults.Traits.DetectStatus)
@@ -217,6 +228,16 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 				event(rec.p.breakerEvent(m.at, tr))
 			}
 			if m.to != sched.Open {
+				continue
+			}
+			for _, f := range rec.faults {
+				if f.breakerOpened(m.at, m.replica) {
+					event(f.breakerDetectedEvent(m.at))
+				}
+			}
+		case markEjection:
+			event(rec.p.ejectionEvent(m.eject))
+			if m.eject.Returned {
 				continue
 			}
 			for _, f := range rec.faults {

@@ -3,6 +3,7 @@ package twin
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,10 +22,9 @@ import (
 // checks that what each feeds it is counted alike.
 func TestRecorderReportsWhatTheTwinReports(t *testing.T) {
 	const fault = "latency(eu-west)"
-	// Outlier ejection off: the twin would detect the latency fault by an
-	// ejection, which the Recorder is not told of here (it hears of
-	// outcomes, and of breakers and ejections only from a gateway).
-	sets := []string{"duration=4m", "warmup=1m", `faults=["latency region=eu-west at=2m for=1m latency=2s"]`, "policy.health.outlier.disabled=true",
+	// The twin detects the latency fault by an ejection: the Recorder is
+	// told of each, as a gateway's Observer.Ejection would tell it.
+	sets := []string{"duration=4m", "warmup=1m", `faults=["latency region=eu-west at=2m for=1m latency=2s"]`,
 		`expect=["classes.interactive.ttft_s.p99 < 5s", "during latency(eu-west): requests.completed > 0"]`}
 	sc, err := scenarios.LoadNamedWithSets("default", sets)
 	require.NoError(t, err)
@@ -40,16 +40,22 @@ func TestRecorderReportsWhatTheTwinReports(t *testing.T) {
 		rec.FaultStarted(i, fp.Start)
 		rec.FaultEnded(i, fp.End)
 	}
-	var logs int
+	var logs, ejections int
 	twinRep, err := Run(context.Background(), sc, Options{OnComplete: func(l RequestLog) {
 		a := arrivals[l.ID]
 		require.Equal(t, a.At, l.Arrived, "request %d", l.ID)
 		rec.Add(Outcome{Arrival: a, Result: Completed, Ended: l.Done, TTFT: l.FirstToken - l.Arrived,
 			Wait: l.Dispatched - l.Arrived, Replica: l.Replica, ServedModel: l.Served, Attempts: 1})
 		logs++
+	}, OnEjection: func(e sched.Ejection) {
+		rec.Ejection(e.At, e)
+		if !e.Returned {
+			ejections++
+		}
 	}})
 	require.NoError(t, err)
 	require.Equal(t, twinRep.Requests.Arrived+uint64(countBefore(arrivals, time.Minute)), uint64(logs), "every request completed")
+	require.Positive(t, ejections, "the twin ejected the slow replicas")
 
 	got, err := rec.Report(time.Duration(twinRep.SimDurationS*float64(time.Second)), streams)
 	require.NoError(t, err)
@@ -79,19 +85,20 @@ func TestRecorderReportsWhatTheTwinReports(t *testing.T) {
 		require.Equal(t, []any{tp.Region, tp.Replicas, tp.Cost}, []any{gp.Region, gp.Replicas, gp.Cost}, "pool %s: region, replicas, cost", name)
 	}
 	same("faults", twinRep.Faults[fault], got.Faults[fault])
+	require.Positive(t, got.Faults[fault].TimeToDetectS, "detected by an ejection")
 	require.Less(t, got.Faults[fault].SLOAttainmentDuring, 1.0, "the fault made requests miss: attribution counts both")
 
 	shared := func(tl []TimelineEvent) []TimelineEvent {
 		var out []TimelineEvent
 		for _, ev := range tl {
 			switch ev.Kind {
-			case "fault-start", "fault-end", "warmup-end", "arrivals-end":
+			case "fault-start", "fault-end", "warmup-end", "arrivals-end", "ejected", "ejection-end", "detected":
 				out = append(out, ev)
 			}
 		}
 		return out
 	}
-	require.Len(t, shared(twinRep.Timeline), 4)
+	require.Greater(t, len(shared(twinRep.Timeline)), 4)
 	require.Equal(t, shared(twinRep.Timeline), shared(got.Timeline))
 }
 
@@ -170,4 +177,67 @@ func TestRecorderCountsAdmittedAsTheTwin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), rep.Requests.Arrived)
 	require.Equal(t, uint64(2), rep.Requests.Admitted, "the completed one and the one queued before it timed out")
+}
+
+// An ejection of a replica a latency fault slows detects the fault, as in
+// the twin's runner; a return, or an ejection elsewhere, does not. Each
+// shows on the timeline as the twin writes it.
+func TestRecorderEjectionDetectsLatency(t *testing.T) {
+	s := func(d int) time.Duration { return time.Duration(d) * time.Second }
+	for _, tc := range []struct {
+		name     string
+		hit      bool // on one of the fault's replicas, else on another
+		returned bool
+		at       time.Duration
+		detectS  float64 // -1: not detected, as the report says
+		kind     string  // of its timeline entry
+	}{
+		{"ejection of a slowed replica", true, false, s(130), 10, "ejected"},
+		{"its return", true, true, s(130), -1, "ejection-end"},
+		{"ejection of another replica", false, false, s(130), -1, "ejected"},
+		{"ejection before the fault", true, false, s(110), -1, "ejected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := scenarios.LoadNamedWithSets("default", []string{"duration=5m", "warmup=0s",
+				`faults=["latency region=eu-west at=2m for=1m latency=2s"]`})
+			require.NoError(t, err)
+			rec, err := NewRecorder(sc)
+			require.NoError(t, err)
+			fp := rec.Faults()[0]
+			rec.FaultStarted(0, fp.Start)
+			rec.FaultEnded(0, fp.End)
+			replica := fp.Replicas[0]
+			if !tc.hit {
+				replica = -1
+				for r := range rec.Replicas() {
+					if !slices.Contains(fp.Replicas, r) {
+						replica = r
+						break
+					}
+				}
+				require.GreaterOrEqual(t, replica, 0)
+			}
+			e := sched.Ejection{Replica: replica, Returned: tc.returned, Latency: 2 * time.Second, Reference: s(1) / 10}
+			if !tc.returned {
+				e.Until = tc.at + 30*time.Second
+			}
+			rec.Ejection(tc.at, e)
+			rep, err := rec.Report(5*time.Minute, nil)
+			require.NoError(t, err)
+			fr := rep.Faults[fp.Label]
+			require.NotNil(t, fr)
+			require.InDelta(t, tc.detectS, fr.TimeToDetectS, 1e-9)
+			var kinds []string
+			for _, ev := range rep.Timeline {
+				if ev.Kind == tc.kind || ev.Kind == "detected" {
+					kinds = append(kinds, ev.Kind)
+				}
+			}
+			want := []string{tc.kind}
+			if tc.detectS > 0 {
+				want = append(want, "detected")
+			}
+			require.Equal(t, want, kinds)
+		})
+	}
 }

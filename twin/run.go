@@ -25,6 +25,10 @@ type Options struct {
 	// completion order, for per-request comparisons (fleetdrill fidelity).
 	// Requests are numbered in arrival order from 0.
 	OnComplete func(RequestLog)
+	// OnEjection, if set, receives every latency outlier ejection and
+	// return as the core decides it, in time order: what a gateway's
+	// Observer.Ejection reports, for feeding a Recorder.
+	OnEjection func(sched.Ejection)
 	// Sample, if set with SampleEvery, is called every SampleEvery of
 	// simulated time with each replica's state, for time series.
 	Sample      func(at time.Duration, queued int, replicas []ReplicaState)
@@ -70,6 +74,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	}
 	p := r.p
 	r.onComplete = opts.OnComplete
+	r.onEjection = opts.OnEjection
 	if opts.Sample != nil && opts.SampleEvery > 0 {
 		r.startSampling(opts.Sample, opts.SampleEvery)
 	}
@@ -179,6 +184,7 @@ type runner struct {
 	onArrive   func(*request) // tests: observe every arrival
 	recent     *recent        // a drill's recent window per class; nil in Run
 	onComplete func(RequestLog)
+	onEjection func(sched.Ejection)
 	streams    []StreamReport
 	metrics    *Metrics // Options.Metrics; nil: off (see metrics.go)
 	served     []bool   // with metrics: models some replica serves

@@ -61,6 +61,7 @@ type Gateway struct {
 	wakeAt   time.Duration // when wake fires (model time); 0: disarmed
 	closed   bool
 	breakers []sched.BreakerState // as last reported, per replica
+	ejected  []bool               // per replica: out of routing as a latency outlier, as last reported
 	loads    []Load               // as last scraped, per replica (see Kind)
 	blocked  []bool               // per replica: its engine queues (Load.Waiting > 0)
 	held     int                  // requests the core holds (queued or dispatched)
@@ -232,6 +233,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	slices.Sort(g.served)
 	g.breakers = make([]sched.BreakerState, len(g.replicas))
+	g.ejected = make([]bool, len(g.replicas))
 	g.loads = make([]Load, len(g.replicas))
 	for i := range g.loads {
 		g.loads[i].KVUsage = -1
@@ -316,8 +318,8 @@ func (g *Gateway) SetRetiring(model string, on bool) error {
 	return nil
 }
 
-// deliver carries out the core's Ready: breaker transitions are logged and
-// reported, dispatches handed to their waiting requests, and the wake-up
+// deliver carries out the core's Ready: breaker transitions and outlier
+// ejections are logged, counted and reported, dispatches handed to their waiting requests, and the wake-up
 // timer armed. Called with mu held after every core call, with the now
 // that call was given.
 func (g *Gateway) deliver(now time.Duration) {
@@ -335,6 +337,13 @@ func (g *Gateway) deliver(now time.Duration) {
 	for _, e := range rd.Ejections {
 		rep := g.replicas[e.Replica]
 		g.log.Info("outlier", "pool", rep.pool, "replica", e.Replica, "backend", rep.host, "ejection", e.String())
+		g.ejected[e.Replica] = !e.Returned
+		if !e.Returned {
+			g.metrics.ejections.WithLabelValues(rep.pool).Inc()
+		}
+		if g.obs.Ejection != nil {
+			g.obs.Ejection(now, e, rep.pool)
+		}
 	}
 	for _, d := range rd.Dispatches {
 		c, ok := g.waiting[d.Req.ID]

@@ -70,6 +70,8 @@ type metrics struct {
 	kvDesc       *prometheus.Desc
 	stepDesc     *prometheus.Desc       // per rung of the ladder: engaged or not
 	degraded     *prometheus.CounterVec // action: what the ladder did to a request
+	ejections    *prometheus.CounterVec // pool: latency outliers ejected
+	ejectedDesc  *prometheus.Desc       // pool: replicas out of routing as latency outliers now
 }
 
 // Actions of the degradation ladder on requests, the labels of
@@ -173,6 +175,11 @@ func newMetrics(g *Gateway) *metrics {
 		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "degraded_requests_total",
 			Help: "Requests the degradation ladder changed, by action: shed (refused or deferred by shed-batch or defer-async, once per request), capped (cap-output), substituted (smaller-model)."},
 			[]string{"action"}),
+		ejections: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "ejections_total",
+			Help: "Replicas ejected from routing as latency outliers (policy.health.outlier), by pool; a return is not counted."},
+			[]string{"pool"}),
+		ejectedDesc: prometheus.NewDesc("fleetdrill_gateway_ejected_replicas",
+			"Replicas out of routing as latency outliers now (policy.health.outlier), by pool.", []string{"pool"}, nil),
 	}
 }
 
@@ -184,7 +191,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		reg.Register(m.fbFailed),
 		reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
 		reg.Register(m.retries), reg.Register(m.hedges), reg.Register(m.scrapeErrors), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
-		reg.Register(m.degraded), reg.Register(coreCollector{m}), reg.Register(m.g.faultCollector()))
+		reg.Register(m.degraded), reg.Register(m.ejections), reg.Register(coreCollector{m}), reg.Register(m.g.faultCollector()))
 }
 
 // zero creates the counters whose label values the scenario fixes, at 0,
@@ -213,6 +220,7 @@ func (m *metrics) zero() {
 	for _, p := range g.sc.Pools {
 		if len(g.byPool[p.Name]) > 0 {
 			m.throttled.WithLabelValues(p.Name, p.Region)
+			m.ejections.WithLabelValues(p.Name)
 		}
 	}
 	if g.ladder != nil {
@@ -276,6 +284,7 @@ func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.kvDesc
 	ch <- c.m.ladderDesc
 	ch <- c.m.stepDesc
+	ch <- c.m.ejectedDesc
 }
 
 func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
@@ -283,10 +292,12 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 	queue := make([]int, len(g.sc.Models))
 	states := make([]sched.BreakerState, len(g.replicas))
 	inflight := make([]int, len(g.replicas))
+	ejected := make([]bool, len(g.replicas))
 	engaged := 0
 	var loads []Load
 	g.View(func(core *sched.Core, now time.Duration) {
 		loads = slices.Clone(g.loads)
+		copy(ejected, g.ejected)
 		for m := range queue {
 			queue[m] = core.QueueLen(m)
 		}
@@ -341,8 +352,11 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 		if len(rs) == 0 {
 			continue
 		}
-		closed, open := 0, 0
+		closed, open, out := 0, 0, 0
 		for _, r := range rs {
+			if ejected[r] {
+				out++
+			}
 			switch states[r] {
 			case sched.Closed:
 				closed++
@@ -352,6 +366,7 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.m.stateDesc, prometheus.GaugeValue, deploymentState(closed, open, len(rs)), p.Name, p.Region)
 		ch <- prometheus.MustNewConstMetric(c.m.cooledDesc, prometheus.GaugeValue, float64(open), p.Name, p.Region)
+		ch <- prometheus.MustNewConstMetric(c.m.ejectedDesc, prometheus.GaugeValue, float64(out), p.Name)
 	}
 }
 

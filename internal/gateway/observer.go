@@ -13,12 +13,18 @@ import (
 // some with the gateway's lock held: they must be quick and must not call
 // the gateway. A nil field is not called.
 type Observer struct {
-	// Breaker is called on every circuit-breaker transition. The core moves
-	// an open breaker to half-open lazily, when it next hears of the
-	// replica after policy.health.open_for (a probe, usually), as in the
-	// twin; the gateway reports that step then, so a failed trial shows
-	// as open → half-open → open.
+	// Breaker is called on every circuit-breaker transition. An open
+	// breaker goes half-open on its own timer, policy.health.open_for
+	// after it opened (see twin/sched's health.go), as in the twin; its
+	// trial is a health probe the gateway sends at once, not a user's
+	// request, so a failed trial shows as open → half-open → open.
 	Breaker func(at time.Duration, replica int, pool string, from, to sched.BreakerState)
+	// Ejection is called when the core ejects a replica from routing as
+	// a latency outlier (policy.health.outlier) and when it returns
+	// (e.Returned). Breakers count failures only: an ejection is how a
+	// replica that answers every request, slowly, is seen, so a harness
+	// counts it as a detection as the twin does.
+	Ejection func(at time.Duration, e sched.Ejection, pool string)
 	// Attempt is called on every upstream attempt that failed: status 0
 	// for a transport error, a timeout waiting for response headers
 	// (policy.health.timeout) or a response broken midway, else the HTTP

@@ -169,3 +169,78 @@ func TestReplicaIndex(t *testing.T) {
 	assert.Equal(t, h.gw.ReplicaIndex("euw-a100-8b", 0), attempts[0].replica)
 	assert.Equal(t, "euw-a100-8b", attempts[0].pool)
 }
+
+// A replica slower than policy.health.outlier.max_latency is ejected, and
+// returns after base_ejection: both reach the Observer, the ejection the
+// counter, and the gauge follows. The absolute bound and one sample judge
+// the slow replica alone, whatever the fast one's latency, so the test
+// needs no peers' median; the pool has two replicas since its last one is
+// never ejected.
+func TestObserverEjection(t *testing.T) {
+	const pool = "use-h100-8b"
+	for _, tc := range []struct {
+		name    string
+		base    time.Duration // base_ejection
+		returns bool          // wait for the return
+	}{
+		{"stays out", time.Hour, false},
+		{"returns", 200 * time.Millisecond, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slow, fast := newFake(t), newFake(t)
+			slow.delay.Store(int64(100 * time.Millisecond))
+			var (
+				mu  sync.Mutex
+				got []sched.Ejection
+			)
+			h := newHarness(t, testScenario(t, "policy.retries.max_attempts=1", "policy.health.outlier.min_samples=1",
+				"policy.health.outlier.max_latency=50ms", "policy.health.outlier.base_ejection="+tc.base.String()),
+				map[string][]string{pool: {slow.srv.URL, fast.srv.URL}},
+				func(c *Config) {
+					c.Observer = &Observer{Ejection: func(at time.Duration, e sched.Ejection, p string) {
+						mu.Lock()
+						defer mu.Unlock()
+						assert.Equal(t, pool, p)
+						assert.Equal(t, e.At, at)
+						got = append(got, e)
+					}}
+				})
+			ri := h.gw.ReplicaIndex(pool, 0)
+			// of returns the slow replica's ejections (returned false) or
+			// returns (true) reported so far.
+			of := func(returned bool) []sched.Ejection {
+				mu.Lock()
+				defer mu.Unlock()
+				var out []sched.Ejection
+				for _, e := range got {
+					if e.Replica == ri && e.Returned == returned {
+						out = append(out, e)
+					}
+				}
+				return out
+			}
+			labels := map[string]string{"pool": pool}
+			assert.Zero(t, h.metric("fleetdrill_gateway_ejections_total", labels), "zeroed at start")
+			// Requests until the slow replica has served one: routing
+			// may pick either.
+			eventually(t, "the slow replica ejected", func() bool {
+				resp, _ := h.mustPost(keyGlobal, chatBody(false, "x"))
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+				return len(of(false)) > 0
+			})
+			e := of(false)[0]
+			assert.Greater(t, e.Latency, 50*time.Millisecond)
+			assert.Equal(t, e.At+tc.base, e.Until, "the first ejection lasts base_ejection")
+			assert.Equal(t, 1.0, h.metric("fleetdrill_gateway_ejections_total", labels))
+			if !tc.returns {
+				assert.Equal(t, 1.0, h.metric("fleetdrill_gateway_ejected_replicas", labels))
+				return
+			}
+			// The return comes from the core's wake-up, no request needed.
+			eventually(t, "the slow replica returned", func() bool { return len(of(true)) > 0 })
+			assert.GreaterOrEqual(t, of(true)[0].At, e.Until)
+			assert.Zero(t, h.metric("fleetdrill_gateway_ejected_replicas", labels))
+			assert.Equal(t, 1.0, h.metric("fleetdrill_gateway_ejections_total", labels), "a return is not counted")
+		})
+	}
+}

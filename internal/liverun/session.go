@@ -161,6 +161,24 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 				}
 			})
 		},
+		// An ejection detects the replica's faults as a breaker opening
+		// does, in the twin too: it is how a latency-only brownout is
+		// seen.
+		Ejection: func(at time.Duration, e sched.Ejection, pool string) {
+			r.mark(func(t0 time.Duration) {
+				// The replay's clock, as every mark's: Until too, so
+				// that the entry says how long it lasts.
+				e.At = at - t0
+				if !e.Returned {
+					e.Until -= t0
+				}
+				rec.Ejection(e.At, e)
+				s.timeline = append(s.timeline, twin.EjectionEvent(pool, e))
+				if !e.Returned {
+					s.noteDetection(e.At, e.Replica)
+				}
+			})
+		},
 		Attempt: func(at time.Duration, replica int, _ string, status int, _ bool) {
 			if faults.DetectedByStatus(status) { // 429 a quota, 404 a retired model
 				r.mark(func(t0 time.Duration) { rec.Refusal(at-t0, replica, status) })
@@ -445,8 +463,8 @@ func (s *Session) event(at time.Duration, kind, detail string) {
 	s.timeline = append(s.timeline, twin.Event(at, kind, detail))
 }
 
-// noteDetection marks the faults a breaker opening on replica detects;
-// called with r.mu held.
+// noteDetection marks the faults a breaker opening (or an ejection) on
+// replica detects; called with r.mu held.
 func (s *Session) noteDetection(at time.Duration, replica int) {
 	for i, fp := range s.rec.Faults() {
 		active := at >= fp.Start && (fp.End == 0 || at < fp.End)
