@@ -188,13 +188,16 @@ func TestObserverEjection(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			slow, fast := newFake(t), newFake(t)
-			slow.delay.Store(int64(100 * time.Millisecond))
+			// The slow replica takes 1s, over three times the bound, so that the
+			// fast one, even on a starved machine, stays under it: were
+			// it ejected first, the pool could eject no other.
+			slow.delay.Store(int64(time.Second))
 			var (
 				mu  sync.Mutex
 				got []sched.Ejection
 			)
 			h := newHarness(t, testScenario(t, "policy.retries.max_attempts=1", "policy.health.outlier.min_samples=1",
-				"policy.health.outlier.max_latency=50ms", "policy.health.outlier.base_ejection="+tc.base.String()),
+				"policy.health.outlier.max_latency=300ms", "policy.health.outlier.base_ejection="+tc.base.String()),
 				map[string][]string{pool: {slow.srv.URL, fast.srv.URL}},
 				func(c *Config) {
 					c.Observer = &Observer{Ejection: func(at time.Duration, e sched.Ejection, p string) {
@@ -229,7 +232,7 @@ func TestObserverEjection(t *testing.T) {
 				return len(of(false)) > 0
 			})
 			e := of(false)[0]
-			assert.Greater(t, e.Latency, 50*time.Millisecond)
+			assert.Greater(t, e.Latency, 300*time.Millisecond)
 			assert.Equal(t, e.At+tc.base, e.Until, "the first ejection lasts base_ejection")
 			assert.Equal(t, 1.0, h.metric("fleetdrill_gateway_ejections_total", labels))
 			if !tc.returns {
