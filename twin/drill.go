@@ -260,9 +260,16 @@ func (d *Drill) Snapshot() Snapshot {
 			ps.Dispatched = r.pools[poolIndex[ps.Name]].Dispatched
 		}
 	}
-	// Classes over the recent window.
+	// Classes over the recent window, and what waits for a first token now
+	// (the slab holds every live request: a scan per snapshot).
+	waiting := make([][]time.Duration, len(sc.Classes))
+	for _, req := range r.reqs {
+		if req.state != stDone && req.firstAt == 0 {
+			waiting[req.core.Class] = append(waiting[req.core.Class], now-req.core.Arrived)
+		}
+	}
 	for ci, c := range sc.Classes {
-		cs := r.recent.class(ci, now)
+		cs := r.recent.class(ci, now, waiting[ci])
 		cs.Name, cs.SLOTTFT, cs.SLOE2E = c.Name, c.SLO.TTFT.D(), c.SLO.E2E.D()
 		cs.TotalArrived, cs.TotalSLOMet = r.classes[ci].Arrived, r.classes[ci].SLOMet
 		snap.Classes = append(snap.Classes, cs)
@@ -388,8 +395,9 @@ func (rc *recent) deferred(class int, at time.Duration) {
 	rc.bucket(class, at).deferredN++
 }
 
-// class sums the buckets of the window ending at now.
-func (rc *recent) class(class int, now time.Duration) ClassState {
+// class sums the buckets of the window ending at now; waiting are the ages
+// of the class's requests waiting for their first token.
+func (rc *recent) class(class int, now time.Duration, waiting []time.Duration) ClassState {
 	cs := ClassState{Window: time.Duration(rc.n) * rc.width, Attainment: 1}
 	var ttft, e2e stats.Sketch
 	var rejected, deferred, met uint64
@@ -411,6 +419,15 @@ func (rc *recent) class(class int, now time.Duration) ClassState {
 		cs.Attainment = float64(met) / float64(cs.Finished)
 	}
 	cs.TTFTP99 = time.Duration(ttft.Quantile(0.99) * float64(time.Second))
+	cs.TTFTP99Waiting = cs.TTFTP99
+	if len(waiting) > 0 {
+		cs.Waiting = len(waiting)
+		for _, age := range waiting {
+			cs.OldestWaiting = max(cs.OldestWaiting, age)
+			ttft.AddDuration(age)
+		}
+		cs.TTFTP99Waiting = time.Duration(ttft.Quantile(0.99) * float64(time.Second))
+	}
 	cs.E2EP99 = time.Duration(e2e.Quantile(0.99) * float64(time.Second))
 	span := min(now, cs.Window).Seconds()
 	if span > 0 {

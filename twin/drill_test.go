@@ -119,3 +119,36 @@ func TestDrillSnapshot(t *testing.T) {
 	require.True(t, s.Faults[0].Injected)
 	require.Error(t, d.EndFault("no-such(fault)"))
 }
+
+// While a region is dark, the requests it holds have not completed, so the
+// completed requests' TTFT p99 stays low; the p99 that counts the waiting
+// ones at their age breaches within seconds of the outage and the oldest
+// waiting request's age grows, and once the region is back both settle.
+func TestSnapshotLatencyCountsTheWaiting(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("eu-residency", []string{"duration=10m", "warmup=0s"})
+	require.NoError(t, err)
+	d, err := NewDrill(sc, Options{})
+	require.NoError(t, err)
+	d.Advance(2 * time.Minute)
+	class := func() ClassState {
+		for _, c := range d.Snapshot().Classes {
+			if c.SLOTTFT > 0 {
+				return c
+			}
+		}
+		t.Fatal("no class with a TTFT objective")
+		return ClassState{}
+	}
+	before := class()
+	require.LessOrEqual(t, before.TTFTP99Now(), before.SLOTTFT, "healthy: %+v", before)
+	_, err = d.Inject("regional-outage region=eu-west at=0s for=3m")
+	require.NoError(t, err)
+	d.Advance(d.Now() + 30*time.Second)
+	during := class()
+	require.Positive(t, during.Waiting, "the dark region holds requests")
+	require.Greater(t, during.OldestWaiting, during.SLOTTFT, "the oldest has waited past the objective")
+	require.Greater(t, during.TTFTP99Waiting, during.SLOTTFT, "the p99 counting them breaches while it happens: %+v", during)
+	d.Advance(d.Now() + 4*time.Minute)
+	after := class()
+	require.Less(t, after.OldestWaiting, during.OldestWaiting, "after recovery nothing waits that long")
+}

@@ -73,7 +73,20 @@ type ClassState struct {
 	RejectedPS, DeferredPS    float64
 	Completed, Finished       uint64 // in the window
 	TotalArrived, TotalSLOMet uint64
+	// The class's requests waiting now for their first token (queued,
+	// deferred, retrying or running without one): how many, the age of
+	// the oldest, and the TTFT p99 over the window's completed requests
+	// and these at their current age. Completed requests alone hide an
+	// outage while it lasts (the requests it holds have not completed);
+	// this p99 breaches the moment they wait past the objective.
+	Waiting        int
+	OldestWaiting  time.Duration
+	TTFTP99Waiting time.Duration
 }
+
+// TTFTP99Now is the worse of the completed requests' TTFT p99 and the one
+// that counts the waiting ones (0 where a driver does not report them).
+func (c ClassState) TTFTP99Now() time.Duration { return max(c.TTFTP99, c.TTFTP99Waiting) }
 
 // ModelState is one model's queue and route.
 type ModelState struct {

@@ -164,9 +164,15 @@ func (m *Model) apply(f Frame) {
 			h = &classHist{ttft: newSeries(), e2e: newSeries()}
 			m.hist[c.Name] = h
 		}
-		ttft, e2e := c.TTFTP99.Seconds(), c.E2EP99.Seconds()
+		// TTFT counts the requests still waiting for their first token at
+		// their current age: an outage shows while it holds them, not
+		// once they drain.
+		ttft, e2e := c.TTFTP99Now().Seconds(), c.E2EP99.Seconds()
 		if c.Completed == 0 {
-			ttft, e2e = math.NaN(), math.NaN()
+			e2e = math.NaN()
+			if c.Waiting == 0 {
+				ttft = math.NaN()
+			}
 		}
 		h.ttft.add(s.Now, ttft)
 		h.e2e.add(s.Now, e2e)

@@ -307,3 +307,22 @@ func TestSummaryShowsEachTouchedTenant(t *testing.T) {
 		t.Errorf("a tenant the fault did not touch is listed:\n%s", out)
 	}
 }
+
+// The latency pane shows an outage while it holds requests: the p99 that
+// counts them at their age, and how many wait past the objective.
+func TestLatencyShowsTheWaiting(t *testing.T) {
+	snap := outageSnapshot()
+	c := &snap.Classes[0]
+	c.SLOTTFT, c.TTFTP99, c.TTFTP99Waiting, c.Waiting, c.OldestWaiting = 2*time.Second, 140*time.Millisecond, 31*time.Second, 94, 72*time.Second
+	m, _ := newTestModel(Frame{Snap: snap, Speed: 60})
+	m.Update(tea.WindowSizeMsg{Width: 160, Height: 45})
+	out := ansi.Strip(m.Render())
+	for _, want := range []string{"94 waiting, oldest 72.0s", "31.0s/2.00s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("console lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "140ms/2.00s") {
+		t.Errorf("the completed requests' p99 alone hides the outage:\n%s", out)
+	}
+}

@@ -140,12 +140,19 @@ func (m *Model) classLines(w, h int) []string {
 		// Where room is short, a zero rate is left out.
 		tight := w < 48
 		l1 := st.bold.Render(c.Name) + st.dim.Render(" met ") + m.attainment(c.Attainment)
+		if c.SLOTTFT > 0 && c.OldestWaiting > c.SLOTTFT {
+			// Requests waiting past the objective now: the breach as it
+			// happens, with how many and how long (before the rates, which
+			// a narrow pane cuts first).
+			l1 += " " + st.bad.Render(count(c.Waiting)+" waiting, oldest "+secs(c.OldestWaiting))
+		}
 		if c.RejectedPS > 0 || !tight {
 			l1 += st.dim.Render(" rej ") + rate(c.RejectedPS)
 		}
 		if c.DeferredPS > 0 || !tight {
 			l1 += st.dim.Render(" def ") + rate(c.DeferredPS)
 		}
+
 		spark := func(sr *series, slo time.Duration, n int) string {
 			if hist == nil || n <= 0 {
 				return strings.Repeat(" ", max(n, 0))
@@ -156,15 +163,15 @@ func (m *Model) classLines(w, h int) []string {
 		case 3:
 			n := w - 9 - valW - 1
 			out = append(out, l1,
-				st.dim.Render("TTFT p99 ")+spark(hist.ttft, c.SLOTTFT, n)+" "+m.latency(c.TTFTP99, c.SLOTTFT, c.Completed),
+				st.dim.Render("TTFT p99 ")+spark(hist.ttft, c.SLOTTFT, n)+" "+m.latency(c.TTFTP99Now(), c.SLOTTFT, c.Completed+uint64(c.Waiting)),
 				st.dim.Render("E2E  p99 ")+spark(hist.e2e, c.SLOE2E, n)+" "+m.latency(c.E2EP99, c.SLOE2E, c.Completed))
 		case 2:
 			n := (w - 2*(5+valW+1) - 1) / 2
 			out = append(out, l1,
-				st.dim.Render("TTFT ")+spark(hist.ttft, c.SLOTTFT, n)+" "+padRight(m.latency(c.TTFTP99, c.SLOTTFT, c.Completed), valW)+" "+
+				st.dim.Render("TTFT ")+spark(hist.ttft, c.SLOTTFT, n)+" "+padRight(m.latency(c.TTFTP99Now(), c.SLOTTFT, c.Completed+uint64(c.Waiting)), valW)+" "+
 					st.dim.Render("E2E ")+spark(hist.e2e, c.SLOE2E, n)+" "+m.latency(c.E2EP99, c.SLOE2E, c.Completed))
 		default:
-			out = append(out, l1+" "+spark(hist.ttft, c.SLOTTFT, 8)+" "+m.latency(c.TTFTP99, c.SLOTTFT, c.Completed))
+			out = append(out, l1+" "+spark(hist.ttft, c.SLOTTFT, 8)+" "+m.latency(c.TTFTP99Now(), c.SLOTTFT, c.Completed+uint64(c.Waiting)))
 		}
 	}
 	return out
