@@ -53,6 +53,7 @@ type impactRT struct {
 	Impact
 	during, after        sloCount
 	needs                bool          // a displaced request arrived after the detection, while active
+	sentAfter            bool          // a request arrived after the fault ended
 	mitigated, recovered time.Duration // -1: not yet
 }
 
@@ -169,7 +170,9 @@ func (im *impactRT) add(p *plan, f *faultRT, e *ending, during, after, displaced
 		}
 		if elsewhere {
 			im.ServedElsewhere++
-			im.ServedByPool[p.pools[p.replicas[e.replica].pool].spec.Name]++
+			if e.replica >= 0 { // unknown for a live answer without X-Fleetdrill-Replica
+				im.ServedByPool[p.pools[p.replicas[e.replica].pool].spec.Name]++
+			}
 			im.ServedModel[p.sc.Models[e.served].Name]++
 		}
 	}
@@ -181,6 +184,9 @@ func (im *impactRT) add(p *plan, f *faultRT, e *ending, during, after, displaced
 	}
 	if elsewhere && im.mitigated < 0 && f.detected >= 0 && e.ended >= f.detected && f.activeAt(e.ended) {
 		im.mitigated = e.ended
+	}
+	if f.end > 0 && e.arrived >= f.end {
+		im.sentAfter = true
 	}
 	if e.result == Completed && f.end > 0 && e.ended >= f.end && im.recovered < 0 {
 		im.recovered = e.ended
@@ -240,8 +246,8 @@ func (f *faultRT) recoveredAt() time.Duration {
 	}
 	for _, t := range sortedKeys(f.tenants) {
 		im := f.tenants[t]
-		if !im.touched() {
-			continue
+		if !im.touched() || !im.sentAfter {
+			continue // a tenant that sent nothing after the end has nothing to recover
 		}
 		if im.recovered < 0 {
 			return -1

@@ -241,3 +241,35 @@ func TestRecorderEjectionDetectsLatency(t *testing.T) {
 		})
 	}
 }
+
+// A live answer whose replica is unknown (no X-Fleetdrill-Replica), served
+// by a fallback during a retirement, counts as served elsewhere without a
+// pool (it once indexed the replicas with -1 and panicked).
+func TestRecorderFallbackWithoutReplica(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("gameday-model-retirement", []string{"duration=20m", "warmup=0s", "expect=[]"})
+	require.NoError(t, err)
+	rec, err := NewRecorder(sc)
+	require.NoError(t, err)
+	fp := rec.Faults()[0]
+	rec.FaultStarted(0, fp.Start)
+	var retired, fallback int
+	for i, m := range sc.Models {
+		switch m.Name {
+		case "llama-3.1-70b":
+			retired = i
+		case "llama-3.1-8b":
+			fallback = i
+		}
+	}
+	at := fp.Start + time.Minute
+	rec.Add(Outcome{Arrival: Arrival{At: at, Model: retired}, Result: Completed, Ended: at + time.Second,
+		TTFT: 100 * time.Millisecond, Replica: -1, ServedModel: fallback, Attempts: 1})
+	rep, err := rec.Report(20*time.Minute, nil)
+	require.NoError(t, err)
+	var elsewhere uint64
+	for _, im := range rep.Faults["model-retirement(llama-3.1-70b)"].Tenants {
+		elsewhere += im.ServedElsewhere
+		require.Empty(t, im.ServedByPool)
+	}
+	require.Equal(t, uint64(1), elsewhere)
+}

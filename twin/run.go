@@ -490,7 +490,9 @@ func (r *runner) arrive(i int) {
 	}
 	req := r.alloc()
 	cls := &r.p.sc.Classes[class]
-	req.core = sched.Request{ID: r.next, Tenant: tenant, Class: class, Model: model,
+	// Served is the model until the core routes it elsewhere: a cached
+	// answer never reaches the core, and is no fallback.
+	req.core = sched.Request{ID: r.next, Tenant: tenant, Class: class, Model: model, Served: model,
 		Input: a.in, Output: a.out, Arrived: now}
 	r.next++
 	deadline := cls.Deadline.D()

@@ -211,6 +211,12 @@ const modelUnread = "-"
 // reason tenant-concurrency), under model "-": the body naming it is never
 // read. It reports whether it answered.
 func (g *Gateway) tenantFull(w http.ResponseWriter, tenant, class int, arrived time.Time) bool {
+	// Where the refusal would not be final the request must reach the
+	// core: with retry_rejected the lifecycle retries it until a slot
+	// frees, and a degradation ladder may defer or shed it first.
+	if g.sc.Policy.Retries.RetryRejected || g.ladder != nil {
+		return false
+	}
 	g.mu.Lock()
 	retry, full := g.core.TenantFull(g.now(), tenant, class)
 	g.mu.Unlock()
