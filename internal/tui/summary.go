@@ -275,12 +275,8 @@ func (m *Model) tenantImpact(label string, w int) []string {
 		return nil
 	}
 	st := m.st
-	secsOr := func(v float64) string {
-		if v < 0 {
-			return "—"
-		}
-		return secs(time.Duration(v * float64(time.Second)))
-	}
+	// The report's seconds, -1 for never: since prints that as a dash.
+	secsOr := func(v float64) string { return since(time.Duration(v * float64(time.Second))) }
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(fr.Tenants)) {
 		im := fr.Tenants[name]
