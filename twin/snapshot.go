@@ -23,6 +23,8 @@ type Snapshot struct {
 	Regions []RegionState
 	Classes []ClassState
 	Models  []ModelState
+	// Tenants: per tenant, in the scenario's order, how it fares now.
+	Tenants []TenantState
 	// Degradation is the ladder's state: engaged rungs, bottom first; nil
 	// without a ladder.
 	Degradation *LadderState
@@ -87,6 +89,39 @@ type ClassState struct {
 // TTFTP99Now is the worse of the completed requests' TTFT p99 and the one
 // that counts the waiting ones (0 where a driver does not report them).
 func (c ClassState) TTFTP99Now() time.Duration { return max(c.TTFTP99, c.TTFTP99Waiting) }
+
+// TenantState is one tenant over the recent window (Window, as its
+// classes'): where its requests were served and how they fared, for the
+// console's tenant pane. Figures are the tenant's own, never its
+// requests' content.
+type TenantState struct {
+	Name string
+	// Jurisdiction is where its requests must be served ("": anywhere).
+	Jurisdiction string
+	// Over the window: SLO attainment of its finished requests (1 without
+	// any), and its requests finished, completed, refused (rejected),
+	// timed out and failed. Lost = Rejected + TimedOut + Failed.
+	Attainment                             float64
+	Finished, Completed                    uint64
+	Rejected, TimedOut, Failed             uint64
+	// Its requests waiting for their first token now, and the oldest's age.
+	Waiting       int
+	OldestWaiting time.Duration
+	// Served counts its completions in the window by where they were
+	// served, most first: Pool, its Region, and the Model that answered
+	// (Fallback when it is not the model asked for).
+	Served []TenantServed
+}
+
+// Lost is the tenant's requests in the window that got no answer.
+func (t TenantState) Lost() uint64 { return t.Rejected + t.TimedOut + t.Failed }
+
+// TenantServed is where some of a tenant's requests were served.
+type TenantServed struct {
+	Pool, Region, Model string
+	Fallback            bool
+	Count               uint64
+}
 
 // ModelState is one model's queue and route.
 type ModelState struct {
