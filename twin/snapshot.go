@@ -101,9 +101,9 @@ type TenantState struct {
 	// Over the window: SLO attainment of its finished requests (1 without
 	// any), and its requests finished, completed, refused (rejected),
 	// timed out and failed. Lost = Rejected + TimedOut + Failed.
-	Attainment                             float64
-	Finished, Completed                    uint64
-	Rejected, TimedOut, Failed             uint64
+	Attainment                 float64
+	Finished, Completed        uint64
+	Rejected, TimedOut, Failed uint64
 	// Its requests waiting for their first token now, and the oldest's age.
 	Waiting       int
 	OldestWaiting time.Duration
