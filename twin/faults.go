@@ -584,7 +584,7 @@ func (r *runner) throttled(ri int, retryAfter time.Duration) {
 	for _, f := range r.faults {
 		if f.active && f.detected < 0 && f.detectedBy(429) && slices.Contains(f.pools, pi) {
 			f.detected = now
-			r.event(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, now-f.start))
+			r.event(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, (now-f.start).Round(time.Millisecond)))
 		}
 	}
 }
@@ -736,10 +736,10 @@ func (f *faultRT) served(now time.Duration, affected, displaced bool) (TimelineE
 	switch {
 	case f.active && f.detected >= 0 && f.mitigated < 0 && !affected && displaced:
 		f.mitigated = now
-		return timelineEvent(now, "mitigated", fmt.Sprintf("%s: first request served elsewhere, %v after the fault began", f.label, now-f.start)), true
+		return timelineEvent(now, "mitigated", fmt.Sprintf("%s: first request served elsewhere, %v after the fault began", f.label, (now-f.start).Round(time.Millisecond))), true
 	case !f.active && f.end > 0 && now >= f.end && f.recovered < 0 && affected:
 		f.recovered = now
-		return timelineEvent(now, "recovered", fmt.Sprintf("%s: affected replicas serve again, %v after the fault ended", f.label, now-f.end)), true
+		return timelineEvent(now, "recovered", fmt.Sprintf("%s: affected replicas serve again, %v after the fault ended", f.label, (now-f.end).Round(time.Millisecond))), true
 	}
 	return TimelineEvent{}, false
 }

@@ -249,7 +249,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 			for _, f := range rec.faults {
 				if f.active && f.detected < 0 && slices.Contains(f.replicas, m.replica) && f.detectedBy(m.status) {
 					f.detected = m.at
-					event(timelineEvent(m.at, "detected", fmt.Sprintf("%s: upstream answered %d, %v after the fault began", f.label, m.status, m.at-f.start)))
+					event(timelineEvent(m.at, "detected", fmt.Sprintf("%s: upstream answered %d, %v after the fault began", f.label, m.status, (m.at-f.start).Round(time.Millisecond))))
 				}
 			}
 		case markOutcome:

@@ -59,6 +59,19 @@ type PoolState struct {
 	Running, Waiting int
 	Inflight         int
 	Dispatched       uint64 // so far
+	// Slots are the requests the router may place here at once (replicas
+	// × max_batch): Inflight/Slots is the pool's saturation, the share of
+	// its batch slots in use, which Utilization (any batch running) is not.
+	Slots int
+}
+
+// Saturation is the share of the pool's batch slots in use (0 without
+// slots).
+func (p PoolState) Saturation() float64 {
+	if p.Slots <= 0 {
+		return 0
+	}
+	return float64(p.Inflight) / float64(p.Slots)
 }
 
 // ClassState is one request class over the recent window.
@@ -194,7 +207,7 @@ func FleetState(sc *scenarios.Scenario, core *sched.Core, now time.Duration, rep
 			if p.Region != reg.Name || skipEmpty && p.Replicas == 0 {
 				continue
 			}
-			ps := PoolState{Name: p.Name, Provider: p.Provider, Replicas: p.Replicas}
+			ps := PoolState{Name: p.Name, Provider: p.Provider, Replicas: p.Replicas, Slots: p.Replicas * p.MaxBatch}
 			for m, model := range sc.Models {
 				if core.Serves(pi, m) {
 					ps.Models = append(ps.Models, model.Name)

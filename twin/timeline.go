@@ -61,7 +61,7 @@ func FaultEndEvent(at time.Duration, label string) TimelineEvent {
 // DetectedEvent is the detected entry of the fault label, begun at start,
 // that a breaker opening detected at at.
 func DetectedEvent(at time.Duration, label string, start time.Duration) TimelineEvent {
-	return timelineEvent(at, "detected", fmt.Sprintf("%s after %v", label, at-start))
+	return timelineEvent(at, "detected", fmt.Sprintf("%s after %v", label, (at-start).Round(time.Millisecond)))
 }
 
 // BreakerEvent is a circuit-breaker transition's entry on a replica of

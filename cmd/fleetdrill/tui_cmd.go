@@ -126,6 +126,7 @@ The console needs a terminal; to script it, run it under tmux (README).`,
 			res, err := tui.Run(cmd.Context(), eng, tui.Options{
 				Driver:  tui.DriverOptions{Speed: speed, Paused: paused},
 				Program: []tea.ProgramOption{tea.WithInput(in), tea.WithOutput(out)},
+				Base:    base,
 			})
 			if err != nil && res.Report == nil {
 				return err
@@ -172,6 +173,8 @@ func finishDrill(cmd *cobra.Command, base tui.Base, sc *scenarios.Scenario, res 
 	}
 	if recordPath != "" {
 		fmt.Fprintf(stdout, "\nrecorded to %s; replay with: fleetdrill run %s\n", recordPath, recordPath)
+	} else {
+		fmt.Fprintf(stdout, "\nreplay with: %s\n", tui.ReplayCommand(base, res.Recorded))
 	}
 	if consoleErr != nil {
 		return consoleErr
@@ -179,7 +182,9 @@ func finishDrill(cmd *cobra.Command, base tui.Base, sc *scenarios.Scenario, res 
 	if !res.Ended {
 		return nil
 	}
-	repro := fmt.Sprintf("fleetdrill run %s --seed %d", base.Name, sc.Seed)
+	// The drill's overrides and every fault line with its exact times:
+	// the scenario's name and seed alone would replay a different drill.
+	repro := tui.ReplayCommand(base, res.Recorded)
 	if recordPath != "" {
 		repro = "fleetdrill run " + recordPath
 	}

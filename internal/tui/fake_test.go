@@ -135,13 +135,13 @@ func calmSnapshot() twin.Snapshot {
 		Regions: []twin.RegionState{
 			{Name: "us-east", Jurisdiction: "us", Pools: []twin.PoolState{
 				{Name: "use-h100-8b", Provider: "gpu-cloud-a", Models: []string{"llama-3.1-8b"}, Replicas: 3, Up: 3,
-					Health: "healthy", Utilization: 0.62, Running: 41, Waiting: 4, Inflight: 45, Dispatched: 2874}}},
+					Health: "healthy", Utilization: 0.62, Running: 41, Waiting: 4, Inflight: 45, Dispatched: 2874, Slots: 192}}},
 			{Name: "eu-west", Jurisdiction: "eu", Pools: []twin.PoolState{
 				{Name: "euw-a100-8b", Provider: "gpu-cloud-b", Models: []string{"llama-3.1-8b"}, Replicas: 3, Up: 3,
-					Health: "healthy", Utilization: 0.48, Running: 22, Waiting: 0, Inflight: 22, Dispatched: 1210}}},
+					Health: "healthy", Utilization: 0.48, Running: 22, Waiting: 0, Inflight: 22, Dispatched: 1210, Slots: 192}}},
 			{Name: "eu-central", Jurisdiction: "eu", Pools: []twin.PoolState{
 				{Name: "euc-a100-8b", Provider: "gpu-cloud-c", Models: []string{"llama-3.1-8b"}, Replicas: 3, Up: 3,
-					Health: "healthy", Utilization: 0.45, Running: 20, Waiting: 0, Inflight: 20, Dispatched: 1188}}},
+					Health: "healthy", Utilization: 0.45, Running: 20, Waiting: 0, Inflight: 20, Dispatched: 1188, Slots: 192}}},
 		},
 		Classes: []twin.ClassState{
 			{Name: "interactive", SLOTTFT: 2 * time.Second, SLOE2E: time.Minute, Window: time.Minute,
@@ -156,6 +156,16 @@ func calmSnapshot() twin.Snapshot {
 					Skipped: []twin.ReasonCount{{Reason: "outside jurisdiction us", Count: 2}}},
 				{Tenant: "global", Served: "llama-3.1-8b", Pools: []string{"use-h100-8b", "euw-a100-8b", "euc-a100-8b"}},
 			}},
+		},
+		Tenants: []twin.TenantState{
+			{Name: "bank-eu", Jurisdiction: "eu", Attainment: 0.997, Finished: 95, Completed: 95,
+				Served: []twin.TenantServed{{Pool: "euw-a100-8b", Region: "eu-west", Model: "llama-3.1-8b", Count: 50},
+					{Pool: "euc-a100-8b", Region: "eu-central", Model: "llama-3.1-8b", Count: 45}}},
+			{Name: "retail-us", Jurisdiction: "us", Attainment: 0.999, Finished: 150, Completed: 150,
+				Served: []twin.TenantServed{{Pool: "use-h100-8b", Region: "us-east", Model: "llama-3.1-8b", Count: 150}}},
+			{Name: "global", Attainment: 1, Finished: 45, Completed: 45,
+				Served: []twin.TenantServed{{Pool: "use-h100-8b", Region: "us-east", Model: "llama-3.1-8b", Count: 25},
+					{Pool: "euw-a100-8b", Region: "eu-west", Model: "llama-3.1-8b", Count: 20}}},
 		},
 		Degradation: &twin.LadderState{Steps: ladderSteps},
 		Events: []twin.TimelineEvent{
@@ -182,6 +192,18 @@ func outageSnapshot() twin.Snapshot {
 	c := &s.Classes[0]
 	c.TTFTP99, c.E2EP99, c.Attainment, c.RejectedPS = 2800*time.Millisecond, 21*time.Second, 0.962, 0.3
 	c.TotalArrived, c.TotalSLOMet = 3600, 3561
+	// bank-eu's requests wait on the dead region: they count at their age.
+	c.Waiting, c.OldestWaiting, c.TTFTP99Waiting = 30, 41*time.Second, 38*time.Second
+	s.Tenants = []twin.TenantState{
+		{Name: "bank-eu", Jurisdiction: "eu", Attainment: 0.71, Finished: 120, Completed: 85, Rejected: 20, TimedOut: 15,
+			Waiting: 30, OldestWaiting: 41 * time.Second,
+			Served: []twin.TenantServed{{Pool: "euc-a100-8b", Region: "eu-central", Model: "llama-3.1-8b", Count: 85}}},
+		{Name: "retail-us", Jurisdiction: "us", Attainment: 0.998, Finished: 180, Completed: 180,
+			Served: []twin.TenantServed{{Pool: "use-h100-8b", Region: "us-east", Model: "llama-3.1-8b", Count: 180}}},
+		{Name: "global", Attainment: 0.99, Finished: 100, Completed: 100,
+			Served: []twin.TenantServed{{Pool: "use-h100-8b", Region: "us-east", Model: "llama-3.1-8b", Count: 60},
+				{Pool: "euc-a100-8b", Region: "eu-central", Model: "llama-3.1-8b", Count: 40}}},
+	}
 	s.Models[0].Queue = 41
 	s.Models[0].Routes[0].Pools = []string{"euc-a100-8b"}
 	s.Models[0].Routes[0].Skipped = []twin.ReasonCount{{Reason: "outside jurisdiction eu", Count: 1}, {Reason: "circuit open", Count: 1}}
@@ -192,11 +214,11 @@ func outageSnapshot() twin.Snapshot {
 		Start: 10 * time.Minute, Active: true, Detect: 9 * time.Second, Mitigate: 9100 * time.Millisecond, Recover: -1, Injected: true}}
 	s.Events = append(s.Events,
 		twin.TimelineEvent{TS: 600, Kind: "fault-start", Detail: "regional-outage(eu-west): regional-outage region=eu-west at=10m (3 replicas)"},
-		twin.TimelineEvent{TS: 609, Kind: "breaker-open", Detail: "pool euw-a100-8b replica 1: closed→open"},
+		twin.TimelineEvent{TS: 609, Kind: "breaker-open", Detail: "pool euw-a100-8b replica 1: replica 1 breaker closed → open"},
 		twin.TimelineEvent{TS: 609, Kind: "detected", Detail: "regional-outage(eu-west) after 9s"},
 		twin.TimelineEvent{TS: 609.1, Kind: "mitigated", Detail: "regional-outage(eu-west): first request served elsewhere, 9.1s after the fault began"},
-		twin.TimelineEvent{TS: 611.5, Kind: "breaker-open", Detail: "pool euw-a100-8b replica 0: closed→open"},
-		twin.TimelineEvent{TS: 612.2, Kind: "breaker-open", Detail: "pool euw-a100-8b replica 2: closed→open"},
+		twin.TimelineEvent{TS: 611.5, Kind: "breaker-open", Detail: "pool euw-a100-8b replica 0: replica 0 breaker closed → open"},
+		twin.TimelineEvent{TS: 612.2, Kind: "breaker-open", Detail: "pool euw-a100-8b replica 2: replica 2 breaker closed → open"},
 		twin.TimelineEvent{TS: 655, Kind: "degrade", Detail: "step 1 shed-batch (shed): queue wait p99 31s > 30s"},
 	)
 	s.Requests = twin.Counts{Arrived: 3600, Admitted: 3580, Rejected: 20, Completed: 3400, Retries: 7}

@@ -51,6 +51,18 @@ func secs(d time.Duration) string {
 	}
 }
 
+// span prints a span of time as an operator says it: 1m, 5m, 1m30s, 45s.
+func span(d time.Duration) string {
+	if d >= time.Minute && d%time.Second == 0 {
+		m, sec := int64(d/time.Minute), int64(d%time.Minute/time.Second)
+		if sec == 0 {
+			return strconv.FormatInt(m, 10) + "m"
+		}
+		return fmt.Sprintf("%dm%02ds", m, sec)
+	}
+	return secs(d)
+}
+
 // since prints a fault's time-to-something (-1: not yet) as a latency or
 // a dash.
 func since(d time.Duration) string {
@@ -61,7 +73,14 @@ func since(d time.Duration) string {
 }
 
 // pct prints a fraction as a percentage with one decimal.
-func pct(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
+// Short of 100 % never prints as 100.0 %: 99.96 % is 99.9 %, so that a
+// miss never reads as a perfect score.
+func pct(f float64) string {
+	if f < 1 && f > 0.999 {
+		return "99.9%"
+	}
+	return strconv.FormatFloat(100*f, 'f', 1, 64) + "%"
+}
 
 // count prints a count with thousands separators: 12,345.
 func count[T ~int | ~uint64](n T) string {

@@ -141,7 +141,8 @@ func TestGoldenOutage(t *testing.T) {
 		profile colorprofile.Profile
 	}{
 		{"80x24", 80, 24, colorprofile.ASCII},
-		{"140x40", 140, 40, colorprofile.ASCII},
+		{"120x40", 120, 40, colorprofile.ASCII},
+		{"200x60", 200, 60, colorprofile.ASCII},
 		{"80x24-ansi", 80, 24, colorprofile.ANSI},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,12 +157,36 @@ func TestGoldenOutage(t *testing.T) {
 
 func TestGoldenSummary(t *testing.T) {
 	frames := append(outageFrames(), Frame{Snap: recoveredSnapshot(), Paused: true, Speed: 60,
-		Final: &Result{At: 30 * time.Minute}})
+		Final: &Result{At: 30 * time.Minute, Report: summaryReport(),
+			Recorded: []string{"regional-outage region=eu-west at=10m for=15m"}}})
 	m := New(feed(frames...), func(command) {})
+	m.base = Base{Name: "gameday-regional-outage", Sets: []string{"seed=11"}}
 	tm := console(t, m, 80, 24)
 	s := screenWhere(t, tm, "the summary", func(p string) bool { return strings.Contains(p, "Game day summary") })
 	quit(t, tm)
 	golden.RequireEqual(t, pinned(s, colorprofile.ASCII))
+}
+
+// summaryReport is the final report behind the summary's golden frame:
+// one expectation failed, the tenants' totals.
+func summaryReport() *twin.Report {
+	tenant := func(arrived, met, rejected, timedOut, fallbacks uint64) *twin.Group {
+		g := &twin.Group{SLOMet: met, SLOAttainment: float64(met) / float64(arrived)}
+		g.Arrived, g.Rejected, g.TimedOut, g.Fallbacks = arrived, rejected, timedOut, fallbacks
+		return g
+	}
+	return &twin.Report{Scenario: "gameday-regional-outage", Seed: 11,
+		Requests: twin.Counts{Arrived: 9000},
+		Tenants: map[string]*twin.Group{
+			"bank-eu":   tenant(3000, 2961, 20, 15, 0),
+			"retail-us": tenant(4000, 3998, 0, 0, 0),
+			"global":    tenant(2000, 1985, 10, 0, 0),
+		},
+		Expectations: []twin.Expectation{
+			{Expr: "interactive.ttft.p99 < 2s", Value: 2.8, Pass: false},
+			{Expr: "interactive.slo_attainment >= 0.99", Value: 0.99378, Pass: true},
+			{Expr: "residency_violations == 0", Value: 0, Pass: true},
+		}}
 }
 
 func TestGoldenHelp(t *testing.T) {

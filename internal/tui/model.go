@@ -53,6 +53,9 @@ type classHist struct{ ttft, e2e *series }
 type Model struct {
 	send   func(command)
 	frames <-chan Frame
+	// base is the scenario the drill started from, for the summary's
+	// replay command.
+	base Base
 
 	keys keyMap
 	st   *styles

@@ -177,7 +177,7 @@ func TestFinalFrameShowsTheSummary(t *testing.T) {
 	}
 	m.Update(frameMsg(Frame{Snap: recoveredSnapshot(), Paused: true, Final: &Result{At: 30 * time.Minute}}))
 	out := m.Render()
-	for _, want := range []string{"Game day summary", "stopped at 30:00 of 50:00", "regional-outage(eu-west) *", "9.00s", "12.8s", "recovered"} {
+	for _, want := range []string{"Game day summary", "stopped at 30:00 of 40:00", "regional-outage(eu-west) *", "9.00s", "12.8s", "recovered"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
@@ -245,7 +245,7 @@ func TestWhyExplains(t *testing.T) {
 	check("route", m.whyRoute(), []string{
 		"served by llama-3.1-8b (primary)",
 		"✓ 1 pool fit: euc-a100-8b",
-		"✗ 2 pools skipped: 1 circuit open, 1 outside jurisdiction eu",
+		"✗ 1 pool out: 1 circuit open", "1 pool not for this route: 1 outside jurisdiction eu", "bank-eu (served in eu): SLO 71.0% of 120 in the last 1m, 35 lost (20 refused, 15 timed out, 0 failed)",
 		"queue 41 waiting for llama-3.1-8b",
 		"rejected so far: 12 queue-full, 8 deadline",
 	})

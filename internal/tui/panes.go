@@ -14,17 +14,29 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin"
 )
 
-// window returns the lines to show of body so that line sel (-1: none) is
-// visible in h lines, scrolling as little as possible from the top.
-func window(body []string, sel, h int) []string {
+// window returns the lines of body to show in h lines so that line sel
+// (-1: none) is visible, scrolling as little as possible from the top, and
+// how many lines are out of view above and below. alarm, when set, marks
+// the lines that need attention: the marker counts those out of view.
+func window(body []string, alarm []bool, sel, h int, what string) content {
 	if len(body) <= h || h <= 0 {
-		return body
+		return content{lines: body}
 	}
 	start := 0
 	if sel >= h {
 		start = sel - h + 1
 	}
-	return body[start : start+h]
+	c := content{lines: body[start : start+h], above: start, below: len(body) - start - h}
+	hidden := 0
+	for i, a := range alarm {
+		if a && (i < start || i >= start+h) {
+			hidden++
+		}
+	}
+	if hidden > 0 {
+		c.hiddenAlarm = count(hidden) + " " + what
+	}
+	return c
 }
 
 // healthGlyph is a pool's health as a glyph whose shape reads without
@@ -41,81 +53,211 @@ func (st *styles) healthGlyph(h string) string {
 	return st.dim.Render("·")
 }
 
+// fleetBlock is a region of the fleet map: its heading, its pools' lines,
+// and the one line it folds into when room is short (a region whose pools
+// are all healthy and not selected).
+type fleetBlock struct {
+	head, folded string
+	pools        []string
+	alarm        []bool // per pool line: down
+	sel          int    // the selected pool's line, -1
+	foldable     bool
+}
+
+func (b *fleetBlock) lines(folded bool) ([]string, []bool, int) {
+	if folded {
+		return []string{b.folded}, []bool{false}, -1
+	}
+	sel := -1
+	if b.sel >= 0 {
+		sel = b.sel + 1
+	}
+	return append([]string{b.head}, b.pools...), append([]bool{false}, b.alarm...), sel
+}
+
+// fleetCols are the fleet map's columns after the pool's name, as room
+// allows: replicas up, busy (share of replicas with a batch running),
+// saturation (share of batch slots in use), queued sequences, in flight.
+type fleetCols struct{ sat, inflight bool }
+
+func (c fleetCols) width() int {
+	w := 5 + 1 + 4 + 1 + 5 // up, busy, queue
+	if c.sat {
+		w += 5
+	}
+	if c.inflight {
+		w += 6
+	}
+	return w
+}
+
 // fleetLines is the fleet map: regions and their pools with health (the
-// router's view), replicas up, utilisation, waiting sequences and
-// requests in flight.
-func (m *Model) fleetLines(w, h int) []string {
+// router's view), replicas up, how busy and saturated, waiting sequences
+// and requests in flight. Where the map does not fit it uses two columns
+// (wide panes), then folds healthy regions into a line each, then scrolls,
+// with markers that count the pools down out of view.
+func (m *Model) fleetLines(w, h int) content {
 	st := m.st
 	s := &m.frame.Snap
 	if len(s.Regions) == 0 {
-		return []string{st.dim.Render("waiting for the first snapshot…")}
+		return content{lines: []string{st.dim.Render("waiting for the first snapshot…")}}
 	}
 	nameW := 4
 	for _, p := range m.pools {
 		nameW = max(nameW, ansi.StringWidth(p.pool.Name))
 	}
-	wideCols := w >= 46
-	cols := 5 + 1 + 4 + 1 + 5 // up, util, wait
-	if wideCols {
-		cols += 6 // in flight
-	}
-	nameW = min(nameW, max(w-4-cols-1, 6))
-	hdr := "    " + padRight("pool", nameW) + " " + padLeft("up", 5) + " " + padLeft("util", 4) + " " + padLeft("queue", 5)
-	if wideCols {
-		hdr += " " + padLeft("in-fl", 5)
-	}
-	var body []string
-	sel := -1
-	for _, r := range s.Regions {
-		down := 0
-		for _, p := range r.Pools {
-			if p.Health == "down" {
-				down++
-			}
+	build := func(w int) ([]fleetBlock, string) {
+		cols := fleetCols{sat: w >= 36, inflight: w >= 50}
+		nw := min(nameW, max(w-4-cols.width()-1, 6))
+		hdr := "    " + padRight("pool", nw) + " " + padLeft("up", 5) + " " + padLeft("busy", 4)
+		if cols.sat {
+			hdr += " " + padLeft("sat", 4)
 		}
-		rl := st.bold.Render(r.Name)
-		if r.Jurisdiction != "" {
-			rl += st.dim.Render(" · " + r.Jurisdiction)
+		hdr += " " + padLeft("queue", 5)
+		if cols.inflight {
+			hdr += " " + padLeft("in-fl", 5)
 		}
-		if down > 0 && down == len(r.Pools) {
-			rl += " " + st.bad.Render("DOWN")
-		} else if down > 0 {
-			rl += " " + st.warn.Render(itoa(down)+" of "+itoa(len(r.Pools))+" pools down")
-		}
-		body = append(body, rl)
-		for i := range r.Pools {
-			p := &r.Pools[i]
-			marker := "  "
-			name := padRight(p.Name, nameW)
-			if ansi.StringWidth(name) > nameW {
-				name = ansi.Truncate(name, nameW, "…")
-			}
-			if p.Name == m.selPool {
-				sel = len(body)
-				marker = st.info.Render("▸ ")
-				if m.focus == paneFleet {
-					name = st.selected.Render(name)
-				} else {
-					name = st.bold.Render(name)
+		blocks := make([]fleetBlock, 0, len(s.Regions))
+		for _, r := range s.Regions {
+			b := fleetBlock{sel: -1, foldable: true}
+			down, busy, n := 0, 0.0, 0
+			for _, p := range r.Pools {
+				if p.Health == "down" {
+					down++
 				}
+				if p.Health != "healthy" {
+					b.foldable = false
+				}
+				busy += p.Utilization
+				n++
 			}
-			up := padLeft(itoa(p.Up)+"/"+itoa(p.Replicas), 5)
-			switch {
-			case p.Up == 0 && p.Replicas > 0:
-				up = st.bad.Render(up)
-			case p.Up < p.Replicas:
-				up = st.warn.Render(up)
+			rl := st.bold.Render(r.Name)
+			if r.Jurisdiction != "" {
+				rl += st.dim.Render(" · " + r.Jurisdiction)
 			}
-			line := marker + st.healthGlyph(p.Health) + " " + name + " " + up + " " +
-				padLeft(strconv.Itoa(int(p.Utilization*100+0.5))+"%", 4) + " " + padLeft(itoa(p.Waiting), 5)
-			if wideCols {
-				line += " " + padLeft(itoa(p.Inflight), 5)
+			b.folded = rl + " " + st.ok.Render("●") + st.dim.Render(" "+itoa(n)+" pool"+plural(n)+" healthy")
+			if down > 0 && down == len(r.Pools) {
+				rl += " " + st.bad.Render("DOWN")
+			} else if down > 0 {
+				rl += " " + st.warn.Render(itoa(down)+" of "+itoa(len(r.Pools))+" pools down")
 			}
-			body = append(body, line)
+			b.head = rl
+			for i := range r.Pools {
+				p := &r.Pools[i]
+				marker := "  "
+				name := padRight(p.Name, nw)
+				if ansi.StringWidth(name) > nw {
+					name = ansi.Truncate(name, nw, "…")
+				}
+				if p.Name == m.selPool {
+					b.sel, b.foldable = len(b.pools), false
+					marker = st.info.Render("▸ ")
+					if m.focus == paneFleet {
+						name = st.selected.Render(name)
+					} else {
+						name = st.bold.Render(name)
+					}
+				}
+				up := padLeft(itoa(p.Up)+"/"+itoa(p.Replicas), 5)
+				switch {
+				case p.Up == 0 && p.Replicas > 0:
+					up = st.bad.Render(up)
+				case p.Up < p.Replicas:
+					up = st.warn.Render(up)
+				}
+				line := marker + st.healthGlyph(p.Health) + " " + name + " " + up + " " + padLeft(percent(p.Utilization), 4)
+				if cols.sat {
+					sat := padLeft(percent(p.Saturation()), 4)
+					if p.Slots == 0 {
+						sat = padLeft("—", 4)
+					} else if p.Saturation() >= 0.9 {
+						sat = st.warn.Render(sat)
+					}
+					line += " " + sat
+				}
+				line += " " + padLeft(itoa(p.Waiting), 5)
+				if cols.inflight {
+					line += " " + padLeft(itoa(p.Inflight), 5)
+				}
+				b.pools = append(b.pools, line)
+				b.alarm = append(b.alarm, p.Health == "down")
+			}
+			blocks = append(blocks, b)
+		}
+		return blocks, st.dim.Render(hdr)
+	}
+	flatten := func(blocks []fleetBlock, fold bool) (body []string, alarm []bool, sel int) {
+		sel = -1
+		for i := range blocks {
+			l, a, sl := blocks[i].lines(fold && blocks[i].foldable)
+			if sl >= 0 {
+				sel = len(body) + sl
+			}
+			body = append(body, l...)
+			alarm = append(alarm, a...)
+		}
+		return body, alarm, sel
+	}
+	blocks, hdr := build(w)
+	body, alarm, sel := flatten(blocks, false)
+	if len(body) <= h-1 {
+		return content{lines: append([]string{hdr}, body...)}
+	}
+	// Two columns, each region whole, where the pane is wide enough.
+	const colMin = 44
+	if w >= 2*colMin+1 {
+		cw := (w - 1) / 2
+		cblocks, chdr := build(cw)
+		for _, fold := range []bool{false, true} {
+			if left, right, ok := twoColumns(cblocks, fold, h-1); ok {
+				out := []string{fit(chdr, cw) + " " + chdr}
+				for i := range max(len(left), len(right)) {
+					var l, r string
+					if i < len(left) {
+						l = left[i]
+					}
+					if i < len(right) {
+						r = right[i]
+					}
+					out = append(out, fit(l, cw)+" "+r)
+				}
+				return content{lines: out}
+			}
 		}
 	}
-	return append([]string{st.dim.Render(hdr)}, window(body, sel, h-1)...)
+	if folded, falarm, fsel := flatten(blocks, true); len(folded) < len(body) {
+		body, alarm, sel = folded, falarm, fsel
+	}
+	c := window(body, alarm, sel, h-1, "down")
+	c.lines = append([]string{hdr}, c.lines...)
+	return c
 }
+
+// twoColumns splits the regions between two columns of at most h lines,
+// the first as full as the second or fuller; ok is false when they do not
+// fit.
+func twoColumns(blocks []fleetBlock, fold bool, h int) (left, right []string, ok bool) {
+	total := 0
+	for i := range blocks {
+		l, _, _ := blocks[i].lines(fold && blocks[i].foldable)
+		total += len(l)
+	}
+	// The regions stay in order: the first ones on the left.
+	onRight := false
+	for i := range blocks {
+		l, _, _ := blocks[i].lines(fold && blocks[i].foldable)
+		if !onRight && len(left) < (total+1)/2 && len(left)+len(l) <= h {
+			left = append(left, l...)
+			continue
+		}
+		onRight = true
+		right = append(right, l...)
+	}
+	return left, right, len(left) <= h && len(right) <= h
+}
+
+// percent prints a share as a whole percentage.
+func percent(f float64) string { return strconv.Itoa(int(f*100+0.5)) + "%" }
 
 // classLines shows each class's TTFT and end-to-end p99 against the SLO
 // as sparklines over the last minutes, SLO attainment, and rejected and
@@ -127,6 +269,9 @@ func (m *Model) classLines(w, h int) []string {
 		return []string{st.dim.Render("no classes yet")}
 	}
 	per := 3
+	if len(cs)*4 <= h {
+		per = 4
+	}
 	if len(cs)*3 > h {
 		per = 2
 	}
@@ -140,11 +285,16 @@ func (m *Model) classLines(w, h int) []string {
 		// Where room is short, a zero rate is left out.
 		tight := w < 48
 		l1 := st.bold.Render(c.Name) + st.dim.Render(" met ") + m.attainment(c.Attainment)
+		// Requests waiting past the objective now: the breach as it
+		// happens, with how many and how long, on a line of its own where
+		// there is room, else before the rates (which a narrow pane cuts
+		// first).
+		waitLine := st.dim.Render("none waiting past the SLO")
 		if c.SLOTTFT > 0 && c.OldestWaiting > c.SLOTTFT {
-			// Requests waiting past the objective now: the breach as it
-			// happens, with how many and how long (before the rates, which
-			// a narrow pane cuts first).
-			l1 += " " + st.bad.Render(count(c.Waiting)+" waiting, oldest "+secs(c.OldestWaiting))
+			waitLine = st.bad.Render(count(c.Waiting) + " waiting, oldest " + secs(c.OldestWaiting))
+			if per < 4 {
+				l1 += " " + waitLine
+			}
 		}
 		if c.RejectedPS > 0 || !tight {
 			l1 += st.dim.Render(" rej ") + rate(c.RejectedPS)
@@ -160,6 +310,11 @@ func (m *Model) classLines(w, h int) []string {
 			return st.sparkline(sparkCells(sr.tail(n), slo.Seconds(), n))
 		}
 		switch per {
+		case 4:
+			n := w - 9 - valW - 1
+			out = append(out, l1, waitLine,
+				st.dim.Render("TTFT p99 ")+spark(hist.ttft, c.SLOTTFT, n)+" "+m.latency(c.TTFTP99Now(), c.SLOTTFT, c.Completed+uint64(c.Waiting)),
+				st.dim.Render("E2E  p99 ")+spark(hist.e2e, c.SLOE2E, n)+" "+m.latency(c.E2EP99, c.SLOE2E, c.Completed))
 		case 3:
 			n := w - 9 - valW - 1
 			out = append(out, l1,
@@ -232,65 +387,200 @@ func (m *Model) ladder() string {
 	return b.String()
 }
 
-// routeLines is queue depth by model and, per tenant, where its requests
-// go now: the model itself, a fallback, or nowhere.
-func (m *Model) routeLines(w, h int) []string {
+// tenantState returns the snapshot's state of the tenant named, nil
+// without one (a driver that does not report tenants).
+func (m *Model) tenantState(name string) *twin.TenantState {
+	ts := m.frame.Snap.Tenants
+	for i := range ts {
+		if ts[i].Name == name {
+			return &ts[i]
+		}
+	}
+	return nil
+}
+
+// hurt is whether a tenant fares badly now: below 99 % of its SLO, or
+// with requests lost, in the window.
+func hurt(t *twin.TenantState) bool {
+	return t != nil && (t.Finished > 0 && t.Attainment < 0.99 || t.Lost() > 0)
+}
+
+// routeTo says where a tenant's requests for a model go: nothing, a
+// fallback, or the pool that served most of them in the window (else the
+// first that would take them now), with its share.
+func (m *Model) routeTo(r *twin.RouteState, t *twin.TenantState) string {
+	st := m.st
+	where := ""
+	if t != nil {
+		var total, top uint64
+		for _, sv := range t.Served {
+			if sv.Model != r.Served {
+				continue
+			}
+			total += sv.Count
+			if sv.Count > top {
+				top, where = sv.Count, sv.Pool
+			}
+		}
+		if where != "" && top < total {
+			where += st.dim.Render(" " + percent(float64(top)/float64(total)))
+		}
+	}
+	if where == "" && len(r.Pools) > 0 {
+		where = r.Pools[0]
+		if len(r.Pools) > 1 {
+			where += st.dim.Render(" +" + itoa(len(r.Pools)-1))
+		}
+	}
+	switch {
+	case r.Served == "":
+		return st.bad.Render("✗ nothing serves it")
+	case r.Fallback:
+		return st.warn.Render("⤷ "+r.Served) + st.dim.Render(" fallback ") + where
+	}
+	return st.ok.Render("→ ") + where
+}
+
+// servedRegion is the region of the pool that served most of a route's
+// requests in the window, for the two-line layout.
+func (m *Model) servedRegion(r *twin.RouteState, t *twin.TenantState) string {
+	if t == nil || r.Served == "" {
+		return ""
+	}
+	var top uint64
+	region := ""
+	for _, sv := range t.Served {
+		if sv.Model == r.Served && sv.Count > top {
+			top, region = sv.Count, sv.Region
+		}
+	}
+	if region == "" {
+		return ""
+	}
+	return m.st.dim.Render(" in " + region)
+}
+
+// tenantFigures is a tenant's SLO attainment in the window and what it
+// lost and has waiting, coloured by how bad.
+func (m *Model) tenantFigures(t *twin.TenantState, waiting bool) string {
+	st := m.st
+	if t == nil {
+		return ""
+	}
+	var out string
+	if t.Finished > 0 {
+		out = m.attainment(t.Attainment)
+	} else {
+		out = st.dim.Render("  —  ")
+	}
+	if n := t.Lost(); n > 0 {
+		out += " " + st.bad.Render("lost "+count(n))
+	}
+	if waiting && t.Waiting > 0 {
+		out += " " + st.warn.Render(count(t.Waiting)+" waiting")
+	}
+	return out
+}
+
+// tenantLines is, per tenant, how it fares (SLO attainment in the window,
+// requests lost, requests waiting) and where its requests for each model go
+// now: the model itself, a fallback, or nowhere, and the pool that serves
+// them. The degradation ladder and the queues head it. With one model a
+// tenant is one line; with more, a line per model under the tenant's.
+func (m *Model) tenantLines(w, h int) content {
 	st := m.st
 	s := &m.frame.Snap
-	head := m.ladder()
-	if len(s.Models) == 0 {
-		return []string{head}
+	head := []string{m.ladder()}
+	if len(s.Models) > 0 {
+		qs := make([]string, 0, len(s.Models))
+		for _, md := range s.Models {
+			q := itoa(md.Queue)
+			if md.Queue > 0 {
+				q = st.warn.Render(q)
+			}
+			qs = append(qs, md.Name+" "+q)
+		}
+		head = append(head, st.dim.Render("queued ")+strings.Join(qs, st.dim.Render(" · ")))
+	}
+	if len(m.routes) == 0 {
+		return content{lines: head}
+	}
+	// Tenants in the snapshot's order, then any only the routes name.
+	var order []string
+	for _, t := range s.Tenants {
+		order = append(order, t.Name)
+	}
+	for _, r := range m.routes {
+		if !slices.Contains(order, r.route.Tenant) {
+			order = append(order, r.route.Tenant)
+		}
 	}
 	tw := 4
-	for _, r := range m.routes {
-		tw = max(tw, ansi.StringWidth(r.route.Tenant))
+	for _, n := range order {
+		tw = max(tw, ansi.StringWidth(n))
 	}
 	tw = min(tw, max(w/3, 6))
-	var body []string
-	sel := -1
-	for _, md := range s.Models {
-		q := itoa(md.Queue)
-		if md.Queue > 0 {
-			q = st.warn.Render(q)
+	name := func(n string) string {
+		p := padRight(n, tw)
+		if ansi.StringWidth(p) > tw {
+			p = ansi.Truncate(p, tw, "…")
 		}
-		body = append(body, st.bold.Render(md.Name)+st.dim.Render("  queue ")+q)
-		for i := range md.Routes {
-			r := &md.Routes[i]
-			marker := "  "
-			tenant := padRight(r.Tenant, tw)
-			if ansi.StringWidth(tenant) > tw {
-				tenant = ansi.Truncate(tenant, tw, "…")
+		return p
+	}
+	// With one model a tenant takes one line where room is short, two
+	// (its figures, then where it is served) where there is room.
+	oneLine := len(s.Models) <= 1 && len(head)+2*len(order) > h
+	var body []string
+	var alarm []bool
+	sel := -1
+	for _, tn := range order {
+		t := m.tenantState(tn)
+		jur := ""
+		if t != nil && t.Jurisdiction != "" && w >= 50 {
+			jur = st.dim.Render(" " + t.Jurisdiction)
+		}
+		if !oneLine {
+			line := st.bold.Render(tn) + jur + " " + m.tenantFigures(t, true)
+			if t != nil && t.Waiting > 0 && t.OldestWaiting > 0 {
+				line += st.dim.Render(", oldest ") + secs(t.OldestWaiting)
 			}
-			if md.Name == m.selModel && r.Tenant == m.selTenant {
+			body = append(body, line)
+			alarm = append(alarm, hurt(t))
+		}
+		for i := range m.routes {
+			ref := &m.routes[i]
+			if ref.route.Tenant != tn {
+				continue
+			}
+			marker, label := "  ", ref.model
+			if oneLine {
+				label = name(tn)
+			}
+			if ref.model == m.selModel && tn == m.selTenant {
 				sel = len(body)
 				marker = st.info.Render("▸ ")
 				if m.focus == paneRoutes {
-					tenant = st.selected.Render(tenant)
+					label = st.selected.Render(label)
 				} else {
-					tenant = st.bold.Render(tenant)
+					label = st.bold.Render(label)
 				}
 			}
-			var to string
-			switch {
-			case r.Served == "":
-				to = st.bad.Render("✗ nothing serves it")
-			case r.Fallback:
-				to = st.warn.Render("⤷ "+r.Served) + st.dim.Render(" fallback")
-			default:
-				to = st.ok.Render("→ ") + r.Served
-			}
-			// Pools that fit, of those considered.
-			fitN, all := len(r.Pools), len(r.Pools)+skippedTotal(r.Skipped)
-			pools := itoa(fitN) + "/" + itoa(all) + " pools"
-			if fitN < all {
-				pools = st.warn.Render(pools)
+			line := marker + label
+			if oneLine {
+				line += jur + " " + m.tenantFigures(t, w >= 50)
+				// The destination after the figures, aligned where room
+				// allows: the figures are the alarm, the pool the detail.
+				line += " " + m.routeTo(ref.route, t)
 			} else {
-				pools = st.dim.Render(pools)
+				line = "  " + line + " " + m.routeTo(ref.route, t) + m.servedRegion(ref.route, t)
 			}
-			body = append(body, marker+tenant+" "+to+st.dim.Render(" · ")+pools)
+			body = append(body, line)
+			alarm = append(alarm, oneLine && hurt(t) || ref.route.Served == "")
 		}
 	}
-	return append([]string{head}, window(body, sel, h-1)...)
+	c := window(body, alarm, sel, h-len(head), "hurt")
+	c.lines = append(head, c.lines...)
+	return c
 }
 
 func skippedTotal(rs []twin.ReasonCount) int {
@@ -319,29 +609,121 @@ func (m *Model) eventStyle(kind string) string {
 	return st.dim.Render(kind)
 }
 
-// eventLines is the tail of the timeline, newest last.
-func (m *Model) eventLines(w, h int) []string {
+// eventRow is a line of the event log: one timeline event, or a pool's
+// breaker transitions of one kind grouped (n of them, from t to last).
+type eventRow struct {
+	t, last      time.Duration
+	kind, detail string
+	n            int
+}
+
+// breakerGroupSpan is how far apart a pool's breaker transitions of one
+// kind may be and still share a line of the event log.
+const breakerGroupSpan = time.Minute
+
+// breakerPool parses a breaker event's detail, "pool P replica N: replica
+// N breaker closed → open", into the pool and the transition.
+func breakerPool(detail string) (pool, transition string, ok bool) {
+	rest, ok := strings.CutPrefix(detail, "pool ")
+	if !ok {
+		return "", "", false
+	}
+	pool, rest, ok = strings.Cut(rest, " replica ")
+	if !ok {
+		return "", "", false
+	}
+	if _, tr, ok := strings.Cut(rest, " breaker "); ok {
+		return pool, tr, true
+	}
+	return pool, "", true
+}
+
+// eventRows groups the timeline for the log: a pool's breaker transitions
+// of one kind within breakerGroupSpan share a row ("3 replicas closed →
+// open"), except for the pool selected in the fleet pane, whose rows are
+// each shown.
+func (m *Model) eventRows(ev []twin.TimelineEvent) []eventRow {
+	rows := make([]eventRow, 0, len(ev))
+	open := map[string]int{} // kind+pool → its row
+	expand := ""
+	if m.focus == paneFleet {
+		expand = m.selPool
+	}
+	for _, e := range ev {
+		t := eventTime(e)
+		if strings.HasPrefix(e.Kind, "breaker-") {
+			if pool, tr, ok := breakerPool(e.Detail); ok && pool != expand {
+				key := e.Kind + " " + pool
+				if i, ok := open[key]; ok && t-rows[i].t <= breakerGroupSpan {
+					r := &rows[i]
+					r.n++
+					r.last = t
+					r.detail = "pool " + pool + ": " + itoa(r.n) + " replicas"
+					if tr != "" {
+						r.detail += " " + tr
+					}
+					continue
+				}
+				open[key] = len(rows)
+			}
+		}
+		rows = append(rows, eventRow{t: t, last: t, kind: e.Kind, detail: e.Detail, n: 1})
+	}
+	return rows
+}
+
+// eventLines is the tail of the timeline, newest last, a pool's breaker
+// transitions grouped (eventRows). Where wrap is set (wide layouts) a long
+// event's text continues on the lines below it instead of being cut.
+func (m *Model) eventLines(w, h int, wrap bool) content {
 	ev := m.frame.Snap.Events
 	if len(ev) == 0 {
-		return []string{m.st.dim.Render("no events yet")}
+		return content{lines: []string{m.st.dim.Render("no events yet")}}
 	}
-	if len(ev) > h {
-		ev = ev[len(ev)-h:]
-	}
+	rows := m.eventRows(ev)
 	kw := 12
 	if w >= 60 {
 		kw = 17
 	}
-	out := make([]string, 0, len(ev))
-	for _, e := range ev {
-		k := e.Kind
+	indent := 8 + kw + 1 // "12:00.0 " + kind + " "
+	var out [][]string   // per row, newest first
+	used := 0
+	shown := 0
+	for i := len(rows) - 1; i >= 0 && used < h; i-- {
+		r := rows[i]
+		k := r.kind
 		pad := ""
 		if n := ansi.StringWidth(k); n < kw {
 			pad = strings.Repeat(" ", kw-n)
 		}
-		out = append(out, m.st.dim.Render(clockTenths(eventTime(e)))+" "+m.eventStyle(k)+pad+" "+e.Detail)
+		detail := r.detail
+		if r.n > 1 {
+			detail += m.st.dim.Render(" by " + clockTenths(r.last))
+		}
+		lead := m.st.dim.Render(clockTenths(r.t)) + " " + m.eventStyle(k) + pad + " "
+		lines := []string{lead + detail}
+		if wrap && w-indent >= 20 && ansi.StringWidth(detail) > w-indent {
+			wrapped := strings.Split(lipgloss.Wrap(detail, w-indent, " "), "\n")
+			lines = []string{lead + wrapped[0]}
+			for _, l := range wrapped[1:] {
+				lines = append(lines, strings.Repeat(" ", indent)+l)
+			}
+		}
+		if used+len(lines) > h {
+			if used > 0 {
+				break
+			}
+			lines = lines[:h]
+		}
+		out = append(out, lines)
+		used += len(lines)
+		shown++
 	}
-	return out
+	c := content{above: len(rows) - shown}
+	for i := len(out) - 1; i >= 0; i-- {
+		c.lines = append(c.lines, out[i]...)
+	}
+	return c
 }
 
 // faultLines lists the drill's faults, newest first: active or ended, and
@@ -350,7 +732,7 @@ func (m *Model) faultLines(w, h int) []string {
 	st := m.st
 	fs := m.frame.Snap.Faults
 	if len(fs) == 0 {
-		return []string{st.dim.Render("no faults yet: o b x n d r l f c inject one")}
+		return []string{st.dim.Render("no faults yet: ? lists the keys that inject one, : types one")}
 	}
 	out := make([]string, 0, len(fs)+1)
 	for i := len(fs) - 1; i >= 0 && len(out) < h-1; i-- {
@@ -470,8 +852,8 @@ func (m *Model) whyPool() []string {
 	if others := p.Replicas - p.Up - p.Open; others > 0 {
 		l1 += ", " + itoa(others) + " loading or out of service"
 	}
-	load := fmt.Sprintf("util %d%%, %d running, %d waiting, %d in flight",
-		int(p.Utilization*100+0.5), p.Running, p.Waiting, p.Inflight)
+	load := fmt.Sprintf("%s of replicas busy, %s of batch slots in use (%d of %d), %d running, %d waiting, %d in flight",
+		percent(p.Utilization), percent(p.Saturation()), p.Inflight, p.Slots, p.Running, p.Waiting, p.Inflight)
 
 	var used, skipped []string
 	for _, r := range m.routes {
@@ -533,8 +915,25 @@ func (m *Model) whyRoute() []string {
 	}
 	// The reasons first: they are the why.
 	items := []string{l1}
-	if n := skippedTotal(r.Skipped); n > 0 {
-		items = append(items, st.bad.Render("✗ "+itoa(n)+" pool"+plural(n)+" skipped")+": "+reasonList(r.Skipped))
+	// Pools skipped by design (another jurisdiction, another model, too
+	// small) are the route's shape; those skipped for trouble (a breaker
+	// open, not ready, quota) are the news.
+	var trouble, byDesign []twin.ReasonCount
+	for _, rc := range r.Skipped {
+		if troubleReason(rc.Reason) {
+			trouble = append(trouble, rc)
+		} else {
+			byDesign = append(byDesign, rc)
+		}
+	}
+	if n := skippedTotal(trouble); n > 0 {
+		items = append(items, st.bad.Render("✗ "+itoa(n)+" pool"+plural(n)+" out")+": "+reasonList(trouble))
+	}
+	if t := m.tenantState(r.Tenant); t != nil {
+		items = append(items, m.tenantWhy(t))
+	}
+	if n := skippedTotal(byDesign); n > 0 {
+		items = append(items, st.dim.Render(itoa(n)+" pool"+plural(n)+" not for this route: "+reasonList(byDesign)))
 	}
 	if len(r.Pools) > 0 {
 		items = append(items, st.ok.Render("✓ "+itoa(len(r.Pools))+" pool"+plural(len(r.Pools))+" fit")+formatList(r.Pools))
@@ -546,6 +945,61 @@ func (m *Model) whyRoute() []string {
 		items = append(items, st.dim.Render("no rejections so far"))
 	}
 	return items
+}
+
+// troubleReason is whether a pool skipped for reason is out of service
+// (breaker open, not ready, quota exhausted) rather than not meant for the
+// route. The reasons are the router's (sched's Skip constants).
+func troubleReason(reason string) bool {
+	for _, p := range []string{"circuit open", "not ready", "provider quota"} {
+		if strings.HasPrefix(reason, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// tenantWhy is a tenant's figures over the window in words.
+func (m *Model) tenantWhy(t *twin.TenantState) string {
+	st := m.st
+	jur := "anywhere"
+	if t.Jurisdiction != "" {
+		jur = "in " + t.Jurisdiction
+	}
+	out := t.Name + st.dim.Render(" (served "+jur+"): ")
+	if t.Finished == 0 {
+		out += st.dim.Render("nothing finished in the last " + span(m.window()))
+	} else {
+		out += "SLO " + m.attainment(t.Attainment) + st.dim.Render(" of "+count(t.Finished)+" in the last "+span(m.window()))
+	}
+	if n := t.Lost(); n > 0 {
+		out += ", " + st.bad.Render(count(n)+" lost") + st.dim.Render(" ("+count(t.Rejected)+" refused, "+count(t.TimedOut)+" timed out, "+count(t.Failed)+" failed)")
+	}
+	if t.Waiting > 0 {
+		out += ", " + st.warn.Render(count(t.Waiting)+" waiting, oldest "+secs(t.OldestWaiting))
+	}
+	var where []string
+	for _, sv := range t.Served {
+		w := sv.Pool + " (" + sv.Region
+		if sv.Fallback {
+			w += ", fallback " + sv.Model
+		}
+		where = append(where, w+") "+count(sv.Count))
+	}
+	if len(where) > 0 {
+		out += st.dim.Render("; served by ") + strings.Join(where, ", ")
+	}
+	return out
+}
+
+// window is the span of the snapshot's recent figures.
+func (m *Model) window() time.Duration {
+	for _, c := range m.frame.Snap.Classes {
+		if c.Window > 0 {
+			return c.Window
+		}
+	}
+	return time.Minute
 }
 
 func formatList(xs []string) string {

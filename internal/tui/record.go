@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -153,4 +154,49 @@ func blockStyle(doc *yaml.Node, key string) {
 			}
 		}
 	}
+}
+
+// ReplayArgs are the arguments of the fleetdrill run command that replays a
+// drill without a record file: base's scenario and overrides, and the
+// drill's fault lines (the scenario's own and the operator's, with their
+// exact times) as one faults= override, which replaces the scenario's list.
+func ReplayArgs(base Base, recorded []string) []string {
+	name := base.Name
+	if name == "" {
+		name = scenarios.DefaultName
+	}
+	args := []string{"run", name}
+	for _, s := range base.Sets {
+		if strings.HasPrefix(s, "faults=") {
+			continue // the recorded lines replace them
+		}
+		args = append(args, "--set", s)
+	}
+	quoted := make([]string, len(recorded))
+	for i, l := range recorded {
+		quoted[i] = strconv.Quote(l) // a YAML double-quoted string too
+	}
+	return append(args, "--set", "faults=["+strings.Join(quoted, ", ")+"]")
+}
+
+// ReplayCommand is ReplayArgs as a line to paste into a POSIX shell.
+func ReplayCommand(base Base, recorded []string) string {
+	args := ReplayArgs(base, recorded)
+	var b strings.Builder
+	b.WriteString("fleetdrill")
+	for _, a := range args {
+		b.WriteByte(' ')
+		b.WriteString(shellQuote(a))
+	}
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell where it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

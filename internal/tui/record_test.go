@@ -114,6 +114,99 @@ func TestRecordedDrillReplays(t *testing.T) {
 	sameReport(t, rep, replayed)
 }
 
+// shellSplit splits a command line as a POSIX shell would for the quoting
+// ReplayCommand uses: words separated by spaces, single-quoted parts taken
+// as they are.
+func shellSplit(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for _, r := range line {
+		switch {
+		case quoted && r == '\'':
+			quoted = false
+		case quoted:
+			cur.WriteRune(r)
+		case r == '\'':
+			quoted, inWord = true, true
+		case r == '\\':
+			// only in '\'' sequences: the next rune is a quote, taken as is
+			inWord = true
+		case r == ' ':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unterminated quote in %q", line)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// TestReplayCommandReplays runs the summary's replay command, as the shell
+// would split it, with fleetdrill run's loader: a drill with an outage
+// injected and ended by hand and a --set override gives the same report.
+func TestReplayCommandReplays(t *testing.T) {
+	base := Base{Name: "default", Sets: append(slices.Clone(drillSets), "policy.routing.strategy=cheapest")}
+	sc, err := scenarios.LoadNamedWithSets(base.Name, base.Sets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := twin.NewDrill(sc, twin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Advance(70*time.Second + 7*time.Millisecond)
+	label, err := d.Inject("regional-outage region=eu-west at=0s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Advance(2*time.Minute + 3*time.Millisecond)
+	if err := d.EndFault(label); err != nil {
+		t.Fatal(err)
+	}
+	d.Advance(d.End())
+	rep, err := d.Report()
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := ReplayCommand(base, d.Recorded())
+	words := shellSplit(t, line)
+	if len(words) < 3 || words[0] != "fleetdrill" || words[1] != "run" || words[2] != "default" {
+		t.Fatalf("ReplayCommand = %q, want fleetdrill run default …", line)
+	}
+	var sets []string
+	for i := 3; i < len(words); i++ {
+		if words[i] != "--set" || i+1 >= len(words) {
+			t.Fatalf("ReplayCommand = %q: word %d is %q, want --set path=value", line, i, words[i])
+		}
+		sets = append(sets, words[i+1])
+		i++
+	}
+	rsc, err := scenarios.LoadNamedWithSets(words[2], sets)
+	if err != nil {
+		t.Fatalf("the replay command's overrides do not load: %v\n%s", err, line)
+	}
+	if !slices.Equal(rsc.Faults, d.Recorded()) {
+		t.Fatalf("the replay's faults = %q, want %q", rsc.Faults, d.Recorded())
+	}
+	replayed, err := twin.Run(context.Background(), rsc, twin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameReport(t, rep, replayed)
+}
+
 // TestDriverDrillReplays runs the same check through the driver, headless,
 // as the console does: an outage injected and ended by command at
 // whatever simulated times the wall clock gives, the run to its end.

@@ -13,6 +13,9 @@ type Options struct {
 	// Program options for the tea.Program (tests set input, output, size
 	// and colour profile).
 	Program []tea.ProgramOption
+	// Base is the scenario as the operator gave it, for the summary's
+	// replay command.
+	Base Base
 }
 
 // Run runs a drill of eng in the console until the operator quits, and
@@ -30,6 +33,7 @@ func Run(ctx context.Context, eng Engine, opts Options) (Result, error) {
 	resc := make(chan Result, 1)
 	go func() { resc <- d.Run(ctx) }()
 	m := New(d.Frames(), d.Send)
+	m.base = opts.Base
 	p := tea.NewProgram(m, append([]tea.ProgramOption{tea.WithContext(ctx)}, opts.Program...)...)
 	_, perr := p.Run()
 	d.Finish()

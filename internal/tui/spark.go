@@ -78,7 +78,28 @@ var sparkLevels = []rune("▁▂▃▄▅▆▇█")
 // the SLO.
 type sparkCell struct {
 	r     rune
-	level int // 0: within 80 % of the SLO (or no SLO), 1: within the SLO, 2: over it
+	level int // 0: within 80 % of the SLO, 1: within the SLO, 2: over it, 3: no SLO
+}
+
+func neutral(breach bool) int {
+	if breach {
+		return 0
+	}
+	return 3
+}
+
+// niceCeil is the smallest of 1, 2 and 5 × 10ⁿ at or above v (v > 0).
+func niceCeil(v float64) float64 {
+	if v <= 0 || math.IsInf(v, 0) || math.IsNaN(v) {
+		return v
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, k := range []float64{1, 2, 5, 10} {
+		if k*p >= v {
+			return k * p
+		}
+	}
+	return 10 * p
 }
 
 // sparkCells scales values to the SLO: 0..slo fills ▁ to ▇, and a value
@@ -96,12 +117,17 @@ func sparkCells(vals []float64, slo float64, w int) []sparkCell {
 	}
 	scale, breach := slo, true
 	if scale <= 0 {
+		// Without an objective there is no breach to show: the values
+		// scale to a round ceiling above their maximum (1, 2 or 5 × 10ⁿ),
+		// so a steady value sits mid-height rather than at the top, and
+		// the cells are neutral (level 3), never a warning.
 		breach = false
 		for _, v := range vals {
 			if v > scale {
 				scale = v
 			}
 		}
+		scale = niceCeil(scale)
 	}
 	for _, v := range vals {
 		switch {
@@ -110,12 +136,15 @@ func sparkCells(vals []float64, slo float64, w int) []sparkCell {
 		case breach && v > scale:
 			out = append(out, sparkCell{r: sparkLevels[7], level: 2})
 		case scale <= 0 || v <= 0:
-			out = append(out, sparkCell{r: sparkLevels[0]})
+			out = append(out, sparkCell{r: sparkLevels[0], level: neutral(breach)})
 		default:
 			i := int(math.Ceil(v/scale*7)) - 1
 			i = max(0, min(i, 6))
 			lvl := 0
-			if breach && v > 0.8*scale {
+			switch {
+			case !breach:
+				lvl = 3
+			case v > 0.8*scale:
 				lvl = 1
 			}
 			out = append(out, sparkCell{r: sparkLevels[i], level: lvl})
@@ -138,6 +167,8 @@ func (st *styles) sparkline(cells []sparkCell) string {
 			b.WriteString(st.warn.Render(run.String()))
 		case 2:
 			b.WriteString(st.bad.Render(run.String()))
+		case 3:
+			b.WriteString(st.dim.Render(run.String()))
 		default:
 			b.WriteString(st.ok.Render(run.String()))
 		}

@@ -21,7 +21,8 @@ func TestSparkCells(t *testing.T) {
 		{"only the newest fit", []float64{3, 3, 0.1, 0.1}, 2, 2, "▁▁", []int{0, 0}},
 		{"no value is a space", []float64{1, nan, 1}, 2, 3, "▄ ▄", []int{0, 0, 0}},
 		{"zero is the floor", []float64{0, 2}, 2, 2, "▁▇", []int{0, 1}},
-		{"without an SLO, scaled to the maximum, never a breach", []float64{1, 2, 4}, 0, 3, "▂▄▇", []int{0, 0, 0}},
+		{"without an SLO, scaled to a round ceiling above the maximum, neutral", []float64{1, 2, 4}, 0, 3, "▂▃▆", []int{3, 3, 3}},
+		{"without an SLO, a steady value sits mid-height", []float64{7, 7}, 0, 2, "▅▅", []int{3, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

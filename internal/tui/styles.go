@@ -115,6 +115,62 @@ func (st *styles) box(title string, lines []string, w, h int, focused bool) []st
 	return out
 }
 
+// content is a box's content: its lines, and how many lines of it are out of
+// view above and below them (a scrolled list), with hidden set when what is
+// out of view needs attention (a pool down), so the marker says so.
+type content struct {
+	lines        []string
+	above, below int
+	hiddenAlarm  string // e.g. "1 down": shown in red in the marker
+}
+
+// boxPane is box with scroll markers: "↑ N more" in the top edge and
+// "↓ N more" in the bottom edge when part of the content is out of view, so
+// a list that scrolls never looks complete.
+func (st *styles) boxPane(title string, p content, w, h int, focused bool) []string {
+	out := st.box(title, p.lines, w, h, focused)
+	if len(out) < 2 || w < 16 {
+		return out
+	}
+	bs := st.border
+	if focused {
+		bs = st.borderFocused
+	}
+	marker := func(arrow string, n int) string {
+		txt := " " + arrow + " " + count(n) + " more"
+		if p.hiddenAlarm != "" {
+			return st.dim.Render(txt+",") + " " + st.bad.Render(p.hiddenAlarm) + " "
+		}
+		return st.dim.Render(txt + " ")
+	}
+	edge := func(left, right string, n int, arrow string) string {
+		m := marker(arrow, n)
+		fill := w - 2 - 2 - ansi.StringWidth(m)
+		if fill < 0 {
+			return ""
+		}
+		return bs.Render(left+"──") + m + bs.Render(strings.Repeat("─", fill)+right)
+	}
+	if p.above > 0 {
+		// The title stays; the marker goes at the right of the top edge.
+		m := marker("↑", p.above)
+		mw := ansi.StringWidth(m)
+		top := out[0]
+		if tw := ansi.StringWidth(top); tw > mw+6 {
+			out[0] = ansi.Truncate(top, tw-mw-2, "") + m + bs.Render("─╮")
+			if ansi.StringWidth(out[0]) != w {
+				out[0] = top
+			}
+		}
+	}
+	if p.below > 0 {
+		if e := edge("╰", "╯", p.below, "↓"); e != "" {
+			out[len(out)-1] = e
+		}
+	}
+	return out
+}
+
 // blank is h lines of w spaces.
 func blank(w, h int) []string {
 	out := make([]string, max(h, 0))

@@ -1,7 +1,9 @@
 package tui
 
 import (
+	"cmp"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
 
@@ -19,9 +22,12 @@ var pathKinds = []string{
 	"degrade", "restore", "fault-end", "recovered",
 }
 
-// summary is the screen after q (or when the run ends): the run's totals,
-// per fault the time to detect, mitigate and recover, the path as lanes
-// over the run's time, and the path's events.
+// summary is the screen after q (or when the run ends), a document that
+// scrolls: how the drill ended and whether its expectations held (each
+// with the value measured), the command that replays it, the run's totals,
+// each tenant's SLO and losses, per fault the time to detect, mitigate and
+// recover and the tenants it touched, the path as lanes over the run's
+// time, and the path's events.
 func (m *Model) summary(w, h int) []string {
 	st := m.st
 	s := &m.frame.Snap
@@ -30,36 +36,41 @@ func (m *Model) summary(w, h int) []string {
 	}
 	inner := w - 2
 	var out []string
-	// Blank lines between sections only where there is room for them.
-	gap := func() {
-		if h >= 30 {
-			out = append(out, "")
-		}
+	wrap := func(line string) {
+		out = append(out, strings.Split(lipgloss.Wrap(line, inner, " "), "\n")...)
 	}
-	how := "stopped at " + clock(m.final.At) + " of " + clock(s.End)
+	gap := func() { out = append(out, "") }
+	how := "stopped at " + clock(m.final.At) + " of " + clock(cmp.Or(s.Duration, s.End))
 	if m.final.Ended {
 		how = "ran to its end at " + clock(m.final.At)
 	}
 	out = append(out, st.bold.Render(s.Scenario)+st.dim.Render(" · seed "+utoa(s.Seed)+" · ")+how)
-	rq := s.Requests
-	out = append(out, strings.Split(lipgloss.Wrap("requests "+count(rq.Arrived)+" arrived"+st.dim.Render(" · ")+count(rq.Completed)+" completed"+
-		st.dim.Render(" · ")+count(rq.Rejected)+" rejected"+st.dim.Render(" · ")+count(rq.Deferred)+" deferred"+
-		st.dim.Render(" · ")+count(rq.Failed)+" failed"+st.dim.Render(" · ")+count(rq.TimedOut)+" timed out"+
-		st.dim.Render(" · ")+count(rq.Retries)+" retries", inner, " "), "\n")...)
-	var cl []string
-	for _, c := range s.Classes {
-		att := 1.0
-		if c.TotalArrived > 0 {
-			att = float64(c.TotalSLOMet) / float64(c.TotalArrived)
-		}
-		cl = append(cl, c.Name+" SLO met "+m.attainment(att)+st.dim.Render(" ("+count(c.TotalSLOMet)+" of "+count(c.TotalArrived)+")"))
-	}
-	if len(cl) > 0 {
-		out = append(out, strings.Join(cl, st.dim.Render(" · ")))
+	out = append(out, m.verdict()...)
+	if len(m.final.Recorded) > 0 || m.base.Name != "" {
+		wrap(st.dim.Render("replay: ") + ReplayCommand(m.base, m.final.Recorded))
 	}
 	if m.final.Err != nil {
 		out = append(out, st.bad.Render("report: "+m.final.Err.Error()))
 	}
+	gap()
+	rq := s.Requests
+	wrap("requests " + count(rq.Arrived) + " arrived" + st.dim.Render(" · ") + count(rq.Completed) + " completed" +
+		st.dim.Render(" · ") + count(rq.Rejected) + " rejected" + st.dim.Render(" · ") + count(rq.Deferred) + " deferred" +
+		st.dim.Render(" · ") + count(rq.Failed) + " failed" + st.dim.Render(" · ") + count(rq.TimedOut) + " timed out" +
+		st.dim.Render(" · ") + count(rq.Retries) + " retries")
+	var cl []string
+	for _, c := range s.Classes {
+		if c.TotalArrived == 0 {
+			cl = append(cl, c.Name+st.dim.Render(" no requests"))
+			continue
+		}
+		att := float64(c.TotalSLOMet) / float64(c.TotalArrived)
+		cl = append(cl, c.Name+" SLO met "+m.attainment(att)+st.dim.Render(" ("+count(c.TotalSLOMet)+" of "+count(c.TotalArrived)+")"))
+	}
+	if len(cl) > 0 {
+		wrap(strings.Join(cl, st.dim.Render(" · ")))
+	}
+	out = append(out, m.tenantTotals(inner)...)
 
 	lw := 10
 	for _, f := range s.Faults {
@@ -97,7 +108,7 @@ func (m *Model) summary(w, h int) []string {
 				col(since(f.Detect))+mit+col(since(f.Recover)))
 			out = append(out, m.tenantImpact(f.Label, inner)...)
 		}
-		out = append(out, st.dim.Render("* injected; detect and mitigate from the fault's start, recover from its end"))
+		out = append(out, st.dim.Render("* injected; detect and mitigate from the fault's start, recover from its end; — never"))
 	}
 
 	// Lanes: each fault's active span with its detection (D), mitigation
@@ -115,18 +126,15 @@ func (m *Model) summary(w, h int) []string {
 		if d := s.Degradation; d != nil && len(d.Steps) > 0 {
 			out = append(out, fit("ladder", lw-1)+" "+m.ladderLane(s.Events, len(d.Steps), span, laneW))
 		}
-		if h >= 30 {
-			legend := "━ active  D detected  M mitigated  R recovered"
-			if s.Degradation != nil {
-				legend += "  ▁▂▃ ladder steps engaged"
-			}
-			out = append(out, st.dim.Render(padRight("", lw)+legend))
+		legend := "━ active  D detected  M mitigated  R recovered"
+		if s.Degradation != nil {
+			legend += "  ▁▂▃ ladder steps engaged"
 		}
+		out = append(out, st.dim.Render(padRight("", lw)+legend))
 	}
 
-	// The path's events, scrollable.
-	// The report's timeline is whole; a snapshot's keeps the latest
-	// events only.
+	// The path's events. The report's timeline is whole; a snapshot's
+	// keeps the latest events only.
 	events := s.Events
 	if m.final.Report != nil && len(m.final.Report.Timeline) > 0 {
 		events = m.final.Report.Timeline
@@ -139,15 +147,109 @@ func (m *Model) summary(w, h int) []string {
 	}
 	gap()
 	out = append(out, st.bold.Render("degradation and recovery path")+st.dim.Render(" ("+itoa(len(path))+" events)"))
-	room := h - 2 - len(out)
-	if room > 0 && len(path) > 0 {
-		m.scroll = min(m.scroll, max(len(path)-room, 0))
-		end := min(m.scroll+room, len(path))
-		out = append(out, path[m.scroll:end]...)
-	} else if len(path) == 0 {
+	if len(path) == 0 {
 		out = append(out, st.dim.Render("nothing happened"))
 	}
-	return st.box("Game day summary", out, w, h, true)
+	out = append(out, path...)
+
+	// The whole summary scrolls, with markers.
+	room := h - 2
+	m.scroll = max(0, min(m.scroll, len(out)-room))
+	c := content{lines: out}
+	if len(out) > room {
+		c = content{lines: out[m.scroll : m.scroll+room], above: m.scroll, below: len(out) - m.scroll - room}
+	}
+	return st.boxPane("Game day summary", c, w, h, true)
+}
+
+// verdict is whether the drill's expectations held, then each with the
+// value measured; a drill with no request has no data to judge.
+func (m *Model) verdict() []string {
+	st := m.st
+	rep := m.final.Report
+	if rep == nil {
+		return nil
+	}
+	if m.frame.Snap.Requests.Arrived == 0 && rep.Requests.Arrived == 0 {
+		return []string{st.warn.Render("no data: no request arrived before the drill stopped; nothing to judge")}
+	}
+	if len(rep.Expectations) == 0 {
+		return []string{st.dim.Render("the scenario sets no expectations")}
+	}
+	failed := 0
+	for _, e := range rep.Expectations {
+		if !e.Pass {
+			failed++
+		}
+	}
+	n := len(rep.Expectations)
+	var head string
+	switch {
+	case failed == 0:
+		head = st.ok.Render("PASS") + " · " + itoa(n) + " of " + itoa(n) + " expectations held"
+	default:
+		head = st.bad.Render("FAIL") + " · " + itoa(failed) + " of " + itoa(n) + " expectations failed"
+	}
+	if !m.final.Ended {
+		head += st.dim.Render(" (on the run so far)")
+	}
+	out := []string{head}
+	for _, e := range rep.Expectations {
+		mark := st.ok.Render("✓")
+		if !e.Pass {
+			mark = st.bad.Render("✗")
+		}
+		out = append(out, "  "+mark+" "+e.Expr+st.dim.Render("  measured ")+expectValue(e.Expr, e.Value))
+	}
+	return out
+}
+
+// expectValue prints an expectation's measured value in its own unit: a
+// latency as one, an attainment as a percentage, a count as an integer.
+func expectValue(expr string, v float64) string {
+	if e, err := scenarios.ParseExpectation(expr); err == nil {
+		switch {
+		case e.IsDuration:
+			return secs(time.Duration(v * float64(time.Second)))
+		case strings.Contains(e.LHS, "attainment") && v >= 0 && v <= 1:
+			return strconv.FormatFloat(100*v, 'f', 2, 64) + "%"
+		}
+	}
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// tenantTotals is a line per tenant from the final report: its SLO
+// attainment over the run and what it lost, worst first.
+func (m *Model) tenantTotals(w int) []string {
+	rep := m.final.Report
+	if rep == nil || len(rep.Tenants) == 0 {
+		return nil
+	}
+	st := m.st
+	names := slices.Sorted(maps.Keys(rep.Tenants))
+	slices.SortStableFunc(names, func(a, b string) int {
+		return cmp.Compare(rep.Tenants[a].SLOAttainment, rep.Tenants[b].SLOAttainment)
+	})
+	nw := 6
+	for _, n := range names {
+		nw = max(nw, ansi.StringWidth(n))
+	}
+	out := []string{st.bold.Render("tenants")}
+	for _, n := range names {
+		g := rep.Tenants[n]
+		line := "  " + padRight(n, nw) + " SLO " + m.attainment(g.SLOAttainment) + st.dim.Render(" ("+count(g.SLOMet)+" of "+count(g.Arrived)+")")
+		if lost := g.Rejected + g.Failed + g.TimedOut; lost > 0 {
+			line += " · " + st.bad.Render("lost "+count(lost)) + st.dim.Render(" ("+count(g.Rejected)+" refused, "+count(g.TimedOut)+" timed out, "+count(g.Failed)+" failed)")
+		}
+		if g.Fallbacks > 0 {
+			line += st.dim.Render(" · ") + count(g.Fallbacks) + st.dim.Render(" by a fallback")
+		}
+		out = append(out, fit(line, w))
+	}
+	return out
 }
 
 // laneCell is one cell of a lane: a glyph and its style.

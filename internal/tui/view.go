@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"slices"
 	"strconv"
 	"strings"
@@ -40,53 +41,95 @@ func (m *Model) Render() string {
 	return strings.Join(lines, "\n")
 }
 
-// compact is the layout for 80×24 and up to wideWidth: fleet beside
-// classes, routes beside events, the why pane under them.
+// need is the height a box needs for n lines of content.
+func need(n int) int { return n + 2 }
+
+// fleetNeed is the height the fleet pane needs to show every pool.
+func (m *Model) fleetNeed() int {
+	return need(1 + len(m.frame.Snap.Regions) + len(m.pools))
+}
+
+// classNeed is the height the classes pane needs at three lines a class.
+func (m *Model) classNeed() int { return need(max(3*len(m.frame.Snap.Classes), 1)) }
+
+// classWant is the height the classes pane uses at four lines a class,
+// where there is room.
+func (m *Model) classWant() int { return need(max(4*len(m.frame.Snap.Classes), 1)) }
+
+// tenantNeed is the height the tenants pane needs to show every route.
+func (m *Model) tenantNeed() int {
+	n := 2 + len(m.routes)
+	if len(m.frame.Snap.Models) > 1 {
+		n += len(m.frame.Snap.Tenants)
+	}
+	return need(n)
+}
+
+func clamp(v, lo, hi int) int { return max(lo, min(v, hi)) }
+
+// compact is the layout below wideWidth×wideHeight, 80×24 included: fleet
+// beside classes, tenants beside events, the why pane under them. The top
+// row is as tall as the fleet or the classes need, within bounds; the
+// tenants and events take the rest.
 func (m *Model) compact(w, h int) []string {
 	whyH := 4
 	if h >= 26 {
 		whyH = 6
 	}
 	rest := h - whyH
-	topH := rest - rest/2
-	midH := rest / 2
+	topH := clamp(max(m.fleetNeed(), m.classNeed()), 5, rest-5)
+	midH := rest - topH
 	lw := w / 2
 	rw := w - lw
 	out := make([]string, 0, h)
 	out = append(out, beside(
-		m.st.box(m.fleetTitle(), m.fleetLines(lw-2, topH-2), lw, topH, m.focus == paneFleet),
+		m.st.boxPane(m.fleetTitle(), m.fleetLines(lw-2, topH-2), lw, topH, m.focus == paneFleet),
 		m.st.box("Classes · p99 vs SLO", m.classLines(rw-2, topH-2), rw, topH, false),
 	)...)
+	// The tenants take more of the middle row than the events: their
+	// figures are the alarm, the events' text is cut anyway.
+	tw := w * 55 / 100
 	out = append(out, beside(
-		m.st.box(m.routesTitle(), m.routeLines(lw-2, midH-2), lw, midH, m.focus == paneRoutes),
-		m.st.box("Events", m.eventLines(rw-2, midH-2), rw, midH, false),
+		m.st.boxPane(m.routesTitle(), m.tenantLines(tw-2, midH-2), tw, midH, m.focus == paneRoutes),
+		m.st.boxPane("Events", m.eventLines(w-tw-2, midH-2, false), w-tw, midH, false),
 	)...)
 	out = append(out, m.st.box(m.whyTitle(), m.whyLines(w-2, whyH-2), w, whyH, false)...)
 	return out
 }
 
-// wide is the layout from wideWidth×wideHeight: fleet over routes, classes
-// over the why pane, and the event log down the right.
+// wide is the layout from wideWidth×wideHeight: fleet over tenants; classes,
+// faults and the why pane; and the event log down the right, its lines
+// wrapped rather than cut. Each pane is as tall as its content needs, within
+// bounds; from 180 columns the fleet column is wide enough for two columns
+// of regions.
 func (m *Model) wide(w, h int) []string {
-	c1 := w * 34 / 100
-	c2 := w * 32 / 100
+	c1 := w * 38 / 100
+	if w >= 180 {
+		c1 = w * 45 / 100
+	}
+	c2 := w * 30 / 100
+	if w >= 180 {
+		c2 = w * 27 / 100
+	}
 	c3 := w - c1 - c2
-	// Each pane is as tall as it needs, within bounds; the faults and the
-	// why pane take the rest.
-	s := &m.frame.Snap
-	fleetH := max(6, min(2+1+len(s.Regions)+len(m.pools), h*45/100))
-	routesH := max(5, min(2+1+len(s.Models)+len(m.routes), (h-fleetH)*60/100))
-	faultsH := h - fleetH - routesH
-	classH := max(6, min(2+3*len(s.Classes), h*50/100))
-	whyH := h - classH
+	fleetH := clamp(m.fleetNeed(), 6, h-6)
+	if fleetH > h/2 && m.tenantNeed() > h-fleetH {
+		// Both want more than there is: the fleet may fold or use two
+		// columns, the tenants only scroll.
+		fleetH = max(h/2, h-m.tenantNeed())
+	}
+	tenantsH := h - fleetH
+	classH := clamp(m.classWant(), 5, h*45/100)
+	faultsH := clamp(need(len(m.frame.Snap.Faults)+2), 4, (h-classH)/2)
+	whyH := h - classH - faultsH
 	left := slices.Concat(
-		m.st.box(m.fleetTitle(), m.fleetLines(c1-2, fleetH-2), c1, fleetH, m.focus == paneFleet),
-		m.st.box(m.routesTitle(), m.routeLines(c1-2, routesH-2), c1, routesH, m.focus == paneRoutes),
-		m.st.box("Faults", m.faultLines(c1-2, faultsH-2), c1, faultsH, false))
+		m.st.boxPane(m.fleetTitle(), m.fleetLines(c1-2, fleetH-2), c1, fleetH, m.focus == paneFleet),
+		m.st.boxPane(m.routesTitle(), m.tenantLines(c1-2, tenantsH-2), c1, tenantsH, m.focus == paneRoutes))
 	mid := slices.Concat(
 		m.st.box("Classes · p99 vs SLO", m.classLines(c2-2, classH-2), c2, classH, false),
+		m.st.box("Faults", m.faultLines(c2-2, faultsH-2), c2, faultsH, false),
 		m.st.box(m.whyTitle(), m.whyLines(c2-2, whyH-2), c2, whyH, false))
-	right := m.st.box("Events", m.eventLines(c3-2, h-2), c3, h, false)
+	right := m.st.boxPane("Events", m.eventLines(c3-2, h-2, true), c3, h, false)
 	return beside(left, mid, right)
 }
 
@@ -95,13 +138,13 @@ func (m *Model) fleetTitle() string {
 }
 
 func (m *Model) routesTitle() string {
-	return "Queues and routes"
+	return "Tenants · SLO, losses, where served"
 }
 
 func (m *Model) whyTitle() string {
 	if m.focus == paneRoutes {
 		if m.selModel != "" {
-			return "Why · route " + m.selTenant + " → " + m.selModel
+			return "Why · " + m.selTenant + " → " + m.selModel
 		}
 		return "Why"
 	}
@@ -111,8 +154,25 @@ func (m *Model) whyTitle() string {
 	return "Why"
 }
 
-// statusBar is the top line: scenario, seed, state, speed, simulated
-// clock and progress, and the run's totals.
+// breaches are the classes whose latency is over an objective now: TTFT
+// p99 counting the requests still waiting, or end-to-end p99.
+func (m *Model) breaches() []string {
+	var out []string
+	for _, c := range m.frame.Snap.Classes {
+		ttft := c.SLOTTFT > 0 && c.Completed+uint64(c.Waiting) > 0 && c.TTFTP99Now() > c.SLOTTFT
+		e2e := c.SLOE2E > 0 && c.Completed > 0 && c.E2EP99 > c.SLOE2E
+		if ttft || e2e {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// statusBar is the top line. The alarm — the drill's state (paused,
+// stopped), faults active, classes over their SLO — is never cut: where the
+// line is too long the decorative parts go first (the request count, the
+// seed, the progress bar, the name of the tool, then the scenario's name is
+// shortened).
 func (m *Model) statusBar(w int) string {
 	st := m.st
 	s := &m.frame.Snap
@@ -132,43 +192,100 @@ func (m *Model) statusBar(w int) string {
 	default:
 		state = st.running.Render("▶ running")
 	}
-	// Most important first: what runs, where it is, whether it moves.
-	parts := []string{
-		st.status.Render("fleetdrill") + " " + st.info.Render(s.Scenario),
-		"sim " + st.bold.Render(clock(s.Now)) + st.dim.Render(" / "+clock(s.End)),
-		state + " " + speedText(m.frame.Speed),
-	}
+	state += " " + speedText(m.frame.Speed)
 	if m.frame.Behind {
-		parts[2] += st.warn.Render(" (behind)")
+		state += st.warn.Render(" (behind)")
 	}
-	if s.End > 0 && w >= 100 {
+	// The clock runs against the arrivals' end; the drain after it is
+	// said, not added.
+	clk := "sim " + st.bold.Render(clock(s.Now))
+	switch {
+	case s.Duration > 0 && s.Now > s.Duration:
+		clk += st.dim.Render(" draining")
+	case s.Duration > 0:
+		clk += st.dim.Render(" / " + clock(s.Duration))
+	case s.End > 0:
+		clk += st.dim.Render(" / " + clock(s.End))
+	}
+	var alarm []string
+	active := 0
+	for _, f := range s.Faults {
+		if f.Active {
+			active++
+		}
+	}
+	if active > 0 {
+		alarm = append(alarm, st.bad.Render("● "+itoa(active)+" fault"+plural(active)+" active"))
+	}
+	if b := m.breaches(); len(b) > 0 {
+		alarm = append(alarm, st.bad.Render("✗ SLO "+strings.Join(b, ", ")))
+	}
+	alarmText := strings.Join(alarm, sep)
+	shortAlarm := func() string {
+		var a []string
+		if active > 0 {
+			a = append(a, st.bad.Render("●"+itoa(active)+" fault"+plural(active)))
+		}
+		if b := m.breaches(); len(b) > 0 {
+			a = append(a, st.bad.Render("✗SLO "+itoa(len(b))))
+		}
+		return strings.Join(a, " ")
+	}
+
+	progress := ""
+	if end := cmp.Or(s.Duration, s.End); end > 0 {
 		const bw = 12
-		n := int(float64(bw) * float64(s.Now) / float64(s.End))
+		n := int(float64(bw) * float64(min(s.Now, end)) / float64(end))
 		n = max(0, min(n, bw))
-		parts[1] += " " + st.info.Render(strings.Repeat("█", n)) + st.dim.Render(strings.Repeat("░", bw-n))
+		progress = " " + st.info.Render(strings.Repeat("█", n)) + st.dim.Render(strings.Repeat("░", bw-n))
 	}
-	parts = append(parts, "seed "+utoa(s.Seed))
+	seed := "seed " + utoa(s.Seed)
+	reqs := ""
 	if s.Requests.Arrived > 0 {
-		parts = append(parts, count(s.Requests.Arrived)+" req")
+		reqs = count(s.Requests.Arrived) + " req"
 	}
-	if len(s.Faults) > 0 {
-		active := 0
-		for _, f := range s.Faults {
-			if f.Active {
-				active++
+	brand := st.status.Render("fleetdrill") + " "
+	name := s.Scenario
+
+	compose := func(brand, name, progress, alarmText, seed, reqs string) string {
+		parts := []string{brand + st.info.Render(name), clk + progress, state}
+		if name == "" && brand == "" {
+			parts = parts[1:]
+		}
+		if alarmText != "" {
+			parts = append(parts, alarmText)
+		}
+		for _, p := range []string{seed, reqs} {
+			if p != "" {
+				parts = append(parts, p)
 			}
 		}
-		if active > 0 {
-			parts = append(parts, st.bad.Render(itoa(active)+" fault"+plural(active)+" active"))
+		return " " + strings.Join(parts, sep)
+	}
+	// From the fullest line to the barest, the first that fits.
+	tries := []func() string{
+		func() string { return compose(brand, name, progress, alarmText, seed, reqs) },
+		func() string { return compose(brand, name, progress, alarmText, seed, "") },
+		func() string { return compose(brand, name, progress, alarmText, "", "") },
+		func() string { return compose(brand, name, "", alarmText, "", "") },
+		func() string { return compose("", name, "", alarmText, "", "") },
+	}
+	for _, try := range tries {
+		if line := try(); ansi.StringWidth(line) <= w {
+			return fit(line, w)
 		}
 	}
-	// Drop trailing parts that do not fit, rather than cut one in half.
-	line := " " + strings.Join(parts, sep)
-	for len(parts) > 2 && ansi.StringWidth(line) > w {
-		parts = parts[:len(parts)-1]
-		line = " " + strings.Join(parts, sep)
+	// Shorten the scenario's name, then the alarm's words; the alarm stays.
+	for _, a := range []string{alarmText, shortAlarm()} {
+		base := ansi.StringWidth(compose("", "", "", a, "", ""))
+		if room := w - base - 3; room >= 6 {
+			return fit(compose("", ansi.Truncate(name, room, "…"), "", a, "", ""), w)
+		}
+		if base <= w {
+			return fit(compose("", "", "", a, "", ""), w)
+		}
 	}
-	return fit(line, w)
+	return fit(" "+shortAlarm()+" "+state, w)
 }
 
 // footer is the last line: the latest notice, then the key help.
