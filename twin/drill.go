@@ -288,17 +288,7 @@ func (d *Drill) Snapshot() Snapshot {
 		ts.Name, ts.Jurisdiction = tn.Name, tn.Jurisdiction
 		ts.Waiting, ts.OldestWaiting = tenantWaiting[t], tenantOldest[t]
 		served = r.recent.tenant(t, now, ts, served)
-		if len(served) == 0 {
-			continue
-		}
-		ts.Served = make([]TenantServed, len(served))
-		for i, c := range served {
-			ts.Served[i] = TenantServed{Model: sc.Models[c.model].Name, Fallback: c.fallback, Count: c.n}
-			if c.pool >= 0 {
-				ts.Served[i].Pool, ts.Served[i].Region = sc.Pools[c.pool].Name, sc.Pools[c.pool].Region
-			}
-		}
-		sortServed(ts.Served)
+		ts.Served = tenantServed(sc, served)
 	}
 	// Models: queues and, per tenant, the route now (the first class).
 	for m, model := range sc.Models {
@@ -353,13 +343,25 @@ func (d *Drill) Snapshot() Snapshot {
 	return snap
 }
 
-// sortServed orders a tenant's places most served first, then by pool,
-// model and primary before fallback: a stable order for a console.
-func sortServed(s []TenantServed) {
-	slices.SortFunc(s, func(a, b TenantServed) int {
+// tenantServed names the places counted in served (nil without any), most
+// served first, then by pool, model and primary before fallback: a stable
+// order for a console. A place with no known pool has no pool or region.
+func tenantServed(sc *scenarios.Scenario, served []servedCount) []TenantServed {
+	if len(served) == 0 {
+		return nil
+	}
+	out := make([]TenantServed, len(served))
+	for i, c := range served {
+		out[i] = TenantServed{Model: sc.Models[c.model].Name, Fallback: c.fallback, Count: c.n}
+		if c.pool >= 0 {
+			out[i].Pool, out[i].Region = sc.Pools[c.pool].Name, sc.Pools[c.pool].Region
+		}
+	}
+	slices.SortFunc(out, func(a, b TenantServed) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Model, b.Model),
 			cmpBool(a.Fallback, b.Fallback))
 	})
+	return out
 }
 
 func cmpBool(a, b bool) int {
