@@ -73,3 +73,43 @@ func benchGameDay(b *testing.B, withFaults bool) {
 
 func BenchmarkGameDayHourCalm(b *testing.B)   { benchGameDay(b, false) }
 func BenchmarkGameDayHourFaults(b *testing.B) { benchGameDay(b, true) }
+
+// BenchmarkDrillSnapshot measures a console frame's snapshot of a drill
+// an hour in (the default fleet, its us-east dark): every figure a frame
+// draws, the recent window's per class and per tenant included.
+func BenchmarkDrillSnapshot(b *testing.B) {
+	sc, err := scenarios.LoadNamedWithSets("default", []string{"duration=2h"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := NewDrill(sc, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d.Advance(time.Hour)
+	if _, err := d.Inject("regional-outage region=us-east at=0s"); err != nil {
+		b.Fatal(err)
+	}
+	d.Advance(d.Now() + 30*time.Second)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = d.Snapshot()
+	}
+}
+
+// BenchmarkDrillHour runs a drill of the default fleet for an hour,
+// without snapshots: what keeping the recent window costs the run.
+func BenchmarkDrillHour(b *testing.B) {
+	sc, err := scenarios.LoadNamedWithSets("default", []string{"duration=1h", "drain=1m"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := NewDrill(sc, Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.Advance(d.End())
+	}
+}

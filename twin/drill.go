@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -47,7 +48,7 @@ func NewDrill(sc *scenarios.Scenario, opts Options) (*Drill, error) {
 	}
 	r.onComplete = opts.OnComplete
 	r.onEjection = opts.OnEjection
-	r.recent = newRecent(len(sc.Classes), DrillWindow)
+	r.recent = newRecent(len(sc.Classes), len(sc.Tenants), DrillWindow)
 	d := &Drill{r: r, sc: sc, injected: map[*faultRT]bool{}, labels: map[string]int{},
 		ends: map[*faultRT]bool{}, window: DrillWindow}
 	for _, f := range r.faults {
@@ -263,9 +264,14 @@ func (d *Drill) Snapshot() Snapshot {
 	// Classes over the recent window, and what waits for a first token now
 	// (the slab holds every live request: a scan per snapshot).
 	waiting := make([][]time.Duration, len(sc.Classes))
+	tenantWaiting := make([]int, len(sc.Tenants))
+	tenantOldest := make([]time.Duration, len(sc.Tenants))
 	for _, req := range r.reqs {
 		if req.state != stDone && req.firstAt == 0 {
-			waiting[req.core.Class] = append(waiting[req.core.Class], now-req.core.Arrived)
+			age := now - req.core.Arrived
+			waiting[req.core.Class] = append(waiting[req.core.Class], age)
+			tenantWaiting[req.core.Tenant]++
+			tenantOldest[req.core.Tenant] = max(tenantOldest[req.core.Tenant], age)
 		}
 	}
 	for ci, c := range sc.Classes {
@@ -273,6 +279,16 @@ func (d *Drill) Snapshot() Snapshot {
 		cs.Name, cs.SLOTTFT, cs.SLOE2E = c.Name, c.SLO.TTFT.D(), c.SLO.E2E.D()
 		cs.TotalArrived, cs.TotalSLOMet = r.classes[ci].Arrived, r.classes[ci].SLOMet
 		snap.Classes = append(snap.Classes, cs)
+	}
+	// Tenants over the recent window, and what of theirs waits now.
+	snap.Tenants = make([]TenantState, len(sc.Tenants))
+	var served []servedCount
+	for t, tn := range sc.Tenants {
+		ts := &snap.Tenants[t]
+		ts.Name, ts.Jurisdiction = tn.Name, tn.Jurisdiction
+		ts.Waiting, ts.OldestWaiting = tenantWaiting[t], tenantOldest[t]
+		served = r.recent.tenant(t, now, ts, served)
+		ts.Served = tenantServed(sc, served)
 	}
 	// Models: queues and, per tenant, the route now (the first class).
 	for m, model := range sc.Models {
@@ -327,12 +343,45 @@ func (d *Drill) Snapshot() Snapshot {
 	return snap
 }
 
-// recent keeps each class's outcomes over the last window of simulated time
-// in buckets, so a snapshot's p99s and rates follow the run as it goes.
+// tenantServed names the places counted in served (nil without any), most
+// served first, then by pool, model and primary before fallback: a stable
+// order for a console. A place with no known pool has no pool or region.
+func tenantServed(sc *scenarios.Scenario, served []servedCount) []TenantServed {
+	if len(served) == 0 {
+		return nil
+	}
+	out := make([]TenantServed, len(served))
+	for i, c := range served {
+		out[i] = TenantServed{Model: sc.Models[c.model].Name, Fallback: c.fallback, Count: c.n}
+		if c.pool >= 0 {
+			out[i].Pool, out[i].Region = sc.Pools[c.pool].Name, sc.Pools[c.pool].Region
+		}
+	}
+	slices.SortFunc(out, func(a, b TenantServed) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Pool, b.Pool), cmp.Compare(a.Model, b.Model),
+			cmpBool(a.Fallback, b.Fallback))
+	})
+	return out
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// recent keeps each class's and each tenant's outcomes over the last window
+// of simulated time in buckets, so a snapshot's p99s, rates and counts
+// follow the run as it goes.
 type recent struct {
 	width   time.Duration
 	n       int
 	classes [][]recentBucket // per class, a ring of n buckets
+	tenants [][]tenantBucket // per tenant, a ring of n buckets
 }
 
 type recentBucket struct {
@@ -341,7 +390,25 @@ type recentBucket struct {
 	completed, met, finished, rejected, deferredN uint64
 }
 
-func newRecent(classes int, window time.Duration) *recent {
+// tenantBucket is one tenant's requests finished in a bucket's span: every
+// one (finished), how (completed, and of those met; rejected, timed out,
+// failed; a cancelled one counts as finished only), and where the
+// completed ones were served.
+type tenantBucket struct {
+	start                                                int64 // as recentBucket's
+	finished, completed, met, rejected, timedOut, failed uint64
+	served                                               []servedCount // first seen first; reused when the bucket is
+}
+
+// servedCount is a tenant's completions on pool (index in the scenario's
+// pools, -1 unknown) answered by model (its index), a fallback or not.
+type servedCount struct {
+	pool, model int
+	fallback    bool
+	n           uint64
+}
+
+func newRecent(classes, tenants int, window time.Duration) *recent {
 	const n = 6
 	rc := &recent{width: window / n, n: n}
 	for range classes {
@@ -350,6 +417,13 @@ func newRecent(classes int, window time.Duration) *recent {
 			ring[i].start = -1
 		}
 		rc.classes = append(rc.classes, ring)
+	}
+	for range tenants {
+		ring := make([]tenantBucket, n)
+		for i := range ring {
+			ring[i].start = -1
+		}
+		rc.tenants = append(rc.tenants, ring)
 	}
 	return rc
 }
@@ -386,6 +460,76 @@ func (rc *recent) unanswered(class int, at time.Duration, rejected bool) {
 	if rejected {
 		b.rejected++
 	}
+}
+
+// tenantEnded counts one of tenant's requests that finished at at as res
+// says; a completed one (met: its SLO) was served on pool (-1 unknown) by
+// model, a fallback when it is not the model asked for.
+func (rc *recent) tenantEnded(tenant int, at time.Duration, res Result, met bool, pool, model int, fallback bool) {
+	if rc == nil {
+		return
+	}
+	k := int64(at / rc.width)
+	b := &rc.tenants[tenant][k%int64(rc.n)]
+	if b.start != k {
+		*b = tenantBucket{start: k, served: b.served[:0]} // keep the slice's room: no allocation once warm
+	}
+	b.finished++
+	switch res {
+	case Completed:
+		b.completed++
+		if met {
+			b.met++
+		}
+		addServed(&b.served, servedCount{pool: pool, model: model, fallback: fallback, n: 1})
+	case Rejected:
+		b.rejected++
+	case TimedOut:
+		b.timedOut++
+	case Failed:
+		b.failed++
+	}
+}
+
+// addServed adds c to the count of the same place in *s, or appends it.
+// Places are few (pools × models), so a scan beats a map.
+func addServed(s *[]servedCount, c servedCount) {
+	for i := range *s {
+		if e := &(*s)[i]; e.pool == c.pool && e.model == c.model && e.fallback == c.fallback {
+			e.n += c.n
+			return
+		}
+	}
+	*s = append(*s, c)
+}
+
+// tenant sums tenant's buckets of the window ending at now into ts's counts
+// and attainment, and the places it was served into served (reset first;
+// returned, so that a caller can reuse its room).
+func (rc *recent) tenant(tenant int, now time.Duration, ts *TenantState, served []servedCount) []servedCount {
+	served = served[:0]
+	var met uint64
+	k := int64(now / rc.width)
+	for i := range rc.tenants[tenant] {
+		b := &rc.tenants[tenant][i]
+		if b.start < 0 || b.start <= k-int64(rc.n) || b.start > k {
+			continue // unused, or outside the window
+		}
+		ts.Finished += b.finished
+		ts.Completed += b.completed
+		ts.Rejected += b.rejected
+		ts.TimedOut += b.timedOut
+		ts.Failed += b.failed
+		met += b.met
+		for _, c := range b.served {
+			addServed(&served, c)
+		}
+	}
+	ts.Attainment = 1
+	if ts.Finished > 0 {
+		ts.Attainment = float64(met) / float64(ts.Finished)
+	}
+	return served
 }
 
 func (rc *recent) deferred(class int, at time.Duration) {

@@ -439,6 +439,60 @@ func (rec *Recorder) Recent(now, window time.Duration) []ClassState {
 	return out
 }
 
+// RecentTenants summarizes each tenant, in the scenario's order, over the
+// window of model time ending at now, from the outcomes added so far, as a
+// drill's snapshot does: requests finished (every outcome but in-flight
+// ones), completed, rejected, timed out and failed (a cancelled one is
+// finished, not lost), SLO attainment of the finished ones (1 without any),
+// and where the completed ones were served: the replica's pool when the
+// gateway named the replica, else the pool it named (none when it named
+// neither), that pool's region, and the model that answered. Waiting and
+// OldestWaiting stay zero: the recorder learns of a request when it ends.
+func (rec *Recorder) RecentTenants(now, window time.Duration) []TenantState {
+	sc := rec.p.sc
+	out := make([]TenantState, len(sc.Tenants))
+	met := make([]uint64, len(sc.Tenants))
+	places := make([][]servedCount, len(sc.Tenants))
+	for i := range rec.outs {
+		o := &rec.outs[i]
+		if o.Ended > now || o.Ended <= now-window || o.Result == InFlight || o.Tenant < 0 || o.Tenant >= len(out) {
+			continue
+		}
+		ts := &out[o.Tenant]
+		ts.Finished++
+		switch o.Result {
+		case Completed:
+			ts.Completed++
+			if rec.t.met(&served{class: o.Class, ttft: o.TTFT, e2e: o.Ended - o.At, output: o.Output}) {
+				met[o.Tenant]++
+			}
+			pool := -1
+			switch {
+			case o.Replica >= 0 && o.Replica < len(rec.p.replicas):
+				pool = rec.p.replicas[o.Replica].pool
+			case o.Pool != "":
+				pool = slices.IndexFunc(sc.Pools, func(p scenarios.Pool) bool { return p.Name == o.Pool })
+			}
+			addServed(&places[o.Tenant], servedCount{pool: pool, model: o.ServedModel, fallback: o.ServedModel != o.Model, n: 1})
+		case Rejected:
+			ts.Rejected++
+		case TimedOut:
+			ts.TimedOut++
+		case Failed:
+			ts.Failed++
+		}
+	}
+	for t, tn := range sc.Tenants {
+		ts := &out[t]
+		ts.Name, ts.Jurisdiction, ts.Attainment = tn.Name, tn.Jurisdiction, 1
+		if ts.Finished > 0 {
+			ts.Attainment = float64(met[t]) / float64(ts.Finished)
+		}
+		ts.Served = tenantServed(sc, places[t])
+	}
+	return out
+}
+
 // Counts tallies the outcomes added so far (every arrival, warm-up
 // included).
 func (rec *Recorder) Counts() Counts {

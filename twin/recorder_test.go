@@ -273,3 +273,71 @@ func TestRecorderFallbackWithoutReplica(t *testing.T) {
 	}
 	require.Equal(t, uint64(1), elsewhere)
 }
+
+// RecentTenants counts each tenant's outcomes that ended in the window as a
+// drill's snapshot does: finished, completed or lost (a cancelled request
+// finished but is not lost, one in flight has not finished), attainment
+// of the finished ones, and where the completed ones were served: by the
+// replica's pool, else by the pool the gateway named, else nowhere known.
+func TestRecorderRecentTenants(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("default", []string{"duration=10m", "warmup=0s", "faults=[]", "expect=[]"})
+	require.NoError(t, err)
+	rec, err := NewRecorder(sc)
+	require.NoError(t, err)
+	const retail, bank, m8b, m70b = 0, 1, 0, 1 // the default scenario's tenants and models
+	const useH100, euwA100 = 0, 7              // replicas: use-h100-8b's first, one of euw-a100-8b's
+	s := func(d int) time.Duration { return time.Duration(d) * time.Second }
+	now, window := s(300), time.Minute
+	add := func(tenant, model int, ended time.Duration, res Result, o Outcome) {
+		o.Arrival = Arrival{At: ended - s(1), Tenant: tenant, Class: 0, Model: model, Input: 100, Output: 10}
+		o.Result, o.Ended, o.Attempts = res, ended, 1
+		if res == Completed && o.TTFT == 0 {
+			o.TTFT = s(1) / 2 // within the interactive SLO
+		}
+		rec.Add(o)
+	}
+	// retail: three completions on use-h100-8b (one too slow), one on it
+	// by the 8B for the 70B, named by pool only, one with no pool known,
+	// and one of each way to end without an answer.
+	add(retail, m8b, s(250), Completed, Outcome{Replica: useH100, ServedModel: m8b})
+	add(retail, m8b, s(260), Completed, Outcome{Replica: useH100, ServedModel: m8b})
+	add(retail, m8b, s(299), Completed, Outcome{Replica: useH100 + 1, ServedModel: m8b, TTFT: s(5) + s(1)/2})
+	add(retail, m70b, s(270), Completed, Outcome{Replica: -1, Pool: "use-h100-8b", ServedModel: m8b})
+	add(retail, m8b, s(280), Completed, Outcome{Replica: -1, ServedModel: m8b})
+	add(retail, m8b, s(281), Rejected, Outcome{Replica: -1, Reason: "queue-full"})
+	add(retail, m8b, s(282), TimedOut, Outcome{Replica: -1})
+	add(retail, m8b, s(283), Failed, Outcome{Replica: -1})
+	add(retail, m8b, s(284), Cancelled, Outcome{Replica: -1})
+	add(retail, m8b, s(285), InFlight, Outcome{Replica: -1})
+	// Outside the window: ended at its start, or after now.
+	add(retail, m8b, now-window, Failed, Outcome{Replica: -1})
+	add(retail, m8b, now+s(1), Failed, Outcome{Replica: -1})
+	// bank-eu: two in the EU.
+	add(bank, m8b, s(290), Completed, Outcome{Replica: euwA100, ServedModel: m8b})
+	add(bank, m70b, s(291), Completed, Outcome{Replica: euwA100 + 3, ServedModel: m70b})
+
+	got := rec.RecentTenants(now, window)
+	want := []TenantState{
+		{Name: "retail", Jurisdiction: "us", Attainment: 4.0 / 9, Finished: 9, Completed: 5, Rejected: 1, TimedOut: 1, Failed: 1,
+			Served: []TenantServed{
+				{Pool: "use-h100-8b", Region: "us-east", Model: "llama-3.1-8b", Count: 3},
+				{Model: "llama-3.1-8b", Count: 1},
+				{Pool: "use-h100-8b", Region: "us-east", Model: "llama-3.1-8b", Fallback: true, Count: 1},
+			}},
+		{Name: "bank-eu", Jurisdiction: "eu", Attainment: 1, Finished: 2, Completed: 2,
+			Served: []TenantServed{
+				{Pool: "euw-a100-70b", Region: "eu-west", Model: "llama-3.1-70b", Count: 1},
+				{Pool: "euw-a100-8b", Region: "eu-west", Model: "llama-3.1-8b", Count: 1},
+			}},
+		{Name: "research", Attainment: 1},
+	}
+	require.Equal(t, want, got)
+	var tenants, classes uint64
+	for _, ts := range got {
+		tenants += ts.Finished
+	}
+	for _, cs := range rec.Recent(now, window) {
+		classes += cs.Finished
+	}
+	require.Equal(t, classes, tenants, "the tenants' finished requests are the classes'")
+}

@@ -890,6 +890,13 @@ func (r *runner) complete(req *request) {
 	met := r.tally.complete(&sv, req.measured)
 	r.metricsCompleted(req, &sv)
 	r.recent.complete(req.core.Class, now, sv.ttft, sv.e2e, met)
+	if r.recent != nil {
+		pool := -1
+		if ri := req.core.Replica; ri >= 0 {
+			pool = r.replicas[ri].pool
+		}
+		r.recent.tenantEnded(req.core.Tenant, now, Completed, met, pool, req.core.Served, req.core.Served != req.core.Model)
+	}
 	if ri := req.core.Replica; ri >= 0 {
 		r.core.ObserveLatency(now, ri, req.firstAt-req.dispatchedAt)
 		r.noteAttempt(false)
@@ -951,6 +958,7 @@ func (r *runner) finish(req *request, res Result, reason string) {
 		r.noteOutcome(req, false, true)
 		r.noteEnding(req, res, reason, false)
 		r.recent.unanswered(req.core.Class, r.s.Now(), req.rejected)
+		r.recent.tenantEnded(req.core.Tenant, r.s.Now(), res, false, -1, 0, false)
 	}
 	if req.measured {
 		r.count(req, outcome)

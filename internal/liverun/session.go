@@ -537,6 +537,7 @@ func (s *Session) Snapshot() twin.Snapshot {
 	s.r.mu.Lock()
 	defer s.r.mu.Unlock()
 	snap.Classes = s.rec.Recent(now, twin.DrillWindow)
+	snap.Tenants = s.rec.RecentTenants(now, twin.DrillWindow)
 	snap.Requests = s.rec.Counts()
 	for i, fp := range s.rec.Faults() {
 		fs := twin.FaultState{Label: fp.Label, Spec: fp.Spec.String(), Start: fp.Start, End: fp.End,

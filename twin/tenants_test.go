@@ -1,0 +1,143 @@
+package twin
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// tenantByName is the snapshot's state of the named tenant.
+func tenantByName(t *testing.T, s Snapshot, name string) TenantState {
+	t.Helper()
+	for _, ts := range s.Tenants {
+		if ts.Name == name {
+			return ts
+		}
+	}
+	t.Fatalf("no tenant %s in the snapshot at %v", name, s.Now)
+	return TenantState{}
+}
+
+// checkTenantAccounting checks what holds of every snapshot's tenants: in
+// the scenario's order; each finished request completed or was lost (the
+// twin cancels none); the places served add up to the completions, most
+// first, each in the region of its pool and within the tenant's
+// jurisdiction; and the tenants' finished requests are the classes'.
+func checkTenantAccounting(t *testing.T, d *Drill, s Snapshot) {
+	t.Helper()
+	require.Len(t, s.Tenants, len(d.sc.Tenants))
+	regionOf, jurisdictionOf := map[string]string{}, map[string]string{}
+	for _, rs := range s.Regions {
+		jurisdictionOf[rs.Name] = rs.Jurisdiction
+		for _, p := range rs.Pools {
+			regionOf[p.Name] = rs.Name
+		}
+	}
+	var tenantsFinished, classesFinished uint64
+	for i, ts := range s.Tenants {
+		tn := d.sc.Tenants[i]
+		require.Equal(t, tn.Name, ts.Name)
+		require.Equal(t, tn.Jurisdiction, ts.Jurisdiction)
+		require.Equal(t, ts.Finished, ts.Completed+ts.Lost(), "%v: %+v", s.Now, ts)
+		require.LessOrEqual(t, ts.Attainment, 1.0)
+		if ts.Finished == 0 {
+			require.Equal(t, 1.0, ts.Attainment)
+		}
+		require.Equal(t, ts.Waiting > 0, ts.OldestWaiting > 0, "%v: %+v", s.Now, ts)
+		var served uint64
+		for j, sv := range ts.Served {
+			served += sv.Count
+			require.Positive(t, sv.Count)
+			if j > 0 {
+				require.LessOrEqual(t, sv.Count, ts.Served[j-1].Count, "most served first: %+v", ts.Served)
+			}
+			require.Equal(t, regionOf[sv.Pool], sv.Region, "%+v", sv)
+			if ts.Jurisdiction != "" {
+				require.Equal(t, ts.Jurisdiction, jurisdictionOf[sv.Region], "%s served outside its jurisdiction: %+v", ts.Name, sv)
+			}
+			if sv.Model == "llama-3.1-70b" {
+				require.False(t, sv.Fallback, "nothing falls back to the 70B: %+v", sv)
+			}
+		}
+		require.Equal(t, ts.Completed, served, "%v: %+v", s.Now, ts)
+		tenantsFinished += ts.Finished
+	}
+	for _, cs := range s.Classes {
+		classesFinished += cs.Finished
+	}
+	require.Equal(t, classesFinished, tenantsFinished, "at %v", s.Now)
+}
+
+// The tenant pane's figures through a regional outage of eu-west, with the
+// 70B retired at the same moment: bank-eu, bound to the EU, which has no
+// other region, loses requests and holds waiting ones, and its attainment
+// falls; research, bound nowhere, is served in us-east, by the 8B in place
+// of the 70B (a fallback); retail, in the US, is untouched.
+func TestSnapshotTenants(t *testing.T) {
+	d, err := NewDrill(loadDefault(t), Options{})
+	require.NoError(t, err)
+	d.Advance(2 * time.Minute)
+	before := d.Snapshot()
+	checkTenantAccounting(t, d, before)
+	for _, ts := range before.Tenants {
+		require.Positive(t, ts.Completed, "%+v", ts)
+		require.Zero(t, ts.Lost(), "%+v", ts)
+	}
+	research := tenantByName(t, before, "research")
+	require.True(t, servedIn(research, "eu-west"), "before: research is served in both regions: %+v", research.Served)
+	require.True(t, servedIn(research, "us-east"), "before: research is served in both regions: %+v", research.Served)
+
+	_, err = d.Inject("regional-outage region=eu-west at=0s")
+	require.NoError(t, err)
+	_, err = d.Inject("model-retirement model=llama-3.1-70b at=0s")
+	require.NoError(t, err)
+	d.Advance(d.Now() + 45*time.Second)
+	during := d.Snapshot()
+	checkTenantAccounting(t, d, during)
+	bank := tenantByName(t, during, "bank-eu")
+	require.Equal(t, "eu", bank.Jurisdiction)
+	require.Positive(t, bank.Lost()+uint64(bank.Waiting), "%+v", bank)
+	require.Less(t, bank.Attainment, 1.0, "%+v", bank)
+	require.Greater(t, bank.OldestWaiting, 30*time.Second, "%+v", bank)
+	research = tenantByName(t, during, "research")
+	require.Contains(t, research.Served, TenantServed{Pool: "use-h100-8b", Region: "us-east", Model: "llama-3.1-8b", Fallback: true,
+		Count: countServed(research, "use-h100-8b", "llama-3.1-8b", true)})
+	require.Positive(t, countServed(research, "use-h100-8b", "llama-3.1-8b", true), "%+v", research.Served)
+	retail := tenantByName(t, during, "retail")
+	require.Zero(t, retail.Lost(), "%+v", retail)
+	require.Equal(t, 1.0, retail.Attainment, "%+v", retail)
+
+	// Once the window holds only the outage: research only in us-east,
+	// bank-eu served nowhere.
+	d.Advance(d.Now() + 30*time.Second)
+	later := d.Snapshot()
+	checkTenantAccounting(t, d, later)
+	research = tenantByName(t, later, "research")
+	require.NotEmpty(t, research.Served)
+	require.False(t, servedIn(research, "eu-west"), "%+v", research.Served)
+	require.Empty(t, tenantByName(t, later, "bank-eu").Served)
+
+	for !d.Done() {
+		d.Advance(d.Now() + 20*time.Second)
+		checkTenantAccounting(t, d, d.Snapshot())
+	}
+}
+
+func servedIn(ts TenantState, region string) bool {
+	for _, sv := range ts.Served {
+		if sv.Region == region {
+			return true
+		}
+	}
+	return false
+}
+
+func countServed(ts TenantState, pool, model string, fallback bool) uint64 {
+	for _, sv := range ts.Served {
+		if sv.Pool == pool && sv.Model == model && sv.Fallback == fallback {
+			return sv.Count
+		}
+	}
+	return 0
+}
