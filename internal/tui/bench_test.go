@@ -44,6 +44,16 @@ func busySnapshot(now time.Duration) twin.Snapshot {
 		}
 		s.Models = append(s.Models, ms)
 	}
+	for t := range 8 {
+		ts := twin.TenantState{Name: fmt.Sprintf("tenant-%d", t), Jurisdiction: []string{"us", "eu", ""}[t%3],
+			Attainment: 1 - 0.05*float64(t%3), Finished: 900, Completed: 880, Rejected: 12, TimedOut: 5, Failed: 3,
+			Waiting: 7 * t, OldestWaiting: time.Duration(t) * time.Second}
+		for p := range 6 {
+			ts.Served = append(ts.Served, twin.TenantServed{Pool: pools[p*5], Region: fmt.Sprintf("region-%d", p),
+				Model: fmt.Sprintf("model-%d", p), Fallback: p == 5, Count: uint64(100 - 10*p)})
+		}
+		s.Tenants = append(s.Tenants, ts)
+	}
 	for f := range 10 {
 		s.Faults = append(s.Faults, twin.FaultState{Label: fmt.Sprintf("node-loss(r%d-h100-pool-%d)", f%6, f%5),
 			Spec: fmt.Sprintf("node-loss pool=r%d-h100-pool-%d at=%dm count=1", f%6, f%5, 5*f), Start: time.Duration(5*f) * time.Minute,

@@ -402,7 +402,9 @@ func (m *Model) tenantState(name string) *twin.TenantState {
 // hurt is whether a tenant fares badly now: below 99 % of its SLO, or
 // with requests lost, in the window.
 func hurt(t *twin.TenantState) bool {
-	return t != nil && (t.Finished > 0 && t.Attainment < 0.99 || t.Lost() > 0)
+	// Requests waiting with nothing finished is an outage holding them:
+	// the attainment (1 without any) does not show it, the waiting does.
+	return t != nil && (t.Finished > 0 && t.Attainment < 0.99 || t.Lost() > 0 || t.Finished == 0 && t.Waiting > 0)
 }
 
 // routeTo says where a tenant's requests for a model go: nothing, a
@@ -476,7 +478,8 @@ func (m *Model) tenantFigures(t *twin.TenantState, waiting bool) string {
 	if n := t.Lost(); n > 0 {
 		out += " " + st.bad.Render("lost "+count(n))
 	}
-	if waiting && t.Waiting > 0 {
+	if t.Waiting > 0 && (waiting || t.Finished == 0) {
+		// With nothing finished the waiting is all there is to show.
 		out += " " + st.warn.Render(count(t.Waiting)+" waiting")
 	}
 	return out

@@ -1,0 +1,197 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
+)
+
+// render is the model's frame at w×h, without styles.
+func render(m *Model, w, h int) string {
+	m.Update(tea.WindowSizeMsg{Width: w, Height: h})
+	return ansi.Strip(m.Render())
+}
+
+// The header never loses the alarm: at every width the console draws, down
+// to the narrowest, a paused drill with a fault active and a class over its
+// SLO says all three on the top line.
+func TestAlarmSurvivesTheNarrowestWidth(t *testing.T) {
+	for w := minWidth; w <= 200; w++ {
+		m, _ := newTestModel(Frame{Snap: outageSnapshot(), Speed: 60, Paused: true})
+		top := strings.SplitN(render(m, w, 24), "\n", 2)[0]
+		if n := ansi.StringWidth(top); n != w {
+			t.Fatalf("width %d: the header is %d cells", w, n)
+		}
+		for _, want := range []string{"paused", "1 fault", "SLO"} {
+			if !strings.Contains(top, want) {
+				t.Errorf("width %d: the header lacks %q: %q", w, want, top)
+			}
+		}
+	}
+}
+
+// The outage frame answers the SRE's questions at 80×24: what is down,
+// which tenants are hurt and how badly, where traffic went, whether the
+// class's SLO holds.
+func TestOutageFrameAnswers(t *testing.T) {
+	m, _ := newTestModel(outageFrames()...)
+	out := render(m, 80, 24)
+	for _, want := range []string{
+		"eu-west · eu DOWN", "○ euw-a100-8b", // what is down
+		"bank-eu", "71.0% lost 35", // who is hurt, how badly
+		"→ euc-a100-8b",        // where its traffic went
+		"✗ SLO interactive",    // the class's SLO does not hold
+		"30 waiting, oldest 41", // and why, while it happens
+		"38.0s/2.00s",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the 80×24 outage frame lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// manyRegions is a fleet of n healthy regions of two pools with the last
+// region down, the selection on the first pool.
+func manyRegions(n int) twin.Snapshot {
+	s := outageSnapshot()
+	s.Regions = nil
+	for r := range n {
+		rs := twin.RegionState{Name: fmt.Sprintf("region-%d", r), Jurisdiction: "us"}
+		for p := range 2 {
+			ps := twin.PoolState{Name: fmt.Sprintf("r%d-pool-%d", r, p), Provider: "cloud", Replicas: 2, Up: 2, Health: "healthy", Slots: 128}
+			if r == n-1 {
+				ps.Up, ps.Health = 0, "down"
+			}
+			rs.Pools = append(rs.Pools, ps)
+		}
+		s.Regions = append(s.Regions, rs)
+	}
+	return s
+}
+
+// A down region is never out of view without a word: where the fleet does
+// not fit, healthy regions fold into a line each; where even that does not
+// fit, the scroll marker counts the pools down below the edge.
+func TestDownRegionNeverHidden(t *testing.T) {
+	for _, tt := range []struct {
+		regions    int
+		w, h       int
+		wantFolded bool
+		wantMarker bool
+	}{
+		{5, 80, 24, true, false},
+		{14, 80, 24, true, true},
+		{5, 200, 60, false, false},
+	} {
+		t.Run(fmt.Sprintf("%d regions at %dx%d", tt.regions, tt.w, tt.h), func(t *testing.T) {
+			m, _ := newTestModel(Frame{Snap: manyRegions(tt.regions), Speed: 60})
+			out := render(m, tt.w, tt.h)
+			down := fmt.Sprintf("region-%d · us DOWN", tt.regions-1)
+			switch {
+			case tt.wantMarker:
+				if !strings.Contains(out, "more, 2 down") {
+					t.Errorf("no marker counts the pools down out of view:\n%s", out)
+				}
+			default:
+				if !strings.Contains(out, down) {
+					t.Errorf("the down region is not on screen:\n%s", out)
+				}
+			}
+			if folded := strings.Contains(out, "2 pools healthy"); folded != tt.wantFolded {
+				t.Errorf("healthy regions folded = %v, want %v:\n%s", folded, tt.wantFolded, out)
+			}
+		})
+	}
+}
+
+// Scroll markers: a list cut by its pane says how much is out of view.
+func TestScrollMarkers(t *testing.T) {
+	m, _ := newTestModel(Frame{Snap: busySnapshot(time.Hour), Speed: 60})
+	out := render(m, 80, 24)
+	if !strings.Contains(out, "↓") || !strings.Contains(out, "more") {
+		t.Errorf("no scroll marker on a busy fleet at 80×24:\n%s", out)
+	}
+}
+
+// The event log groups a pool's breaker transitions, and shows each for
+// the pool selected.
+func TestBreakerEventsGrouped(t *testing.T) {
+	m, _ := newTestModel(Frame{Snap: outageSnapshot(), Speed: 60})
+	plain := func() string {
+		return ansi.Strip(strings.Join(m.eventLines(200, 40, false).lines, "\n"))
+	}
+	if out := plain(); !strings.Contains(out, "pool euw-a100-8b: 3 replicas closed → open by 10:12.2") ||
+		strings.Count(out, "breaker-open") != 1 {
+		t.Errorf("the breaker transitions are not grouped:\n%s", out)
+	}
+	m.selPool = "euw-a100-8b"
+	if out := plain(); strings.Count(out, "breaker closed → open") != 3 {
+		t.Errorf("the selected pool's transitions are not each shown:\n%s", out)
+	}
+}
+
+// The latency panel breaches within one refresh of a region going dark
+// with requests waiting: a real drill of the regional outage, a frame a
+// simulated second, the console shows the class over its SLO at the first
+// frame where a request has waited past the objective, though the
+// completed requests' p99 alone is still within it.
+func TestLatencyBreachesWithinOneRefresh(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("gameday-regional-outage", []string{"duration=14m", "drain=1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := twin.NewDrill(sc, twin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := newTestModel()
+	const outage = 10 * time.Minute
+	d.Advance(outage - 30*time.Second)
+	const refresh = time.Second
+	hidden := false
+	for t0 := d.Now(); t0 < outage+3*time.Minute; t0 += refresh {
+		d.Advance(t0 + refresh)
+		snap := d.Snapshot()
+		m.Update(frameMsg(Frame{Snap: snap, Speed: 60}))
+		c := snap.Classes[0]
+		out := render(m, 80, 24)
+		top := strings.SplitN(out, "\n", 2)[0]
+		// The objective is a p99: it is breached when the p99 that counts
+		// the waiting requests at their age is over it.
+		breached := c.TTFTP99Now() > c.SLOTTFT
+		if snap.Now < outage && breached {
+			t.Fatalf("%v: TTFT p99 %v over the SLO before the outage", snap.Now, c.TTFTP99Now())
+		}
+		if !breached {
+			if strings.Contains(top, "✗ SLO") && c.TTFTP99 <= c.SLOTTFT && c.E2EP99 <= c.SLOE2E {
+				t.Fatalf("%v: the header says SLO breach with nothing over it:\n%s", snap.Now, out)
+			}
+			continue
+		}
+		// The first frame over the objective: the header, the class line
+		// and its value say so in this frame, not the next.
+		if !strings.Contains(top, "✗ SLO interactive") {
+			t.Errorf("%v: TTFT p99 with the waiting is %v (SLO %v) and the header does not say so:\n%s", snap.Now, c.TTFTP99Now(), c.SLOTTFT, out)
+		}
+		if !strings.Contains(out, "waiting, oldest") {
+			t.Errorf("%v: the class line does not say requests wait:\n%s", snap.Now, out)
+		}
+		if !strings.Contains(out, secs(c.TTFTP99Now())+"/"+secs(c.SLOTTFT)) {
+			t.Errorf("%v: the TTFT value shown is not the p99 with the waiting, %v:\n%s", snap.Now, secs(c.TTFTP99Now()), out)
+		}
+		hidden = c.TTFTP99 <= c.SLOTTFT
+		t.Logf("breach shown at %v, %v into the outage: oldest waiting %v, p99 with waiting %v, completed p99 %v",
+			snap.Now, snap.Now-outage, c.OldestWaiting, c.TTFTP99Now(), c.TTFTP99)
+		break
+	}
+	if !hidden {
+		t.Errorf("no frame had a request waiting past the SLO while the completed p99 was within it: the test shows nothing")
+	}
+}
