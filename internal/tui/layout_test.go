@@ -46,8 +46,8 @@ func TestOutageFrameAnswers(t *testing.T) {
 	for _, want := range []string{
 		"eu-west · eu DOWN", "○ euw-a100-8b", // what is down
 		"bank-eu", "71.0% lost 35", // who is hurt, how badly
-		"→ euc-a100-8b",        // where its traffic went
-		"✗ SLO interactive",    // the class's SLO does not hold
+		"→ euc-a100-8b",         // where its traffic went
+		"✗ SLO interactive",     // the class's SLO does not hold
 		"30 waiting, oldest 41", // and why, while it happens
 		"38.0s/2.00s",
 	} {
