@@ -206,3 +206,20 @@ func usedBy(key string) []string {
 	}
 	return out
 }
+
+// Keys returns the keys kind k takes, in the order String prints them;
+// nil for a kind not in the catalogue. The console's command line
+// completes them.
+func Keys(k Kind) []string {
+	e, ok := lookup(k)
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, key := range keyOrder {
+		if e.uses(key) {
+			out = append(out, key)
+		}
+	}
+	return out
+}

@@ -21,6 +21,20 @@ func TestKinds(t *testing.T) {
 	}
 }
 
+func TestKeys(t *testing.T) {
+	for _, tt := range []struct {
+		kind Kind
+		want []string
+	}{
+		{RegionalOutage, []string{"region", "at", "for"}},
+		{Brownout, []string{"region", "pool", "at", "for", "fail", "latency"}},
+		{ModelRetirement, []string{"pool", "model", "at", "for", "notice"}},
+		{"no-such-kind", nil},
+	} {
+		require.Equal(t, tt.want, Keys(tt.kind), "Keys(%s)", tt.kind)
+	}
+}
+
 // TestCatalogueConsistent checks the table the parser, printer and validator
 // share: every kind takes at=, takes its keys in printing order, and needs a
 // target among the keys it takes.

@@ -328,6 +328,13 @@ func (s *Session) Advance(time.Duration) {}
 // Step reports where the replay is: it cannot be stepped.
 func (s *Session) Step() (time.Duration, bool) { return s.Now(), !s.Done() }
 
+// TimelineLen is the number of entries on the console's timeline so far.
+func (s *Session) TimelineLen() int {
+	s.r.mu.Lock()
+	defer s.r.mu.Unlock()
+	return len(s.timeline)
+}
+
 // Scenario is the scenario as the live fleet runs it; Sets the overrides
 // that make it from the base scenario.
 func (s *Session) Scenario() *scenarios.Scenario { return s.sc }

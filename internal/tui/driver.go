@@ -35,8 +35,13 @@ type Driver struct {
 	anchorSim  time.Duration
 	behind     bool
 	dirty      bool // the engine moved or a command ran since the last frame
-	notices    []Notice
-	final      *Result
+	// seeking is set while the driver runs to the next timeline entry
+	// (cmdStepEvent), one frame of wall time per tick, until the timeline
+	// is longer than seekFrom or the run ends.
+	seeking  bool
+	seekFrom int
+	notices  []Notice
+	final    *Result
 }
 
 // DriverOptions configures a Driver.
@@ -118,7 +123,10 @@ func (d *Driver) Run(ctx context.Context) Result {
 			if d.final != nil {
 				continue
 			}
-			if !d.paused {
+			switch {
+			case d.seeking:
+				d.seek()
+			case !d.paused:
 				d.pace()
 			}
 			if d.eng.Done() {
@@ -180,6 +188,10 @@ func (d *Driver) handle(c command) {
 		}
 	}
 	switch c.kind {
+	case cmdPause, cmdResume, cmdStep, cmdStepEvent:
+		d.seeking = false // the operator's latest say wins
+	}
+	switch c.kind {
 	case cmdPause:
 		d.paused = true
 	case cmdResume:
@@ -191,7 +203,8 @@ func (d *Driver) handle(c command) {
 		d.eng.Advance(min(d.eng.Now()+step, d.eng.End()))
 	case cmdStepEvent:
 		d.paused = true
-		d.eng.Step()
+		d.seeking, d.seekFrom = true, d.eng.TimelineLen()
+		d.seek()
 	case cmdSpeed:
 		if c.speed > 0 && !math.IsInf(c.speed, 0) {
 			d.speed = c.speed
@@ -215,6 +228,47 @@ func (d *Driver) handle(c command) {
 		d.end()
 	}
 }
+
+// seek steps the engine, event by event, until its timeline grows (a
+// fault starts, a breaker opens, the ladder moves…) or the run ends: the
+// next thing worth seeing, not the next kernel event, which is a request a
+// few milliseconds away. It gives up the goroutine after a frame of wall
+// time and carries on at the next tick, so a quiet stretch of simulated
+// time never holds up the operator's commands; End bounds it.
+func (d *Driver) seek() {
+	start := time.Now()
+	still := 0 // steps in a row that left the engine's time where it was
+	for {
+		if d.eng.Done() {
+			d.seeking = false
+			d.note(Notice{Text: "no more events: the run has reached its end"})
+			return
+		}
+		before := d.eng.Now()
+		now, _ := d.eng.Step()
+		d.dirty = true
+		if d.eng.TimelineLen() > d.seekFrom {
+			d.seeking = false
+			return
+		}
+		if now > before {
+			still = 0
+		} else if still++; still >= maxStillSteps {
+			// NB: an engine that cannot be stepped would otherwise spin
+			// at every tick until the run ends.
+			d.seeking = false
+			d.note(Notice{Text: "the drill does not move under a step", Err: true})
+			return
+		}
+		if time.Since(start) > d.frameEvery {
+			return
+		}
+	}
+}
+
+// maxStillSteps is how many steps in a row may leave the engine's time
+// unchanged (events at one instant) before seek gives up.
+const maxStillSteps = 10000
 
 func (d *Driver) note(n Notice) { d.notices = append(d.notices, n) }
 

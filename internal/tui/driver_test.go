@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetdrill/fleetdrill/twin"
 )
 
 // startDriver runs a driver of eng until the test ends.
@@ -68,6 +70,7 @@ func TestDriverPaces(t *testing.T) {
 
 func TestDriverPausedDoesNotAdvance(t *testing.T) {
 	eng := newFake(calmSnapshot())
+	eng.later = []twin.TimelineEvent{{TS: 304, Kind: "breaker-open", Detail: "pool euw-a100-8b replica 1: closed→open"}}
 	d, _ := startDriver(t, eng, DriverOptions{Speed: 600, FrameEvery: 5 * time.Millisecond, Paused: true})
 	f := frameWhere(t, d, func(Frame) bool { return true })
 	if !f.Paused {
@@ -83,10 +86,11 @@ func TestDriverPausedDoesNotAdvance(t *testing.T) {
 	if want := 5*time.Minute + 3*time.Second; f.Snap.Now != want || !f.Paused {
 		t.Fatalf("after a step: now %v paused %v, want %v paused", f.Snap.Now, f.Paused, want)
 	}
+	// An event step runs to the next entry of the timeline, at 5:04.
 	d.Send(command{kind: cmdStepEvent})
 	f = frameWhere(t, d, func(f Frame) bool { return f.Snap.Now != 5*time.Minute+3*time.Second })
-	if want := 5*time.Minute + 3250*time.Millisecond; f.Snap.Now != want {
-		t.Fatalf("after an event step: now %v, want %v", f.Snap.Now, want)
+	if want := 5*time.Minute + 4*time.Second; f.Snap.Now != want || !f.Paused {
+		t.Fatalf("after an event step: now %v paused %v, want %v paused", f.Snap.Now, f.Paused, want)
 	}
 	d.Send(command{kind: cmdSpeed, speed: 1200})
 	d.Send(command{kind: cmdResume})
@@ -194,9 +198,62 @@ func TestDriverRefusesPauseOnALiveReplay(t *testing.T) {
 	if !f.Live || f.Paused || !f.Notices[0].Err || !strings.Contains(f.Notices[0].Text, "cannot pause") {
 		t.Fatalf("frame live=%v paused=%v notices=%+v, want live, running, and a refusal", f.Live, f.Paused, f.Notices)
 	}
+	// Nor step to the next event: the engine is not stepped.
+	d.Send(command{kind: cmdStepEvent})
+	f = frameWhere(t, d, func(f Frame) bool { return len(f.Notices) > 0 })
+	if !f.Notices[0].Err || !strings.Contains(f.Notices[0].Text, "cannot pause, step") {
+		t.Fatalf("after .: notices %+v, want a refusal", f.Notices)
+	}
+	eng.mu.Lock()
+	steps := eng.steps
+	eng.mu.Unlock()
+	if steps != 0 {
+		t.Fatalf("a live replay was stepped %d times", steps)
+	}
 	d.Send(command{kind: cmdInject, line: "regional-outage region=us-east at=0s"})
 	frameWhere(t, d, func(f Frame) bool { return len(f.Notices) > 0 && !f.Notices[0].Err })
 	if injected, _, _, _ := eng.calls(); len(injected) != 1 {
 		t.Fatalf("injected %v, want the outage", injected)
 	}
+}
+
+// The next-event key steps the drill to the next entry of its timeline,
+// however many kernel events lie before it, and stops at the end of the
+// run when none is left.
+func TestDriverStepsToTheNextTimelineEvent(t *testing.T) {
+	s := calmSnapshot()
+	s.End = s.Now + 10*time.Second
+	eng := newFake(s)
+	at := func(sec float64, kind string) twin.TimelineEvent {
+		return twin.TimelineEvent{TS: sec, Kind: kind, Detail: kind}
+	}
+	// Two entries at one instant, then one more: each . stops at the
+	// first step whose timeline is longer than before.
+	eng.later = []twin.TimelineEvent{at(301, "fault-start"), at(301, "detected"), at(302.5, "degrade")}
+	d, resc := startDriver(t, eng, DriverOptions{Speed: 60, FrameEvery: 5 * time.Millisecond, Paused: true})
+	frameWhere(t, d, func(Frame) bool { return true })
+	for _, tt := range []struct {
+		now    time.Duration
+		events int
+	}{
+		{5*time.Minute + time.Second, 7},
+		{5*time.Minute + 2500*time.Millisecond, 8},
+	} {
+		d.Send(command{kind: cmdStepEvent})
+		f := frameWhere(t, d, func(f Frame) bool { return len(f.Snap.Events) == tt.events })
+		if f.Snap.Now != tt.now || !f.Paused || f.Final != nil {
+			t.Fatalf("after . : now %v paused %v final %v, want %v paused with %d events", f.Snap.Now, f.Paused, f.Final != nil, tt.now, tt.events)
+		}
+	}
+	// Nothing is left on the timeline: . runs to the end and says so.
+	d.Send(command{kind: cmdStepEvent})
+	f := frameWhere(t, d, func(f Frame) bool { return f.Final != nil })
+	if !f.Final.Ended || f.Snap.Now != s.End {
+		t.Fatalf("final frame: ended %v at %v, want ended at %v", f.Final.Ended, f.Snap.Now, s.End)
+	}
+	if len(f.Notices) == 0 || !strings.Contains(f.Notices[len(f.Notices)-1].Text, "no more events") {
+		t.Fatalf("final frame notices %+v, want one saying no more events", f.Notices)
+	}
+	d.Finish()
+	<-resc
 }

@@ -16,6 +16,10 @@ type Engine interface {
 	Advance(to time.Duration)
 	// Step runs up to the next event; false when the run is over.
 	Step() (time.Duration, bool)
+	// TimelineLen is the number of entries on the drill's timeline so
+	// far (Snapshot.Events holds only the latest): the "next event" key
+	// steps until it grows.
+	TimelineLen() int
 	// Inject starts a fault now from a line of the fault syntax and
 	// returns its label; EndFault ends an active fault now.
 	Inject(line string) (string, error)
@@ -36,7 +40,7 @@ const (
 	cmdPause     cmdKind = iota
 	cmdResume            // resume pacing from the current simulated time
 	cmdStep              // pause, then advance one frame of simulated time (speed × frame interval)
-	cmdStepEvent         // pause, then run to the next event
+	cmdStepEvent         // pause, then run to the next entry of the timeline (or the end)
 	cmdSpeed             // set the speed to command.speed
 	cmdInject            // inject command.line now
 	cmdEndFault          // end the active fault command.label now

@@ -17,6 +17,10 @@ type fakeEngine struct {
 	mu       sync.Mutex
 	now, end time.Duration
 	base     twin.Snapshot
+	// later are timeline entries still to come: each joins the timeline
+	// (Snapshot.Events, TimelineLen) once the engine's time reaches its TS.
+	later    []twin.TimelineEvent
+	steps    int
 	injected []string // lines, as received
 	ended    []string // labels
 	advances int
@@ -50,6 +54,21 @@ func (f *fakeEngine) Advance(to time.Duration) {
 	}
 	f.advances++
 	f.now = max(f.now, min(to, f.end))
+	f.arrive()
+}
+
+// arrive moves the entries of later that are due onto the timeline.
+func (f *fakeEngine) arrive() {
+	for len(f.later) > 0 && time.Duration(f.later[0].TS*float64(time.Second)) <= f.now {
+		f.base.Events = append(f.base.Events, f.later[0])
+		f.later = f.later[1:]
+	}
+}
+
+func (f *fakeEngine) TimelineLen() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.base.Events)
 }
 
 func (f *fakeEngine) Step() (time.Duration, bool) {
@@ -58,8 +77,10 @@ func (f *fakeEngine) Step() (time.Duration, bool) {
 	if f.now >= f.end {
 		return f.now, false
 	}
-	f.now += 250 * time.Millisecond
-	return f.now, true
+	f.steps++
+	f.now = min(f.now+250*time.Millisecond, f.end)
+	f.arrive()
+	return f.now, f.now < f.end
 }
 
 func (f *fakeEngine) Inject(line string) (string, error) {

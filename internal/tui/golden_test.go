@@ -202,8 +202,8 @@ func TestGoldenHelp(t *testing.T) {
 // TestKeysDriveTheDrill runs the console on a real driver and a fake
 // engine, as fleetdrill tui does: o injects an outage of the selected
 // pool's region into the engine, space pauses the drill and the status
-// bar says so, q finishes the drill and shows the summary, and a second q
-// quits the program.
+// bar says so, q then y finishes the drill and shows the summary, and a
+// second q quits the program.
 func TestKeysDriveTheDrill(t *testing.T) {
 	eng := newFake(calmSnapshot())
 	d, err := NewDriver(eng, DriverOptions{Speed: 60, FrameEvery: 20 * time.Millisecond})
@@ -239,7 +239,10 @@ func TestKeysDriveTheDrill(t *testing.T) {
 		t.Fatalf("the engine advanced %d times while paused", after-before)
 	}
 
+	// q asks before it finishes a running drill; y finishes it.
 	tm.Type("q")
+	screenWhere(t, tm, "the quit prompt", func(p string) bool { return strings.Contains(p, "finish the drill now? y/n") })
+	tm.Type("y")
 	screenWhere(t, tm, "the summary", func(p string) bool {
 		return strings.Contains(p, "Game day summary") && strings.Contains(p, "regional-outage(us-east) *")
 	})

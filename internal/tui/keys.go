@@ -1,8 +1,6 @@
 package tui
 
 import (
-	"strings"
-
 	"charm.land/bubbles/v2/key"
 
 	"github.com/fleetdrill/fleetdrill/faults"
@@ -15,18 +13,22 @@ type keyMap struct {
 	Pause, Step, StepEvent, Faster, Slower key.Binding
 	Up, Down, Focus                        key.Binding
 
-	// Inject holds a key per fault kind the console injects, in help
-	// order; what each injects on the selection is its kind's console spec
+	// Inject holds a key per fault kind the console injects, most used
+	// first (the help bar keeps that order when it runs out of room);
+	// what each injects on the selection is its kind's console spec
 	// (faults.ConsoleSpec, faultLine).
 	Inject   []kindKey
 	EndFault key.Binding
+	Palette  key.Binding // the command line: a fault line typed out
 
 	Help, Quit, Abort, Back key.Binding
 }
 
-// kindKey is the key that injects a kind of fault.
+// kindKey is the key that injects a kind of fault; label is its word on
+// the help bar.
 type kindKey struct {
-	kind faults.Kind
+	kind  faults.Kind
+	label string
 	key.Binding
 }
 
@@ -34,10 +36,13 @@ func newKeyMap() keyMap {
 	b := func(keys []string, k, desc string) key.Binding {
 		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k, desc))
 	}
+	ik := func(kind faults.Kind, k, label, desc string) kindKey {
+		return kindKey{kind, label, b([]string{k}, k, desc)}
+	}
 	return keyMap{
 		Pause:     b([]string{"space", "p"}, "space", "pause/resume"),
 		Step:      b([]string{"s"}, "s", "step a frame"),
-		StepEvent: b([]string{"."}, ".", "step an event"),
+		StepEvent: b([]string{"."}, ".", "next event"),
 		Faster:    b([]string{"+", "=", "]"}, "+", "faster"),
 		Slower:    b([]string{"-", "_", "["}, "-", "slower"),
 
@@ -46,41 +51,43 @@ func newKeyMap() keyMap {
 		Focus: b([]string{"tab", "shift+tab", "left", "right"}, "tab", "pools/routes"),
 
 		Inject: []kindKey{
-			{faults.RegionalOutage, b([]string{"o"}, "o", "regional outage (pool's region)")},
-			{faults.Brownout, b([]string{"b"}, "b", "brownout (pool's region)")},
-			{faults.QuotaExhaustion, b([]string{"x"}, "x", "quota exhaustion (pool's provider)")},
-			{faults.NodeLoss, b([]string{"n"}, "n", "node loss (1 replica of the pool)")},
-			{faults.DriverUpgrade, b([]string{"d"}, "d", "driver upgrade to "+faults.DriverUpgrade.Traits().Console.Driver+" (pool)")},
-			{faults.ModelRetirement, b([]string{"r"}, "r", "model retirement (route's model)")},
-			{faults.Latency, b([]string{"l"}, "l", "latency +2s (pool)")},
-			{faults.ErrorBurst, b([]string{"f"}, "f", "error burst 50% (pool)")},
-			{faults.ColdStartStorm, b([]string{"c"}, "c", "cold-start storm (pool)")},
+			ik(faults.RegionalOutage, "o", "outage", "regional outage (pool's region)"),
+			ik(faults.Brownout, "b", "brownout", "brownout (pool's region)"),
+			ik(faults.QuotaExhaustion, "x", "quota", "quota exhaustion (pool's provider)"),
+			ik(faults.NodeLoss, "n", "node", "node loss (1 replica of the pool)"),
+			ik(faults.DriverUpgrade, "d", "driver", "driver upgrade to "+faults.DriverUpgrade.Traits().Console.Driver+" (pool)"),
+			ik(faults.ModelRetirement, "r", "retire", "model retirement (route's model)"),
+			ik(faults.Latency, "l", "latency", "latency +2s (pool)"),
+			ik(faults.ErrorBurst, "f", "errors", "error burst 50% (pool)"),
+			ik(faults.ColdStartStorm, "c", "cold", "cold-start storm (pool)"),
 		},
 		EndFault: b([]string{"e"}, "e", "end the selection's fault"),
+		Palette:  b([]string{":"}, ":", "type a fault line (tab completes)"),
 
-		Help:  b([]string{"?"}, "?", "help"),
-		Quit:  b([]string{"q"}, "q", "quit: summary"),
+		Help:  b([]string{"?"}, "?", "help (pauses)"),
+		Quit:  b([]string{"q"}, "q", "quit (asks y/n)"),
 		Abort: b([]string{"ctrl+c"}, "ctrl+c", "quit now"),
 		Back:  b([]string{"esc"}, "esc", "back"),
 	}
 }
 
-// ShortHelp is the help bar: the keys an operator needs most.
+// ShortHelp is the help bar, most used first: the bar shows as many as fit
+// its width, in this order, except the last two, help and quit, which it
+// always shows.
 func (k keyMap) ShortHelp() []key.Binding {
 	short := func(b key.Binding, desc string) key.Binding {
 		b.SetHelp(b.Help().Key, desc)
 		return b
 	}
-	var letters []string
+	out := []key.Binding{short(k.Pause, "pause")}
 	for _, ik := range k.Inject {
-		letters = append(letters, ik.Help().Key)
+		out = append(out, short(ik.Binding, ik.label))
 	}
-	inject := key.NewBinding(key.WithKeys(k.Inject[0].Keys()...), key.WithHelp(strings.Join(letters, " "), "inject"))
-	speed := key.NewBinding(key.WithKeys("+"), key.WithHelp("+/-", "speed"))
-	return []key.Binding{
-		short(k.Pause, "pause"), short(k.Step, "step"), speed,
-		inject, short(k.EndFault, "end fault"), short(k.Focus, "pane"), k.Help, short(k.Quit, "quit"),
-	}
+	speed := key.NewBinding(key.WithKeys("+", "-"), key.WithHelp("+/-", "speed"))
+	return append(out,
+		short(k.EndFault, "end fault"), short(k.Palette, "command"), k.StepEvent, short(k.Step, "step"),
+		speed, short(k.Focus, "pane"),
+		short(k.Help, "help"), short(k.Quit, "quit"))
 }
 
 // FullHelp is the help overlay, one column per group.
@@ -91,6 +98,6 @@ func (k keyMap) FullHelp() [][]key.Binding {
 	}
 	return [][]key.Binding{
 		{k.Pause, k.Step, k.StepEvent, k.Faster, k.Slower, k.Up, k.Down, k.Focus, k.Help, k.Quit, k.Abort},
-		append(injectBindings, k.EndFault),
+		append(injectBindings, k.EndFault, k.Palette),
 	}
 }

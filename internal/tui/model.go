@@ -3,9 +3,11 @@ package tui
 import (
 	"math"
 	"slices"
+	"strings"
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/fleetdrill/fleetdrill/twin"
@@ -74,19 +76,25 @@ type Model struct {
 	selModel, selTenant string
 	focus               pane
 
-	screen    screen
-	showHelp  bool
-	finishing bool // q was pressed: the driver is finishing the drill
-	notice    *Notice
-	scroll    int // summary timeline scroll
+	screen   screen
+	showHelp bool
+	// helpPaused is set when opening the help paused the drill: closing it
+	// resumes the drill then, and only then.
+	helpPaused  bool
+	confirmQuit bool // q was pressed on a running drill: y finishes it
+	finishing   bool // the driver is finishing the drill
+	notice      *Notice
+	scroll      int // summary timeline scroll
+
+	// The command line (palette.go), open after ':'.
+	palette     textinput.Model
+	paletteOpen bool
 
 	// Rebuilt on each frame.
 	pools  []poolRef
 	routes []routeRef
 
-	// helpBar caches the help bar for a width (it never changes otherwise).
-	helpBar      string
-	helpBarWidth int
+	hints []hint // the help bar's keys, rendered (footer.go)
 }
 
 // frameMsg carries a Frame from the driver; framesClosedMsg says the
@@ -106,16 +114,19 @@ func New(frames <-chan Frame, send func(command)) *Model {
 		Ellipsis: st.dim.style, ShortKey: st.key.style, ShortDesc: st.keyDesc.style, ShortSeparator: st.dim.style,
 		FullKey: st.key.style, FullDesc: st.keyDesc.style, FullSeparator: st.dim.style,
 	}
-	return &Model{
-		send:   send,
-		frames: frames,
-		keys:   newKeyMap(),
-		st:     st,
-		help:   h,
-		width:  80,
-		height: 24,
-		hist:   map[string]*classHist{},
+	m := &Model{
+		send:    send,
+		frames:  frames,
+		keys:    newKeyMap(),
+		st:      st,
+		help:    h,
+		width:   80,
+		height:  24,
+		hist:    map[string]*classHist{},
+		palette: newPalette(st),
 	}
+	m.hints = m.newHints()
+	return m
 }
 
 // listen waits for the next frame: the model re-arms it after each frame,
@@ -203,7 +214,10 @@ func (m *Model) apply(f Frame) {
 	if f.Final != nil {
 		m.final = f.Final
 		m.screen = screenSummary
-		m.showHelp = false
+		m.showHelp, m.helpPaused, m.confirmQuit = false, false, false
+		if m.paletteOpen {
+			m.closePalette()
+		}
 	}
 }
 
@@ -237,8 +251,19 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		m.finish()
 		return tea.Quit
 	}
+	if m.paletteOpen {
+		return m.paletteKey(k)
+	}
+	if m.confirmQuit {
+		m.confirmQuit = false
+		if strings.EqualFold(k.Text, "y") {
+			m.finish()
+			m.screen = screenSummary
+		}
+		return nil
+	}
 	if m.showHelp {
-		m.showHelp = false
+		m.closeHelp()
 		if !key.Matches(k, km.Quit) {
 			return nil
 		}
@@ -260,9 +285,12 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 	m.notice = nil
 	switch {
 	case key.Matches(k, km.Help):
-		m.showHelp = true
+		m.openHelp()
 	case key.Matches(k, km.Quit):
-		m.finish()
+		if m.final == nil && !m.finishing {
+			m.confirmQuit = true // the footer asks; y finishes
+			return nil
+		}
 		m.screen = screenSummary
 	case key.Matches(k, km.Up):
 		m.move(-1)
@@ -290,6 +318,8 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		m.setSpeed(nextSpeed(m.frame.Speed, 1))
 	case key.Matches(k, km.Slower):
 		m.setSpeed(nextSpeed(m.frame.Speed, -1))
+	case key.Matches(k, km.Palette):
+		return m.openPalette()
 	case key.Matches(k, km.EndFault):
 		label := faultToEnd(m.frame.Snap.Faults, m.selection(), m.focus == paneRoutes)
 		if label == "" {
@@ -311,6 +341,30 @@ func (m *Model) key(k tea.KeyPressMsg) tea.Cmd {
 		}
 	}
 	return nil
+}
+
+// openHelp shows the help and pauses a running drill while it is open (a
+// live replay cannot pause: there the help just shows).
+func (m *Model) openHelp() {
+	m.showHelp = true
+	if m.have && m.final == nil && !m.finishing && !m.frame.Live && !m.frame.Paused {
+		m.helpPaused = true
+		m.frame.Paused = true
+		m.send(command{kind: cmdPause})
+	}
+}
+
+// closeHelp hides the help and resumes the drill if, and only if, opening
+// the help paused it: a drill the operator paused stays paused.
+func (m *Model) closeHelp() {
+	m.showHelp = false
+	if m.helpPaused {
+		m.helpPaused = false
+		if m.final == nil && !m.finishing {
+			m.frame.Paused = false
+			m.send(command{kind: cmdResume})
+		}
+	}
 }
 
 // finish asks the driver, once, to finish the drill.

@@ -37,6 +37,10 @@ func press(m *Model, keys ...string) {
 			msg = tea.KeyPressMsg{Code: tea.KeyDown}
 		case "esc":
 			msg = tea.KeyPressMsg{Code: tea.KeyEscape}
+		case "enter":
+			msg = tea.KeyPressMsg{Code: tea.KeyEnter}
+		case "backspace":
+			msg = tea.KeyPressMsg{Code: tea.KeyBackspace}
 		case "ctrl+c":
 			msg = tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
 		default:
@@ -70,7 +74,7 @@ func TestKeysSendCommands(t *testing.T) {
 		{". steps an event", []string{"."}, command{kind: cmdStepEvent}},
 		{"+ goes a step faster", []string{"+"}, command{kind: cmdSpeed, speed: 120}},
 		{"- goes a step slower", []string{"-"}, command{kind: cmdSpeed, speed: 30}},
-		{"q finishes the drill", []string{"q"}, command{kind: cmdFinish}},
+		{"q, y finishes the drill", []string{"q", "y"}, command{kind: cmdFinish}},
 		{"ctrl+c finishes it too", []string{"ctrl+c"}, command{kind: cmdFinish}},
 	}
 	for _, tt := range tests {
@@ -171,7 +175,7 @@ func TestFaultToEndPrefersTheSelection(t *testing.T) {
 
 func TestFinalFrameShowsTheSummary(t *testing.T) {
 	m, sent := newTestModel(Frame{Snap: outageSnapshot(), Speed: 60})
-	press(m, "q")
+	press(m, "q", "y")
 	if !strings.Contains(m.Render(), "finishing the drill") {
 		t.Fatalf("after q, before the final frame:\n%s", m.Render())
 	}
@@ -287,7 +291,7 @@ func faultState(label, spec string, start time.Duration, injected bool) twin.Fau
 // a tenant nothing else may serve reads so, whatever other traffic moved.
 func TestSummaryShowsEachTouchedTenant(t *testing.T) {
 	m, _ := newTestModel(Frame{Snap: outageSnapshot(), Speed: 60})
-	press(m, "q")
+	press(m, "q", "y")
 	rep := &twin.Report{Faults: map[string]*twin.FaultReport{"regional-outage(eu-west)": {
 		NotMitigatedFor: "bank-eu",
 		Tenants: map[string]*twin.Impact{

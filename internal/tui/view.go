@@ -288,25 +288,40 @@ func (m *Model) statusBar(w int) string {
 	return fit(" "+shortAlarm()+" "+state, w)
 }
 
-// footer is the last line: the latest notice, then the key help.
+// footer is the last line: the command line while it is open, the quit
+// prompt while it asks, else the latest notice, then the key help, which
+// always ends with ? and q and shows as many other keys as fit.
 func (m *Model) footer(w int) string {
-	if m.helpBarWidth != w || m.helpBar == "" {
-		m.help.SetWidth(w - 1)
-		m.helpBar = m.help.ShortHelpView(m.keys.ShortHelp())
-		m.helpBarWidth = w
+	switch {
+	case m.paletteOpen:
+		return m.paletteLine(w)
+	case m.confirmQuit:
+		return m.quitPrompt(w)
 	}
-	bar := m.helpBar
+	var bar string
 	if m.screen == screenSummary && !m.showHelp {
 		bar = m.st.key.Render("q") + m.st.keyDesc.Render(" quit • ") +
 			m.st.key.Render("esc") + m.st.keyDesc.Render(" back to the console • ") +
-			m.st.key.Render("↑/↓") + m.st.keyDesc.Render(" scroll the timeline")
+			m.st.key.Render("↑/↓") + m.st.keyDesc.Render(" scroll the summary")
 	}
 	if m.notice != nil {
 		ns := m.st.info
 		if m.notice.Err {
 			ns = m.st.bad
 		}
-		return fit(" "+ns.Render(m.notice.Text)+m.st.dim.Render(" │ ")+bar, w)
+		sep := m.st.dim.Render(" │ ")
+		if bar == "" {
+			// The notice takes what it needs, leaving room for ? and q.
+			minBar := m.hintBar(0)
+			text := fit(m.notice.Text, max(w-4-ansi.StringWidth(minBar), 1))
+			text = strings.TrimRight(text, " ")
+			bar = m.hintBar(w - 1 - ansi.StringWidth(text) - 3)
+			return fit(" "+ns.Render(text)+sep+bar, w)
+		}
+		return fit(" "+ns.Render(m.notice.Text)+sep+bar, w)
+	}
+	if bar == "" {
+		bar = m.hintBar(w - 1)
 	}
 	return fit(" "+bar, w)
 }
@@ -315,9 +330,8 @@ func (m *Model) footer(w int) string {
 func (m *Model) helpOverlay(w, h int) []string {
 	m.help.SetWidth(w - 4)
 	text := m.help.FullHelpView(m.keys.FullHelp())
-	m.helpBarWidth = 0 // SetWidth changed the bar's width
-	intro := m.st.bold.Render("Time") + m.st.dim.Render(" runs paced to the wall clock at the speed shown; space pauses, s and . step while paused. ") +
-		m.st.bold.Render("Faults") + m.st.dim.Render(" start now, on the selected pool (or its region or provider) or route; e ends the latest active one on the selection. --record writes them all to a scenario file.")
+	intro := m.st.bold.Render("Time") + m.st.dim.Render(" runs paced to the wall clock at the speed shown, and stands still while this help is open; space pauses, s steps a frame and . runs to the next event of the timeline. ") +
+		m.st.bold.Render("Faults") + m.st.dim.Render(" start now, on the selected pool (or its region or provider) or route; e ends the latest active one on the selection; : takes a fault line (tab completes it, at= may be left out) or end LABEL. --record writes them all to a scenario file.")
 	lines := strings.Split(lipgloss.Wrap(intro, w-2, " "), "\n")
 	lines = append(lines, "")
 	lines = append(lines, strings.Split(text, "\n")...)
