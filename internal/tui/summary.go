@@ -240,7 +240,9 @@ func (m *Model) tenantTotals(w int) []string {
 	out := []string{st.bold.Render("tenants")}
 	for _, n := range names {
 		g := rep.Tenants[n]
-		line := "  " + padRight(n, nw) + " SLO " + m.attainment(g.SLOAttainment) + st.dim.Render(" ("+count(g.SLOMet)+" of "+count(g.Arrived)+")")
+		// Attainment is of the finished requests: those in flight at the
+		// end are neither met nor missed.
+		line := "  " + padRight(n, nw) + " SLO " + m.attainment(g.SLOAttainment) + st.dim.Render(" ("+count(g.SLOMet)+" of "+count(g.Arrived-g.InFlightAtEnd)+")")
 		if lost := g.Rejected + g.Failed + g.TimedOut; lost > 0 {
 			line += " · " + st.bad.Render("lost "+count(lost)) + st.dim.Render(" ("+count(g.Rejected)+" refused, "+count(g.TimedOut)+" timed out, "+count(g.Failed)+" failed)")
 		}

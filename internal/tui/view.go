@@ -154,14 +154,17 @@ func (m *Model) whyTitle() string {
 	return "Why"
 }
 
-// breaches are the classes whose latency is over an objective now: TTFT
-// p99 counting the requests still waiting, or end-to-end p99.
+// breaches are the classes out of their SLO now: TTFT p99 counting the
+// requests still waiting, or end-to-end p99, over the objective, or fewer
+// than 95 % of the window's requests within it (the attainment the classes
+// pane paints red: refusals and time-outs miss the SLO without a latency).
 func (m *Model) breaches() []string {
 	var out []string
 	for _, c := range m.frame.Snap.Classes {
 		ttft := c.SLOTTFT > 0 && c.Completed+uint64(c.Waiting) > 0 && c.TTFTP99Now() > c.SLOTTFT
 		e2e := c.SLOE2E > 0 && c.Completed > 0 && c.E2EP99 > c.SLOE2E
-		if ttft || e2e {
+		att := c.Finished > 0 && c.Attainment < 0.95
+		if ttft || e2e || att {
 			out = append(out, c.Name)
 		}
 	}
