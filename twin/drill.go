@@ -563,15 +563,7 @@ func (rc *recent) class(class int, now time.Duration, waiting []time.Duration) C
 		cs.Attainment = float64(met) / float64(cs.Finished)
 	}
 	cs.TTFTP99 = time.Duration(ttft.Quantile(0.99) * float64(time.Second))
-	cs.TTFTP99Waiting = cs.TTFTP99
-	if len(waiting) > 0 {
-		cs.Waiting = len(waiting)
-		for _, age := range waiting {
-			cs.OldestWaiting = max(cs.OldestWaiting, age)
-			ttft.AddDuration(age)
-		}
-		cs.TTFTP99Waiting = time.Duration(ttft.Quantile(0.99) * float64(time.Second))
-	}
+	fillWaiting(&cs, &ttft, waiting)
 	cs.E2EP99 = time.Duration(e2e.Quantile(0.99) * float64(time.Second))
 	span := min(now, cs.Window).Seconds()
 	if span > 0 {

@@ -139,6 +139,8 @@ const (
 	mRejected
 	mThrottled
 	mQueueDepth
+	mOldestWaiting
+	mWaitingRequests
 	mKVAllocatable
 	mSaturation
 	mPreemptions
@@ -156,8 +158,8 @@ const (
 
 // twinSignals are the families the twin records, by index.
 var twinSignals = [mCount]signals.Signal{signals.TTFT, signals.TPOT, signals.E2E, signals.Requests,
-	signals.Rejected, signals.Throttled, signals.QueueDepth, signals.KVAllocatable, signals.Saturation,
-	signals.Preemptions, signals.ColdStarts, signals.Routes, signals.FallbacksOK, signals.FallbacksFailed,
+	signals.Rejected, signals.Throttled, signals.QueueDepth, signals.OldestWaiting, signals.WaitingRequests,
+	signals.KVAllocatable, signals.Saturation, signals.Preemptions, signals.ColdStarts, signals.Routes, signals.FallbacksOK, signals.FallbacksFailed,
 	signals.DeploymentState, signals.CooledDown, signals.Breaker, signals.DegradationStep, signals.ForecastError}
 
 // Request outcomes, as the Requests signal's outcome label names them.
@@ -335,7 +337,7 @@ func (m *Metrics) finish() {
 //	Routes, FallbacksOK   requested model, served model
 //	FallbacksFailed    requested model
 //	Breaker            replica
-//	ForecastError      class
+//	ForecastError, OldestWaiting, WaitingRequests   class
 //	Saturation, DegradationStep   none
 func (r *runner) metricLabels(f int, k cellKey) []string {
 	sc := r.p.sc
@@ -367,7 +369,7 @@ func (r *runner) metricLabels(f int, k cellKey) []string {
 		// The replica label is the core's replica index, as the gateway's
 		// breaker series number them.
 		return append(pool(int32(r.replicas[k[0]].pool)), strconv.Itoa(int(k[0])))
-	case mForecastError:
+	case mForecastError, mOldestWaiting, mWaitingRequests:
 		return []string{class(k[0])}
 	}
 	return nil
@@ -480,6 +482,16 @@ func (r *runner) sampleMetrics() {
 		if served {
 			m.set(mQueueDepth, cellKey{int32(mi)}, float64(r.core.QueueLen(mi)))
 		}
+	}
+	// Every class, 0 when none of its requests waits for a first token,
+	// as the gateway serves them.
+	for ci, ages := range r.waitingAges(now) {
+		oldest := time.Duration(0)
+		for _, a := range ages {
+			oldest = max(oldest, a)
+		}
+		m.set(mOldestWaiting, cellKey{int32(ci)}, oldest.Seconds())
+		m.set(mWaitingRequests, cellKey{int32(ci)}, float64(len(ages)))
 	}
 	type poolAcc struct {
 		kv              int64

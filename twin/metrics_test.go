@@ -275,3 +275,56 @@ func TestMetricsFollowTheLadder(t *testing.T) {
 	}
 	require.Positive(t, cached, "cached answers observed without a pool")
 }
+
+// The waiting gauges are the drill console's figures at the same instants
+// (the run is the same with or without sampling): a series per class from
+// the start, 0 when nothing waits; while eu-west is dark the oldest
+// request waiting for its first token passes the TTFT objective within
+// seconds, and once breakers route around it nothing waits that long.
+func TestMetricsWaitingFollowTheOutage(t *testing.T) {
+	const step = time.Second
+	sets := []string{"duration=14m", "warmup=0s"}
+	_, m := runMetrics(t, "gameday-regional-outage", step, sets...)
+	sc, err := scenarios.LoadNamedWithSets("gameday-regional-outage", sets)
+	require.NoError(t, err)
+	oldest, waiting := m.Family(signals.OldestWaiting), m.Family(signals.WaitingRequests)
+	require.Len(t, oldest.Series, len(sc.Classes), "a series per class")
+	require.Len(t, waiting.Series, len(sc.Classes), "a series per class")
+	ci := slices.IndexFunc(sc.Classes, func(c scenarios.Class) bool { return c.SLO.TTFT.D() > 0 })
+	require.GreaterOrEqual(t, ci, 0, "a class with a TTFT objective")
+	class := sc.Classes[ci]
+	o, w := oldest.Find(class.Name), waiting.Find(class.Name)
+	require.NotNil(t, o)
+	require.NotNil(t, w)
+	require.Zero(t, o.First, "from the first instant")
+	for i, at := range m.Times {
+		require.GreaterOrEqual(t, o.Values[i], 0.0)
+		require.LessOrEqual(t, o.Values[i], at.Seconds(), "at %v", at)
+		require.Equal(t, w.Values[i] == 0, o.Values[i] == 0, "at %v: %g waiting, the oldest %gs", at, w.Values[i], o.Values[i])
+	}
+
+	d, err := NewDrill(sc, Options{})
+	require.NoError(t, err)
+	for _, at := range []time.Duration{5 * time.Minute, 10*time.Minute + 3*time.Second, 10*time.Minute + 8*time.Second, 13 * time.Minute} {
+		d.Advance(at)
+		cs := d.Snapshot().Classes[ci]
+		got, _ := valueAt(m, o, at)
+		require.InDelta(t, cs.OldestWaiting.Seconds(), got, 1e-9, "oldest waiting at %v", at)
+		got, _ = valueAt(m, w, at)
+		require.Equal(t, float64(cs.Waiting), got, "waiting at %v", at)
+	}
+
+	slo := class.SLO.TTFT.D().Seconds()
+	peak := func(from, to time.Duration) float64 {
+		v := 0.0
+		for i, at := range m.Times {
+			if at >= from && at < to {
+				v = max(v, o.Values[i])
+			}
+		}
+		return v
+	}
+	require.Less(t, peak(5*time.Minute, 10*time.Minute), slo, "healthy: nothing waits past the objective")
+	require.Greater(t, peak(10*time.Minute, 10*time.Minute+15*time.Second), slo, "the outage holds requests past the objective")
+	require.Less(t, peak(12*time.Minute, 14*time.Minute), slo, "routed around: nothing waits that long")
+}

@@ -300,9 +300,13 @@
 // time to first token and per output token come from the server-sent events
 // of streamed responses as they pass through (metrics.go: streamMeter);
 // queue depth, saturation, breakers and deployment state are read from the
-// core at scrape time, without advancing its breakers. Each request's class
-// goes upstream in X-Fleetdrill-Class, so an emulated node labels its own
-// latencies alike. docs/metrics.md has every series and what it counts.
+// core at scrape time, without advancing its breakers; the requests waiting
+// for their first token (how many, and the oldest's age, by class) are
+// tracked from arrival to the answer's first bytes (waiting.go) and read at
+// scrape time too, and [Gateway.Waiting] gives every age, for the live
+// console's p99 that counts them. Each request's class goes upstream in
+// X-Fleetdrill-Class, so an emulated node labels its own latencies alike.
+// docs/metrics.md has every series and what it counts.
 //
 // # Observer and control
 //

@@ -47,6 +47,7 @@ type Gateway struct {
 	keys     []keyEntry
 	layer    faultLayer // faults injected on the replicas (faultlayer.go)
 	lim      limits     // body limits and refusals (limits.go)
+	first    awaiting   // requests waiting for their first token (waiting.go)
 
 	// mu owns the core and everything below it.
 	mu       sync.Mutex

@@ -53,6 +53,7 @@ type metrics struct {
 	fbFailed  *prometheus.CounterVec   // requested model
 
 	queueDesc, saturationDesc, stateDesc, cooledDesc, breakerDesc, ladderDesc *prometheus.Desc
+	oldestDesc, waitingDesc                                                   *prometheus.Desc // by class (waiting.go)
 
 	// The gateway's own.
 	requests     *prometheus.CounterVec // tenant, class, outcome
@@ -113,8 +114,9 @@ func gaugeDesc(s signals.Signal) *prometheus.Desc {
 // come from the emulated node (KVAllocatable, Preemptions, ColdStarts) or
 // only from the twin (ForecastError: the gateway forecasts nothing).
 var Exported = []signals.Signal{signals.TTFT, signals.TPOT, signals.E2E, signals.Requests, signals.Rejected,
-	signals.Throttled, signals.QueueDepth, signals.Saturation, signals.Routes, signals.FallbacksOK,
-	signals.FallbacksFailed, signals.DeploymentState, signals.CooledDown, signals.Breaker, signals.DegradationStep}
+	signals.Throttled, signals.QueueDepth, signals.OldestWaiting, signals.WaitingRequests, signals.Saturation,
+	signals.Routes, signals.FallbacksOK, signals.FallbacksFailed, signals.DeploymentState, signals.CooledDown,
+	signals.Breaker, signals.DegradationStep}
 
 func newMetrics(g *Gateway) *metrics {
 	const ns, sub = "fleetdrill", "gateway"
@@ -136,6 +138,8 @@ func newMetrics(g *Gateway) *metrics {
 		cooledDesc:     gaugeDesc(signals.CooledDown),
 		breakerDesc:    gaugeDesc(signals.Breaker),
 		ladderDesc:     gaugeDesc(signals.DegradationStep),
+		oldestDesc:     gaugeDesc(signals.OldestWaiting),
+		waitingDesc:    gaugeDesc(signals.WaitingRequests),
 
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "requests_total",
 			Help: "Requests by tenant (its scenario name, never a key or an id), class and outcome; each request is counted once."},
@@ -275,6 +279,8 @@ type coreCollector struct{ m *metrics }
 
 func (c coreCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.m.queueDesc
+	ch <- c.m.oldestDesc
+	ch <- c.m.waitingDesc
 	ch <- c.m.saturationDesc
 	ch <- c.m.stateDesc
 	ch <- c.m.cooledDesc
@@ -326,6 +332,11 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, name := range g.served {
 		ch <- prometheus.MustNewConstMetric(c.m.queueDesc, prometheus.GaugeValue, float64(queue[g.models[name]]), name)
+	}
+	// Every class, 0 when none of its requests waits for a first token.
+	for _, w := range g.Waiting() {
+		ch <- prometheus.MustNewConstMetric(c.m.oldestDesc, prometheus.GaugeValue, w.Oldest.Seconds(), w.Class)
+		ch <- prometheus.MustNewConstMetric(c.m.waitingDesc, prometheus.GaugeValue, float64(w.Count), w.Class)
 	}
 	busy, slots := 0, 0
 	for r, rep := range g.replicas {

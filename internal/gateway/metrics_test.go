@@ -132,6 +132,8 @@ func TestCatalogueSeries(t *testing.T) {
 		{signals.DeploymentState.Name, map[string]string{"pool": "use-h100-8b"}, 2},
 		{signals.DeploymentState.Name, nil, 2},
 		{signals.QueueDepth.Name, nil, 0},
+		{signals.WaitingRequests.Name, map[string]string{"class": "chat"}, 0}, // every request answered
+		{signals.OldestWaiting.Name, nil, 0},
 		{signals.Saturation.Name, nil, 0},
 		{signals.DegradationStep.Name, nil, 0}, // no ladder: none engaged
 	} {

@@ -340,12 +340,14 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	q.c.life.Key = g.nonce + "-" + strconv.FormatUint(g.nextID, 10)
 	g.lc.Begin()
 	g.mu.Unlock()
+	g.first.add(q.c.req.ID, class, q.c.req.Arrived)
 
 	outcome, status, done := g.degrade(ctx, w, q)
 	if !done {
 		outcome, status = g.run(ctx, w, q)
 	}
 
+	g.first.done(q.c.req.ID)
 	g.mu.Lock()
 	g.lc.Finish(&q.c.life)
 	g.lc.Release()
@@ -770,6 +772,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	stallTimer := time.AfterFunc(time.Hour, u.cancel)
 	stallTimer.Stop()
 	defer stallTimer.Stop()
+	// The answer's first bytes are here: the request waits no more for
+	// its first token (waiting.go).
+	g.first.done(q.c.req.ID)
 	chunk, at, eof := u.first, u.firstAt, u.eof
 	if len(chunk) > 0 {
 		q.ttft = g.clk.model(at.Sub(q.arrived))

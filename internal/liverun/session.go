@@ -541,10 +541,21 @@ func (s *Session) Snapshot() twin.Snapshot {
 			snap.Models = append(snap.Models, ms)
 		}
 	})
+	// What waits for a first token at the gateway now, by class name:
+	// read outside r.mu, as the gateway's locks come before it (its
+	// observer callbacks take r.mu).
+	waiting := s.gw.Waiting()
 	s.r.mu.Lock()
 	defer s.r.mu.Unlock()
 	snap.Classes = s.rec.Recent(now, twin.DrillWindow)
 	snap.Tenants = s.rec.RecentTenants(now, twin.DrillWindow)
+	ages := make([][]time.Duration, len(snap.Classes))
+	for _, w := range waiting {
+		if ci := slices.IndexFunc(snap.Classes, func(c twin.ClassState) bool { return c.Name == w.Class }); ci >= 0 {
+			ages[ci] = w.Ages
+		}
+	}
+	s.rec.AddWaiting(snap.Classes, now, twin.DrillWindow, ages)
 	snap.Requests = s.rec.Counts()
 	for i, fp := range s.rec.Faults() {
 		fs := twin.FaultState{Label: fp.Label, Spec: fp.Spec.String(), Start: fp.Start, End: fp.End,

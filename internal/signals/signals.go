@@ -54,6 +54,12 @@ var (
 	QueueDepth = Signal{"fleetdrill_queue_depth", Gauge,
 		"Requests waiting in the gateway's queues, by model.",
 		[]string{"model"}}
+	OldestWaiting = Signal{"fleetdrill_oldest_waiting_seconds", Gauge,
+		"Age of the oldest request of the class still waiting for its first token (queued, deferred, retrying or prefilling), in model seconds; 0 when none waits.",
+		[]string{"class"}}
+	WaitingRequests = Signal{"fleetdrill_waiting_requests", Gauge,
+		"Requests of the class waiting for their first token (queued, deferred, retrying or prefilling).",
+		[]string{"class"}}
 	KVAllocatable = Signal{"fleetdrill_kv_allocatable_tokens", Gauge,
 		"KV-cache tokens free for new sequences, by pool and region (summed over replicas).",
 		[]string{"pool", "region"}}
@@ -93,8 +99,8 @@ var (
 )
 
 // All lists the catalogue.
-var All = []Signal{TTFT, TPOT, E2E, Requests, Rejected, Throttled, QueueDepth, KVAllocatable, Saturation,
-	Preemptions, ColdStarts, Routes, FallbacksOK, FallbacksFailed, DeploymentState, CooledDown, Breaker,
+var All = []Signal{TTFT, TPOT, E2E, Requests, Rejected, Throttled, QueueDepth, OldestWaiting, WaitingRequests,
+	KVAllocatable, Saturation, Preemptions, ColdStarts, Routes, FallbacksOK, FallbacksFailed, DeploymentState, CooledDown, Breaker,
 	DegradationStep, ForecastError}
 
 // LatencyBuckets are the histogram buckets of the latency signals, seconds.
