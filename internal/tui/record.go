@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
@@ -186,17 +187,7 @@ func ReplayCommand(base Base, recorded []string) string {
 	b.WriteString("fleetdrill")
 	for _, a := range args {
 		b.WriteByte(' ')
-		b.WriteString(shellQuote(a))
+		b.WriteString(shell.Quote(a))
 	}
 	return b.String()
-}
-
-// shellQuote quotes s for a POSIX shell where it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./=:,+@%", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
