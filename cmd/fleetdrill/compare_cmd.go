@@ -136,7 +136,7 @@ func newCompareCmd() *cobra.Command {
 			if err != nil {
 				var re *compare.RunError
 				if errors.As(err, &re) {
-					return &exitError{code: exitInvalid, err: fmt.Errorf("compare: %w; reproduce with: fleetdrill run %s", err, rerunArgs(name, sets, re))}
+					return &exitError{code: exitInvalid, err: fmt.Errorf("compare: %w; reproduce with: %s", err, rerunArgs(name, sets, re))}
 				}
 				return &exitError{code: exitInvalid, err: err}
 			}
@@ -243,12 +243,7 @@ func invalidScenario(name string, err error) error {
 
 // rerunArgs is the `fleetdrill run` command line that repeats one run.
 func rerunArgs(name string, sets []string, re *compare.RunError) string {
-	args := []string{name}
-	for _, s := range sets {
-		args = append(args, "--set", shell.Quote(s))
-	}
-	args = append(args, "--set", "policy.scheduler="+re.Policy, "--seed", strconv.FormatUint(re.Seed, 10))
-	return strings.Join(args, " ")
+	return commandLine(runArgs(name, append(slices.Clone(sets), "policy.scheduler="+re.Policy), re.Seed)...)
 }
 
 // checkEmitSweepFlags refuses, every problem at once, the flags that mean

@@ -107,7 +107,7 @@ input.`,
 			if err := report.Text(cmd.OutOrStdout(), rep); err != nil {
 				return err
 			}
-			return failedExpectations(rep, fmt.Sprintf("fleetdrill run %s --seed %d", name, sc.Seed))
+			return failedExpectations(rep, commandLine(runArgs(name, sets, sc.Seed)...))
 		},
 	}
 	live.register(cmd)

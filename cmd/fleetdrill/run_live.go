@@ -8,13 +8,13 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fleetdrill/fleetdrill/internal/liverun"
 	"github.com/fleetdrill/fleetdrill/internal/report"
-	"github.com/fleetdrill/fleetdrill/internal/shell"
 )
 
 // liveFlags are run's --live options.
@@ -107,9 +107,19 @@ func runLive(cmd *cobra.Command, name string, sets []string, jsonPath string, l 
 			}
 		}
 	}
-	repro := "fleetdrill run " + name + " --live --speed " + fmt.Sprint(res.Speed)
-	for _, s := range sets {
-		repro += " --set " + shell.Quote(s)
+	// The live run as it ran: its speed, fleet size, image and endpoints.
+	extra := []string{"--live", "--speed", strconv.FormatFloat(res.Speed, 'g', -1, 64)}
+	if l.replicas > 0 {
+		extra = append(extra, "--replicas", strconv.Itoa(l.replicas))
 	}
-	return failedExpectations(res.Live, repro)
+	if l.image != "" {
+		extra = append(extra, "--image", l.image)
+	}
+	for _, b := range l.backends {
+		extra = append(extra, "--backend", b)
+	}
+	if l.disrupt != "" {
+		extra = append(extra, "--allow-disrupt", l.disrupt)
+	}
+	return failedExpectations(res.Live, commandLine(runArgs(name, sets, res.Live.Seed, extra...)...))
 }
