@@ -24,6 +24,14 @@ type Expectation struct {
 	// unit the report uses for every latency.
 	Value      float64
 	IsDuration bool // the value was written as a duration (2s, 150ms)
+	// Never: the value was written "never", for a time that may not come
+	// (faults.X.time_to_impact_s == never: nothing was lost); only == and
+	// != compare with it.
+	Never bool
+	// IfAny: the line ends "if any": where the figure has no data (no
+	// request in its window or group, a time that never came) the
+	// expectation is skipped instead of failed.
+	IfAny bool
 
 	// Scope limits the expectation to requests that arrived in a window
 	// (empty: the whole run): "during" a fault, or "after" one ended plus
@@ -111,6 +119,23 @@ func parseScope(s string) (scope, fault string, offset time.Duration, rest strin
 }
 
 func parseComparison(s string) (Expectation, error) {
+	full := s
+	ifAny := false
+	if rest, ok := strings.CutSuffix(strings.TrimRight(s, " \t"), " if any"); ok {
+		s, ifAny = rest, true
+	}
+	e, err := parseOp(s)
+	if err != nil {
+		if ifAny {
+			return Expectation{}, fmt.Errorf("%w (in %q)", err, full)
+		}
+		return Expectation{}, err
+	}
+	e.IfAny = ifAny
+	return e, nil
+}
+
+func parseOp(s string) (Expectation, error) {
 	i, op := -1, ""
 	for _, o := range ops {
 		if j := strings.Index(s, o); j >= 0 && (i < 0 || j < i) {
@@ -139,11 +164,18 @@ func parseComparison(s string) (Expectation, error) {
 		return Expectation{}, fmt.Errorf("expectation %q has nothing right of %s: want a number or a duration such as 2s", s, op)
 	}
 	e := Expectation{LHS: lhs, Op: op}
+	if rhs == "never" {
+		if op != "==" && op != "!=" {
+			return Expectation{}, fmt.Errorf("expectation %q: never compares with == or != only: a time that never came is neither less nor more than a value", s)
+		}
+		e.Never = true
+		return e, nil
+	}
 	v, err := parseNumber(rhs)
 	if err != nil {
 		d, derr := time.ParseDuration(rhs)
 		if derr != nil {
-			return Expectation{}, fmt.Errorf("expectation %q: %q is neither a number nor a duration: want e.g. 10, 0.95 or 2s", s, rhs)
+			return Expectation{}, fmt.Errorf("expectation %q: %q is neither a number nor a duration: want e.g. 10, 0.95 or 2s (or never, for a time that may not come)", s, rhs)
 		}
 		v, e.IsDuration = d.Seconds(), true
 	}
@@ -167,8 +199,17 @@ func parseNumber(s string) (float64, error) {
 }
 
 // Holds reports whether the measured value v satisfies the expectation. v is
-// in the expectation's unit: seconds when IsDuration.
+// in the expectation's unit: seconds when IsDuration. NaN stands for a
+// value that does not exist (a time that never came, a figure with no
+// data): it holds "== never" only; the evaluator reports it as no data to
+// any other comparison.
 func (e Expectation) Holds(v float64) bool {
+	if e.Never {
+		return math.IsNaN(v) == (e.Op == "==")
+	}
+	if math.IsNaN(v) {
+		return false
+	}
 	switch e.Op {
 	case "<":
 		return v < e.Value
@@ -190,11 +231,18 @@ func (e Expectation) Holds(v float64) bool {
 // Durations print as seconds ("0.1s"), which keeps every value exact.
 func (e Expectation) String() string {
 	v := strconv.FormatFloat(e.Value, 'f', -1, 64)
-	if e.IsDuration {
+	switch {
+	case e.Never:
+		v = "never"
+	case e.IsDuration:
 		v += "s"
 	}
-	if w := e.Window(); w != "" {
-		return w + ": " + e.LHS + " " + e.Op + " " + v
+	out := e.LHS + " " + e.Op + " " + v
+	if e.IfAny {
+		out += " if any"
 	}
-	return e.LHS + " " + e.Op + " " + v
+	if w := e.Window(); w != "" {
+		return w + ": " + out
+	}
+	return out
 }

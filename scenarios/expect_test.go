@@ -1,11 +1,36 @@
 package scenarios
 
 import (
+	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
+
+// Holds: a value that does not exist (NaN: never came, no data) holds
+// "== never" and nothing else; a number never equals never.
+func TestHoldsNever(t *testing.T) {
+	nan := math.NaN()
+	for _, tt := range []struct {
+		expr string
+		v    float64
+		want bool
+	}{
+		{"x == never", nan, true},
+		{"x != never", nan, false},
+		{"x == never", 3, false},
+		{"x != never", 3, true},
+		{"x < 30s", nan, false},
+		{"x >= 0", nan, false},
+		{"x != 1", nan, false},
+		{"x < 30s", 3, true},
+	} {
+		e, err := ParseExpectation(tt.expr)
+		require.NoError(t, err)
+		require.Equal(t, tt.want, e.Holds(tt.v), "%s with %v", tt.expr, tt.v)
+	}
+}
 
 func TestParseExpectation(t *testing.T) {
 	tests := []struct {
@@ -40,6 +65,12 @@ func TestParseExpectation(t *testing.T) {
 		{in: "faults.regional-outage(us-east).time_to_detect_s < 30s", want: Expectation{LHS: "faults.regional-outage(us-east).time_to_detect_s", Op: "<", Value: 30, IsDuration: true}},
 		{in: "faults.brownout(eu-west,pool.a).requests_lost == 0", want: Expectation{LHS: "faults.brownout(eu-west,pool.a).requests_lost", Op: "==", Value: 0}},
 		{in: "faults.x(a b).y < 1", wantErr: "is not a dotted name"},
+		{in: "faults.model-retirement(big).time_to_impact_s == never", want: Expectation{LHS: "faults.model-retirement(big).time_to_impact_s", Op: "==", Never: true}},
+		{in: "faults.brownout(eu).time_to_detect_s != never", want: Expectation{LHS: "faults.brownout(eu).time_to_detect_s", Op: "!=", Never: true}},
+		{in: "x < never", wantErr: "never compares with == or != only"},
+		{in: "interactive.slo_attainment >= 0.99 if any", want: Expectation{LHS: "interactive.slo_attainment", Op: ">=", Value: 0.99, IfAny: true}},
+		{in: "after recovery + 5m: interactive.ttft.p99 < 2s if any", want: Expectation{LHS: "interactive.ttft.p99", Op: "<", Value: 2, IsDuration: true, IfAny: true, Scope: "after", Fault: "recovery", Offset: 5 * time.Minute}},
+		{in: "x < if any", wantErr: "has nothing right of <"},
 		{in: "faults.(a).y < 1", wantErr: "is not a dotted name"},
 		{in: "faults.x(a.y < 1", wantErr: "is not a dotted name"},
 	}

@@ -172,7 +172,7 @@ var badFixtures = map[string][]string{
 		"top.bad.yaml:20: expect[1]: expectation \"interactive.ttft.p99 2s\" has no comparison: want <lhs> <op> <value> with op one of < <= > >= == !=, e.g. interactive.ttft.p99 < 2s",
 		"top.bad.yaml:21: expect[2]: expectation \"< 5\" has nothing left of <: want a report figure such as interactive.ttft.p99",
 		"top.bad.yaml:22: expect[3]: expectation \"ttft p99 < 2s\": left side \"ttft p99\" is not a dotted name: want letters, digits, - and _ separated by dots, e.g. tenants.acme.e2e.p95",
-		"top.bad.yaml:23: expect[4]: expectation \"requests.rejected <= ten\": \"ten\" is neither a number nor a duration: want e.g. 10, 0.95 or 2s",
+		"top.bad.yaml:23: expect[4]: expectation \"requests.rejected <= ten\": \"ten\" is neither a number nor a duration: want e.g. 10, 0.95 or 2s (or never, for a time that may not come)",
 	},
 	"types.bad.yaml": {
 		"types.bad.yaml:5: seed: got -1, want an integer from 0 to 18446744073709551615",

@@ -63,6 +63,7 @@ func FuzzParseExpectation(f *testing.F) {
 	for _, s := range []string{
 		"interactive.ttft.p99 < 2s", "residency_violations == 0", "requests.rejected <= 10",
 		"tenants.acme.e2e.p95 < 30s", "x != -1.5e3", "a.b>=1h30m", "x<", "<=", "a <= 2562047h",
+		"x == never", "x < never", "x >= 0.99 if any", "after recovery + 5m: x < 2s if any", "x == never if any", "x < if any",
 	} {
 		f.Add(s)
 	}
@@ -75,7 +76,7 @@ func FuzzParseExpectation(f *testing.F) {
 		if err != nil {
 			t.Fatalf("ParseExpectation(%q) = %+v, whose String %q does not parse: %v", s, e, e.String(), err)
 		}
-		if again.LHS != e.LHS || again.Op != e.Op || again.IsDuration != e.IsDuration {
+		if again.LHS != e.LHS || again.Op != e.Op || again.IsDuration != e.IsDuration || again.Never != e.Never || again.IfAny != e.IfAny {
 			t.Fatalf("reparse of %q = %+v, want %+v", e.String(), again, e)
 		}
 		// Durations go through nanoseconds; allow their rounding.

@@ -45,25 +45,29 @@ type FaultReport struct {
 	// quota and retirement), to its mitigation (the first request served
 	// by an unaffected replica after detection), and from its end to
 	// recovery (the first request served again by an affected replica).
-	// -1 when it did not happen.
-	TimeToDetectS   float64 `json:"time_to_detect_s"`
-	TimeToMitigateS float64 `json:"time_to_mitigate_s"`
-	TimeToRecoverS  float64 `json:"time_to_recover_s"`
+	// Never (null in JSON) when it did not happen.
+	TimeToDetectS   Seconds `json:"time_to_detect_s"`
+	TimeToMitigateS Seconds `json:"time_to_mitigate_s"`
+	TimeToRecoverS  Seconds `json:"time_to_recover_s"`
 	// EffectiveS is when the fault takes effect: its start, or for a
 	// fault given with a notice (a retirement) the withdrawal (at=); its
 	// detection and mitigation count from its start, the notice, so a
 	// mitigation under EffectiveS - StartS moved traffic before anything
 	// went. TimeToImpactS is from EffectiveS to the first request it cost
-	// (ended without an answer); -1: none did.
+	// (ended without an answer); Never: none did.
 	EffectiveS    float64 `json:"effective_s"`
-	TimeToImpactS float64 `json:"time_to_impact_s"`
+	TimeToImpactS Seconds `json:"time_to_impact_s"`
 	// RequestsLost ended without an answer (failed after their retries,
 	// rejected or timed out) while the fault was active.
 	RequestsLost uint64 `json:"requests_lost"`
 	// SLO attainment of requests arriving during the fault, and in the
 	// ten minutes after it ended; a request with no answer is a miss.
+	// FinishedDuring and FinishedAfter count the requests each is of: 1
+	// of none is no data, and an expectation on it says so.
 	SLOAttainmentDuring float64 `json:"slo_attainment_during"`
 	SLOAttainmentAfter  float64 `json:"slo_attainment_after"`
+	FinishedDuring      uint64  `json:"finished_during"`
+	FinishedAfter       uint64  `json:"finished_after"`
 	// NotMitigatedFor names a tenant the fault displaced after its
 	// detection and never served elsewhere ("" when none): the reason
 	// TimeToMitigateS is -1 though other traffic moved.
@@ -819,13 +823,14 @@ func faultReports(p *plan, fs []*faultRT) map[string]*FaultReport {
 		if stranded >= 0 {
 			fr.NotMitigatedFor = p.sc.Tenants[stranded].Name
 		}
-		fr.TimeToRecoverS = -1
+		fr.TimeToRecoverS = Never
 		if f.end > 0 {
 			fr.TimeToRecoverS = since(f.recoveredAt(), f.end)
 		}
 		fr.RequestsLost = f.lost
 		fr.SLOAttainmentDuring = round(fr.during.rate(), 6)
 		fr.SLOAttainmentAfter = round(fr.after.rate(), 6)
+		fr.FinishedDuring, fr.FinishedAfter = fr.during.done, fr.after.done
 		fr.Tenants, fr.Classes = map[string]*Impact{}, map[string]*Impact{}
 		for i, t := range p.sc.Tenants {
 			fr.Tenants[t.Name] = f.tenants[i].report(f)

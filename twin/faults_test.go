@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -137,7 +138,7 @@ func TestModelRetirementFallsBackAboveTheQualityFloor(t *testing.T) {
 	require.Zero(t, w.TimeToDetectS, "detected by the notice: %+v", w)
 	require.Equal(t, 360.0, w.EffectiveS, "takes effect at the withdrawal")
 	require.Less(t, w.TimeToMitigateS, w.EffectiveS-w.StartS, "a fallback served the model's requests before the withdrawal: %+v", w)
-	require.Equal(t, -1.0, w.TimeToImpactS, "nothing lost: %+v", w)
+	require.Equal(t, Never, w.TimeToImpactS, "nothing lost: %+v", w)
 	sc.Faults = []string{"model-retirement model=llama-big at=6m notice=1m"}
 
 	sc.Classes[0].QualityFloor = 0.85 // the 8B model is below it now
@@ -343,7 +344,7 @@ func TestHedgingBeatsASlowReplica(t *testing.T) {
 func TestOutageMitigationIsPerTenant(t *testing.T) {
 	sc, err := scenarios.LoadNamedWithSets("eu-residency", []string{"duration=20m",
 		`faults=["regional-outage region=eu-west at=5m for=10m"]`,
-		`expect=["faults.regional-outage(eu-west).tenants.bank-eu.time_to_mitigate_s == -1", "faults.regional-outage(eu-west).tenants.global.served_elsewhere > 0"]`})
+		`expect=["faults.regional-outage(eu-west).tenants.bank-eu.time_to_mitigate_s == never", "faults.regional-outage(eu-west).tenants.global.served_elsewhere > 0"]`})
 	require.NoError(t, err)
 	rep := run(t, sc)
 	f := rep.Faults["regional-outage(eu-west)"]
@@ -354,8 +355,8 @@ func TestOutageMitigationIsPerTenant(t *testing.T) {
 	require.GreaterOrEqual(t, global.TimeToMitigateS, f.TimeToDetectS)
 	require.Positive(t, bank.Displaced)
 	require.Zero(t, bank.ServedElsewhere, "nothing in its jurisdiction serves the EU-bound tenant")
-	require.Equal(t, -1.0, bank.TimeToMitigateS)
-	require.Equal(t, -1.0, f.TimeToMitigateS, "the fault is not mitigated while one tenant is stranded")
+	require.Equal(t, Never, bank.TimeToMitigateS)
+	require.Equal(t, Never, f.TimeToMitigateS, "the fault is not mitigated while one tenant is stranded")
 	require.Equal(t, "bank-eu", f.NotMitigatedFor)
 	require.Equal(t, bank.Lost, bank.Failed+bank.TimedOut+sum(bank.Refused))
 	require.Positive(t, bank.Lost)
@@ -412,4 +413,75 @@ func TestWindowsHaveTenantsAndPools(t *testing.T) {
 	for _, e := range rep.Expectations {
 		require.True(t, e.Pass, "%s (value %v)", e.Expr, e.Value)
 	}
+}
+
+// TestNoDataIsNotZero: a figure with nothing to measure fails saying why,
+// never compared as 0; "if any" skips it; a time that never came fails as
+// not detected and answers "== never"; in the JSON report it is null.
+func TestNoDataIsNotZero(t *testing.T) {
+	sc := twoRegions(3, 4, 20*time.Minute)
+	// The outage runs to the end of arrivals: after it, nothing arrives.
+	sc.Faults = []string{"regional-outage region=us-east at=10m for=10m"}
+	sc.Expect = []string{
+		"after recovery + 5m: interactive.slo_attainment >= 0.99",
+		"after recovery + 5m: interactive.ttft.p99 < 2s",
+		"after recovery + 5m: interactive.ttft.p99 < 2s if any",
+		"after recovery + 5m: requests.arrived == 0",
+		"during regional-outage(us-east): interactive.ttft.p99 < 60s",
+	}
+	rep := run(t, sc)
+	byExpr := map[string]Expectation{}
+	for _, e := range rep.Expectations {
+		byExpr[e.Expr] = e
+	}
+	for _, tc := range []struct {
+		expr          string
+		pass, skipped bool
+		noData        string
+	}{
+		{"after recovery + 5m: interactive.slo_attainment >= 0.99", false, false, "no request finished in the window after recovery + 5m0s for class interactive"},
+		{"after recovery + 5m: interactive.ttft.p99 < 2s", false, false, "no request completed in the window after recovery + 5m0s for class interactive"},
+		{"after recovery + 5m: interactive.ttft.p99 < 2s if any", true, true, "no request completed in the window after recovery + 5m0s for class interactive"},
+		{"after recovery + 5m: requests.arrived == 0", true, false, ""}, // a count of 0 is data
+		{"during regional-outage(us-east): interactive.ttft.p99 < 60s", true, false, ""},
+	} {
+		e, ok := byExpr[tc.expr]
+		require.True(t, ok, "no expectation %q in %+v", tc.expr, rep.Expectations)
+		require.Equal(t, tc.pass, e.Pass, "%+v", e)
+		require.Equal(t, tc.skipped, e.Skipped, "%+v", e)
+		require.Equal(t, tc.noData, e.NoData, "%+v", e)
+	}
+
+	// A time that never came: the outage ends with the arrivals, and
+	// nothing is served by its pools after it.
+	got, err := rep.Check(
+		"faults.regional-outage(us-east).time_to_recover_s < 1m",
+		"faults.regional-outage(us-east).time_to_recover_s == never",
+		"faults.regional-outage(us-east).time_to_recover_s != never",
+		"faults.regional-outage(us-east).time_to_detect_s != never",
+		"faults.regional-outage(us-east).time_to_detect_s == never",
+	)
+	require.NoError(t, err)
+	fr := rep.Faults["regional-outage(us-east)"]
+	require.False(t, fr.TimeToRecoverS.Happened(), "the outage lasts to the end: %+v", fr)
+	require.True(t, fr.TimeToDetectS.Happened(), "%+v", fr)
+	want := []Expectation{
+		{Expr: got[0].Expr, NoData: "not recovered"},
+		{Expr: got[1].Expr, NoData: "not recovered", Pass: true},
+		{Expr: got[2].Expr, NoData: "not recovered"},
+		{Expr: got[3].Expr, Value: float64(fr.TimeToDetectS), Pass: true},
+		{Expr: got[4].Expr, Value: float64(fr.TimeToDetectS)},
+	}
+	require.Equal(t, want, got)
+
+	// The JSON: a time that never came and a value without data are null.
+	b, err := rep.JSON()
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"time_to_recover_s": null`)
+	require.Contains(t, string(b), `"value": null,`)
+	require.NotContains(t, string(b), `"time_to_recover_s": -1`)
+	var back Report
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, Never, back.Faults["regional-outage(us-east)"].TimeToRecoverS)
+	require.Equal(t, rep.Expectations, back.Expectations)
 }

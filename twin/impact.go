@@ -37,15 +37,17 @@ type Impact struct {
 	// ten minutes after it ended (a request with no answer is a miss).
 	SLOAttainmentDuring float64 `json:"slo_attainment_during"`
 	SLOAttainmentAfter  float64 `json:"slo_attainment_after"`
+	FinishedDuring      uint64  `json:"finished_during"`
+	FinishedAfter       uint64  `json:"finished_after"`
 	// Detection is the gateway's, the same for every tenant. Mitigation:
 	// from the fault's start to the first displaced request of this
 	// tenant served elsewhere after the detection. Recovery: from the
 	// fault's end to the first request of this tenant served after it.
-	// -1 when it did not happen, or (mitigation) was not needed: no
+	// Never when it did not happen, or (mitigation) was not needed: no
 	// displaced request arrived after the detection.
-	TimeToDetectS   float64 `json:"time_to_detect_s"`
-	TimeToMitigateS float64 `json:"time_to_mitigate_s"`
-	TimeToRecoverS  float64 `json:"time_to_recover_s"`
+	TimeToDetectS   Seconds `json:"time_to_detect_s"`
+	TimeToMitigateS Seconds `json:"time_to_mitigate_s"`
+	TimeToRecoverS  Seconds `json:"time_to_recover_s"`
 }
 
 // impactRT accumulates one tenant's or class's Impact during a run.
@@ -204,12 +206,13 @@ func (im *impactRT) report(f *faultRT) *Impact {
 	out := im.Impact
 	out.SLOAttainmentDuring = round(im.during.rate(), 6)
 	out.SLOAttainmentAfter = round(im.after.rate(), 6)
+	out.FinishedDuring, out.FinishedAfter = im.during.done, im.after.done
 	out.TimeToDetectS = since(f.detected, f.start)
-	out.TimeToMitigateS = -1
+	out.TimeToMitigateS = Never
 	if im.needs {
 		out.TimeToMitigateS = since(im.mitigated, f.start)
 	}
-	out.TimeToRecoverS = -1
+	out.TimeToRecoverS = Never
 	if f.end > 0 && im.touched() {
 		out.TimeToRecoverS = since(im.recovered, f.end)
 	}
@@ -257,12 +260,12 @@ func (f *faultRT) recoveredAt() time.Duration {
 	return at
 }
 
-// since is t - from in seconds, -1 when t is (-1: it did not happen).
-func since(t, from time.Duration) float64 {
+// since is t - from in seconds, Never when t is -1 (it did not happen).
+func since(t, from time.Duration) Seconds {
 	if t < 0 {
-		return -1
+		return Never
 	}
-	return round((t - from).Seconds(), 6)
+	return Seconds(round((t - from).Seconds(), 6))
 }
 
 func sortedKeys(m map[int]*impactRT) []int {

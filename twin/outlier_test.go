@@ -38,7 +38,7 @@ func TestLatencyFaultDetectedByEjection(t *testing.T) {
 				}
 			}
 			if !tc.detected {
-				require.Equal(t, -1.0, f.TimeToDetectS)
+				require.Equal(t, Never, f.TimeToDetectS)
 				require.Zero(t, ejected)
 				return
 			}

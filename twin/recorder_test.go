@@ -144,9 +144,9 @@ func TestRecorderAttributesFaults(t *testing.T) {
 	rep, err := rec.Report(10*time.Minute, nil)
 	require.NoError(t, err)
 	fr := rep.Faults["regional-outage(us-east)"]
-	require.InDelta(t, 12, fr.TimeToDetectS, 1e-9)
-	require.InDelta(t, 21, fr.TimeToMitigateS, 1e-9)
-	require.InDelta(t, 11, fr.TimeToRecoverS, 1e-9)
+	require.InDelta(t, 12, float64(fr.TimeToDetectS), 1e-9)
+	require.InDelta(t, 21, float64(fr.TimeToMitigateS), 1e-9)
+	require.InDelta(t, 11, float64(fr.TimeToRecoverS), 1e-9)
 	require.Equal(t, uint64(1), fr.RequestsLost)
 	require.InDelta(t, 0.5, fr.SLOAttainmentDuring, 1e-9)
 	require.Equal(t, uint64(5), rep.Requests.Arrived)
@@ -226,7 +226,7 @@ func TestRecorderEjectionDetectsLatency(t *testing.T) {
 			require.NoError(t, err)
 			fr := rep.Faults[fp.Label]
 			require.NotNil(t, fr)
-			require.InDelta(t, tc.detectS, fr.TimeToDetectS, 1e-9)
+			require.InDelta(t, tc.detectS, float64(fr.TimeToDetectS), 1e-9)
 			var kinds []string
 			for _, ev := range rep.Timeline {
 				if ev.Kind == tc.kind || ev.Kind == "detected" {

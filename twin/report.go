@@ -134,11 +134,49 @@ type Cost struct {
 	PerSuccessfulTask float64 `json:"per_successful_task"`
 }
 
-// Expectation is one evaluated `expect` line.
+// Expectation is one evaluated `expect` line. A figure with nothing to
+// measure — no request finished in its window or group, a time that never
+// came — has no value: NoData says why, and the expectation fails, or is
+// Skipped (and passes) where its line ends "if any". It never reads as 0.
 type Expectation struct {
 	Expr  string  `json:"expr"`
-	Value float64 `json:"value"`
+	Value float64 `json:"value"` // meaningless with NoData (null in JSON)
 	Pass  bool    `json:"pass"`
+	// NoData says why the figure has no value: "no request finished in
+	// the window after recovery + 5m0s", "not detected"; "" when it has one.
+	NoData  string `json:"no_data,omitempty"`
+	Skipped bool   `json:"skipped,omitempty"`
+}
+
+// expectationJSON is Expectation as written: a value of null with no data.
+type expectationJSON struct {
+	Expr    string   `json:"expr"`
+	Value   *float64 `json:"value"`
+	Pass    bool     `json:"pass"`
+	NoData  string   `json:"no_data,omitempty"`
+	Skipped bool     `json:"skipped,omitempty"`
+}
+
+// MarshalJSON writes the value as null when there is no data.
+func (e Expectation) MarshalJSON() ([]byte, error) {
+	j := expectationJSON{Expr: e.Expr, Pass: e.Pass, NoData: e.NoData, Skipped: e.Skipped}
+	if e.NoData == "" {
+		j.Value = &e.Value
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (e *Expectation) UnmarshalJSON(b []byte) error {
+	var j expectationJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Expectation{Expr: j.Expr, Pass: j.Pass, NoData: j.NoData, Skipped: j.Skipped}
+	if j.Value != nil {
+		e.Value = *j.Value
+	}
+	return nil
 }
 
 // TimelineEvent is a notable moment of the run.
@@ -269,12 +307,24 @@ func (r *Report) evaluate(exprs []string) error {
 				continue
 			}
 		}
-		v, ok := resolve(in, e.LHS)
+		key, v, ok := resolve(in, e.LHS)
 		if !ok {
 			errs = append(errs, fmt.Sprintf("expect %q: no report value %q%s", s, e.LHS, nearest(in, e.LHS)))
 			continue
 		}
-		r.Expectations = append(r.Expectations, Expectation{Expr: s, Value: v, Pass: e.Holds(v)})
+		out := Expectation{Expr: s, Value: v, Pass: e.Holds(v)}
+		if why := noData(in, key, e.Window()); why != "" {
+			out.NoData, out.Value = why, 0
+			if e.Never {
+				// A time that never came is what "== never" asks.
+				out.Pass = e.Holds(math.NaN())
+			} else {
+				// Anything else on a figure without data fails, or is
+				// skipped where the line says "if any".
+				out.Pass, out.Skipped = e.IfAny, e.IfAny
+			}
+		}
+		r.Expectations = append(r.Expectations, out)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%s", strings.Join(errs, "\n"))
@@ -306,6 +356,10 @@ func (r *Report) flatten() (map[string]float64, error) {
 			}
 		case float64:
 			flat[prefix] = x
+		case nil:
+			// A time that never came (Seconds): NaN, which no comparison
+			// but "== never" holds.
+			flat[prefix] = math.NaN()
 		}
 	}
 	walk("", tree)
@@ -316,9 +370,9 @@ func (r *Report) flatten() (map[string]float64, error) {
 // resolve finds an expectation's value. Paths may be written in full
 // (classes.interactive.ttft_s.p99) or short (interactive.ttft.p99): a
 // leading class name implies "classes.", and latency names may omit "_s".
-func resolve(flat map[string]float64, lhs string) (float64, bool) {
+func resolve(flat map[string]float64, lhs string) (string, float64, bool) {
 	if v, ok := flat[lhs]; ok {
-		return v, true
+		return lhs, v, true
 	}
 	parts := strings.Split(lhs, ".")
 	for i, p := range parts {
@@ -329,10 +383,97 @@ func resolve(flat map[string]float64, lhs string) (float64, bool) {
 	}
 	for _, cand := range []string{strings.Join(parts, "."), "classes." + strings.Join(parts, ".")} {
 		if v, ok := flat[cand]; ok {
-			return v, true
+			return cand, v, true
 		}
 	}
-	return 0, false
+	return "", 0, false
+}
+
+// neverWhat names, by a time's report field, what did not come.
+var neverWhat = map[string]string{
+	"time_to_detect_s":   "not detected",
+	"time_to_mitigate_s": "not mitigated",
+	"time_to_recover_s":  "not recovered",
+	"time_to_impact_s":   "no request lost",
+}
+
+// noData says why the report figure at key (as resolved in flat) has no
+// value, or "" when it has one: a time that never came; a latency of a
+// group (class, tenant, window) with no completed request; an attainment
+// or goodput of a group with no finished request; a fault's attainment
+// during or after it with no request finished then; a window's pool share
+// with no completed request. window names the expectation's window, for
+// the message. Counts have a value always: 0 requests is data.
+func noData(flat map[string]float64, key, window string) string {
+	field := key[strings.LastIndexByte(key, '.')+1:]
+	if what, ok := neverWhat[field]; ok {
+		if v := flat[key]; math.IsNaN(v) || v < 0 {
+			return what
+		}
+		return ""
+	}
+	where := func(group string) string {
+		switch {
+		case window != "" && group != "":
+			return " in the window " + window + " for " + group
+		case window != "":
+			return " in the window " + window
+		case group != "":
+			return " for " + group
+		}
+		return ""
+	}
+	// The group the figure belongs to: the longest prefix with counts.
+	for i := len(key) - 1; i > 0; i-- {
+		if key[i] != '.' {
+			continue
+		}
+		prefix, rest := key[:i], key[i+1:]
+		arrived, ok := flat[prefix+".arrived"]
+		if !ok {
+			if done, ok := flat[prefix+".finished_during"]; ok {
+				// A fault (or a tenant's or class's part of one).
+				switch {
+				case rest == "slo_attainment_during" && done == 0:
+					return "no request finished during the fault"
+				case rest == "slo_attainment_after" && flat[prefix+".finished_after"] == 0:
+					return "no request finished in the ten minutes after the fault"
+				}
+				return ""
+			}
+			if rest == "share" && strings.HasPrefix(prefix, "pools.") && flat["requests.completed"] == 0 {
+				// A window's pool share: of no completed request.
+				return "no request completed" + where("")
+			}
+			continue
+		}
+		group := groupName(prefix)
+		switch {
+		case strings.HasPrefix(rest, "ttft_s.") || strings.HasPrefix(rest, "tpot_s.") ||
+			strings.HasPrefix(rest, "e2e_s.") || strings.HasPrefix(rest, "queue_wait_s."):
+			if flat[prefix+".completed"] == 0 {
+				return "no request completed" + where(group)
+			}
+		case rest == "slo_attainment" || rest == "goodput_rps":
+			if arrived-flat[prefix+".in_flight_at_end"] == 0 {
+				return "no request finished" + where(group)
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
+// groupName is a group's name from its report path: "interactive" for
+// classes.interactive, "tenant bank-eu" for tenants.bank-eu.
+func groupName(prefix string) string {
+	switch {
+	case strings.HasPrefix(prefix, "classes."):
+		return "class " + strings.TrimPrefix(prefix, "classes.")
+	case strings.HasPrefix(prefix, "tenants."):
+		return "tenant " + strings.TrimPrefix(prefix, "tenants.")
+	}
+	return prefix
 }
 
 // within is the part of flat under prefix (a window's: its requests

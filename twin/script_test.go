@@ -398,11 +398,11 @@ func scriptTS(s float64) string {
 }
 
 // scriptSince prints a fault report's time, -1 for never.
-func scriptSince(s float64) string {
+func scriptSince(s Seconds) string {
 	if s < 0 {
 		return "never"
 	}
-	return scriptTS(s)
+	return scriptTS(float64(s))
 }
 
 func scriptLines(s string) []string {

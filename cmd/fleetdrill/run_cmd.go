@@ -126,7 +126,7 @@ func failedExpectations(rep *twin.Report, reproduce string) error {
 	var failed []string
 	for _, e := range rep.Expectations {
 		if !e.Pass {
-			failed = append(failed, fmt.Sprintf("%s (value %g)", e.Expr, e.Value))
+			failed = append(failed, fmt.Sprintf("%s (%s)", e.Expr, report.Measured(e)))
 		}
 	}
 	return &exitError{code: exitFailed, err: fmt.Errorf("%d expectation(s) failed: %s; reproduce with: %s",

@@ -340,7 +340,10 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	q.c.life.Key = g.nonce + "-" + strconv.FormatUint(g.nextID, 10)
 	g.lc.Begin()
 	g.mu.Unlock()
-	g.first.add(q.c.req.ID, class, q.c.req.Arrived)
+	g.first.add(q.c.req.ID, class, q.c.req.Tenant, q.c.req.Arrived)
+	// Whatever way the handler leaves (a panic net/http recovers included),
+	// the request stops waiting: a stale entry would grow the gauges forever.
+	defer g.first.done(q.c.req.ID)
 
 	outcome, status, done := g.degrade(ctx, w, q)
 	if !done {

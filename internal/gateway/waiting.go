@@ -29,18 +29,19 @@ type awaiting struct {
 }
 
 type awaited struct {
-	class   int
-	arrived time.Duration // model time
+	class, tenant int
+	arrived       time.Duration // model time
 }
 
-// add starts tracking request id of class, arrived at model time arrived.
-func (a *awaiting) add(id uint64, class int, arrived time.Duration) {
+// add starts tracking request id of class and tenant (the scenario's
+// indices), arrived at model time arrived.
+func (a *awaiting) add(id uint64, class, tenant int, arrived time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.reqs == nil {
 		a.reqs = map[uint64]awaited{}
 	}
-	a.reqs[id] = awaited{class, arrived}
+	a.reqs[id] = awaited{class, tenant, arrived}
 }
 
 // done stops tracking request id: its first token came, or it ended.
@@ -61,6 +62,41 @@ func (a *awaiting) ages(now time.Duration, classes int) [][]time.Duration {
 	a.mu.Unlock()
 	for _, c := range out {
 		slices.SortFunc(c, func(x, y time.Duration) int { return cmp.Compare(y, x) })
+	}
+	return out
+}
+
+// tenants returns, for each of tenants, how many of its requests wait and
+// the oldest's age at model time now.
+func (a *awaiting) tenants(now time.Duration, tenants int) (n []int, oldest []time.Duration) {
+	n, oldest = make([]int, tenants), make([]time.Duration, tenants)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, w := range a.reqs {
+		if w.tenant >= 0 && w.tenant < tenants {
+			n[w.tenant]++
+			oldest[w.tenant] = max(oldest[w.tenant], now-w.arrived)
+		}
+	}
+	return n, oldest
+}
+
+// TenantWaiting is one tenant's requests waiting for their first token now.
+type TenantWaiting struct {
+	Tenant string // the scenario's alias
+	Count  int
+	Oldest time.Duration // model time; 0 when none waits
+}
+
+// TenantsWaiting returns, for every tenant of the scenario in its order,
+// its requests waiting for their first token, as Waiting does by class:
+// the live console's tenant pane shows a tenant whose requests an outage
+// holds before any of them ends.
+func (g *Gateway) TenantsWaiting() []TenantWaiting {
+	n, oldest := g.first.tenants(g.now(), len(g.sc.Tenants))
+	out := make([]TenantWaiting, len(n))
+	for i := range n {
+		out[i] = TenantWaiting{Tenant: g.sc.Tenants[i].Name, Count: n[i], Oldest: oldest[i]}
 	}
 	return out
 }

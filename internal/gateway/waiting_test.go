@@ -126,6 +126,15 @@ func TestWaitingForFirstToken(t *testing.T) {
 			ws := gw.Waiting()
 			require.Len(t, ws, 1)
 			assert.Equal(t, ClassWaiting{Class: "interactive", Count: int(want), Oldest: wantOldest, Ages: ws[0].Ages}, ws[0], what)
+			// Every request here is one tenant's: it waits as the class does.
+			var total int
+			for _, tw := range gw.TenantsWaiting() {
+				total += tw.Count
+				if tw.Count > 0 {
+					assert.Equal(t, wantOldest, tw.Oldest, "%s: tenant %s's oldest", what, tw.Tenant)
+				}
+			}
+			assert.Equal(t, int(want), total, "%s: tenants' waiting", what)
 		}
 		state(0, 0, "idle")
 

@@ -34,17 +34,17 @@ type LatencyRow struct {
 
 // FaultRow is one fault's times, twin and live (-1: did not happen).
 type FaultRow struct {
-	Fault         string  `json:"fault"`
-	TwinDetectS   float64 `json:"twin_detect_s"`
-	LiveDetectS   float64 `json:"live_detect_s"`
-	TwinMitigateS float64 `json:"twin_mitigate_s"`
-	LiveMitigateS float64 `json:"live_mitigate_s"`
-	TwinRecoverS  float64 `json:"twin_recover_s"`
-	LiveRecoverS  float64 `json:"live_recover_s"`
-	TwinLost      uint64  `json:"twin_lost"`
-	LiveLost      uint64  `json:"live_lost"`
-	TwinSLODuring float64 `json:"twin_slo_during"`
-	LiveSLODuring float64 `json:"live_slo_during"`
+	Fault         string       `json:"fault"`
+	TwinDetectS   twin.Seconds `json:"twin_detect_s"`
+	LiveDetectS   twin.Seconds `json:"live_detect_s"`
+	TwinMitigateS twin.Seconds `json:"twin_mitigate_s"`
+	LiveMitigateS twin.Seconds `json:"live_mitigate_s"`
+	TwinRecoverS  twin.Seconds `json:"twin_recover_s"`
+	LiveRecoverS  twin.Seconds `json:"live_recover_s"`
+	TwinLost      uint64       `json:"twin_lost"`
+	LiveLost      uint64       `json:"live_lost"`
+	TwinSLODuring float64      `json:"twin_slo_during"`
+	LiveSLODuring float64      `json:"live_slo_during"`
 }
 
 // CountRow is one request count, twin and live.
@@ -180,9 +180,9 @@ func pct(x *float64) string {
 	return fmt.Sprintf("%+.1f%%", 100**x)
 }
 
-func opt(s float64) string {
+func opt(s twin.Seconds) string {
 	if s < 0 {
-		return "-"
+		return "never"
 	}
 	return fmt.Sprintf("%.1fs", s)
 }

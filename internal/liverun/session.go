@@ -544,11 +544,16 @@ func (s *Session) Snapshot() twin.Snapshot {
 	// What waits for a first token at the gateway now, by class name:
 	// read outside r.mu, as the gateway's locks come before it (its
 	// observer callbacks take r.mu).
-	waiting := s.gw.Waiting()
+	waiting, tenantsWaiting := s.gw.Waiting(), s.gw.TenantsWaiting()
 	s.r.mu.Lock()
 	defer s.r.mu.Unlock()
 	snap.Classes = s.rec.Recent(now, twin.DrillWindow)
 	snap.Tenants = s.rec.RecentTenants(now, twin.DrillWindow)
+	for _, tw := range tenantsWaiting {
+		if ti := slices.IndexFunc(snap.Tenants, func(t twin.TenantState) bool { return t.Name == tw.Tenant }); ti >= 0 {
+			snap.Tenants[ti].Waiting, snap.Tenants[ti].OldestWaiting = tw.Count, tw.Oldest
+		}
+	}
 	ages := make([][]time.Duration, len(snap.Classes))
 	for _, w := range waiting {
 		if ci := slices.IndexFunc(snap.Classes, func(c twin.ClassState) bool { return c.Name == w.Class }); ci >= 0 {

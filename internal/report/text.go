@@ -10,10 +10,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
 
@@ -95,13 +98,60 @@ func Text(w io.Writer, rep *twin.Report) error {
 		ew.printf("\nexpectations\n")
 		for _, e := range rep.Expectations {
 			mark := "PASS"
-			if !e.Pass {
+			switch {
+			case e.Skipped:
+				mark = "SKIP"
+			case !e.Pass:
 				mark = "FAIL"
 			}
-			ew.printf("  %s  %-40s (value %g)\n", mark, e.Expr, e.Value)
+			ew.printf("  %s  %-40s (%s)\n", mark, e.Expr, Measured(e))
 		}
 	}
 	return ew.err
+}
+
+// Measured is an expectation's value as a reader wants it, in the unit of
+// its line: a latency as one (511.7ms), an attainment or share as a
+// percentage, a count as an integer; or why there is none ("no data: not
+// detected"), never a bare 0.
+func Measured(e twin.Expectation) string {
+	if e.NoData != "" {
+		if e.Skipped {
+			return "no data: " + e.NoData + "; skipped, if any"
+		}
+		return "no data: " + e.NoData
+	}
+	v := e.Value
+	if x, err := scenarios.ParseExpectation(e.Expr); err == nil {
+		field := x.LHS[strings.LastIndexByte(x.LHS, '.')+1:]
+		switch {
+		case x.IsDuration || strings.HasSuffix(field, "_s") || x.LHS != field && isLatencyStat(x.LHS):
+			if v < 0 {
+				return strconv.FormatFloat(v, 'g', 4, 64) + "s"
+			}
+			return secs(v)
+		case strings.Contains(field, "attainment") || field == "share" || strings.HasSuffix(field, "_ratio"):
+			return strconv.FormatFloat(100*v, 'f', 2, 64) + "%"
+		}
+	}
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64)
+}
+
+// isLatencyStat is whether a report path names a latency's statistic:
+// interactive.ttft.p99, classes.batch.e2e_s.mean.
+func isLatencyStat(lhs string) bool {
+	parts := strings.Split(lhs, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	switch strings.TrimSuffix(parts[len(parts)-2], "_s") {
+	case "ttft", "tpot", "e2e", "queue_wait":
+		return true
+	}
+	return false
 }
 
 // faultImpact prints each fault's detection, mitigation and recovery, and
@@ -133,11 +183,11 @@ func faultImpact(ew *errWriter, rep *twin.Report) {
 }
 
 // sinceOrNot is a fault timing, "never" for -1.
-func sinceOrNot(s float64) string {
-	if s < 0 {
+func sinceOrNot(s twin.Seconds) string {
+	if !s.Happened() {
 		return "never"
 	}
-	return secs(s)
+	return secs(float64(s))
 }
 
 // servedWhere is how many displaced requests were served elsewhere, and by

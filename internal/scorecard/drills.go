@@ -775,7 +775,7 @@ func (d *drills) rollback() (GateItem, error) {
 	}
 	var ttr = -1.0
 	for _, f := range rep.Faults {
-		ttr = f.TimeToRecoverS
+		ttr = float64(f.TimeToRecoverS)
 	}
 	g.Pass = ttr >= 0
 	g.Evidence = fmt.Sprintf("%q: time_to_recover_s=%g", fault, ttr)

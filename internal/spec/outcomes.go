@@ -162,18 +162,18 @@ func describeImpact(kind, name, label string, im *twin.Impact) string {
 	mitigated := "never"
 	switch {
 	case im.TimeToMitigateS >= 0:
-		mitigated = "after " + secs(im.TimeToMitigateS)
+		mitigated = "after " + secs(float64(im.TimeToMitigateS))
 	case im.Displaced == 0:
 		mitigated = "nothing to mitigate (nothing displaced)"
 	}
 	recovered := "never"
 	switch {
 	case im.TimeToRecoverS >= 0:
-		recovered = secs(im.TimeToRecoverS) + " after the end"
+		recovered = secs(float64(im.TimeToRecoverS)) + " after the end"
 	case im.Displaced == 0:
 		recovered = "nothing to recover (nothing displaced)"
 	}
-	fmt.Fprintf(&b, "; detected %s, mitigated %s, recovered %s", ifHappened(im.TimeToDetectS, "after "), mitigated, recovered)
+	fmt.Fprintf(&b, "; detected %s, mitigated %s, recovered %s", ifHappened(float64(im.TimeToDetectS), "after "), mitigated, recovered)
 	return b.String()
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/liverun"
+	"github.com/fleetdrill/fleetdrill/internal/report"
 	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
@@ -313,11 +314,7 @@ func (w *world) check(ctx context.Context, exprs []string, label string, note fu
 }
 
 func (w *world) failure(e twin.Expectation, label, note string) error {
-	measured := strconv.FormatFloat(e.Value, 'g', 6, 64)
-	if p, err := scenarios.ParseExpectation(e.Expr); err == nil && p.IsDuration {
-		measured += "s"
-	}
-	return w.failed(e.Expr, measured, label, note, []string{e.Expr})
+	return w.failed(e.Expr, report.Measured(e), label, note, []string{e.Expr})
 }
 
 // failed is an outcome's failure message: expected and measured as the

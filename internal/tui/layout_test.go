@@ -111,12 +111,31 @@ func TestDownRegionNeverHidden(t *testing.T) {
 	}
 }
 
-// Scroll markers: a list cut by its pane says how much is out of view.
+// Scroll markers: a list cut by its pane says how much is out of view on
+// each side, and what needs attention there on that side only.
 func TestScrollMarkers(t *testing.T) {
-	m, _ := newTestModel(Frame{Snap: busySnapshot(time.Hour), Speed: 60})
+	snap := manyRegions(30)
+	m, _ := newTestModel(Frame{Snap: snap, Speed: 60})
+	m.selPool = "r15-pool-0" // a healthy region in the middle: folds stop short of it
+	for i := range snap.Regions[:15] {
+		// The first half down too, so both edges hide pools down.
+		if i < 2 {
+			for j := range snap.Regions[i].Pools {
+				snap.Regions[i].Pools[j].Up, snap.Regions[i].Pools[j].Health = 0, "down"
+			}
+		}
+	}
+	m.Update(frameMsg(Frame{Snap: snap, Speed: 60}))
+	c := m.fleetLines(38, 8)
+	if c.above == 0 || c.below == 0 {
+		t.Fatalf("the selection in the middle of 30 regions leaves nothing out of view: above %d, below %d", c.above, c.below)
+	}
+	if c.alarmAbove != "4 down" || c.alarmBelow != "2 down" {
+		t.Errorf("alarms out of view: above %q, below %q; want 4 down above (regions 0, 1) and 2 down below (region 29)", c.alarmAbove, c.alarmBelow)
+	}
 	out := render(m, 80, 24)
-	if !strings.Contains(out, "↓") || !strings.Contains(out, "more") {
-		t.Errorf("no scroll marker on a busy fleet at 80×24:\n%s", out)
+	if !strings.Contains(out, "↑ ") || !strings.Contains(out, "more, 4 down") || !strings.Contains(out, "more, 2 down") {
+		t.Errorf("the markers do not say what is down on each side:\n%s", out)
 	}
 }
 
@@ -134,6 +153,17 @@ func TestBreakerEventsGrouped(t *testing.T) {
 	m.selPool = "euw-a100-8b"
 	if out := plain(); strings.Count(out, "breaker closed → open") != 3 {
 		t.Errorf("the selected pool's transitions are not each shown:\n%s", out)
+	}
+	// A replica that flaps is one replica opening its breaker many times.
+	snap := outageSnapshot()
+	for i := range 5 {
+		snap.Events = append(snap.Events, twin.TimelineEvent{TS: 640 + float64(i), Kind: "breaker-open",
+			Detail: "pool use-h100-8b replica 7: replica 7 breaker closed → open"})
+	}
+	m, _ = newTestModel(Frame{Snap: snap, Speed: 60})
+	m.selPool = "euc-a100-8b" // the selected pool's events are each shown
+	if out := plain(); !strings.Contains(out, "pool use-h100-8b: 1 replica closed → open, 5 times") {
+		t.Errorf("a flapping replica is counted as many:\n%s", out)
 	}
 }
 

@@ -27,14 +27,21 @@ func window(body []string, alarm []bool, sel, h int, what string) content {
 		start = sel - h + 1
 	}
 	c := content{lines: body[start : start+h], above: start, below: len(body) - start - h}
-	hidden := 0
+	above, below := 0, 0
 	for i, a := range alarm {
-		if a && (i < start || i >= start+h) {
-			hidden++
+		switch {
+		case !a:
+		case i < start:
+			above++
+		case i >= start+h:
+			below++
 		}
 	}
-	if hidden > 0 {
-		c.hiddenAlarm = count(hidden) + " " + what
+	if above > 0 {
+		c.alarmAbove = count(above) + " " + what
+	}
+	if below > 0 {
+		c.alarmBelow = count(below) + " " + what
 	}
 	return c
 }
@@ -290,6 +297,12 @@ func (m *Model) classLines(w, h int) []string {
 		// there is room, else before the rates (which a narrow pane cuts
 		// first).
 		waitLine := st.dim.Render("none waiting past the SLO")
+		switch {
+		case c.SLOTTFT <= 0 && c.Waiting > 0:
+			waitLine = st.dim.Render(count(c.Waiting) + " waiting, oldest " + secs(c.OldestWaiting) + " (no TTFT objective)")
+		case c.SLOTTFT <= 0:
+			waitLine = st.dim.Render("none waiting (no TTFT objective)")
+		}
 		if c.SLOTTFT > 0 && c.OldestWaiting > c.SLOTTFT {
 			waitLine = st.bad.Render(count(c.Waiting) + " waiting, oldest " + secs(c.OldestWaiting))
 			if per < 4 {
@@ -407,16 +420,24 @@ func hurt(t *twin.TenantState) bool {
 	return t != nil && (t.Finished > 0 && t.Attainment < 0.99 || t.Lost() > 0 || t.Finished == 0 && t.Waiting > 0)
 }
 
-// routeTo says where a tenant's requests for a model go: nothing, a
-// fallback, or the pool that served most of them in the window (else the
-// first that would take them now), with its share.
+// routeServed is whether a completion of the window belongs to the route
+// as it is now: the model serving it, as a fallback or not, in a pool that
+// would take the request now. A pool gone dark served the last minute's
+// requests but takes none now: counting it would point at the outage.
+func routeServed(r *twin.RouteState, sv twin.TenantServed) bool {
+	return sv.Model == r.Served && sv.Fallback == r.Fallback && slices.Contains(r.Pools, sv.Pool)
+}
+
+// routeTo says where a tenant's requests for a model go now: nothing, a
+// fallback, or of the pools that would take them now the one that served
+// most of them in the window (else the first), with its share.
 func (m *Model) routeTo(r *twin.RouteState, t *twin.TenantState) string {
 	st := m.st
 	where := ""
 	if t != nil {
 		var total, top uint64
 		for _, sv := range t.Served {
-			if sv.Model != r.Served {
+			if !routeServed(r, sv) {
 				continue
 			}
 			total += sv.Count
@@ -452,8 +473,17 @@ func (m *Model) servedRegion(r *twin.RouteState, t *twin.TenantState) string {
 	var top uint64
 	region := ""
 	for _, sv := range t.Served {
-		if sv.Model == r.Served && sv.Count > top {
+		if routeServed(r, sv) && sv.Count > top {
 			top, region = sv.Count, sv.Region
+		}
+	}
+	if region == "" && len(r.Pools) > 0 {
+		// Nothing of the window served where it goes now: the region of
+		// the first pool that would take it.
+		for _, p := range m.pools {
+			if p.pool.Name == r.Pools[0] {
+				region = p.region
+			}
 		}
 	}
 	if region == "" {
@@ -480,7 +510,7 @@ func (m *Model) tenantFigures(t *twin.TenantState, waiting bool) string {
 	}
 	if t.Waiting > 0 && (waiting || t.Finished == 0) {
 		// With nothing finished the waiting is all there is to show.
-		out += " " + st.warn.Render(count(t.Waiting)+" waiting")
+		out += st.dim.Render(" · ") + st.warn.Render(count(t.Waiting)+" waiting")
 	}
 	return out
 }
@@ -617,7 +647,8 @@ func (m *Model) eventStyle(kind string) string {
 type eventRow struct {
 	t, last      time.Duration
 	kind, detail string
-	n            int
+	n            int      // events in the row
+	replicas     []string // a breaker row's distinct replicas
 }
 
 // breakerGroupSpan is how far apart a pool's breaker transitions of one
@@ -625,20 +656,21 @@ type eventRow struct {
 const breakerGroupSpan = time.Minute
 
 // breakerPool parses a breaker event's detail, "pool P replica N: replica
-// N breaker closed → open", into the pool and the transition.
-func breakerPool(detail string) (pool, transition string, ok bool) {
+// N breaker closed → open", into the pool, the replica and the transition.
+func breakerPool(detail string) (pool, replica, transition string, ok bool) {
 	rest, ok := strings.CutPrefix(detail, "pool ")
 	if !ok {
-		return "", "", false
+		return "", "", "", false
 	}
 	pool, rest, ok = strings.Cut(rest, " replica ")
 	if !ok {
-		return "", "", false
+		return "", "", "", false
 	}
+	replica, rest, _ = strings.Cut(rest, ":")
 	if _, tr, ok := strings.Cut(rest, " breaker "); ok {
-		return pool, tr, true
+		return pool, replica, tr, true
 	}
-	return pool, "", true
+	return pool, replica, "", true
 }
 
 // eventRows groups the timeline for the log: a pool's breaker transitions
@@ -655,19 +687,30 @@ func (m *Model) eventRows(ev []twin.TimelineEvent) []eventRow {
 	for _, e := range ev {
 		t := eventTime(e)
 		if strings.HasPrefix(e.Kind, "breaker-") {
-			if pool, tr, ok := breakerPool(e.Detail); ok && pool != expand {
+			if pool, replica, tr, ok := breakerPool(e.Detail); ok && pool != expand {
 				key := e.Kind + " " + pool
 				if i, ok := open[key]; ok && t-rows[i].t <= breakerGroupSpan {
+					// A replica that flaps is one replica, many
+					// transitions: the row says both.
 					r := &rows[i]
 					r.n++
 					r.last = t
-					r.detail = "pool " + pool + ": " + itoa(r.n) + " replicas"
+					if !slices.Contains(r.replicas, replica) {
+						r.replicas = append(r.replicas, replica)
+					}
+					k := len(r.replicas)
+					r.detail = "pool " + pool + ": " + itoa(k) + " replica" + plural(k)
 					if tr != "" {
 						r.detail += " " + tr
+					}
+					if r.n > k {
+						r.detail += ", " + itoa(r.n) + " times"
 					}
 					continue
 				}
 				open[key] = len(rows)
+				rows = append(rows, eventRow{t: t, last: t, kind: e.Kind, detail: e.Detail, n: 1, replicas: []string{replica}})
+				continue
 			}
 		}
 		rows = append(rows, eventRow{t: t, last: t, kind: e.Kind, detail: e.Detail, n: 1})
@@ -705,11 +748,20 @@ func (m *Model) eventLines(w, h int, wrap bool) content {
 		}
 		lead := m.st.dim.Render(clockTenths(r.t)) + " " + m.eventStyle(k) + pad + " "
 		lines := []string{lead + detail}
-		if wrap && w-indent >= 20 && ansi.StringWidth(detail) > w-indent {
+		switch {
+		case !wrap || ansi.StringWidth(detail) <= w-indent:
+		case w-indent >= 20:
 			wrapped := strings.Split(lipgloss.Wrap(detail, w-indent, " "), "\n")
 			lines = []string{lead + wrapped[0]}
 			for _, l := range wrapped[1:] {
 				lines = append(lines, strings.Repeat(" ", indent)+l)
+			}
+		default:
+			// Too narrow beside the time and kind: the text goes under
+			// them, indented, across the pane.
+			lines = []string{lead}
+			for _, l := range strings.Split(lipgloss.Wrap(detail, max(w-2, 8), " "), "\n") {
+				lines = append(lines, "  "+l)
 			}
 		}
 		if used+len(lines) > h {

@@ -121,7 +121,9 @@ func (st *styles) box(title string, lines []string, w, h int, focused bool) []st
 type content struct {
 	lines        []string
 	above, below int
-	hiddenAlarm  string // e.g. "1 down": shown in red in the marker
+	// What needs attention out of view on each side, e.g. "1 down": shown
+	// in red in that side's marker, so an operator scrolls the right way.
+	alarmAbove, alarmBelow string
 }
 
 // boxPane is box with scroll markers: "↑ N more" in the top edge and
@@ -136,15 +138,15 @@ func (st *styles) boxPane(title string, p content, w, h int, focused bool) []str
 	if focused {
 		bs = st.borderFocused
 	}
-	marker := func(arrow string, n int) string {
+	marker := func(arrow string, n int, alarm string) string {
 		txt := " " + arrow + " " + count(n) + " more"
-		if p.hiddenAlarm != "" {
-			return st.dim.Render(txt+",") + " " + st.bad.Render(p.hiddenAlarm) + " "
+		if alarm != "" {
+			return st.dim.Render(txt+",") + " " + st.bad.Render(alarm) + " "
 		}
 		return st.dim.Render(txt + " ")
 	}
 	edge := func(left, right string, n int, arrow string) string {
-		m := marker(arrow, n)
+		m := marker(arrow, n, p.alarmBelow)
 		fill := w - 2 - 2 - ansi.StringWidth(m)
 		if fill < 0 {
 			return ""
@@ -153,7 +155,7 @@ func (st *styles) boxPane(title string, p content, w, h int, focused bool) []str
 	}
 	if p.above > 0 {
 		// The title stays; the marker goes at the right of the top edge.
-		m := marker("↑", p.above)
+		m := marker("↑", p.above, p.alarmAbove)
 		mw := ansi.StringWidth(m)
 		top := out[0]
 		if tw := ansi.StringWidth(top); tw > mw+6 {

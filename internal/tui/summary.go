@@ -3,7 +3,6 @@ package tui
 import (
 	"cmp"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/internal/report"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
 
@@ -47,7 +46,14 @@ func (m *Model) summary(w, h int) []string {
 	out = append(out, st.bold.Render(s.Scenario)+st.dim.Render(" · seed "+utoa(s.Seed)+" · ")+how)
 	out = append(out, m.verdict()...)
 	if len(m.final.Recorded) > 0 || m.base.Name != "" {
-		wrap(st.dim.Render("replay: ") + ReplayCommand(m.base, m.final.Recorded))
+		label := "replay: "
+		if !m.final.Ended {
+			// The record has every fault at its time, but the command runs
+			// the scenario to its end, and a fault still active at the
+			// stop lasts to that end.
+			label = "replay (to the scenario's end): "
+		}
+		wrap(st.dim.Render(label) + ReplayCommand(m.base, m.final.Recorded))
 	}
 	if m.final.Err != nil {
 		out = append(out, st.bad.Render("report: "+m.final.Err.Error()))
@@ -60,12 +66,18 @@ func (m *Model) summary(w, h int) []string {
 		st.dim.Render(" · ") + count(rq.Retries) + " retries")
 	var cl []string
 	for _, c := range s.Classes {
-		if c.TotalArrived == 0 {
-			cl = append(cl, c.Name+st.dim.Render(" no requests"))
+		// The report's figure where there is one (measured requests that
+		// finished, as the expectations judge them); else the drill's.
+		met, of := c.TotalSLOMet, c.TotalArrived
+		if rep := m.final.Report; rep != nil && rep.Classes[c.Name] != nil {
+			g := rep.Classes[c.Name]
+			met, of = g.SLOMet, g.Arrived-g.InFlightAtEnd
+		}
+		if of == 0 {
+			cl = append(cl, c.Name+st.dim.Render(" no request finished"))
 			continue
 		}
-		att := float64(c.TotalSLOMet) / float64(c.TotalArrived)
-		cl = append(cl, c.Name+" SLO met "+m.attainment(att)+st.dim.Render(" ("+count(c.TotalSLOMet)+" of "+count(c.TotalArrived)+")"))
+		cl = append(cl, c.Name+" SLO met "+m.attainment(float64(met)/float64(of))+st.dim.Render(" ("+count(met)+" of "+count(of)+")"))
 	}
 	if len(cl) > 0 {
 		wrap(strings.Join(cl, st.dim.Render(" · ")))
@@ -176,9 +188,12 @@ func (m *Model) verdict() []string {
 	if len(rep.Expectations) == 0 {
 		return []string{st.dim.Render("the scenario sets no expectations")}
 	}
-	failed := 0
+	failed, skipped := 0, 0
 	for _, e := range rep.Expectations {
-		if !e.Pass {
+		switch {
+		case e.Skipped:
+			skipped++
+		case !e.Pass:
 			failed++
 		}
 	}
@@ -186,9 +201,12 @@ func (m *Model) verdict() []string {
 	var head string
 	switch {
 	case failed == 0:
-		head = st.ok.Render("PASS") + " · " + itoa(n) + " of " + itoa(n) + " expectations held"
+		head = st.ok.Render("PASS") + " · " + itoa(n-skipped) + " of " + itoa(n) + " expectations held"
 	default:
 		head = st.bad.Render("FAIL") + " · " + itoa(failed) + " of " + itoa(n) + " expectations failed"
+	}
+	if skipped > 0 {
+		head += st.dim.Render(", " + itoa(skipped) + " skipped for no data")
 	}
 	if !m.final.Ended {
 		head += st.dim.Render(" (on the run so far)")
@@ -196,29 +214,15 @@ func (m *Model) verdict() []string {
 	out := []string{head}
 	for _, e := range rep.Expectations {
 		mark := st.ok.Render("✓")
-		if !e.Pass {
+		switch {
+		case e.Skipped:
+			mark = st.dim.Render("–")
+		case !e.Pass:
 			mark = st.bad.Render("✗")
 		}
-		out = append(out, "  "+mark+" "+e.Expr+st.dim.Render("  measured ")+expectValue(e.Expr, e.Value))
+		out = append(out, "  "+mark+" "+e.Expr+st.dim.Render("  ")+report.Measured(e))
 	}
 	return out
-}
-
-// expectValue prints an expectation's measured value in its own unit: a
-// latency as one, an attainment as a percentage, a count as an integer.
-func expectValue(expr string, v float64) string {
-	if e, err := scenarios.ParseExpectation(expr); err == nil {
-		switch {
-		case e.IsDuration:
-			return secs(time.Duration(v * float64(time.Second)))
-		case strings.Contains(e.LHS, "attainment") && v >= 0 && v <= 1:
-			return strconv.FormatFloat(100*v, 'f', 2, 64) + "%"
-		}
-	}
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return strconv.FormatFloat(v, 'f', 0, 64)
-	}
-	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
 // tenantTotals is a line per tenant from the final report: its SLO
@@ -229,9 +233,19 @@ func (m *Model) tenantTotals(w int) []string {
 		return nil
 	}
 	st := m.st
+	finished := func(g *twin.Group) uint64 { return g.Arrived - g.InFlightAtEnd }
 	names := slices.Sorted(maps.Keys(rep.Tenants))
+	// Worst first; a tenant with nothing finished has no attainment to
+	// rank, and goes last.
 	slices.SortStableFunc(names, func(a, b string) int {
-		return cmp.Compare(rep.Tenants[a].SLOAttainment, rep.Tenants[b].SLOAttainment)
+		ga, gb := rep.Tenants[a], rep.Tenants[b]
+		if (finished(ga) == 0) != (finished(gb) == 0) {
+			if finished(ga) == 0 {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(ga.SLOAttainment, gb.SLOAttainment)
 	})
 	nw := 6
 	for _, n := range names {
@@ -240,9 +254,13 @@ func (m *Model) tenantTotals(w int) []string {
 	out := []string{st.bold.Render("tenants")}
 	for _, n := range names {
 		g := rep.Tenants[n]
+		if finished(g) == 0 {
+			out = append(out, fit("  "+padRight(n, nw)+st.dim.Render(" no request finished"), w))
+			continue
+		}
 		// Attainment is of the finished requests: those in flight at the
 		// end are neither met nor missed.
-		line := "  " + padRight(n, nw) + " SLO " + m.attainment(g.SLOAttainment) + st.dim.Render(" ("+count(g.SLOMet)+" of "+count(g.Arrived-g.InFlightAtEnd)+")")
+		line := "  " + padRight(n, nw) + " SLO " + m.attainment(g.SLOAttainment) + st.dim.Render(" ("+count(g.SLOMet)+" of "+count(finished(g))+")")
 		if lost := g.Rejected + g.Failed + g.TimedOut; lost > 0 {
 			line += " · " + st.bad.Render("lost "+count(lost)) + st.dim.Render(" ("+count(g.Rejected)+" refused, "+count(g.TimedOut)+" timed out, "+count(g.Failed)+" failed)")
 		}
@@ -380,7 +398,7 @@ func (m *Model) tenantImpact(label string, w int) []string {
 	}
 	st := m.st
 	// The report's seconds, -1 for never: since prints that as a dash.
-	secsOr := func(v float64) string { return since(time.Duration(v * float64(time.Second))) }
+	secsOr := func(v twin.Seconds) string { return since(time.Duration(float64(v) * float64(time.Second))) }
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(fr.Tenants)) {
 		im := fr.Tenants[name]
