@@ -8,7 +8,7 @@ Feature: Driver upgrade
     Given the fleet "default"
 
   Scenario: A compatible upgrade restarts one pool
-    When pool use-h100-8b upgrades its driver to 570.172.08 at 10m for 20m
+    When pool use-h100-8b upgrades its driver to 570.172.08 at 10m for 10m
     Then no request leaves its jurisdiction
     And interactive p99 TTFT stays below 10s after the upgrade + 5m
     And every request is accounted for

@@ -116,8 +116,11 @@ func Text(w io.Writer, rep *twin.Report) error {
 // detected"), never a bare 0.
 func Measured(e twin.Expectation) string {
 	if e.NoData != "" {
-		if e.Skipped {
+		switch {
+		case e.Skipped:
 			return "no data: " + e.NoData + "; skipped, if any"
+		case e.Pass:
+			return "never: " + e.NoData // what "== never" asked
 		}
 		return "no data: " + e.NoData
 	}
