@@ -1,6 +1,7 @@
 package internal
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -158,5 +159,59 @@ func TestLayeringCatchesAViolation(t *testing.T) {
 	}
 	if !matches(module+"/sim/stats", module+"/sim/...") || matches(module+"/simx", module+"/sim/...") {
 		t.Error("prefix patterns match the package tree, not a name prefix")
+	}
+}
+
+// singleGoroutine are the packages `make test` runs without the race
+// detector (the Makefile's PURE_PKGS): pure computation on the caller's
+// goroutine, where the detector finds nothing and costs ten times the
+// time. A package here that starts a goroutine must leave the list, and
+// the Makefile's, to be raced again.
+var singleGoroutine = []string{
+	"sim", "sim/stats", "twin", "twin/dispatch", "twin/engine", "twin/fleet", "twin/latency", "twin/sched",
+	"scenarios", "internal/plan", "internal/calibrate", "internal/trace", "internal/openmetrics",
+}
+
+// TestRaceFreePackagesStartNoGoroutine: no go statement in the non-test
+// files of the packages `make test` does not race.
+func TestRaceFreePackagesStartNoGoroutine(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var purePkgs []string
+	for _, line := range strings.Split(string(mk), "\n") {
+		if rest, ok := strings.CutPrefix(line, "PURE_PKGS := "); ok {
+			purePkgs = strings.Fields(rest)
+		}
+	}
+	for _, pkg := range purePkgs {
+		if !slices.Contains(singleGoroutine, pkg) {
+			t.Errorf("the Makefile's PURE_PKGS has %s, which singleGoroutine here does not check", pkg)
+		}
+	}
+	for _, pkg := range singleGoroutine {
+		if !slices.Contains(purePkgs, pkg) {
+			t.Errorf("%s is not in the Makefile's PURE_PKGS", pkg)
+		}
+		files, err := filepath.Glob(filepath.Join("..", pkg, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no Go files in %s: %v", pkg, err)
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			file, err := parser.ParseFile(token.NewFileSet(), f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(file, func(n ast.Node) bool {
+				if g, ok := n.(*ast.GoStmt); ok {
+					t.Errorf("%s starts a goroutine (%v): race it in make test (the Makefile's PURE_PKGS and singleGoroutine here)", f, g.Pos())
+				}
+				return true
+			})
+		}
 	}
 }
