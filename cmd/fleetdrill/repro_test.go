@@ -73,3 +73,41 @@ func TestPrintedCommandsReproduce(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanVerifyReplaysEveryCase: plan prints a verify command for every case it
+// checked — the healthy run and each --survive fault — each with one
+// expect; run as printed, each passes, as the plan says the fleet does.
+func TestPlanVerifyReplaysEveryCase(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh on PATH")
+	}
+	const fault = "regional-outage region=us-east at=5m for=5m"
+	code, out, errs := runCLI(t, "plan", "default", "--demand", "1", "--survive", fault,
+		"--set", "duration=10m", "--set", "warmup=1m", "--set", `expect=["residency_violations == 0"]`)
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	lines := regexp.MustCompile(`(?m)^\s*verify(?: through ([^:]*))?: (fleetdrill .*)$`).FindAllStringSubmatch(out, -1)
+	require.Len(t, lines, 2, "one verify command per case (healthy, the outage):\n%s", out)
+	require.Empty(t, lines[0][1])
+	require.Equal(t, fault, lines[1][1])
+	for _, l := range lines {
+		words := shellWords(t, l[2])
+		var expects, faults []string
+		for i, w := range words {
+			if i > 0 && words[i-1] == "--set" {
+				switch {
+				case strings.HasPrefix(w, "expect"):
+					expects = append(expects, w)
+				case strings.HasPrefix(w, "faults="):
+					faults = append(faults, w)
+				}
+			}
+		}
+		require.Len(t, expects, 1, "one expect in %s", l[2])
+		if l[1] != "" {
+			require.Len(t, faults, 1, "%s", l[2])
+			require.Contains(t, faults[0], fault, "the verify command runs the fault it survived")
+		}
+		rcode, rout, rerrs := runCLI(t, words[1:]...)
+		require.Equal(t, exitOK, rcode, "%s fails:\n%s%s", l[2], rout, rerrs)
+	}
+}

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -50,6 +52,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.SetFlagErrorFunc(flagError)
 	root.AddCommand(newRunCmd(), newCompareCmd(), newScenariosCmd(), newTraceCmd(), newCalibrateCmd(), newFidelityCmd(), newFaultsCmd(), newSpecCmd(), newTUICmd(), newGatewayCmd(), newNodeCmd(), newVersionCmd())
 	root.AddCommand(newInventoryCmd())
 	root.AddCommand(newAgentCmd())
@@ -70,4 +73,35 @@ func newVersionCmd() *cobra.Command {
 			return err
 		},
 	}
+}
+
+// badFlagValue is pflag's message for a value its parser refused:
+// invalid argument "-1" for "--seed" flag: strconv.ParseUint: parsing ...
+var badFlagValue = regexp.MustCompile(`^invalid argument "(.*)" for "(?:-\w, )?(--[\w-]+)" flag: `)
+
+// flagError rewrites a flag value the parser refused in the project's
+// words — the flag, what was given, what is wanted — rather than
+// strconv's ("strconv.ParseUint: parsing "-1": invalid syntax").
+func flagError(cmd *cobra.Command, err error) error {
+	m := badFlagValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	f := cmd.Flags().Lookup(strings.TrimPrefix(m[2], "--"))
+	if f == nil {
+		return err
+	}
+	want := map[string]string{
+		"uint64":   "a whole number from 0 to 18446744073709551615",
+		"uint":     "a whole number, 0 or more",
+		"int":      "a whole number",
+		"int64":    "a whole number",
+		"float64":  "a number, such as 0.5 or 60",
+		"duration": "a duration with a unit, such as 30s, 5m or 1h30m",
+		"bool":     "true or false",
+	}[f.Value.Type()]
+	if want == "" {
+		return err
+	}
+	return fmt.Errorf("%s: got %q, want %s", m[2], m[1], want)
 }

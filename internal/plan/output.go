@@ -180,8 +180,18 @@ func WriteText(w io.Writer, r *Result) error {
 		if lv.Commitment > 0 {
 			fmt.Fprintf(&b, "  new commitments: %.2f\n", lv.Commitment)
 		}
-		if len(lv.Verify) > 0 {
-			fmt.Fprintf(&b, "  verify: %s\n", lv.Verify[0])
+		// One command per case the plan checked: the healthy run, then
+		// each survived fault. The healthy one alone would re-check what
+		// is least in doubt.
+		for i, v := range lv.Verify {
+			switch {
+			case i == 0:
+				fmt.Fprintf(&b, "  verify: %s\n", v)
+			case i-1 < len(r.Faults):
+				fmt.Fprintf(&b, "  verify through %s: %s\n", r.Faults[i-1], v)
+			default:
+				fmt.Fprintf(&b, "  verify: %s\n", v)
+			}
 		}
 		fmt.Fprintf(&b, "  search: %d runs at this demand; a full grid up to the upper bound: %.0f runs\n\n", lv.Runs, lv.Grid)
 	}

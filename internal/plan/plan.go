@@ -65,7 +65,8 @@ type Config struct {
 	Today    time.Time
 	NeededBy []time.Time
 	// Command is the `fleetdrill run` command line (scenario and the
-	// user's --set flags) the plan's verify commands extend.
+	// user's --set flags but expect=, which each verify command states
+	// itself) the plan's verify commands extend.
 	Command string
 	// KeepCommitted never plans fewer replicas than today's in a pool:
 	// today's capacity is paid for (sunk) and the plan only adds to it.
@@ -614,7 +615,14 @@ func (p *planner) verify(x []int, demand float64, fault string) string {
 	if p.cfg.Command == "" {
 		b.WriteString("fleetdrill run " + shell.Quote(p.base.Name))
 	}
-	for _, s := range p.sets(x, demand, fault) {
+	sets := p.sets(x, demand, fault)
+	if _, ok := p.expect[fault]; !ok {
+		// The case checks the scenario's own expectations: say them, so
+		// the command carries one expect, the plan's (Config.Command
+		// leaves the user's out).
+		sets = append(sets, "expect="+string(jsonText(p.base.Expect)))
+	}
+	for _, s := range sets {
 		b.WriteString(" --set " + shell.Quote(s))
 	}
 	return b.String()
