@@ -3,16 +3,18 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/fleetdrill/fleetdrill/internal/gateway"
 	"log/slog"
 	"maps"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
+	"github.com/fleetdrill/fleetdrill/internal/gateway"
 	"github.com/fleetdrill/fleetdrill/internal/liverun"
 	"github.com/fleetdrill/fleetdrill/internal/report"
 )
@@ -70,8 +72,18 @@ func runLive(cmd *cobra.Command, name string, sets []string, jsonPath string, l 
 			l.speed = 0 // liverun runs external endpoints in real time
 		}
 	}
+	// Minutes of image build, fleet start and replay are never silent on
+	// a terminal; piped or in CI, only the report prints.
+	var progress func(string)
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) && !l.verbose {
+		start := time.Now()
+		progress = func(stage string) {
+			fmt.Fprintf(stderr, "live [%s]: %s…\n", time.Since(start).Round(time.Second), stage)
+		}
+	}
 	res, err := liverun.Run(cmd.Context(), liverun.Options{Scenario: name, Sets: sets, Speed: l.speed,
-		Replicas: l.replicas, Image: l.image, NoTwin: l.noTwin, Logger: log, Backends: external, AllowDisrupt: l.disrupt})
+		Replicas: l.replicas, Image: l.image, NoTwin: l.noTwin, Logger: log, Backends: external, AllowDisrupt: l.disrupt,
+		Progress: progress})
 	if err != nil {
 		return &exitError{code: exitInvalid, err: fmt.Errorf("run %s --live: %w", name, err)}
 	}

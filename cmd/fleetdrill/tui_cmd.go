@@ -110,7 +110,9 @@ The console needs a terminal; to script it, run it under tmux (README).`,
 			if live {
 				fmt.Fprintf(cmd.ErrOrStderr(), "starting the live fleet for %s…\n", sc.Name)
 				sess, err := liverun.Start(cmd.Context(), liverun.Options{Scenario: name, Sets: sets, Speed: speed,
-					Replicas: replicas, NoTwin: true})
+					Replicas: replicas, NoTwin: true, Progress: func(stage string) {
+						fmt.Fprintf(cmd.ErrOrStderr(), "live: %s…\n", stage)
+					}})
 				if err != nil {
 					return &exitError{code: exitInvalid, err: fmt.Errorf("tui %s --live: %w", sc.Name, err)}
 				}

@@ -55,9 +55,17 @@ func TestLiveReplayMatchesTheTwin(t *testing.T) {
 	// A generous health timeout: CI runs this beside other packages'
 	// tests on two cores, and at speed 2 the default 5 s is 2.5 s of wall
 	// time, which a starved stream can miss.
+	var stages []string
 	res, err := Run(ctx, Options{Scenario: "default", Speed: 2, Replicas: 1,
-		Sets: []string{"duration=40s", "warmup=0s", "drain=1m", "faults=[]", "policy.health.timeout=30s"}})
+		Sets:     []string{"duration=40s", "warmup=0s", "drain=1m", "faults=[]", "policy.health.timeout=30s"},
+		Progress: func(s string) { stages = append(stages, s) }})
 	require.NoError(t, err)
+	// Each long stage is announced, in order: the fleet, the replay with
+	// its length, the twin.
+	require.Len(t, stages, 3, "%q", stages)
+	require.Contains(t, stages[0], "emulated replica(s) in Docker for 4 pool(s)")
+	require.Contains(t, stages[1], "over 1m40s of model time at speed 2: about 50s of wall time")
+	require.Contains(t, stages[2], "running the twin")
 	live, tw := res.Live, res.Twin
 	require.NoError(t, live.CheckAccounting())
 	require.Equal(t, tw.Requests.Arrived, live.Requests.Arrived, "the replay sends the twin's requests")

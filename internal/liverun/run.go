@@ -54,6 +54,10 @@ type Options struct {
 	Logger *slog.Logger
 	// BuildLog receives the node image's build output.
 	BuildLog io.Writer
+	// Progress, when set, hears each long stage as it starts (building
+	// the image, starting the fleet, the replay, the twin's run), in a
+	// few words: a terminal shows it, so minutes of work are never silent.
+	Progress func(stage string)
 }
 
 // Result is a live run: its report, the twin's for the same scenario as the

@@ -120,7 +120,23 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	if err := s.h.checkExternalFaults(sc, plans); err != nil {
 		return nil, err
 	}
+	progress := func(format string, args ...any) {
+		if opts.Progress != nil {
+			opts.Progress(fmt.Sprintf(format, args...))
+		}
+	}
 	if pools := emulatedPools(sc, opts.Backends); len(pools) > 0 {
+		what := "building the node image and starting"
+		if opts.Image != "" {
+			what = "starting"
+		}
+		n := 0
+		for _, p := range sc.Pools {
+			if slices.Contains(pools, p.Name) {
+				n += p.Replicas
+			}
+		}
+		progress("%s %d emulated replica(s) in Docker for %d pool(s)", what, n, len(pools))
 		if s.fl, err = livefleet.Build(ctx, livefleet.Options{Scenario: opts.Scenario, Sets: sets, Speed: speed, Pools: pools,
 			Image: opts.Image, BuildLog: opts.BuildLog, Logger: log}); err != nil {
 			return nil, err
@@ -221,6 +237,9 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	r.client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096,
 		IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
 
+	model := sc.Duration.D() + sc.Drain.D()
+	progress("replaying %d requests over %v of model time at speed %g: about %v of wall time",
+		len(arrivals), model, speed, time.Duration(float64(model)/speed).Round(time.Second))
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	go func() {
@@ -254,6 +273,9 @@ func (s *Session) Wait(ctx context.Context) (*Result, error) {
 	_, twinSc, err := liveScenario(s.opts)
 	if err != nil {
 		return nil, err
+	}
+	if s.opts.Progress != nil {
+		s.opts.Progress("running the twin on the same scenario, for the comparison")
 	}
 	if res.Twin, err = twin.Run(ctx, twinSc, twin.Options{}); err != nil {
 		return nil, fmt.Errorf("twin: %w", err)
