@@ -23,7 +23,9 @@ type Report struct {
 	Schema       int     `json:"schema"`
 	Scenario     string  `json:"scenario"`
 	Seed         uint64  `json:"seed"`
-	SimDurationS float64 `json:"sim_duration_s"`
+	SimDurationS float64 `json:"sim_duration_s"` // arrivals and drain
+	ArrivalsS    float64 `json:"arrivals_s"`     // the scenario's duration: arrivals stop then
+
 	WarmupS      float64 `json:"warmup_s"`
 	Events       uint64  `json:"events"`
 	Requests     Counts  `json:"requests"`
@@ -234,7 +236,7 @@ func assembleReport(p *plan, t *tally, fs []*faultRT, end time.Duration, pools [
 	duration, warmup := sc.Duration.D(), sc.Warmup.D()
 	rep := &Report{
 		Schema: ReportSchema, Scenario: sc.Name, Seed: sc.Seed,
-		SimDurationS: round(end.Seconds(), 6), WarmupS: round(warmup.Seconds(), 6),
+		SimDurationS: round(end.Seconds(), 6), ArrivalsS: round(duration.Seconds(), 6), WarmupS: round(warmup.Seconds(), 6),
 		Classes: map[string]*Group{}, Tenants: map[string]*Group{}, Pools: map[string]*PoolReport{},
 		Jobs: map[string]*JobReport{}, Workload: map[string]StreamReport{}, Faults: faultReports(p, fs),
 		Rejections: map[string]uint64{}, Timeline: []TimelineEvent{},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -54,6 +55,20 @@ func WriteText(w io.Writer, r *Result) error {
 	}
 
 	buf.WriteString("\n")
+	// Identical columns read as a broken tool; say why they are.
+	switch tie, queued := r.Tie(); {
+	case !tie || len(r.Policies) < 2:
+	case !queued:
+		buf.WriteString("The policies tie on every figure, seed by seed: no request waited in the gateway's\n" +
+			"queue (queue wait p99 0 everywhere), and a scheduling policy only orders that queue.\n" +
+			"Compare them where it fills: fewer replicas or a smaller max_batch (--set\n" +
+			"pools.NAME.replicas=1), or more load (--set workload.STREAM.arrivals.rate=...).\n\n")
+	default:
+		buf.WriteString("The policies tie on every figure, seed by seed: requests queued, but every policy\n" +
+			"ordered them alike. They differ only where requests of different classes (priority,\n" +
+			"edf) or tenants (wfq) wait in the same model's queue at once, which this run did not\n" +
+			"give them.\n\n")
+	}
 	n := len(r.Seeds)
 	if n >= 2 {
 		fmt.Fprintf(&buf, "mean ± half-width of the %g%% confidence interval (Student's t, %d df) over %d seeds.\n", Confidence*100, n-1, n)
@@ -243,4 +258,24 @@ func sig(x float64) float64 {
 	}
 	y, _ := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 12, 64), 64)
 	return y
+}
+
+// Tie reports whether every policy gave the baseline's figures on every
+// metric at every seed — a comparison that cannot tell the policies apart
+// — and whether any request waited in the queue a policy orders.
+func (r *Result) Tie() (tie, queued bool) {
+	for _, g := range r.Groups {
+		for _, m := range g.Metrics {
+			base := m.Policies[0].Values
+			for _, ps := range m.Policies[1:] {
+				if !slices.Equal(ps.Values, base) {
+					return false, false
+				}
+			}
+			if m.Name == "queue_wait_s.p99" && slices.ContainsFunc(base, func(v float64) bool { return v != 0 }) {
+				queued = true
+			}
+		}
+	}
+	return true, queued
 }

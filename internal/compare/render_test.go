@@ -72,3 +72,35 @@ func golden(t *testing.T, name string, got []byte) {
 	require.NoError(t, err, "run go test -update to create %s", path)
 	require.Equal(t, string(want), string(got), "%s differs; if the change is intended, rerun with -update and read the diff", path)
 }
+
+// TestTieIsExplained: identical columns come with the reason, which
+// depends on whether anything queued; different ones with none.
+func TestTieIsExplained(t *testing.T) {
+	same := func(queue float64) *Result {
+		v := []float64{queue, queue, queue}
+		return &Result{Scenario: "tie", Policies: []string{"fifo", "wfq"}, Seeds: []uint64{1, 2, 3},
+			Groups: []Group{{Name: "interactive", Class: true, Metrics: []Metric{
+				newMetric("queue_wait_s.p99", Lower, [][]float64{v, v}),
+				newMetric("slo_attainment", Higher, [][]float64{{1, 1, 1}, {1, 1, 1}}),
+			}}}}
+	}
+	for _, tc := range []struct {
+		name string
+		r    *Result
+		want string
+	}{
+		{"nothing queued", same(0), "no request waited in the gateway's\nqueue"},
+		{"queued, ordered alike", same(2.5), "requests queued, but every policy\nordered them alike"},
+		{"policies differ", fixedResult(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			require.NoError(t, WriteText(&b, tc.r))
+			if tc.want == "" {
+				require.NotContains(t, b.String(), "The policies tie")
+				return
+			}
+			require.Contains(t, b.String(), tc.want)
+		})
+	}
+}

@@ -20,14 +20,24 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin"
 )
 
-// Text writes a readable summary of rep.
+// width is the text report's width: every line fits 100 columns but a
+// table with unusually long names, which grows as it must.
+const width = 100
+
+// Text writes a readable summary of rep, every figure with its unit.
 func Text(w io.Writer, rep *twin.Report) error {
 	ew := &errWriter{w: w}
 	c := rep.Requests
-	ew.printf("scenario %s  seed %d  simulated %s (warm-up %s)  %d events\n\n",
-		rep.Scenario, rep.Seed, secs(rep.SimDurationS), secs(rep.WarmupS), rep.Events)
-	ew.printf("requests  arrived %d  admitted %d  completed %d  rejected %d  deferred %d  failed %d  cancelled %d  timed out %d  in flight at end %d  retries %d  fallbacks %d\n\n",
-		c.Arrived, c.Admitted, c.Completed, c.Rejected, c.Deferred, c.Failed, c.Cancelled, c.TimedOut, c.InFlightAtEnd, c.Retries, c.Fallbacks)
+	sim := "simulated " + secs(rep.SimDurationS)
+	if rep.ArrivalsS > 0 && rep.SimDurationS > rep.ArrivalsS {
+		sim = fmt.Sprintf("simulated %s of arrivals + %s of drain", secs(rep.ArrivalsS), secs(rep.SimDurationS-rep.ArrivalsS))
+	}
+	ew.printf("scenario %s  seed %d\n%s (warm-up %s), %d events\n\n",
+		rep.Scenario, rep.Seed, sim, secs(rep.WarmupS), rep.Events)
+	ew.printf("requests  arrived %d = completed %d + rejected %d + failed %d + cancelled %d + timed out %d\n",
+		c.Arrived, c.Completed, c.Rejected, c.Failed, c.Cancelled, c.TimedOut)
+	ew.printf("          + in flight at end %d;  on the way: admitted %d, deferred %d, retries %d, fallbacks %d\n\n",
+		c.InFlightAtEnd, c.Admitted, c.Deferred, c.Retries, c.Fallbacks)
 
 	for _, name := range slices.Sorted(maps.Keys(rep.Workload)) {
 		if n := rep.Workload[name].SkippedRows; n > 0 {
@@ -35,15 +45,33 @@ func Text(w io.Writer, rep *twin.Report) error {
 		}
 	}
 
+	// Each group twice: what happened to its requests, then how long they
+	// took, so that neither table passes the width.
 	groups := func(title string, m map[string]*twin.Group) {
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "%s\tarrived\tcompleted\trejected\ttimed out\tTTFT p50\tTTFT p99\tTPOT p50\tTPOT p99\tE2E p99\twait p99\tSLO met\tgoodput/s\t\n", title)
+		fmt.Fprintf(tw, "%s\tarrived\tcompleted\trejected\ttimed out\tin flight\tSLO met\tgoodput\t\n", title)
 		for _, name := range slices.Sorted(maps.Keys(m)) {
 			g := m[name]
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\t%.2f\t\n", name,
-				g.Arrived, g.Completed, g.Rejected, g.TimedOut,
+			met := "-" // nothing finished: no attainment
+			if g.Arrived > g.InFlightAtEnd {
+				met = fmt.Sprintf("%.1f%%", 100*g.SLOAttainment)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.2f/s\t\n", name,
+				g.Arrived, g.Completed, g.Rejected, g.TimedOut, g.InFlightAtEnd, met, g.GoodputRPS)
+		}
+		tw.Flush()
+		ew.printf("\n")
+		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "%s\tTTFT p50\tTTFT p99\tTPOT p50\tTPOT p99\tE2E p50\tE2E p99\tqueue wait p99\t\n", title)
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			g := m[name]
+			if g.Completed == 0 {
+				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t\n", name) // no latency without a completion
+				continue
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name,
 				secs(g.TTFT.P50), secs(g.TTFT.P99), secs(g.TPOT.P50), secs(g.TPOT.P99),
-				secs(g.E2E.P99), secs(g.QueueWait.P99), 100*g.SLOAttainment, g.GoodputRPS)
+				secs(g.E2E.P50), secs(g.E2E.P99), secs(g.QueueWait.P99))
 		}
 		tw.Flush()
 		ew.printf("\n")
@@ -52,7 +80,7 @@ func Text(w io.Writer, rep *twin.Report) error {
 	groups("tenant", rep.Tenants)
 
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "pool\tregion\treplicas\tutilization\tbusy GPU-h\tcost\tcold starts\tpreemptions\tdispatched\tprefix hits\t\n")
+	fmt.Fprintf(tw, "pool\tregion\treplicas\tbusy\tGPU-h\tcost\tcold\tpreempt\tdispatched\tprefix hit\t\n")
 	for _, name := range slices.Sorted(maps.Keys(rep.Pools)) {
 		p := rep.Pools[name]
 		hits := "-"
@@ -66,15 +94,31 @@ func Text(w io.Writer, rep *twin.Report) error {
 	if len(rep.Jobs) > 0 {
 		ew.printf("\n")
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintf(tw, "jobs\tkind\tsubmitted\tcompleted\tin window\tpreempted\tunplaceable\tpending\trunning\tGPU-h used\tGPU-h wasted\twait p50\t\n")
+		fmt.Fprintf(tw, "jobs\tkind\tsubmitted\tcompleted\tin window\tpreempted\tunplaceable\tpending\trunning\t\n")
 		for _, name := range slices.Sorted(maps.Keys(rep.Jobs)) {
 			j := rep.Jobs[name]
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.2f\t%s\t\n", name, j.Kind, j.Submitted, j.Completed,
-				j.CompletedInWindow, j.Preemptions, j.Unplaceable, j.PendingAtEnd, j.RunningAtEnd, j.GPUHoursUsed, j.GPUHoursWasted, secs(j.Wait.P50))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", name, j.Kind, j.Submitted, j.Completed,
+				j.CompletedInWindow, j.Preemptions, j.Unplaceable, j.PendingAtEnd, j.RunningAtEnd)
+		}
+		tw.Flush()
+		tw = tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "jobs\tGPU-h used\tGPU-h wasted\twait p50\t\n")
+		for _, name := range slices.Sorted(maps.Keys(rep.Jobs)) {
+			j := rep.Jobs[name]
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%s\t\n", name, j.GPUHoursUsed, j.GPUHoursWasted, secs(j.Wait.P50))
 		}
 		tw.Flush()
 	}
-	ew.printf("\ncost %.2f total, %.5f per successful task   residency violations %d\n", rep.Cost.Total, rep.Cost.PerSuccessfulTask, rep.ResidencyViolations)
+	// Cost is in the scenario's currency (price_per_gpu_hour): the fleet
+	// paid for the arrivals' duration, and per hour.
+	perHour := ""
+	if rep.ArrivalsS > 0 {
+		perHour = fmt.Sprintf(" (%.2f/h)", rep.Cost.Total/(rep.ArrivalsS/3600))
+	}
+	ew.printf("\ncost %.2f for %s%s, %.5f per successful task   residency violations %d\n",
+		rep.Cost.Total, secs(rep.ArrivalsS), perHour, rep.Cost.PerSuccessfulTask, rep.ResidencyViolations)
+	ew.printf("(busy: share of replica-time with a batch running, GPU-h: busy GPU-hours; cold: cold\n"+
+		"starts; preempt: sequences preempted; cost: replicas × GPUs × price_per_gpu_hour)\n")
 
 	var reasons []string
 	for _, k := range slices.Sorted(maps.Keys(rep.Rejections)) {
@@ -83,12 +127,13 @@ func Text(w io.Writer, rep *twin.Report) error {
 		}
 	}
 	if len(reasons) > 0 {
-		ew.printf("rejections: %s\n", strings.Join(reasons, ", "))
+		ew.printf("%s\n", wrapText("rejections: "+strings.Join(reasons, ", "), width, "  "))
 	}
 	if len(rep.Timeline) > 0 {
 		ew.printf("\ntimeline\n")
 		for _, e := range rep.Timeline {
-			ew.printf("  %9s  %-24s %s\n", secs(e.TS), e.Kind, e.Detail)
+			lead := fmt.Sprintf("  %9s  %-24s ", secs(e.TS), e.Kind)
+			ew.printf("%s%s\n", lead, wrapText(e.Detail, width-len(lead), strings.Repeat(" ", len(lead))))
 		}
 	}
 	if len(rep.Faults) > 0 {
@@ -104,7 +149,7 @@ func Text(w io.Writer, rep *twin.Report) error {
 			case !e.Pass:
 				mark = "FAIL"
 			}
-			ew.printf("  %s  %-40s (%s)\n", mark, e.Expr, Measured(e))
+			ew.printf("  %s  %s\n", mark, wrapText(fmt.Sprintf("%-40s (%s)", e.Expr, Measured(e)), width-8, "        "))
 		}
 	}
 	return ew.err
@@ -161,28 +206,49 @@ func isLatencyStat(lhs string) bool {
 // what it did to each tenant it touched: the fault's mitigation and
 // recovery are its worst touched tenant's.
 func faultImpact(ew *errWriter, rep *twin.Report) {
-	ew.printf("\nfaults (detect and mitigate from the start, recover from the end)\n")
-	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "  fault / tenant\tdetect\tmitigate\trecover\tarrived\tdisplaced\tserved elsewhere\tlost\tSLO during\tSLO after\t\n")
+	ew.printf("\nfaults (detect and mitigate from the start, recover from the end; SLO attainment\n" +
+		"during the fault and in the ten minutes after it)\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "fault / tenant\tdetect\tmitigate\trecover\tarrived\tdisplaced\tlost\tduring\tafter\t\n")
+	// Where the displaced requests went, and why the lost ones were, for
+	// each tenant under the table: a column of them would pass the width.
+	var notes []string
 	for _, k := range slices.Sorted(maps.Keys(rep.Faults)) {
 		f := rep.Faults[k]
 		mit := sinceOrNot(f.TimeToMitigateS)
 		if f.NotMitigatedFor != "" {
-			mit = "not for " + f.NotMitigatedFor
+			mit = "never*"
+			notes = append(notes, fmt.Sprintf("* %s: not mitigated for %s, which nothing else may serve", k, f.NotMitigatedFor))
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t\t\t\t%d\t%.1f%%\t%.1f%%\t\n", k, sinceOrNot(f.TimeToDetectS), mit,
-			sinceOrNot(f.TimeToRecoverS), f.RequestsLost, 100*f.SLOAttainmentDuring, 100*f.SLOAttainmentAfter)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\t\t%d\t%s\t%s\t\n", k, sinceOrNot(f.TimeToDetectS), mit,
+			sinceOrNot(f.TimeToRecoverS), f.RequestsLost, share(f.SLOAttainmentDuring, f.FinishedDuring), share(f.SLOAttainmentAfter, f.FinishedAfter))
 		for _, t := range slices.Sorted(maps.Keys(f.Tenants)) {
 			im := f.Tenants[t]
 			if im.Displaced == 0 && im.Lost == 0 {
 				continue
 			}
-			fmt.Fprintf(tw, "    %s\t\t%s\t%s\t%d\t%d\t%s\t%s\t%.1f%%\t%.1f%%\t\n", t, sinceOrNot(im.TimeToMitigateS),
-				sinceOrNot(im.TimeToRecoverS), im.Requests, im.Displaced, servedWhere(im), lostWhy(im),
-				100*im.SLOAttainmentDuring, 100*im.SLOAttainmentAfter)
+			fmt.Fprintf(tw, "  %s\t\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", t, sinceOrNot(im.TimeToMitigateS),
+				sinceOrNot(im.TimeToRecoverS), im.Requests, im.Displaced, im.Lost,
+				share(im.SLOAttainmentDuring, im.FinishedDuring), share(im.SLOAttainmentAfter, im.FinishedAfter))
+			note := fmt.Sprintf("%s, %s: served elsewhere %s", k, t, servedWhere(im))
+			if im.Lost > 0 {
+				note += "; lost " + lostWhy(im)
+			}
+			notes = append(notes, note)
 		}
 	}
 	tw.Flush()
+	for _, n := range notes {
+		ew.printf("  %s\n", wrapText(n, width-2, "      "))
+	}
+}
+
+// share is an attainment over n requests, "-" over none (no data).
+func share(v float64, n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*v)
 }
 
 // sinceOrNot is a fault timing, "never" for -1.
@@ -223,6 +289,31 @@ func lostWhy(im *twin.Impact) string {
 		why = append(why, fmt.Sprintf("timed out %d", im.TimedOut))
 	}
 	return fmt.Sprintf("%d (%s)", im.Lost, strings.Join(why, ", "))
+}
+
+// wrapText breaks s at spaces into lines of at most w cells, the lines
+// after the first led by indent (whose width w does not count).
+func wrapText(s string, w int, indent string) string {
+	if w < 20 || len([]rune(s)) <= w {
+		return s
+	}
+	var b strings.Builder
+	line := 0
+	for i, word := range strings.Fields(s) {
+		n := len([]rune(word))
+		switch {
+		case i == 0:
+		case line+1+n > w:
+			b.WriteString("\n" + indent)
+			line = 0
+		default:
+			b.WriteByte(' ')
+			line++
+		}
+		b.WriteString(word)
+		line += n
+	}
+	return b.String()
 }
 
 // secs formats seconds compactly: 0.0123 → 12.3ms, 75 → 1m15s.

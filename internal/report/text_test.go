@@ -6,7 +6,9 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -29,10 +31,17 @@ func TestTextGolden(t *testing.T) {
 			"workload.retail-assist.arrivals.rate=4", "workload.bank-eu-advisor.arrivals.rate=2.5",
 			"workload.research-batch.arrivals.rate=2",
 			"policy.admission.queue_limit=20", "expect[0]=interactive.ttft.p99 < 100ms"}},
+		// The library's busiest game day, shortened: four faults, their
+		// tenants, a long timeline; an expectation with no data.
+		{"gameday-full-short", []string{"duration=35m", `expect[0]="after recovery + 10m: interactive.ttft.p99 < 2s if any"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sc, err := scenarios.LoadNamedWithSets("default", tt.sets)
+			name := "default"
+			if tt.name == "gameday-full-short" {
+				name = "gameday-full"
+			}
+			sc, err := scenarios.LoadNamedWithSets(name, tt.sets)
 			require.NoError(t, err)
 			rep, err := twin.Run(context.Background(), sc, twin.Options{})
 			require.NoError(t, err)
@@ -45,6 +54,9 @@ func TestTextGolden(t *testing.T) {
 			want, err := os.ReadFile(golden)
 			require.NoError(t, err, "run with -update to create it")
 			require.Equal(t, string(want), buf.String())
+			for i, line := range strings.Split(buf.String(), "\n") {
+				require.LessOrEqual(t, utf8.RuneCountInString(line), width, "line %d is wider than the report: %q", i+1, line)
+			}
 		})
 	}
 }
