@@ -26,9 +26,9 @@ type Report struct {
 	SimDurationS float64 `json:"sim_duration_s"` // arrivals and drain
 	ArrivalsS    float64 `json:"arrivals_s"`     // the scenario's duration: arrivals stop then
 
-	WarmupS      float64 `json:"warmup_s"`
-	Events       uint64  `json:"events"`
-	Requests     Counts  `json:"requests"`
+	WarmupS  float64 `json:"warmup_s"`
+	Events   uint64  `json:"events"`
+	Requests Counts  `json:"requests"`
 
 	Classes map[string]*Group      `json:"classes"`
 	Tenants map[string]*Group      `json:"tenants"`

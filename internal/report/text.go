@@ -117,7 +117,7 @@ func Text(w io.Writer, rep *twin.Report) error {
 	}
 	ew.printf("\ncost %.2f for %s%s, %.5f per successful task   residency violations %d\n",
 		rep.Cost.Total, secs(rep.ArrivalsS), perHour, rep.Cost.PerSuccessfulTask, rep.ResidencyViolations)
-	ew.printf("(busy: share of replica-time with a batch running, GPU-h: busy GPU-hours; cold: cold\n"+
+	ew.printf("(busy: share of replica-time with a batch running, GPU-h: busy GPU-hours; cold: cold\n" +
 		"starts; preempt: sequences preempted; cost: replicas × GPUs × price_per_gpu_hour)\n")
 
 	var reasons []string
