@@ -250,14 +250,14 @@ func parseDemands(in []string, growth string, today time.Time) ([]float64, []tim
 
 // runCommandLine is `fleetdrill run NAME --set …` with the user's sets.
 func runCommandLine(name string, sets []string) string {
-	parts := []string{"fleetdrill", "run", shell.Quote(name)}
+	words := []string{"fleetdrill", "run", name}
 	for _, s := range sets {
 		if t := strings.TrimSpace(s); strings.HasPrefix(t, "expect=") || strings.HasPrefix(t, "expect[") {
 			continue // each verify command states the expectations it checks
 		}
-		parts = append(parts, "--set", shell.Quote(s))
+		words = append(words, "--set", s)
 	}
-	return strings.Join(parts, " ")
+	return shell.Line(words...)
 }
 
 // gridScenario is how a grid spec at specPath names the scenario.

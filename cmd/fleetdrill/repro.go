@@ -10,13 +10,7 @@ import (
 // commandLine is a fleetdrill command line of args, each quoted for a
 // POSIX shell where it needs it, to print as a reproduce or verify command.
 func commandLine(args ...string) string {
-	var b strings.Builder
-	b.WriteString("fleetdrill")
-	for _, a := range args {
-		b.WriteByte(' ')
-		b.WriteString(shell.Quote(a))
-	}
-	return b.String()
+	return shell.Line(append([]string{"fleetdrill"}, args...)...)
 }
 
 // runArgs are the arguments of the fleetdrill run that replays a run of

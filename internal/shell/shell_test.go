@@ -32,3 +32,7 @@ func TestQuoteRoundTrip(t *testing.T) {
 		require.Equal(t, s, string(out))
 	}
 }
+
+func TestLine(t *testing.T) {
+	require.Equal(t, `fleetdrill run default --set 'faults=["a b"]'`, Line("fleetdrill", "run", "default", "--set", `faults=["a b"]`))
+}

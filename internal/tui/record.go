@@ -182,12 +182,5 @@ func ReplayArgs(base Base, recorded []string) []string {
 
 // ReplayCommand is ReplayArgs as a line to paste into a POSIX shell.
 func ReplayCommand(base Base, recorded []string) string {
-	args := ReplayArgs(base, recorded)
-	var b strings.Builder
-	b.WriteString("fleetdrill")
-	for _, a := range args {
-		b.WriteByte(' ')
-		b.WriteString(shell.Quote(a))
-	}
-	return b.String()
+	return shell.Line(append([]string{"fleetdrill"}, ReplayArgs(base, recorded)...)...)
 }
