@@ -163,6 +163,15 @@ func TestPalette(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a pasted line lands in the palette, and enter injects it", func(t *testing.T) {
+		m, sent := newTestModel(Frame{Snap: calmSnapshot(), Speed: 60})
+		press(m, ":")
+		m.Update(tea.PasteMsg{Content: "node-loss pool=use-h100-8b count=1"})
+		press(m, "enter")
+		if len(*sent) != 1 || (*sent)[0].kind != cmdInject || !strings.HasPrefix((*sent)[0].line, "node-loss pool=use-h100-8b") {
+			t.Fatalf("sent %+v, want the pasted node loss injected", *sent)
+		}
+	})
 	t.Run("the footer shows the regions, tab completes, enter injects", func(t *testing.T) {
 		m, sent := newTestModel(Frame{Snap: calmSnapshot(), Speed: 60})
 		press(m, ":")

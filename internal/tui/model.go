@@ -161,6 +161,14 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.KeyPressMsg:
 		return m, m.key(msg)
+	case tea.PasteMsg:
+		// A fault line pasted into the open palette (bracketed paste
+		// arrives as one message, not as keys).
+		if m.paletteOpen {
+			var cmd tea.Cmd
+			m.palette, cmd = m.palette.Update(msg)
+			return m, cmd
+		}
 	}
 	return m, nil
 }
