@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/charmbracelet/x/ansi"
@@ -11,6 +12,7 @@ import (
 
 // hint is a key of the help bar, rendered, with its width in cells.
 type hint struct {
+	key   string
 	text  string
 	width int
 }
@@ -25,7 +27,7 @@ func (m *Model) newHints() []hint {
 	for _, b := range m.keys.ShortHelp() {
 		h := b.Help()
 		text := m.st.key.Render(h.Key) + " " + m.st.keyDesc.Render(h.Desc)
-		out = append(out, hint{text, ansi.StringWidth(text)})
+		out = append(out, hint{h.Key, text, ansi.StringWidth(text)})
 	}
 	return out
 }
@@ -42,6 +44,10 @@ func (m *Model) hintBar(w int) string {
 	const moreW = 2
 	var b strings.Builder
 	used := 0
+	if m.frame.Live {
+		// The wall clock drives a live replay: no pause, no step.
+		rest = slices.DeleteFunc(slices.Clone(rest), func(h hint) bool { return h.key == "space" || h.key == "s" || h.key == "." })
+	}
 	for i, h := range rest {
 		need := h.width + len(hintSep)
 		// The last hint needs no "…"; any other must leave room for it.

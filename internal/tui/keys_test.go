@@ -327,3 +327,18 @@ func TestFooterFitsTheWidth(t *testing.T) {
 		t.Errorf("with a long notice the footer is %q", got)
 	}
 }
+
+// A live replay's footer offers no key it refuses: no pause, no step.
+func TestLiveFooterOffersNoPause(t *testing.T) {
+	m, _ := newTestModel(Frame{Snap: calmSnapshot(), Speed: 5, Live: true})
+	m.Update(tea.WindowSizeMsg{Width: 200, Height: 40})
+	got := footerText(m)
+	if strings.Contains(got, "space pause") || !strings.Contains(got, "o outage") {
+		t.Errorf("live footer %q: want the inject keys and no pause", got)
+	}
+	m, _ = newTestModel(Frame{Snap: calmSnapshot(), Speed: 5})
+	m.Update(tea.WindowSizeMsg{Width: 200, Height: 40})
+	if got := footerText(m); !strings.Contains(got, "space pause") {
+		t.Errorf("drill footer %q lacks the pause", got)
+	}
+}
