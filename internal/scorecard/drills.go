@@ -773,12 +773,15 @@ func (d *drills) rollback() (GateItem, error) {
 	if err != nil {
 		return g, err
 	}
-	var ttr = -1.0
+	ttr := twin.Never
 	for _, f := range rep.Faults {
-		ttr = float64(f.TimeToRecoverS)
+		ttr = f.TimeToRecoverS
 	}
-	g.Pass = ttr >= 0
-	g.Evidence = fmt.Sprintf("%q: time_to_recover_s=%g", fault, ttr)
+	g.Pass = ttr.Happened()
+	g.Evidence = fmt.Sprintf("%q: time_to_recover_s=%g", fault, float64(ttr))
+	if !g.Pass {
+		g.Evidence = fmt.Sprintf("%q: not recovered (time_to_recover_s never)", fault)
+	}
 	if !g.Pass && at+span+d.base.Pools[best].ColdStart.D() >= total {
 		g.Evidence += fmt.Sprintf(" (the run ends before the replica's cold start of %v completes: try a longer duration)", d.base.Pools[best].ColdStart.D())
 	}
