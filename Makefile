@@ -24,13 +24,13 @@ build: ## Build the fleetdrill binary into bin/
 LIVE_RE ?= /internal/livefleet$$|/internal/liverun$$|/features$$
 
 # Packages of pure computation on the caller's goroutine — the simulation
-# kernel, the twin, the scenario loader, the planner, the trace readers —
+# kernel, the twin, the scenario loader, the trace readers —
 # run without the race detector: it finds nothing where nothing runs
 # concurrently and makes them up to ten times slower (the twin: 9 s against
 # 65 s). internal/layering_test.go checks that none of them starts a
 # goroutine; the twin's concurrent use (the console's driver) is raced in
 # internal/tui. Everything else runs with the detector.
-PURE_PKGS := sim sim/stats twin twin/dispatch twin/engine twin/fleet twin/latency twin/sched scenarios internal/plan internal/calibrate internal/trace internal/openmetrics
+PURE_PKGS := sim sim/stats twin twin/dispatch twin/engine twin/fleet twin/latency twin/sched scenarios internal/trace internal/openmetrics
 
 # go-nvml's headers mark much of NVML deprecated: every cgo build of
 # internal/gpu printed some sixty lines of warnings about code that is not
@@ -41,7 +41,8 @@ SHELL := /bin/bash
 
 .PHONY: test
 test: ## Run every test: each group runs whatever another's outcome, failures listed together at the end
-	@set -o pipefail; dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	@set -o pipefail; dir=$$(mktemp -d); livepid=; \
+	trap '[ -z "$$livepid" ] || { pkill -TERM -P $$livepid; kill $$livepid; } 2>/dev/null; rm -rf "$$dir"' EXIT; trap 'exit 130' INT TERM; \
 	if docker info >/dev/null 2>&1; then \
 		echo "make test: building the node image for the live tests"; \
 		if out=$$($(MAKE) --no-print-directory image-node 2>&1); then export FLEETDRILL_NODE_IMAGE=fleetdrill-node:dev; \
@@ -60,7 +61,7 @@ test: ## Run every test: each group runs whatever another's outcome, failures li
 		$(GO) test -race -count=1 $$race 2>&1 | tee -a "$$dir/log" || failed="$$failed race"; fi; \
 	if [ -n "$$pure" ]; then echo "make test: single-goroutine packages"; \
 		$(GO) test -count=1 $$pure 2>&1 | tee -a "$$dir/log" || failed="$$failed pure"; fi; \
-	if [ -n "$$live" ]; then echo "make test: waiting for the live packages"; wait $$livepid; \
+	if [ -n "$$live" ]; then echo "make test: waiting for the live packages"; wait $$livepid; livepid=; \
 		cat "$$dir/live"; cat "$$dir/live" >> "$$dir/log"; [ ! -e "$$dir/live.failed" ] || failed="$$failed live"; fi; \
 	if [ -n "$$failed" ]; then \
 		echo; echo "make test: FAILED in the groups:$$failed; every group ran. The failures:"; \
@@ -70,7 +71,7 @@ test: ## Run every test: each group runs whatever another's outcome, failures li
 .PHONY: test-stress
 test-stress: ## make test beside two busy loops: the suite on a loaded 2-core machine
 	@pids=""; for i in 1 2; do (while :; do :; done) & pids="$$pids $$!"; done; \
-	trap 'kill $$pids 2>/dev/null' EXIT; \
+	trap 'kill $$pids 2>/dev/null' EXIT; trap 'exit 130' INT TERM; \
 	echo "make test-stress: two busy loops running (pids$$pids)"; \
 	$(MAKE) --no-print-directory test
 

@@ -305,7 +305,11 @@ func (d *Driver) settle(ended bool) {
 
 // publish sends a frame when anything changed since the last one.
 func (d *Driver) publish() {
-	if !d.dirty {
+	// NB: after the final frame nothing is published: a frame sent after it
+	// would replace it in the one-frame channel, and the model would never
+	// see the drill end (a command that ran the drill to its end, as . can,
+	// publishes after handling it).
+	if !d.dirty || d.final != nil {
 		return
 	}
 	d.dirty = false

@@ -257,3 +257,28 @@ func TestDriverStepsToTheNextTimelineEvent(t *testing.T) {
 	d.Finish()
 	<-resc
 }
+
+// A command that runs the drill to its end (a step at the last moment)
+// leaves the final frame for the model: nothing published after it may
+// replace it in the one-frame channel.
+func TestFinalFrameSurvivesTheCommandThatEndedTheRun(t *testing.T) {
+	s := calmSnapshot()
+	s.End = s.Now + 100*time.Millisecond
+	eng := newFake(s)
+	d, resc := startDriver(t, eng, DriverOptions{Speed: 60, FrameEvery: 5 * time.Millisecond, Paused: true})
+	frameWhere(t, d, func(Frame) bool { return true })
+	d.Send(command{kind: cmdStep}) // a frame's step is 300 ms: past the end
+	// A second command is taken only after the first was handled and its
+	// frame published: then the channel holds what the model will read.
+	d.Send(command{kind: cmdSpeed, speed: 30})
+	select {
+	case f := <-d.Frames():
+		if f.Final == nil {
+			t.Fatalf("the model reads a frame at %v without the final result: the final frame was replaced", f.Snap.Now)
+		}
+	case <-time.After(10 * time.Second): // a hang bound, not a margin
+		t.Fatal("no frame")
+	}
+	d.Finish()
+	<-resc
+}
