@@ -63,7 +63,7 @@ func FuzzParseExpectation(f *testing.F) {
 	for _, s := range []string{
 		"interactive.ttft.p99 < 2s", "residency_violations == 0", "requests.rejected <= 10",
 		"tenants.acme.e2e.p95 < 30s", "x != -1.5e3", "a.b>=1h30m", "x<", "<=", "a <= 2562047h",
-		"x == never", "x < never", "x >= 0.99 if any", "after recovery + 5m: x < 2s if any", "x == never if any", "x < if any",
+		"x.time_to_detect_s == never", "x < never", "x >= 0.99 if any", "after recovery + 5m: x < 2s if any", "x == never if any", "x < if any",
 	} {
 		f.Add(s)
 	}

@@ -474,6 +474,13 @@ func TestNoDataIsNotZero(t *testing.T) {
 	}
 	require.Equal(t, want, got)
 
+	// A count is data, 0 included; a list is no figure.
+	got, err = rep.Check("after recovery + 5m: interactive.ttft.count == 0")
+	require.NoError(t, err)
+	require.Equal(t, []Expectation{{Expr: got[0].Expr, Value: 0, Pass: true}}, got)
+	_, err = rep.Check("expectations == 0")
+	require.ErrorContains(t, err, `no report value "expectations"`)
+
 	// The JSON: a time that never came and a value without data are null.
 	b, err := rep.JSON()
 	require.NoError(t, err)

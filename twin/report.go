@@ -360,8 +360,11 @@ func (r *Report) flatten() (map[string]float64, error) {
 			flat[prefix] = x
 		case nil:
 			// A time that never came (Seconds): NaN, which no comparison
-			// but "== never" holds.
-			flat[prefix] = math.NaN()
+			// but "== never" holds. Other nulls (an empty list) are no
+			// figure at all.
+			if _, ok := neverWhat[prefix[strings.LastIndexByte(prefix, '.')+1:]]; ok {
+				flat[prefix] = math.NaN()
+			}
 		}
 	}
 	walk("", tree)
@@ -407,13 +410,6 @@ var neverWhat = map[string]string{
 // with no completed request. window names the expectation's window, for
 // the message. Counts have a value always: 0 requests is data.
 func noData(flat map[string]float64, key, window string) string {
-	field := key[strings.LastIndexByte(key, '.')+1:]
-	if what, ok := neverWhat[field]; ok {
-		if v := flat[key]; math.IsNaN(v) || v < 0 {
-			return what
-		}
-		return ""
-	}
 	where := func(group string) string {
 		switch {
 		case window != "" && group != "":
@@ -424,6 +420,35 @@ func noData(flat map[string]float64, key, window string) string {
 			return " for " + group
 		}
 		return ""
+	}
+	dot := strings.LastIndexByte(key, '.')
+	field := key[dot+1:]
+	if what, ok := neverWhat[field]; ok {
+		if v := flat[key]; math.IsNaN(v) || v < 0 {
+			return what
+		}
+		return ""
+	}
+	// A statistic of a latency summary (…ttft_s.p99, jobs.J.wait_s.p50)
+	// over no sample; its count is data, 0 included.
+	if dot > 0 && field != "count" {
+		summary := key[:dot]
+		if n, ok := flat[summary+".count"]; ok && strings.HasSuffix(summary, "_s") && n == 0 {
+			group, completed := "", 1.0
+			if i := strings.LastIndexByte(summary, '.'); i > 0 {
+				group = groupName(summary[:i])
+				if c, ok := flat[summary[:i]+".completed"]; ok {
+					completed = c
+				}
+			}
+			if completed == 0 {
+				return "no request completed" + where(group)
+			}
+			// Requests completed, none with this figure (a TPOT of
+			// one-token answers, a job's wait with no job started).
+			metric := summary[strings.LastIndexByte(summary, '.')+1:]
+			return "no " + strings.TrimSuffix(metric, "_s") + " measured" + where(group)
+		}
 	}
 	// The group the figure belongs to: the longest prefix with counts.
 	for i := len(key) - 1; i > 0; i-- {
@@ -451,11 +476,6 @@ func noData(flat map[string]float64, key, window string) string {
 		}
 		group := groupName(prefix)
 		switch {
-		case strings.HasPrefix(rest, "ttft_s.") || strings.HasPrefix(rest, "tpot_s.") ||
-			strings.HasPrefix(rest, "e2e_s.") || strings.HasPrefix(rest, "queue_wait_s."):
-			if flat[prefix+".completed"] == 0 {
-				return "no request completed" + where(group)
-			}
 		case rest == "slo_attainment" || rest == "goodput_rps":
 			if arrived-flat[prefix+".in_flight_at_end"] == 0 {
 				return "no request finished" + where(group)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"runtime/debug"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -103,5 +104,10 @@ func flagError(cmd *cobra.Command, err error) error {
 	if want == "" {
 		return err
 	}
-	return fmt.Errorf("%s: got %q, want %s", m[2], m[1], want)
+	// pflag quoted the value already: give it back as typed.
+	got, uerr := strconv.Unquote(`"` + m[1] + `"`)
+	if uerr != nil {
+		got = m[1]
+	}
+	return fmt.Errorf("%s: got %q, want %s", m[2], got, want)
 }

@@ -173,7 +173,7 @@ func Measured(e twin.Expectation) string {
 	if x, err := scenarios.ParseExpectation(e.Expr); err == nil {
 		field := x.LHS[strings.LastIndexByte(x.LHS, '.')+1:]
 		switch {
-		case x.IsDuration || strings.HasSuffix(field, "_s") || x.LHS != field && isLatencyStat(x.LHS):
+		case x.IsDuration || strings.HasSuffix(field, "_s") || isLatencyStat(x.LHS):
 			if v < 0 {
 				return strconv.FormatFloat(v, 'g', 4, 64) + "s"
 			}
@@ -192,7 +192,7 @@ func Measured(e twin.Expectation) string {
 // interactive.ttft.p99, classes.batch.e2e_s.mean.
 func isLatencyStat(lhs string) bool {
 	parts := strings.Split(lhs, ".")
-	if len(parts) < 2 {
+	if len(parts) < 2 || parts[len(parts)-1] == "count" {
 		return false
 	}
 	switch strings.TrimSuffix(parts[len(parts)-2], "_s") {
