@@ -161,8 +161,12 @@ func WriteText(w io.Writer, r *Result) error {
 					head += fmt.Sprintf(" (%.0f%%)", 100*bd.HeadroomRel)
 				}
 			}
-			fmt.Fprintf(&b, "  binding: %s -1 fails %q %s (value %.4g); headroom %s\n",
-				bd.Pool, bd.Expr, caseName(bd.Fault), bd.Value, head)
+			value := fmt.Sprintf("value %.4g", bd.Value)
+			if bd.NoData != "" {
+				value = "no data: " + bd.NoData
+			}
+			fmt.Fprintf(&b, "  binding: %s -1 fails %q %s (%s); headroom %s\n",
+				bd.Pool, bd.Expr, caseName(bd.Fault), value, head)
 		}
 		if len(lv.Orders) == 0 {
 			b.WriteString("  orders: none, today's fleet covers it\n")

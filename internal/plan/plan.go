@@ -130,10 +130,14 @@ type Point struct {
 
 // Binding is the constraint that stops one pool from giving up a replica.
 type Binding struct {
-	Pool      string  `json:"pool"`
-	Fault     string  `json:"fault"` // "" healthy
-	Expr      string  `json:"expr"`
-	Value     float64 `json:"value_at_one_fewer"`
+	Pool  string  `json:"pool"`
+	Fault string  `json:"fault"` // "" healthy
+	Expr  string  `json:"expr"`
+	Value float64 `json:"value_at_one_fewer"`
+	// NoData says why the figure had no value at one fewer (Value is then
+	// meaningless): no request finished in its window, a time that never
+	// came.
+	NoData    string  `json:"no_data,omitempty"`
 	Threshold float64 `json:"threshold"`
 	// Headroom is the binding expectation's margin at the planned fleet
 	// (threshold minus value for <, value minus threshold for >), and
@@ -706,7 +710,7 @@ func (p *planner) search(ctx context.Context, demand float64, maxR []int) (Level
 			for _, pt := range pts {
 				for _, e := range pt.exps {
 					if !e.Pass {
-						lv.Note += fmt.Sprintf("; at %v %s: %s (value %.4g)", x, caseName(pt.Fault), e.Expr, e.Value)
+						lv.Note += fmt.Sprintf("; at %v %s: %s (%s)", x, caseName(pt.Fault), e.Expr, measured(e))
 					}
 				}
 				if pt.Err != "" {
@@ -891,10 +895,11 @@ func (p *planner) binding(i int, fewer, final []*Point) (Binding, bool) {
 			if e.Pass {
 				continue
 			}
-			b := Binding{Pool: p.pools[i].Name, Fault: pt.Fault, Expr: e.Expr, Value: e.Value, Headroom: math.NaN(), HeadroomRel: math.NaN()}
+			b := Binding{Pool: p.pools[i].Name, Fault: pt.Fault, Expr: e.Expr, Value: e.Value, NoData: e.NoData, Headroom: math.NaN(), HeadroomRel: math.NaN()}
 			if ex, err := scenarios.ParseExpectation(e.Expr); err == nil {
 				b.Threshold = ex.Value
-				if j < len(final[c].exps) {
+				// No headroom from a value that was not measured.
+				if j < len(final[c].exps) && final[c].exps[j].NoData == "" {
 					v := final[c].exps[j].Value
 					switch ex.Op {
 					case "<", "<=":
@@ -925,4 +930,13 @@ func (p *planner) levelRuns(demand float64) int {
 		}
 	}
 	return n
+}
+
+// measured is an expectation's value for the plan's text, or why it has
+// none.
+func measured(e twin.Expectation) string {
+	if e.NoData != "" {
+		return "no data: " + e.NoData
+	}
+	return fmt.Sprintf("value %.4g", e.Value)
 }

@@ -209,6 +209,16 @@ func TestPlanBuysByLeadTime(t *testing.T) {
 	require.Contains(t, b.String(), "purchasable: rent at 1.00/h a replica, lead time 8w, minimum term 1y")
 	require.Contains(t, b.String(), "order: +5 rent by 2027-01-04; commits 43800.00 over its minimum term")
 	require.Contains(t, b.String(), "order: +3 mmc by 2026-11-30\n")
+
+	// A binding whose figure had no data at one fewer says so, not 0.
+	now.Bindings = []Binding{{Pool: "mmc", Expr: "after recovery + 5m: all.ttft.p99 < 2s", NoData: "no request completed",
+		Headroom: math.NaN(), HeadroomRel: math.NaN()}}
+	res.Levels = res.Levels[:1]
+	res.Levels[0] = now
+	b.Reset()
+	require.NoError(t, WriteText(&b, res))
+	require.Contains(t, b.String(), `(no data: no request completed)`)
+	require.NotContains(t, b.String(), "(value 0)")
 }
 
 // TestPlanLate: when every pool that could grow has a lead time past the
