@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -70,11 +71,11 @@ func sameReport(t *testing.T, drill, replayed *twin.Report) {
 	}
 }
 
-// TestRecordedDrillReplays is the issue's determinism check: a drill with
-// an outage injected and ended by hand, recorded and replayed with
-// fleetdrill run's loader and twin.Run, gives the same report.
-func TestRecordedDrillReplays(t *testing.T) {
-	base := Base{Name: "default", Sets: drillSets}
+// outageDrill runs a drill of base to its end with an outage of eu-west
+// injected at simulated time inject and ended at end, by hand as an
+// operator would, and returns it with its report.
+func outageDrill(t *testing.T, base Base, inject, end time.Duration) (*twin.Drill, *twin.Report) {
+	t.Helper()
 	sc, err := scenarios.LoadNamedWithSets(base.Name, base.Sets)
 	if err != nil {
 		t.Fatal(err)
@@ -83,12 +84,12 @@ func TestRecordedDrillReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.Advance(90*time.Second + 123*time.Millisecond)
+	d.Advance(inject)
 	label, err := d.Inject("regional-outage region=eu-west at=0s")
 	if err != nil {
 		t.Fatalf("Inject: %v", err)
 	}
-	d.Advance(3*time.Minute + 17*time.Millisecond)
+	d.Advance(end)
 	if err := d.EndFault(label); err != nil {
 		t.Fatalf("EndFault(%s): %v", label, err)
 	}
@@ -100,6 +101,16 @@ func TestRecordedDrillReplays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d, rep
+}
+
+// TestRecordedDrillReplays is the issue's determinism check: a drill with
+// an outage injected and ended by hand, recorded and replayed with
+// fleetdrill run's loader and twin.Run, gives the same report.
+func TestRecordedDrillReplays(t *testing.T) {
+	base := Base{Name: "default", Sets: drillSets}
+	d, rep := outageDrill(t, base, 90*time.Second+123*time.Millisecond, 3*time.Minute+17*time.Millisecond)
+	label := "regional-outage(eu-west)"
 	rec := d.Recorded()
 	if len(rec) != 1 || !regexp.MustCompile(`^regional-outage region=eu-west at=1m30\.12\d*s for=1m2\d\.\d+s$`).MatchString(rec[0]) {
 		t.Fatalf("Recorded() = %q, want the injected outage with its exact times", rec)
@@ -114,72 +125,25 @@ func TestRecordedDrillReplays(t *testing.T) {
 	sameReport(t, rep, replayed)
 }
 
-// shellSplit splits a command line as a POSIX shell would for the quoting
-// ReplayCommand uses: words separated by spaces, single-quoted parts taken
-// as they are.
+// shellSplit splits a command line as sh does.
 func shellSplit(t *testing.T, line string) []string {
 	t.Helper()
-	var words []string
-	var cur strings.Builder
-	inWord, quoted := false, false
-	for _, r := range line {
-		switch {
-		case quoted && r == '\'':
-			quoted = false
-		case quoted:
-			cur.WriteRune(r)
-		case r == '\'':
-			quoted, inWord = true, true
-		case r == '\\':
-			// only in '\'' sequences: the next rune is a quote, taken as is
-			inWord = true
-		case r == ' ':
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteRune(r)
-			inWord = true
-		}
+	out, err := exec.Command("sh", "-c", "set -- "+line+`; for a in "$@"; do printf '%s\0' "$a"; done`).Output()
+	if err != nil {
+		t.Fatalf("sh could not read %q: %v", line, err)
 	}
-	if quoted {
-		t.Fatalf("unterminated quote in %q", line)
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words
+	return strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 }
 
 // TestReplayCommandReplays runs the summary's replay command, as the shell
 // would split it, with fleetdrill run's loader: a drill with an outage
 // injected and ended by hand and a --set override gives the same report.
 func TestReplayCommandReplays(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh on PATH to split the command line")
+	}
 	base := Base{Name: "default", Sets: append(slices.Clone(drillSets), "policy.routing.strategy=cheapest")}
-	sc, err := scenarios.LoadNamedWithSets(base.Name, base.Sets)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := twin.NewDrill(sc, twin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Advance(70*time.Second + 7*time.Millisecond)
-	label, err := d.Inject("regional-outage region=eu-west at=0s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Advance(2*time.Minute + 3*time.Millisecond)
-	if err := d.EndFault(label); err != nil {
-		t.Fatal(err)
-	}
-	d.Advance(d.End())
-	rep, err := d.Report()
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, rep := outageDrill(t, base, 70*time.Second+7*time.Millisecond, 2*time.Minute+3*time.Millisecond)
 	line := ReplayCommand(base, d.Recorded())
 	words := shellSplit(t, line)
 	if len(words) < 3 || words[0] != "fleetdrill" || words[1] != "run" || words[2] != "default" {
