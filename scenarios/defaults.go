@@ -102,6 +102,9 @@ func applyDefaults(s *Scenario) {
 			o.MaxEjectionShare = sched.DefaultOutlierMaxShare
 		}
 	}
+	for i := range s.Canaries {
+		canaryDefaults(&s.Canaries[i])
+	}
 	for i := range s.Policy.Degradation {
 		d := &s.Policy.Degradation[i]
 		if d.RecoverBelow == 0 {

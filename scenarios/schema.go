@@ -47,8 +47,12 @@ type Scenario struct {
 	// Faults are injected during the run, one per line in the fault
 	// syntax of docs/faults.md: "regional-outage region=us-east at=10m for=15m".
 	Faults []string `yaml:"faults,omitempty"`
-	Policy Policy   `yaml:"policy"`
-	Expect []string `yaml:"expect,omitempty"`
+	// Canaries are route versions: a share of a model's eligible traffic
+	// moved to candidate pools step by step, rolled back by triggers, or
+	// mirrored to them as shadow traffic (canary.go, docs/canary.md).
+	Canaries []Canary `yaml:"canaries,omitempty"`
+	Policy   Policy   `yaml:"policy"`
+	Expect   []string `yaml:"expect,omitempty"`
 
 	// Dir is the directory of the scenario file, against which relative
 	// trace paths resolve; empty for library scenarios, whose trace paths

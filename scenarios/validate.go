@@ -392,6 +392,7 @@ func (v *validator) validate() {
 	}
 
 	v.policy()
+	v.canaries(poolNames, models, tenants, classes)
 
 	for i, e := range s.Expect {
 		if _, err := ParseExpectation(e); err != nil {

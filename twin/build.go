@@ -190,6 +190,7 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 		MinSamples: o.MinSamples, BaseEjection: o.BaseEjection.D(), MaxShare: o.MaxEjectionShare}
 	p.core.LatencyHalfLife = pol.Routing.LatencyHalfLife.D()
 	p.core.Ladder = rungs(pol.Degradation, p.classes, p.models)
+	p.core.Canaries = canaryRoutes(sc, p)
 	applyDefaults(&p.core, sc)
 	return p, errors.Join(errs...)
 }

@@ -267,7 +267,7 @@ func (d *Drill) Snapshot() Snapshot {
 	tenantWaiting := make([]int, len(sc.Tenants))
 	tenantOldest := make([]time.Duration, len(sc.Tenants))
 	for _, req := range r.reqs {
-		if req.state != stDone && req.firstAt == 0 {
+		if req.state != stDone && req.firstAt == 0 && !req.shadow {
 			age := now - req.core.Arrived
 			waiting[req.core.Class] = append(waiting[req.core.Class], age)
 			tenantWaiting[req.core.Tenant]++

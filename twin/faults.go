@@ -555,6 +555,12 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 			return
 		}
 		now := r.s.Now()
+		if req.shadow {
+			r.observeAttempt(req, ri, false, false)
+			r.finishShadow(req)
+			return
+		}
+		r.observeAttempt(req, ri, false, false)
 		how := sched.AttemptError
 		if fate.throttle > 0 {
 			how = sched.AttemptThrottled

@@ -46,6 +46,8 @@ type Report struct {
 	Hedges HedgeReport `json:"hedges"`
 	// Degradation reports the ladder, when the policy has one.
 	Degradation *DegradationReport `json:"degradation,omitempty"`
+	// Canaries reports each route version's rollout (canary.go).
+	Canaries map[string]*CanaryReport `json:"canaries,omitempty"`
 	// Forecast scores the demand forecast made as the run proceeded
 	// (forecast.go); absent from live reports.
 	Forecast *ForecastReport `json:"forecast,omitempty"`
@@ -400,6 +402,8 @@ var neverWhat = map[string]string{
 	"time_to_mitigate_s": "not mitigated",
 	"time_to_recover_s":  "not recovered",
 	"time_to_impact_s":   "no request lost",
+	"time_to_rollback_s": "not rolled back",
+	"rolled_back_at_s":   "not rolled back",
 }
 
 // noData says why the report figure at key (as resolved in flat) has no

@@ -190,9 +190,15 @@ type runner struct {
 	served     []bool   // with metrics: models some replica serves
 	demand     *demand  // the demand forecast (forecast.go)
 
-	jobs       jobsRT
-	ladder     *sched.Ladder
-	ladderRand *rand.Rand
+	jobs   jobsRT
+	ladder *sched.Ladder
+	// Canaries (canary.go): the rollouts, copies sent, and copies that
+	// reached a pool outside their tenant's jurisdiction (a bug).
+	rollouts        *sched.Rollouts
+	shadows         uint64
+	shadowResidency uint64
+	shq             []*sched.Request // copies shed, being ended (see dispatch)
+	ladderRand      *rand.Rand
 
 	faults       []*faultRT
 	faultState   []replicaFault
@@ -251,6 +257,13 @@ type request struct {
 	attemptTimer sim.Timer
 	startTimer   sim.Timer // a dispatch delayed by injected latency
 	startAt      int       // the replica startTimer starts it on
+	// shadow: a copy mirrored to a canary's candidate (canary.go). link
+	// is its original's slab index (an original's: its copy's), linkID
+	// the other's ID, to tell a reused entry; linked while both live.
+	shadow bool
+	linked bool
+	link   int
+	linkID uint64
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a retry allocates nothing.
@@ -325,6 +338,7 @@ func newRunner(p *plan) (*runner, error) {
 		return nil, err
 	}
 	r.initLadder()
+	r.initRollouts()
 	r.demand = newDemand(len(sc.Classes), ForecastWindow, r.duration)
 	if err := r.initWindows(r.faultSpans()); err != nil {
 		r.closeSources()
@@ -389,6 +403,7 @@ func (r *runner) start() {
 		r.s.At(sched.LadderEvery, r.evaluateLadder)
 	}
 	r.scheduleFaults()
+	r.startRollouts()
 	// The gateway probes its replicas whether or not the scenario has
 	// faults, as a real one does: a drill may inject one at any time, and
 	// its run must match the scenario that lists it.
@@ -538,6 +553,11 @@ func (r *runner) offer(req *request) {
 		if d.Outcome == sched.Queued {
 			r.preemptFor(req.core.Served)
 		}
+		if next.FirstAdmit && r.rollouts != nil && req.state != stDone {
+			if k, ok := r.core.Shadow(&req.core); ok {
+				r.mirror(req, k)
+			}
+		}
 	case sched.Reoffer:
 		if next.Retry {
 			r.noteRejectedRetry(next.Reason, now)
@@ -640,12 +660,19 @@ func (r *runner) dispatch() {
 		r.ejected(e)
 	}
 	r.urq = append(r.urq, rd.Unroutable...)
+	r.shq = append(r.shq, rd.ShadowsShed...)
 	r.core.Advance()
 	if r.dispatching {
 		return
 	}
 	r.dispatching = true
-	for len(r.trq)+len(r.urq)+len(r.dq) > 0 {
+	for len(r.trq)+len(r.urq)+len(r.dq)+len(r.shq) > 0 {
+		for i := 0; i < len(r.shq); i++ {
+			sh := r.owner(r.shq[i])
+			r.shq[i] = nil
+			r.endShadow(sh, false)
+		}
+		r.shq = r.shq[:0]
 		for i := 0; i < len(r.trq); i++ {
 			r.breakerChanged(r.trq[i])
 		}
@@ -682,6 +709,10 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 	rt := &r.replicas[x.Replica]
 	req.state = stRunning
 	req.dispatchedAt = now
+	if req.shadow {
+		r.startShadow(req, x.Replica)
+		return
+	}
 	r.metricsRouted(req)
 	pp := &r.p.pools[rt.pool]
 	r.pools[rt.pool].Dispatched++
@@ -872,6 +903,10 @@ func (r *runner) complete(req *request) {
 	if req.state != stRunning {
 		return
 	}
+	if req.shadow {
+		r.completeShadow(req)
+		return
+	}
 	sv := served{class: req.core.Class, tenant: req.core.Tenant, arrived: req.core.Arrived,
 		ttft: req.firstAt - req.core.Arrived, e2e: now - req.core.Arrived, wait: req.dispatchedAt - req.core.Arrived,
 		output: req.core.Output, fallback: req.core.Fallback}
@@ -898,6 +933,7 @@ func (r *runner) complete(req *request) {
 		r.recent.tenantEnded(req.core.Tenant, now, Completed, met, pool, req.core.Served, req.core.Served != req.core.Model)
 	}
 	if ri := req.core.Replica; ri >= 0 {
+		r.observeAttempt(req, ri, true, met)
 		r.core.ObserveLatency(now, ri, req.firstAt-req.dispatchedAt)
 		r.noteAttempt(false)
 		r.core.Observe(now, ri, true)
@@ -914,6 +950,7 @@ func (r *runner) expire(req *request) {
 	now := r.s.Now()
 	switch req.state {
 	case stRunning:
+		r.observeAttempt(req, req.core.Replica, false, false)
 		rt := &r.replicas[req.core.Replica]
 		if rt.eng != nil {
 			rt.eng.Cancel(now, req.seq)
@@ -946,6 +983,7 @@ func (r *runner) finish(req *request, res Result, reason string) {
 		return
 	}
 	outcome, answered := res.count, res == Completed
+	r.primaryDone(req)
 	req.state = stDone
 	r.demand.finish(req.core.Class, r.s.Now(), r.s.Now()-req.core.Arrived)
 	r.metricsFinished(req, outcome, answered)
@@ -1065,6 +1103,7 @@ func (r *runner) assemble() *Report {
 	rep.Events = r.s.Events()
 	rep.Hedges = r.hedges
 	rep.Degradation = r.ladderReport()
+	rep.Canaries = r.canaryReports()
 	rep.Forecast = r.forecastReport()
 	rep.ResidencyViolations = r.residency
 	rep.Timeline = append(rep.Timeline, r.timeline...)

@@ -21,7 +21,7 @@ import (
 func (r *runner) waitingAges(now time.Duration) [][]time.Duration {
 	ages := make([][]time.Duration, len(r.p.sc.Classes))
 	for _, req := range r.reqs {
-		if req.state != stDone && req.firstAt == 0 {
+		if req.state != stDone && req.firstAt == 0 && !req.shadow {
 			ages[req.core.Class] = append(ages[req.core.Class], now-req.core.Arrived)
 		}
 	}

@@ -71,7 +71,7 @@ func (c *Core) Explain(now time.Duration, tenant, class, model int) Route {
 		var ok []int
 		for pi := range c.cfg.Pools {
 			// No request size here: KV fit is a property of one request.
-			switch skip := c.poolFits(&c.cfg.Pools[pi], m, tj, -1); skip {
+			switch skip := c.poolFits(&c.cfg.Pools[pi], m, tj, -1, 0); skip {
 			case SkipJurisdiction:
 				add(SkipJurisdiction + " " + tj)
 			case "":

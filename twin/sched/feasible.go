@@ -134,7 +134,7 @@ func (c *Core) startEstimate(now time.Duration, req *Request, m int) (start, bac
 	rate := 0.0 // requests per second
 	for _, gi := range c.groupsOf[m] {
 		g := &c.groups[gi]
-		if c.poolFits(&c.cfg.Pools[g.pool], m, tj, tokens) != "" {
+		if c.poolFits(&c.cfg.Pools[g.pool], m, tj, tokens, c.routeFor(req, m)) != "" {
 			continue
 		}
 		b, w := c.groupBack(now, gi)

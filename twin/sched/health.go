@@ -221,7 +221,7 @@ func (c *Core) collectUnroutable(m int) {
 		for pi := range c.cfg.Pools {
 			// Served for this queue: by a pool in its residency key's
 			// jurisdiction (any pool for requests bound nowhere).
-			if c.poolFits(&c.cfg.Pools[pi], qs.model, qs.key, -1) == "" {
+			if c.poolFits(&c.cfg.Pools[pi], qs.model, qs.key, -1, max(qs.route, -qs.route)) == "" {
 				served = true
 				break
 			}
@@ -233,6 +233,10 @@ func (c *Core) collectUnroutable(m int) {
 			it := qs.q.Pop(0)
 			req := c.reqOf(it)
 			req.queue = -1
+			if qs.route < 0 {
+				c.shadowsShed = append(c.shadowsShed, req) // a copy is not offered again
+				continue
+			}
 			c.modelQLen[qs.model]--
 			c.unroutable = append(c.unroutable, req)
 		}
@@ -255,6 +259,9 @@ func (c *Core) SetRetiring(m int, retiring bool) {
 func (c *Core) OldestWait(now time.Duration) time.Duration {
 	var oldest time.Duration
 	for qi := range c.queues {
+		if c.queues[qi].route < 0 {
+			continue // shadow copies: nobody waits for them
+		}
 		if it := c.queues[qi].q.Peek(now); it != nil {
 			oldest = max(oldest, now-c.reqOf(it).Arrived)
 		}
@@ -293,7 +300,7 @@ func (c *Core) Hedge(now time.Duration, req *Request) int {
 	for _, gi := range c.groupsOf[m] {
 		g := &c.groups[gi]
 		p := &c.cfg.Pools[g.pool]
-		if c.poolFits(p, m, tj, int64(req.Input+req.Output)) != "" || !c.poolQuotaOK(now, g.pool, req) {
+		if c.poolFits(p, m, tj, int64(req.Input+req.Output), c.routeFor(req, m)) != "" || !c.poolQuotaOK(now, g.pool, req) {
 			continue
 		}
 		for _, r := range g.heap {

@@ -89,6 +89,15 @@ type Request struct {
 	Arrived  time.Duration
 	Deadline time.Duration // absolute; 0: none
 
+	// Route versions (canary.go). Shadow marks a copy the driver mirrors
+	// to a canary's candidate, with Route that canary's (index + 1);
+	// NoCanary sends a retry to the baseline.
+	Shadow   bool
+	NoCanary bool
+	// Route is set by the core for an original: the canary it was drawn
+	// onto (index + 1), or 0 for the baseline.
+	Route int
+
 	// Set by the core.
 	Served   int  // model actually served (differs from Model after fallback)
 	Replica  int  // replica index while dispatched, else -1
@@ -142,6 +151,9 @@ type Pool struct {
 	// Provider quota: 0 = unlimited.
 	RequestsPerMinute float64
 	TokensPerMinute   float64
+	// Route is the canary whose candidate the pool is (index + 1), set
+	// by New from Config.Canaries; 0: the baseline.
+	Route int
 }
 
 // Replica is one replica's routing view.
@@ -190,6 +202,9 @@ type Config struct {
 	// zero when it gets no samples, so that lowest-latency routing tries
 	// it again (see estimate); default 30s.
 	LatencyHalfLife time.Duration
+
+	// Canaries are the route versions (canary.go, rollout.go).
+	Canaries []CanaryRoute
 
 	// Ladder is the degradation ladder, bottom rung first (see ladder.go).
 	// The core itself does not read it: the drivers run it beside the
@@ -291,21 +306,31 @@ type Core struct {
 	unroutable   []*Request
 	routeVersion int
 
+	// Route versions (canary.go): per canary, its share and the shadow
+	// copies running; copies shed since the last Advance.
+	canaryShare    []float64
+	shadowInflight []int
+	shadowsShed    []*Request
+
 	// Skipped counts, per reason, why pools were passed over when routing,
 	// for the "why" view: "3 pools skipped: 2 outside jurisdiction eu, 1
 	// quota exhausted".
 	Skipped map[string]uint64
 }
 
+// qkey is a queue's key: model, residency key and route version (0 the
+// baseline, k+1 canary k's own requests, -(k+1) its shadow copies).
 type qkey struct {
 	model int
 	key   string
+	route int
 }
 
 type queueState struct {
 	q     dispatch.Queue
 	model int
 	key   string
+	route int
 }
 
 type tenantState struct {
@@ -355,6 +380,10 @@ func New(cfg Config) (*Core, error) {
 	cfg.Pools = slices.Clone(cfg.Pools)
 	for i := range cfg.Pools {
 		cfg.Pools[i].Serves = slices.Clone(cfg.Pools[i].Serves)
+		cfg.Pools[i].Route = 0
+	}
+	if err := canaryPools(&cfg); err != nil {
+		return nil, err
 	}
 	c := &Core{
 		cfg:          cfg,
@@ -369,6 +398,9 @@ func New(cfg Config) (*Core, error) {
 		lastDispatch: make([]time.Duration, len(cfg.Models)),
 		interval:     make([]float64, len(cfg.Models)),
 		Skipped:      map[string]uint64{},
+
+		canaryShare:    make([]float64, len(cfg.Canaries)),
+		shadowInflight: make([]int, len(cfg.Canaries)),
 	}
 	c.health = cfg.Health
 	if c.health.Threshold <= 0 {
@@ -435,14 +467,24 @@ func New(cfg Config) (*Core, error) {
 	case dispatch.Priority:
 		aging = cfg.Aging
 	}
+	// Route versions: the baseline for every model, and each canary's
+	// own and shadow queues for its model.
+	type route struct{ model, route int }
+	var routes []route
 	for m := range cfg.Models {
+		routes = append(routes, route{m, 0})
+	}
+	for k, cr := range cfg.Canaries {
+		routes = append(routes, route{cr.Model, k + 1}, route{cr.Model, -(k + 1)})
+	}
+	for _, rt := range routes {
 		for _, k := range keys {
 			q, err := dispatch.New(dispatch.Config{Policy: cfg.Policy, Aging: aging, Weights: weights})
 			if err != nil {
 				return nil, fmt.Errorf("sched: %w", err)
 			}
-			c.queueIdx[qkey{m, k}] = len(c.queues)
-			c.queues = append(c.queues, queueState{q: q, model: m, key: k})
+			c.queueIdx[qkey{rt.model, k, rt.route}] = len(c.queues)
+			c.queues = append(c.queues, queueState{q: q, model: rt.model, key: k, route: rt.route})
 		}
 	}
 	return c, nil
@@ -466,6 +508,10 @@ type Ready struct {
 	// (SetServes): the core has let go of their queue place; the driver
 	// offers them again, to their fallback chain or a refusal.
 	Unroutable []*Request
+	// ShadowsShed are shadow copies shed from their queue (a canary
+	// request had to wait): the core has let go of them; the driver ends
+	// them as shed.
+	ShadowsShed []*Request
 	// WakeAt is when the core wants Tick (a quota refills, a throttle
 	// ends); 0: nothing waits on time. It is state, not an event: it
 	// stays until Tick.
@@ -478,12 +524,12 @@ type Ready struct {
 // Ready returns what the core decided since the last Advance.
 func (c *Core) Ready() Ready {
 	return Ready{Dispatches: c.dispatches, Transitions: c.transitions, Ejections: c.ejections, Unroutable: c.unroutable,
-		WakeAt: c.wakeAt, RouteVersion: c.routeVersion}
+		ShadowsShed: c.shadowsShed, WakeAt: c.wakeAt, RouteVersion: c.routeVersion}
 }
 
 // HasReady reports whether Ready holds anything to carry out (WakeAt aside).
 func (c *Core) HasReady() bool {
-	return len(c.dispatches)+len(c.transitions)+len(c.ejections)+len(c.unroutable) > 0
+	return len(c.dispatches)+len(c.transitions)+len(c.ejections)+len(c.unroutable)+len(c.shadowsShed) > 0
 }
 
 // Advance tells the core the driver has taken the last Ready: its
@@ -495,6 +541,8 @@ func (c *Core) Advance() {
 	c.ejections = c.ejections[:0]
 	clear(c.unroutable)
 	c.unroutable = c.unroutable[:0]
+	clear(c.shadowsShed)
+	c.shadowsShed = c.shadowsShed[:0]
 }
 
 // QueueLen returns the number of requests waiting for model m.
@@ -537,6 +585,13 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 	req.queue = -1
 	req.Served = req.Model
 	req.Fallback = false
+	if req.Shadow {
+		return c.arriveShadow(now, req)
+	}
+	req.Route = 0
+	if !req.NoCanary && len(c.cfg.Canaries) > 0 {
+		req.Route = c.drawRoute(req)
+	}
 	cls := c.cfg.Classes[req.Class]
 
 	if d, ok := c.admitTenant(now, req, cls); !ok {
@@ -596,6 +651,10 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 			}
 			c.chargeTokens(now, req)
 			c.enqueue(now, req, m)
+			if rt := c.routeFor(req, m); rt > 0 {
+				// A canary request waits: its shadows are the first shed.
+				c.shedShadows(now, rt-1)
+			}
 			return Decision{Outcome: Queued}
 		}
 		// Queue full: try the next model in the chain.
@@ -669,7 +728,7 @@ func (c *Core) TooLarge(req *Request) (limit int64, ok bool) {
 		}
 		for pi := range c.cfg.Pools {
 			p := &c.cfg.Pools[pi]
-			switch c.poolFits(p, m, tj, tokens) {
+			switch c.poolFits(p, m, tj, tokens, 0) {
 			case "":
 				return 0, false
 			case SkipTooSmall:
@@ -699,7 +758,7 @@ func (c *Core) refuse(req *Request, cls Class, reason string, wait time.Duration
 func (c *Core) Finish(now time.Duration, req *Request) {
 	if req.queue >= 0 {
 		qs := &c.queues[req.queue]
-		if qs.q.Remove(&req.item) {
+		if qs.q.Remove(&req.item) && qs.route >= 0 {
 			c.modelQLen[qs.model]--
 		}
 		req.queue = -1
@@ -710,6 +769,9 @@ func (c *Core) Finish(now time.Duration, req *Request) {
 	}
 	if r := req.Replica; r >= 0 {
 		req.Replica = -1
+		if req.Shadow {
+			c.shadowInflight[req.Route-1]--
+		}
 		c.replicas[r].inflight--
 		c.fix(r)
 		c.fill(now, r)
@@ -746,10 +808,26 @@ func (c *Core) fill(now time.Duration, r int) {
 func (c *Core) nextFor(now time.Duration, r int) *Request {
 	rs := &c.replicas[r]
 	pool := &c.cfg.Pools[rs.Pool]
+	if req := c.nextOn(now, r, pool.Route); req != nil || pool.Route == 0 {
+		return req
+	}
+	// A candidate replica with nothing of its canary's own takes a shadow
+	// copy while copies hold fewer than their slots.
+	k := pool.Route - 1
+	if c.shadowInflight[k] >= c.cfg.Canaries[k].ShadowSlots {
+		return nil
+	}
+	return c.nextOn(now, r, -pool.Route)
+}
+
+// nextOn is nextFor over the queues of one route version.
+func (c *Core) nextOn(now time.Duration, r, route int) *Request {
+	rs := &c.replicas[r]
+	pool := &c.cfg.Pools[rs.Pool]
 	var best *Request
 	bestQ := -1
 	for _, k := range c.residencyKeys(pool.Jurisdiction) {
-		qi, ok := c.queueIdx[qkey{rs.Model, k}]
+		qi, ok := c.queueIdx[qkey{rs.Model, k, route}]
 		if !ok {
 			continue
 		}
@@ -760,7 +838,7 @@ func (c *Core) nextFor(now time.Duration, r int) *Request {
 		req := c.reqOf(it)
 		// Residency is the queue key's: only queues this pool may serve
 		// are looked at.
-		if c.poolFits(pool, rs.Model, "", int64(req.Input+req.Output)) != "" || !c.poolQuotaOK(now, rs.Pool, req) {
+		if c.poolFits(pool, rs.Model, "", int64(req.Input+req.Output), -1) != "" || !c.poolQuotaOK(now, rs.Pool, req) {
 			continue
 		}
 		if best == nil || c.before(req, best) {
@@ -771,7 +849,9 @@ func (c *Core) nextFor(now time.Duration, r int) *Request {
 		return nil
 	}
 	c.queues[bestQ].q.Pop(now)
-	c.modelQLen[rs.Model]--
+	if route >= 0 {
+		c.modelQLen[rs.Model]--
+	}
 	best.queue = -1
 	return best
 }
@@ -823,8 +903,17 @@ func (c *Core) reqOf(it *dispatch.Item) *Request {
 }
 
 func (c *Core) queuedFor(req *Request, m int) int {
-	qi := c.queueIdx[qkey{m, c.resKey(req)}]
-	return c.queues[qi].q.Len()
+	return c.queues[c.queueOf(req, m)].q.Len()
+}
+
+// queueOf is the queue req joins for model m: its residency key and route
+// version (a shadow's own).
+func (c *Core) queueOf(req *Request, m int) int {
+	rt := c.routeFor(req, m)
+	if req.Shadow {
+		rt = -req.Route
+	}
+	return c.queueIdx[qkey{m, c.resKey(req), rt}]
 }
 
 func (c *Core) resKey(req *Request) string {
@@ -832,14 +921,16 @@ func (c *Core) resKey(req *Request) string {
 }
 
 func (c *Core) enqueue(now time.Duration, req *Request, m int) {
-	qi := c.queueIdx[qkey{m, c.resKey(req)}]
+	qi := c.queueOf(req, m)
 	req.item = dispatch.Item{
 		ID: req.ID, Tenant: req.Tenant, Priority: c.cfg.Classes[req.Class].Priority,
 		Arrived: req.Arrived, Deadline: req.Deadline, Cost: float64(req.Input + req.Output),
 	}
 	c.queues[qi].q.Push(now, &req.item)
 	req.queue = qi
-	c.modelQLen[m]++
+	if !req.Shadow {
+		c.modelQLen[m]++
+	}
 }
 
 // start dispatches req to replica r.
@@ -851,6 +942,9 @@ func (c *Core) start(now time.Duration, req *Request, r int) {
 	}
 	c.fix(r)
 	req.Replica = r
+	if req.Shadow {
+		c.shadowInflight[req.Route-1]++
+	}
 	c.chargePool(now, rs.Pool, req)
 	m := rs.Model
 	if c.lastDispatch[m] > 0 {
@@ -875,7 +969,7 @@ func (c *Core) canEverServe(req *Request, m int, why *skipCounts) bool {
 	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
 	ok := false
 	for i := range c.cfg.Pools {
-		skip := c.poolFits(&c.cfg.Pools[i], m, tj, int64(req.Input+req.Output))
+		skip := c.poolFits(&c.cfg.Pools[i], m, tj, int64(req.Input+req.Output), c.routeFor(req, m))
 		if skip == "" {
 			if why == nil {
 				return true
@@ -903,10 +997,12 @@ func (c *Core) canEverServe(req *Request, m int, why *skipCounts) bool {
 // tokens of KV (< 0: not asked), in the order reports name the reasons: ""
 // when it can, else the Skip reason. Arrival, dispatch, prefix routing,
 // the queues' next pick and Explain all ask it, so they cannot disagree.
-func (c *Core) poolFits(p *Pool, m int, tj string, tokens int64) string {
+func (c *Core) poolFits(p *Pool, m int, tj string, tokens int64, route int) string {
 	switch {
 	case !p.Serves[m]:
 		return SkipNotServing
+	case route >= 0 && p.Route != route:
+		return SkipRoute
 	case tj != "" && p.Jurisdiction != tj && !c.cfg.IgnoreResidency:
 		return SkipJurisdiction
 	case tokens >= 0 && tokens > p.KVTokens[m]:
@@ -944,7 +1040,7 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 		if !rs.hasRoom() {
 			continue // the least-loaded replica is full: all are
 		}
-		if c.poolFits(p, m, tj, int64(req.Input+req.Output)) != "" {
+		if c.poolFits(p, m, tj, int64(req.Input+req.Output), c.routeFor(req, m)) != "" {
 			continue
 		}
 		if !c.poolQuotaOK(now, g.pool, req) {
@@ -983,7 +1079,7 @@ func (c *Core) pickByPrefix(now time.Duration, req *Request, m int) int {
 	for _, gi := range c.groupsOf[m] {
 		g := &c.groups[gi]
 		p := &c.cfg.Pools[g.pool]
-		if c.poolFits(p, m, tj, int64(req.Input+req.Output)) != "" || !c.poolQuotaOK(now, g.pool, req) {
+		if c.poolFits(p, m, tj, int64(req.Input+req.Output), c.routeFor(req, m)) != "" || !c.poolQuotaOK(now, g.pool, req) {
 			continue
 		}
 		for _, r := range g.heap {

@@ -1,0 +1,362 @@
+package twin
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/DataDog/sketches-go/ddsketch"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/engine"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Canaries and shadow traffic in the twin. The routing (who goes to the
+// candidate) is the core's, the schedule and the triggers are
+// sched.Rollouts', both shared with the live gateway; the twin evaluates
+// the rollouts at their times of simulated time, feeds them every attempt
+// of a canary's model, sends a retry after a failed canary attempt to the
+// baseline, and plays the shadow copies on the candidate's replicas.
+//
+// A shadow copy is a request of its own in the slab, flagged shadow: it
+// never reaches the tally, the metrics, the tenant's quotas or the report's
+// request counts (it is no request of a client); its attempt meets the
+// candidate's faults as any other, and its figures go to the canary's
+// report only.
+
+// shadowIDBase keeps copies' IDs apart from the requests'.
+const shadowIDBase = 1 << 62
+
+func (r *runner) initRollouts() {
+	r.rollouts = sched.NewRollouts(&r.p.core)
+}
+
+func (r *runner) startRollouts() {
+	if r.rollouts == nil {
+		return
+	}
+	if at := r.rollouts.NextAt(); at <= r.end {
+		r.s.At(at, r.evaluateRollouts)
+	}
+}
+
+func (r *runner) evaluateRollouts() {
+	now := r.s.Now()
+	for _, d := range r.rollouts.Evaluate(now) {
+		r.core.SetCanaryShare(now, d.Canary, d.To)
+		r.addEvent(CanaryEvent(now, d))
+	}
+	r.dispatch()
+	if at := r.rollouts.NextAt(); at <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
+		r.s.At(at, r.evaluateRollouts)
+	}
+}
+
+// observeAttempt feeds the rollouts an attempt of req that ended now on
+// replica ri: answered (ok) or not.
+func (r *runner) observeAttempt(req *request, ri int, ok, met bool) {
+	if r.rollouts == nil {
+		return
+	}
+	now := r.s.Now()
+	ttft := time.Duration(0)
+	if req.firstAt > 0 {
+		ttft = req.firstAt - req.dispatchedAt
+	}
+	r.rollouts.Observe(now, &req.core, ri, ok, ttft, now-req.dispatchedAt, met)
+	if !ok && !req.shadow && req.core.Route > 0 {
+		// A failed canary attempt is retried on the baseline: the canary
+		// costs the client latency, not its answer.
+		req.core.NoCanary = true
+	}
+}
+
+// mirror sends a shadow copy of req, just admitted, to canary k's
+// candidate.
+func (r *runner) mirror(req *request, k int) {
+	now := r.s.Now()
+	sh := r.alloc()
+	sh.shadow = true
+	sh.core = sched.Request{ID: shadowIDBase + r.shadows, Tenant: req.core.Tenant, Class: req.core.Class,
+		Model: req.core.Model, Served: req.core.Model, Input: req.core.Input, Output: req.core.Output, Arrived: now,
+		Shadow: true, Route: k + 1}
+	r.shadows++
+	sh.seq = r.newSeq()
+	*sh.seq = engine.Seq{Tag: sh.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
+	sh.link, sh.linkID, sh.linked = req.idx, req.core.ID, true
+	req.link, req.linkID, req.linked = sh.idx, sh.core.ID, true
+	r.rollouts.ShadowSent(k)
+	sh.state = stWaiting
+	if d := r.core.Arrive(now, &sh.core); d.Outcome == sched.Rejected {
+		r.endShadow(sh, false)
+		return
+	}
+	r.dispatch()
+}
+
+// startShadow starts a copy the core dispatched, meeting the replica's
+// faults as any attempt does.
+func (r *runner) startShadow(sh *request, ri int) {
+	pp := &r.p.pools[r.replicas[ri].pool]
+	if tj := r.p.sc.Tenants[sh.core.Tenant].Jurisdiction; tj != "" && pp.region.Jurisdiction != tj {
+		r.shadowResidency++
+	}
+	if r.faultState != nil {
+		if fate := r.faultAtDispatch(sh, ri); fate.fail {
+			r.failAttempt(sh, ri, fate)
+			return
+		} else if fate.delay > 0 {
+			sh.startAt = ri
+			sh.startTimer = r.s.After(fate.delay, sh.onStart)
+			return
+		}
+	}
+	r.startOn(sh, ri)
+}
+
+// completeShadow ends a copy that ran to its end: its answer is discarded.
+func (r *runner) completeShadow(sh *request) {
+	r.observeAttempt(sh, sh.core.Replica, true, false)
+	r.finishShadow(sh)
+}
+
+// endShadow ends a copy that did not run to its end: shed (refused, or
+// dropped from its queue) or cancelled with its original.
+func (r *runner) endShadow(sh *request, cancelled bool) {
+	if sh.state == stDone {
+		return
+	}
+	now := r.s.Now()
+	switch sh.state {
+	case stRunning:
+		ri := sh.core.Replica
+		if rt := &r.replicas[ri]; rt.eng != nil {
+			rt.eng.Cancel(now, sh.seq)
+			sh.held = sh.seq.Held()
+			r.rearm(ri)
+		} else if rt.svcReq == sh {
+			rt.timer.Stop()
+			rt.svcBusy += now - rt.svcStart
+			rt.svcReq = nil
+		}
+	case stFailing:
+		sh.attemptTimer.Stop()
+	}
+	r.rollouts.ShadowEnded(sh.core.Route-1, cancelled)
+	r.finishShadow(sh)
+}
+
+// finishShadow lets go of a copy: the core's slot, the link to its
+// original, the slab entry.
+func (r *runner) finishShadow(sh *request) {
+	if sh.state == stDone {
+		return
+	}
+	sh.state = stDone
+	sh.startTimer.Stop()
+	sh.attemptTimer.Stop()
+	if o := r.linkedTo(sh); o != nil {
+		o.linked = false
+	}
+	sh.linked = false
+	r.core.Finish(r.s.Now(), &sh.core)
+	r.dispatch()
+	if !sh.held {
+		r.release(sh)
+	}
+}
+
+// linkedTo is req's copy (or a copy's original) while both live.
+func (r *runner) linkedTo(req *request) *request {
+	if !req.linked {
+		return nil
+	}
+	o := r.reqs[req.link]
+	if o.core.ID != req.linkID || o.state == stDone {
+		return nil
+	}
+	return o
+}
+
+// primaryDone cancels req's copy when its canary asks for it.
+func (r *runner) primaryDone(req *request) {
+	sh := r.linkedTo(req)
+	req.linked = false
+	if sh == nil {
+		return
+	}
+	sh.linked = false
+	if r.p.sc.Canaries[sh.core.Route-1].Shadow.CancelWithPrimary {
+		r.endShadow(sh, true)
+	}
+}
+
+// CanaryEvent is a canary decision's timeline entry, kind canary.
+func CanaryEvent(at time.Duration, d sched.RolloutDecision) TimelineEvent {
+	return timelineEvent(at, "canary", fmt.Sprintf("%s: %s %s → %s: %s", d.Name, d.Action, pct(d.From), pct(d.To), d.Why))
+}
+
+func pct(f float64) string { return strconv.FormatFloat(f*100, 'g', 4, 64) + "%" }
+
+// CanaryReport is what a canary did: its decisions and why, the traffic
+// each route version served, the measured share over time, and its shadow
+// copies.
+type CanaryReport struct {
+	Model     string   `json:"model"`
+	Candidate []string `json:"candidate"`
+	// State at the end: pending, stepping, held, rolled-back, promoted;
+	// Share the canary's share of eligible traffic then.
+	State string  `json:"state"`
+	Share float64 `json:"share"`
+	// RolledBackAtS is when it was rolled back (null: never);
+	// TimeToRollbackS from the start of the last fault on a candidate
+	// pool begun before it (null: never rolled back, or no such fault).
+	RolledBackAtS   Seconds          `json:"rolled_back_at_s"`
+	TimeToRollbackS Seconds          `json:"time_to_rollback_s"`
+	Decisions       []CanaryDecision `json:"decisions"`
+	Canary          VersionReport    `json:"canary"`
+	Baseline        VersionReport    `json:"baseline"`
+	// ShareByMinute is the canary's measured share of the eligible
+	// attempts in each minute of the run (null where there were none).
+	ShareByMinute []*float64   `json:"share_by_minute"`
+	Shadow        ShadowReport `json:"shadow"`
+}
+
+// CanaryDecision is one decision of a canary.
+type CanaryDecision struct {
+	AtS    float64 `json:"at_s"`
+	Action string  `json:"action"` // start, step-up, promote, hold, resume, rollback
+	From   float64 `json:"from"`
+	To     float64 `json:"to"`
+	Why    string  `json:"why"`
+}
+
+// VersionReport is the eligible traffic one route version served, by
+// attempt (a request retried from the canary to the baseline has one of
+// each).
+type VersionReport struct {
+	Attempts  uint64 `json:"attempts"`
+	Failed    uint64 `json:"failed"`
+	Succeeded uint64 `json:"succeeded"`
+	// ErrorRate is failed/attempts; SLOAttainment the share of attempts
+	// whose request met its class's SLO on them.
+	ErrorRate     float64 `json:"error_rate"`
+	SLOAttainment float64 `json:"slo_attainment"`
+	TTFTP50S      float64 `json:"ttft_p50_s"`
+	TTFTP99S      float64 `json:"ttft_p99_s"`
+	E2EP99S       float64 `json:"e2e_p99_s"`
+	// Cost is the replica time the attempts held (price per replica-hour
+	// × time ÷ batch slots); CostPerSuccess divides it by the succeeded.
+	Cost           float64 `json:"cost"`
+	CostPerSuccess float64 `json:"cost_per_success"`
+}
+
+// ShadowReport is a canary's shadow copies: sent = completed + failed +
+// shed + cancelled + in_flight_at_end. None is answered to a client or
+// counted in the run's requests.
+type ShadowReport struct {
+	Sent          uint64        `json:"sent"`
+	Completed     uint64        `json:"completed"`
+	Failed        uint64        `json:"failed"`
+	Shed          uint64        `json:"shed"`
+	Cancelled     uint64        `json:"cancelled"`
+	InFlightAtEnd uint64        `json:"in_flight_at_end"`
+	Latency       VersionReport `json:"latency"`
+	// ResidencyViolations: copies served outside their tenant's
+	// jurisdiction (the run's, for all canaries).
+	ResidencyViolations uint64 `json:"residency_violations"`
+}
+
+// FaultSpan is when a fault began and which pools it hit, for a canary's
+// time to rollback.
+type FaultSpan struct {
+	Start time.Duration
+	Pools []int
+}
+
+// CanaryReports builds the canaries' reports from their rollouts, the
+// faults' spans and the copies served outside their jurisdiction; nil
+// without canaries. The live Recorder builds its own the same way.
+func CanaryReports(sc *scenarios.Scenario, ro *sched.Rollouts, cfg *sched.Config, spans []FaultSpan, residency uint64) map[string]*CanaryReport {
+	if ro == nil {
+		return nil
+	}
+	out := map[string]*CanaryReport{}
+	for k := range ro.Len() {
+		rr := ro.Report(k)
+		c := sc.Canaries[k]
+		cr := &CanaryReport{Model: c.Model, Candidate: c.Candidate, State: rr.State, Share: rr.Share,
+			RolledBackAtS: Never, TimeToRollbackS: Never,
+			Canary: versionReport(rr.Canary), Baseline: versionReport(rr.Baseline)}
+		for _, d := range rr.Decisions {
+			cr.Decisions = append(cr.Decisions, CanaryDecision{AtS: round(d.At.Seconds(), 6), Action: d.Action,
+				From: d.From, To: d.To, Why: d.Why})
+		}
+		if rr.RolledBackAt >= 0 {
+			cr.RolledBackAtS = Seconds(round(rr.RolledBackAt.Seconds(), 6))
+			last := time.Duration(-1)
+			for _, f := range spans {
+				if f.Start <= rr.RolledBackAt && f.Start > last && slices.ContainsFunc(f.Pools, func(p int) bool {
+					return slices.Contains(cfg.Canaries[k].Pools, p)
+				}) {
+					last = f.Start
+				}
+			}
+			if last >= 0 {
+				cr.TimeToRollbackS = Seconds(round((rr.RolledBackAt - last).Seconds(), 6))
+			}
+		}
+		for _, m := range rr.PerMinute {
+			if n := m[0] + m[1]; n > 0 {
+				f := round(float64(m[0])/float64(n), 6)
+				cr.ShareByMinute = append(cr.ShareByMinute, &f)
+			} else {
+				cr.ShareByMinute = append(cr.ShareByMinute, nil)
+			}
+		}
+		sh := rr.Shadow
+		cr.Shadow = ShadowReport{Sent: rr.ShadowSent, Completed: sh.Succeeded, Failed: sh.Failed, Shed: rr.ShadowShed,
+			Cancelled: rr.ShadowCancelled, Latency: versionReport(sh), ResidencyViolations: residency}
+		if done := sh.Attempts + rr.ShadowShed + rr.ShadowCancelled; rr.ShadowSent > done {
+			cr.Shadow.InFlightAtEnd = rr.ShadowSent - done
+		}
+		out[c.Name] = cr
+	}
+	return out
+}
+
+func versionReport(v sched.RolloutVersion) VersionReport {
+	vr := VersionReport{Attempts: v.Attempts, Failed: v.Failed, Succeeded: v.Succeeded, Cost: round(v.Cost, 6)}
+	if v.Attempts > 0 {
+		vr.ErrorRate = round(float64(v.Failed)/float64(v.Attempts), 6)
+		vr.SLOAttainment = round(float64(v.SLOMet)/float64(v.Attempts), 6)
+	}
+	if v.Succeeded > 0 {
+		vr.CostPerSuccess = round(v.Cost/float64(v.Succeeded), 6)
+		q := func(sk *ddsketch.DDSketch, p float64) float64 {
+			x, err := sk.GetValueAtQuantile(p)
+			if err != nil {
+				return 0
+			}
+			return round(x, 6)
+		}
+		vr.TTFTP50S, vr.TTFTP99S, vr.E2EP99S = q(v.TTFT, 0.5), q(v.TTFT, 0.99), q(v.E2E, 0.99)
+	}
+	return vr
+}
+
+// canaryReports is the run's.
+func (r *runner) canaryReports() map[string]*CanaryReport {
+	if r.rollouts == nil {
+		return nil
+	}
+	var spans []FaultSpan
+	for _, f := range r.faults {
+		if f.active || f.end > 0 {
+			spans = append(spans, FaultSpan{Start: f.start, Pools: f.pools})
+		}
+	}
+	return CanaryReports(r.p.sc, r.rollouts, &r.p.core, spans, r.shadowResidency)
+}
