@@ -139,6 +139,9 @@ func Text(w io.Writer, rep *twin.Report) error {
 	if len(rep.Faults) > 0 {
 		faultImpact(ew, rep)
 	}
+	if len(rep.Canaries) > 0 {
+		canaries(ew, rep)
+	}
 	if len(rep.Expectations) > 0 {
 		ew.printf("\nexpectations\n")
 		for _, e := range rep.Expectations {
@@ -240,6 +243,65 @@ func faultImpact(ew *errWriter, rep *twin.Report) {
 	tw.Flush()
 	for _, n := range notes {
 		ew.printf("  %s\n", wrapText(n, width-2, "      "))
+	}
+}
+
+// canaries prints each canary: where it stands, what each route version
+// served, its shadow copies, and the share it measured minute by minute
+// (its decisions, with why, are on the timeline).
+func canaries(ew *errWriter, rep *twin.Report) {
+	ew.printf("\ncanaries (eligible traffic by route version, per attempt: a request retried from the\n" +
+		"canary to the baseline counts on each; decisions and why on the timeline)\n")
+	for _, name := range slices.Sorted(maps.Keys(rep.Canaries)) {
+		c := rep.Canaries[name]
+		state := fmt.Sprintf("%s at %.4g%%", c.State, 100*c.Share)
+		if c.RolledBackAtS.Happened() {
+			state = "rolled back at " + secs(float64(c.RolledBackAtS))
+			if c.TimeToRollbackS.Happened() {
+				state += ", " + secs(float64(c.TimeToRollbackS)) + " after its candidate's fault began"
+			}
+		}
+		ew.printf("  %s\n", wrapText(fmt.Sprintf("%s: %s on %s, %s", name, c.Model, strings.Join(c.Candidate, ", "), state), width-2, "    "))
+		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "version\tattempts\tfailed\tSLO met\tTTFT p50\tTTFT p99\tE2E p99\tcost/success\t\n")
+		for _, v := range []struct {
+			name   string
+			r      twin.VersionReport
+			shadow bool
+		}{{"canary", c.Canary, false}, {"baseline", c.Baseline, false}, {"shadow", c.Shadow.Latency, true}} {
+			lat := func(x float64) string {
+				if v.r.Succeeded == 0 {
+					return "-"
+				}
+				return secs(x)
+			}
+			cost := "-"
+			if v.r.Succeeded > 0 {
+				cost = fmt.Sprintf("%.6f", v.r.CostPerSuccess)
+			}
+			met := share(v.r.SLOAttainment, v.r.Attempts)
+			if v.shadow {
+				met = "-" // no client waits for a copy
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", v.name, v.r.Attempts, v.r.Failed,
+				met, lat(v.r.TTFTP50S), lat(v.r.TTFTP99S), lat(v.r.E2EP99S), cost)
+		}
+		tw.Flush()
+		sh := c.Shadow
+		if sh.Sent > 0 {
+			ew.printf("    %s\n", wrapText(fmt.Sprintf("shadow copies: %d sent, %d completed, %d failed, %d shed, %d cancelled, %d in flight at the end; none answered a client", sh.Sent, sh.Completed, sh.Failed, sh.Shed, sh.Cancelled, sh.InFlightAtEnd), width-4, "      "))
+		}
+		var mins []string
+		for _, m := range c.ShareByMinute {
+			if m == nil {
+				mins = append(mins, "-")
+			} else {
+				mins = append(mins, strconv.FormatFloat(100**m, 'f', 1, 64))
+			}
+		}
+		if len(mins) > 0 {
+			ew.printf("    %s\n", wrapText("canary share by minute (%): "+strings.Join(mins, " "), width-4, "      "))
+		}
 	}
 }
 

@@ -22,24 +22,31 @@ func TestTextGolden(t *testing.T) {
 	tests := []struct {
 		name string
 		sets []string
+		path string // a scenario file instead of the default
 	}{
-		{"default-5m", []string{"duration=5m", "warmup=1m"}},
+		{"default-5m", []string{"duration=5m", "warmup=1m"}, ""},
 		// One replica per pool, the 70B streams at 5× and a failing
 		// expectation: queueing, rejections and a FAIL line show.
 		{"overloaded", []string{"duration=5m", "warmup=1m", "pools.use-h100-8b.replicas=1",
 			"pools.euw-a100-8b.replicas=1", "pools.use-h100-70b.replicas=1", "pools.euw-a100-70b.replicas=1",
 			"workload.retail-assist.arrivals.rate=4", "workload.bank-eu-advisor.arrivals.rate=2.5",
 			"workload.research-batch.arrivals.rate=2",
-			"policy.admission.queue_limit=20", "expect[0]=interactive.ttft.p99 < 100ms"}},
+			"policy.admission.queue_limit=20", "expect[0]=interactive.ttft.p99 < 100ms"}, ""},
 		// Two faults, the tenants they displaced and where their requests
 		// went, a timeline; an expectation with no data, skipped.
 		{"faults", []string{"duration=10m", "warmup=1m",
 			`faults=["regional-outage region=eu-west at=2m for=3m", "brownout region=us-east at=4m for=2m fail=0.3"]`,
-			`expect[0]="after recovery + 10m: interactive.ttft.p99 < 2s if any"`}},
+			`expect[0]="after recovery + 10m: interactive.ttft.p99 < 2s if any"`}, ""},
+		// A canary rolled back from its browned-out candidate, with shadow
+		// copies: the canaries section and its decisions on the timeline.
+		{"canary", nil, "../../twin/testdata/canary.yaml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sc, err := scenarios.LoadNamedWithSets("default", tt.sets)
+			if tt.path != "" {
+				sc, err = scenarios.Load(tt.path)
+			}
 			require.NoError(t, err)
 			rep, err := twin.Run(context.Background(), sc, twin.Options{})
 			require.NoError(t, err)

@@ -169,6 +169,10 @@ func (c *Core) arriveShadow(now time.Duration, req *Request) Decision {
 	}
 	cr := &c.cfg.Canaries[k]
 	req.Served = cr.Model
+	if !c.canaryEligible(req, k) {
+		// Never queued where no candidate may serve it (residency).
+		return Decision{Outcome: Rejected, Reason: ReasonShadowShed}
+	}
 	if c.shadowInflight[k] < cr.ShadowSlots && c.canaryQueued(k) == 0 && c.queuedFor(req, cr.Model) == 0 {
 		if r := c.pick(now, req, cr.Model); r >= 0 {
 			c.start(now, req, r)

@@ -137,14 +137,51 @@ type rollout struct {
 	breaches int
 	width    time.Duration // of a window bucket
 	win      [2][rolloutBuckets + 1]bucket
-	rep      RolloutReport
+	// steps: each version's figures since the step began (or resumed),
+	// judged while the window holds too few canary attempts.
+	steps [2]figures
+	rep   RolloutReport
 }
 
+// figures are what a route version's attempts add up to over a span (a
+// window bucket, the window, a step).
+type figures struct {
+	attempts, failed, ok uint64
+	ttft, e2e            *ddsketch.DDSketch // seconds, succeeded attempts
+	cost, quality        float64
+}
+
+func newFigures() figures { return figures{ttft: newSketch(), e2e: newSketch()} }
+
+func (f *figures) add(ok bool, ttft, e2e time.Duration, quality, cost float64) {
+	f.attempts++
+	if ok {
+		f.ok++
+		f.ttft.Add(ttft.Seconds())
+		f.e2e.Add(e2e.Seconds())
+		f.quality += quality
+	} else {
+		f.failed++
+	}
+	f.cost += cost
+}
+
+func (f *figures) merge(o *figures) {
+	f.attempts += o.attempts
+	f.failed += o.failed
+	f.ok += o.ok
+	f.cost += o.cost
+	f.quality += o.quality
+	if o.ok > 0 {
+		_ = f.ttft.MergeWith(o.ttft) // same mapping: cannot fail
+		_ = f.e2e.MergeWith(o.e2e)
+	}
+}
+
+// bucket is one bucket of the sliding window.
 type bucket struct {
-	idx                       int64 // bucket number (time / width); -1 empty
-	attempts, failed, ok, met uint64
-	ttft, e2e                 *ddsketch.DDSketch
-	cost, quality             float64
+	idx int64 // bucket number (time / width); -1 empty
+	figures
 }
 
 // NewRollouts builds the controllers of cfg's canaries; nil without any.
@@ -168,6 +205,7 @@ func NewRollouts(cfg *Config) *Rollouts {
 				c.win[v][i].idx = -1
 			}
 		}
+		c.steps = [2]figures{newFigures(), newFigures()}
 		c.rep = RolloutReport{Name: cr.Name, Step: -1, RolledBackAt: -1,
 			Canary: newVersion(), Baseline: newVersion(), Shadow: newVersion()}
 		if len(cr.Rollout.Steps) == 0 {
@@ -222,20 +260,9 @@ func (ro *Rollouts) Observe(now time.Duration, req *Request, replica int, ok boo
 			ver = &c.rep.Canary
 		}
 		ver.add(ro.cfg, req, replica, ok, ttft, e2e, met)
-		b := c.bucket(v, now)
-		b.attempts++
-		if ok {
-			b.ok++
-			b.ttft.Add(ttft.Seconds())
-			b.e2e.Add(e2e.Seconds())
-			b.quality += ro.cfg.Models[req.Served].Quality
-		} else {
-			b.failed++
-		}
-		if met {
-			b.met++
-		}
-		b.cost += attemptCost(ro.cfg, replica, e2e)
+		quality, cost := ro.cfg.Models[req.Served].Quality, attemptCost(ro.cfg, replica, e2e)
+		c.bucket(v, now).add(ok, ttft, e2e, quality, cost)
+		c.steps[v].add(ok, ttft, e2e, quality, cost)
 		minute := int(now / time.Minute)
 		for len(c.rep.PerMinute) <= minute {
 			c.rep.PerMinute = append(c.rep.PerMinute, [2]uint64{})
@@ -282,38 +309,22 @@ func (v *RolloutVersion) add(cfg *Config, req *Request, replica int, ok bool, tt
 }
 
 // bucket is version v's window bucket for now, emptied when it is reused.
-func (c *rollout) bucket(v int, now time.Duration) *bucket {
+func (c *rollout) bucket(v int, now time.Duration) *figures {
 	idx := int64(now / c.width)
 	b := &c.win[v][idx%(rolloutBuckets+1)]
 	if b.idx != idx {
-		*b = bucket{idx: idx, ttft: newSketch(), e2e: newSketch()}
+		*b = bucket{idx: idx, figures: newFigures()}
 	}
-	return b
+	return &b.figures
 }
 
-// figures are a version's figures over the window ending now.
-type figures struct {
-	attempts, failed, ok uint64
-	ttft, e2e            *ddsketch.DDSketch
-	cost, quality        float64
-}
-
-func (c *rollout) figures(v int, now time.Duration) figures {
-	f := figures{ttft: newSketch(), e2e: newSketch()}
+// window is version v's figures over the window ending now.
+func (c *rollout) window(v int, now time.Duration) figures {
+	f := newFigures()
 	hi := int64(now / c.width)
 	for i := range c.win[v] {
-		b := &c.win[v][i]
-		if b.idx < 0 || b.idx > hi || b.idx <= hi-rolloutBuckets {
-			continue
-		}
-		f.attempts += b.attempts
-		f.failed += b.failed
-		f.ok += b.ok
-		f.cost += b.cost
-		f.quality += b.quality
-		if b.ok > 0 {
-			_ = f.ttft.MergeWith(b.ttft)
-			_ = f.e2e.MergeWith(b.e2e)
+		if b := &c.win[v][i]; b.idx >= 0 && b.idx <= hi && b.idx > hi-rolloutBuckets {
+			f.merge(&b.figures)
 		}
 	}
 	return f
@@ -346,54 +357,62 @@ func (f figures) value(t RolloutTrigger) (float64, bool) {
 	return 0, false
 }
 
-// judge evaluates the triggers over the window: fired names the first
-// that fired with its figures; clear is true when every judged figure is
-// under clearBelow of its threshold (and something was judged).
-func (c *rollout) judge(now time.Duration) (fired string, clear, enough bool, sample string) {
-	can, base := c.figures(1, now), c.figures(0, now)
-	sample = fmt.Sprintf("%d canary attempts in %s", can.attempts, c.spec.Window)
+// judge evaluates the triggers over the canary's figures can against the
+// baseline's base over the same span: fired names the first that fired,
+// with its figures; clear is true when every figure is under clearBelow of
+// its threshold (of those judged, at least one); enough is false (and
+// nothing is judged) when can holds fewer than MinRequests attempts. A
+// relative trigger is judged only with as many baseline attempts (at a
+// share of 1 the baseline has none), and a figure with no value (a
+// latency with nothing succeeded) is not judged.
+func (c *rollout) judge(can, base figures, span string) (fired string, clear, enough bool) {
 	if can.attempts < uint64(c.spec.MinRequests) {
-		return "", false, false, sample
+		return "", false, false
 	}
-	enough = true
+	sample := fmt.Sprintf("%d canary attempts %s", can.attempts, span)
+	judged := 0
 	clear = true
 	for _, t := range c.spec.Triggers {
 		v, ok := can.value(t)
 		if !ok {
-			clear = false
 			continue
 		}
 		thr, what := t.Value, ""
 		if t.Baseline > 0 {
-			if base.attempts < uint64(c.spec.MinRequests) {
-				clear = false
-				continue
-			}
 			bv, bok := base.value(t)
-			if !bok {
-				clear = false
+			if base.attempts < uint64(c.spec.MinRequests) || !bok {
 				continue
 			}
 			thr, what = t.Baseline*bv, fmt.Sprintf(" (%gx baseline %s)", t.Baseline, figure(t, bv))
 		}
-		fires := v > thr
+		op, fires := ">", v > thr
 		if t.Below {
-			fires = v < thr
+			op, fires = "<", v < thr
 		}
 		if fires {
-			op := ">"
-			if t.Below {
-				op = "<"
-			}
-			return fmt.Sprintf("%s: %s %s %s %s%s, %s", t.Text, t.name(), figure(t, v), op, figure(t, thr), what, sample), false, true, sample
+			return fmt.Sprintf("%s: %s %s %s %s%s, %s", t.Text, t.name(), figure(t, v), op, figure(t, thr), what, sample), false, true
 		}
+		judged++
 		if t.Below {
 			clear = clear && v*c.spec.ClearBelow >= thr
 		} else {
 			clear = clear && v < c.spec.ClearBelow*thr
 		}
 	}
-	return "", clear, true, sample
+	return "", clear && judged > 0, true
+}
+
+// judgeNow judges the window ending now, or, while it holds fewer than
+// MinRequests canary attempts (a small share of little traffic), the step
+// so far; span says which, for the decision's why.
+func (c *rollout) judgeNow(now time.Duration) (fired string, clear, enough bool, span string) {
+	span = "in the last " + c.spec.Window.String()
+	fired, clear, enough = c.judge(c.window(1, now), c.window(0, now), span)
+	if !enough {
+		span = "since the step began"
+		fired, clear, enough = c.judge(c.steps[1], c.steps[0], span)
+	}
+	return fired, clear, enough, span
 }
 
 func (t RolloutTrigger) name() string {
@@ -446,10 +465,11 @@ func (ro *Rollouts) Evaluate(now time.Duration) []RolloutDecision {
 func (c *rollout) evaluate(now time.Duration) (RolloutDecision, bool) {
 	steps := c.spec.Steps
 	if c.state == statePending {
-		c.state, c.step, c.since = stateStepping, 0, now
+		c.state, c.step = stateStepping, 0
+		c.newStep(now)
 		return c.move(steps[0].Share, ActStart, "the schedule begins"), true
 	}
-	fired, clear, enough, sample := c.judge(now)
+	fired, clear, enough, span := c.judgeNow(now)
 	if fired != "" {
 		c.breaches++
 		if c.breaches < c.spec.BreachFor {
@@ -471,23 +491,35 @@ func (c *rollout) evaluate(now time.Duration) (RolloutDecision, bool) {
 		if !clear {
 			return RolloutDecision{}, false
 		}
-		c.state, c.since = stateStepping, now
-		return c.move(c.share, ActResume, "every figure under "+strconv.FormatFloat(c.spec.ClearBelow*100, 'g', -1, 64)+"% of its threshold, "+sample), true
+		c.state = stateStepping
+		c.newStep(now)
+		return c.move(c.share, ActResume, fmt.Sprintf("every figure under %g%% of its threshold %s", c.spec.ClearBelow*100, span)), true
 	}
 	if c.state != stateStepping || c.step == len(steps)-1 || now-c.since < steps[c.step].For {
 		return RolloutDecision{}, false
 	}
-	if !enough {
+	if !enough || c.steps[1].attempts < uint64(c.spec.MinRequests) {
 		// Too small a sample to call the step good: it is extended.
 		return RolloutDecision{}, false
 	}
+	// The step as a whole must pass too, not only its last window.
+	if f, _, _ := c.judge(c.steps[1], c.steps[0], "since the step began"); f != "" {
+		return RolloutDecision{}, false
+	}
+	n := c.steps[1].attempts
 	c.step++
-	c.since = now
+	c.newStep(now)
 	act := ActStepUp
 	if c.step == len(steps)-1 && steps[c.step].Share >= 1 {
 		act, c.state = ActPromote, statePromoted
 	}
-	return c.move(steps[c.step].Share, act, "every check passed over "+sample), true
+	return c.move(steps[c.step].Share, act, fmt.Sprintf("every check passed over the step's %d canary attempts", n)), true
+}
+
+// newStep starts a step (or resumes one): its figures start afresh.
+func (c *rollout) newStep(now time.Duration) {
+	c.since = now
+	c.steps = [2]figures{newFigures(), newFigures()}
 }
 
 func (c *rollout) move(to float64, act, why string) RolloutDecision {

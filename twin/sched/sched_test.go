@@ -386,6 +386,7 @@ func take(c *Core) Ready {
 	rd.Dispatches = slices.Clone(rd.Dispatches)
 	rd.Transitions = slices.Clone(rd.Transitions)
 	rd.Unroutable = slices.Clone(rd.Unroutable)
+	rd.ShadowsShed = slices.Clone(rd.ShadowsShed)
 	c.Advance()
 	return rd
 }
