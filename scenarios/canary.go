@@ -293,7 +293,7 @@ func (v *validator) canaries(pools, models, tenants, classes map[string]int) {
 				continue
 			}
 			if t.SLO && !v.canaryHasSLO(c, t.Figure) {
-				v.add(at(p+".rollback_if", j), q(line), "no eligible class has a "+t.Figure+" SLO; want a duration instead of slo")
+				v.add(at(p+".rollback_if", j), q(line), "no eligible class has an SLO on "+t.Figure+"; want a duration instead of slo")
 			}
 		}
 		if sh := c.Shadow; sh != nil {

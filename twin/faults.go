@@ -779,7 +779,8 @@ func (r *runner) noteOutcome(req *request, met, lost bool) {
 // tenant and class (impact.go).
 func (r *runner) noteEnding(req *request, res Result, reason string, met bool) {
 	e := ending{tenant: req.core.Tenant, class: req.core.Class, model: req.core.Model, served: req.core.Served,
-		replica: -1, arrived: req.core.Arrived, ended: r.s.Now(), met: met, result: res, reason: reason}
+		replica: -1, arrived: req.core.Arrived, ended: r.s.Now(), met: met, result: res, reason: reason,
+		canary: req.canary}
 	if res == Completed {
 		e.replica = req.core.Replica
 	}

@@ -73,6 +73,7 @@ type ending struct {
 	met            bool
 	result         Result
 	reason         string // of a refusal
+	canary         int    // the canary (index + 1) an attempt of it was routed to; 0: none
 }
 
 // activeAt reports whether the fault was active at t.
@@ -82,13 +83,17 @@ func (f *faultRT) activeAt(t time.Duration) bool {
 
 // displacedFor reports whether a request of tenant for model is traffic
 // the fault displaced: a retirement's model, or a model one of its pools
-// serves in a pool the tenant may use.
-func (p *plan) displacedFor(f *faultRT, tenant, model int) bool {
+// serves in a pool the tenant may use. A canary's candidate pool displaces
+// only requests that were routed to its canary: no other route reaches it.
+func (p *plan) displacedFor(f *faultRT, tenant, model, canary int) bool {
 	if f.eff.onModel() {
 		return slices.Contains(f.models, model)
 	}
 	tj := p.core.Tenants[tenant].Jurisdiction
 	for _, pi := range f.pools {
+		if k := p.candidateOf(pi); k > 0 && k != canary {
+			continue
+		}
 		pool := &p.core.Pools[pi]
 		if pool.Serves[model] && (tj == "" || pool.Jurisdiction == tj || p.core.IgnoreResidency) {
 			return true
@@ -115,7 +120,7 @@ func (f *faultRT) noteEnding(p *plan, e *ending) {
 	if !during && !after && !completedLate {
 		return
 	}
-	displaced := p.displacedFor(f, e.tenant, e.model)
+	displaced := p.displacedFor(f, e.tenant, e.model, e.canary)
 	elsewhere := false
 	if e.result == Completed && displaced {
 		if f.eff.onModel() {
@@ -275,4 +280,14 @@ func sortedKeys(m map[int]*impactRT) []int {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// candidateOf is the canary (index + 1) whose candidate pool pi is; 0: none.
+func (p *plan) candidateOf(pi int) int {
+	for k, cr := range p.core.Canaries {
+		if slices.Contains(cr.Pools, pi) {
+			return k + 1
+		}
+	}
+	return 0
 }

@@ -261,6 +261,7 @@ type request struct {
 	// is its original's slab index (an original's: its copy's), linkID
 	// the other's ID, to tell a reused entry; linked while both live.
 	shadow bool
+	canary int // the canary (index + 1) an attempt was dispatched on; 0: none
 	linked bool
 	link   int
 	linkID uint64
@@ -712,6 +713,9 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 	if req.shadow {
 		r.startShadow(req, x.Replica)
 		return
+	}
+	if req.core.Route > 0 {
+		req.canary = req.core.Route
 	}
 	r.metricsRouted(req)
 	pp := &r.p.pools[rt.pool]
