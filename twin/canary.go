@@ -193,9 +193,11 @@ func (r *runner) primaryDone(req *request) {
 	}
 }
 
-// CanaryEvent is a canary decision's timeline entry, kind canary.
+// CanaryEvent is a canary decision's timeline entry, kind canary-<action>
+// (canary-start, canary-step-up, canary-promote, canary-hold,
+// canary-resume, canary-rollback).
 func CanaryEvent(at time.Duration, d sched.RolloutDecision) TimelineEvent {
-	return timelineEvent(at, "canary", fmt.Sprintf("%s: %s %s → %s: %s", d.Name, d.Action, pct(d.From), pct(d.To), d.Why))
+	return timelineEvent(at, "canary-"+d.Action, fmt.Sprintf("%s: %s → %s: %s", d.Name, pct(d.From), pct(d.To), d.Why))
 }
 
 func pct(f float64) string { return strconv.FormatFloat(f*100, 'g', 4, 64) + "%" }

@@ -636,6 +636,10 @@ func (m *Model) eventStyle(kind string) string {
 		return st.info.Render(kind)
 	case kind == "degrade":
 		return st.note.Render(kind)
+	case kind == "canary-rollback", kind == "canary-hold":
+		return st.warn.Render(kind)
+	case strings.HasPrefix(kind, "canary-"):
+		return st.info.Render(kind)
 	case kind == "fault-end", kind == "recovered", kind == "restore", kind == "ready", kind == "breaker-closed":
 		return st.ok.Render(kind)
 	}

@@ -18,7 +18,7 @@ import (
 // pathKinds are the timeline events of the degradation and recovery path.
 var pathKinds = []string{
 	"fault-start", "retirement-notice", "detected", "mitigated", "route-change",
-	"degrade", "restore", "fault-end", "recovered",
+	"degrade", "restore", "canary-hold", "canary-resume", "canary-rollback", "fault-end", "recovered",
 }
 
 // summary is the screen after q (or when the run ends), a document that
