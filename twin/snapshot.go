@@ -63,6 +63,10 @@ type PoolState struct {
 	// × max_batch): Inflight/Slots is the pool's saturation, the share of
 	// its batch slots in use, which Utilization (any batch running) is not.
 	Slots int
+	// Canary names the canary whose candidate the pool is ("" for none)
+	// and CanaryShare its share of eligible traffic now.
+	Canary      string
+	CanaryShare float64
 }
 
 // Saturation is the share of the pool's batch slots in use (0 without
@@ -208,6 +212,9 @@ func FleetState(sc *scenarios.Scenario, core *sched.Core, now time.Duration, rep
 				continue
 			}
 			ps := PoolState{Name: p.Name, Provider: p.Provider, Replicas: p.Replicas, Slots: p.Replicas * p.MaxBatch}
+			if k, ok := core.CanaryOf(pi); ok {
+				ps.Canary, ps.CanaryShare = sc.Canaries[k].Name, core.CanaryShare(k)
+			}
 			for m, model := range sc.Models {
 				if core.Serves(pi, m) {
 					ps.Models = append(ps.Models, model.Name)

@@ -225,3 +225,32 @@ func TestLatencyBreachesWithinOneRefresh(t *testing.T) {
 		t.Errorf("no frame had a request waiting past the SLO while the completed p99 was within it: the test shows nothing")
 	}
 }
+
+// A canary's candidate pool says whose it is and the share it takes, and
+// the rollback shows on the event log as a warning line with its figures.
+func TestCanaryOnTheConsole(t *testing.T) {
+	sc, err := scenarios.Load("../../twin/testdata/canary.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := twin.NewDrill(sc, twin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := newTestModel()
+	m.selPool = "neo-h100"
+	frame := func(at time.Duration) string {
+		d.Advance(at)
+		m.Update(frameMsg(Frame{Snap: d.Snapshot(), Speed: 60}))
+		return render(m, 200, 60)
+	}
+	if out := frame(10 * time.Minute); !strings.Contains(out, "candidate of canary neocloud: takes 5%") {
+		t.Errorf("at 10m the candidate's detail lacks its canary at 5%%:\n%s", out)
+	}
+	out := frame(14 * time.Minute)
+	for _, want := range []string{"candidate of canary neocloud: takes 0%", "canary-rollback", "> 2.00%"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("after the rollback the frame lacks %q:\n%s", want, out)
+		}
+	}
+}

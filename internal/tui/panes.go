@@ -933,6 +933,15 @@ func (m *Model) whyPool() []string {
 	if len(skipped) > 0 {
 		l2 += ", " + st.warn.Render("skipped by "+itoa(len(skipped))) + " (" + strings.Join(skipped, ", ") + ")"
 	}
+	if p.Canary != "" {
+		// A candidate pool is reached only through its canary: the
+		// routes' view does not apply, its share does.
+		share := st.info.Render(fmt.Sprintf("%.4g%%", 100*p.CanaryShare))
+		if p.CanaryShare == 0 {
+			share = st.warn.Render("0%")
+		}
+		l2 = "candidate of canary " + p.Canary + ": takes " + share + " of its eligible traffic"
+	}
 	var fl []string
 	for _, f := range m.frame.Snap.Faults {
 		if !f.Active || !faultHits(f.Spec, selection{Pool: p.Name, Region: ref.region, Provider: p.Provider}, false) {

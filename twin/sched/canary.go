@@ -122,6 +122,11 @@ func draw(seed, id, salt uint64) float64 {
 	return float64(z>>11) / (1 << 53)
 }
 
+// CanaryOf reports the canary whose candidate pool pi is.
+func (c *Core) CanaryOf(pi int) (k int, ok bool) {
+	return c.cfg.Pools[pi].Route - 1, c.cfg.Pools[pi].Route > 0
+}
+
 // CanaryShare is canary k's current share of eligible traffic.
 func (c *Core) CanaryShare(k int) float64 { return c.canaryShare[k] }
 
