@@ -113,3 +113,36 @@ func BenchmarkDrillHour(b *testing.B) {
 		d.Advance(d.End())
 	}
 }
+
+// BenchmarkCanary runs the canary fixture (16 req/s for 20 minutes, a
+// canary stepped to 5 % and rolled back, a tenth of the eligible requests
+// mirrored) against the same fleet with no canary (the candidate a plain
+// pool): what routing by version, the rollout's windows and the shadow
+// copies cost. Compare the two sub-benchmarks' ns/op.
+func BenchmarkCanary(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*scenarios.Scenario)
+	}{
+		{"without", func(sc *scenarios.Scenario) { sc.Canaries, sc.Expect = nil, nil }},
+		{"with", func(sc *scenarios.Scenario) { sc.Expect = nil }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			sc, err := scenarios.Load("testdata/canary.yaml")
+			if err != nil {
+				b.Fatal(err)
+			}
+			tc.mod(sc)
+			b.ReportAllocs()
+			var reqs uint64
+			for b.Loop() {
+				rep, err := Run(context.Background(), sc, Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				reqs = rep.Requests.Arrived
+			}
+			b.ReportMetric(float64(reqs)*float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+		})
+	}
+}

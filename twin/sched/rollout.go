@@ -139,8 +139,9 @@ type rollout struct {
 	win      [2][rolloutBuckets + 1]bucket
 	// steps: each version's figures since the step began (or resumed),
 	// judged while the window holds too few canary attempts.
-	steps [2]figures
-	rep   RolloutReport
+	steps   [2]figures
+	scratch [2]figures // the window's figures, reused
+	rep     RolloutReport
 }
 
 // figures are what a route version's attempts add up to over a span (a
@@ -152,6 +153,14 @@ type figures struct {
 }
 
 func newFigures() figures { return figures{ttft: newSketch(), e2e: newSketch()} }
+
+// reset empties f, keeping its sketches' memory.
+func (f *figures) reset() {
+	ttft, e2e := f.ttft, f.e2e
+	ttft.Clear()
+	e2e.Clear()
+	*f = figures{ttft: ttft, e2e: e2e}
+}
 
 func (f *figures) add(ok bool, ttft, e2e time.Duration, quality, cost float64) {
 	f.attempts++
@@ -206,6 +215,7 @@ func NewRollouts(cfg *Config) *Rollouts {
 			}
 		}
 		c.steps = [2]figures{newFigures(), newFigures()}
+		c.scratch = [2]figures{newFigures(), newFigures()}
 		c.rep = RolloutReport{Name: cr.Name, Step: -1, RolledBackAt: -1,
 			Canary: newVersion(), Baseline: newVersion(), Shadow: newVersion()}
 		if len(cr.Rollout.Steps) == 0 {
@@ -313,14 +323,19 @@ func (c *rollout) bucket(v int, now time.Duration) *figures {
 	idx := int64(now / c.width)
 	b := &c.win[v][idx%(rolloutBuckets+1)]
 	if b.idx != idx {
-		*b = bucket{idx: idx, figures: newFigures()}
+		if b.ttft == nil {
+			b.figures = newFigures()
+		}
+		b.idx = idx
+		b.reset()
 	}
 	return &b.figures
 }
 
 // window is version v's figures over the window ending now.
 func (c *rollout) window(v int, now time.Duration) figures {
-	f := newFigures()
+	f := c.scratch[v]
+	f.reset()
 	hi := int64(now / c.width)
 	for i := range c.win[v] {
 		if b := &c.win[v][i]; b.idx >= 0 && b.idx <= hi && b.idx > hi-rolloutBuckets {
@@ -519,7 +534,8 @@ func (c *rollout) evaluate(now time.Duration) (RolloutDecision, bool) {
 // newStep starts a step (or resumes one): its figures start afresh.
 func (c *rollout) newStep(now time.Duration) {
 	c.since = now
-	c.steps = [2]figures{newFigures(), newFigures()}
+	c.steps[0].reset()
+	c.steps[1].reset()
 }
 
 func (c *rollout) move(to float64, act, why string) RolloutDecision {
