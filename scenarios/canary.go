@@ -247,6 +247,8 @@ func (v *validator) canaries(pools, models, tenants, classes map[string]int) {
 			owner[name] = c.Name
 			if pl := s.Pools[pools[name]]; !contains(pl.Models, c.Model) {
 				v.add(cp, q(name), fmt.Sprintf("the pool does not serve %s; want a pool whose models list it", c.Model))
+			} else if pl.Replicas == 0 {
+				v.add(cp, q(name), "the pool has no replicas: the canary's share would wait for capacity that never comes; want a pool with replicas")
 			}
 		}
 		v.refs(p+".tenants", c.Tenants, tenants, "tenant", false)

@@ -62,7 +62,9 @@ func (r *runner) observeAttempt(req *request, ri int, ok, met bool) {
 	}
 	now := r.s.Now()
 	ttft := time.Duration(0)
-	if req.firstAt > 0 {
+	if req.firstAt >= req.dispatchedAt {
+		// (A retry's first token may be an earlier attempt's: then the
+		// attempt's own is not known, and 0 is recorded.)
 		ttft = req.firstAt - req.dispatchedAt
 	}
 	r.rollouts.Observe(now, &req.core, ri, ok, ttft, now-req.dispatchedAt, met)
