@@ -278,3 +278,22 @@ func TestConfigRefusesAPoolInTwoCanaries(t *testing.T) {
 	_, err := New(cfg)
 	require.ErrorContains(t, err, "already a candidate")
 }
+
+// A canary request the candidate cannot take (every breaker open past its
+// deadline, with deadline checks on) is served by the baseline, not
+// refused.
+func TestCanaryUnavailableFallsBackToTheBaseline(t *testing.T) {
+	c := canaryFixture(func(cfg *Config) {
+		cfg.DeadlineCheck = true
+		cfg.Health = Health{Threshold: 1, OpenFor: time.Hour}
+	})
+	c.SetCanaryShare(0, 0, 1)
+	c.Observe(0, 2, false) // the candidate's one replica: its breaker opens
+	take(c)
+	r := req(0, 0, 0)
+	r.Deadline = time.Minute
+	d := c.Arrive(time.Second, r)
+	require.Equal(t, Dispatched, d.Outcome)
+	require.Zero(t, r.Route)
+	require.NotEqual(t, 1, poolOf(c, r))
+}

@@ -592,6 +592,24 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 	if !req.NoCanary && len(c.cfg.Canaries) > 0 {
 		req.Route = c.drawRoute(req)
 	}
+	d := c.arrive(now, req)
+	if req.Route > 0 && (d.Outcome == Rejected || d.Outcome == Deferred) &&
+		d.Reason != ReasonTenantConcurrency && d.Reason != ReasonTenantTokens {
+		// The canary cannot take it (its candidate down past the
+		// deadline, its queue full): the baseline does, as if it had
+		// been drawn there. A canary costs a request latency, never its
+		// answer.
+		req.Route = 0
+		d = c.arrive(now, req)
+	}
+	return d
+}
+
+// arrive is Arrive on the route version drawn: admission, then the model
+// chain.
+func (c *Core) arrive(now time.Duration, req *Request) Decision {
+	req.Served = req.Model
+	req.Fallback = false
 	cls := c.cfg.Classes[req.Class]
 
 	if d, ok := c.admitTenant(now, req, cls); !ok {
