@@ -18,6 +18,7 @@ Feature: The scenario library
 
     Examples: game days
       | scenario                 |
+      | gameday-canary-rollback  |
       | gameday-cpu-fallback     |
       | gameday-driver-upgrade   |
       | gameday-full             |
@@ -31,3 +32,8 @@ Feature: The scenario library
     Given the library scenario "gameday-regional-outage"
     Then the gateway detects the outage within 1m
     And no request leaves its jurisdiction
+
+  Scenario: The canary game day rolls its canary back at the trace's peak, unseen by clients
+    Given the library scenario "gameday-canary-rollback"
+    Then the canary is rolled back within 2m15s
+    And shadow traffic never reaches the tenant
