@@ -163,6 +163,19 @@ func table() []*step {
 			example: "Given the fleet's own expectations are dropped",
 			do:      func(_ context.Context, w *world, _ []string) error { return w.set("expect=[]") }},
 
+		// Route versions (canary.go): a canary's or a shadow's candidate
+		// pools are reachable only through it.
+		{keyword: "Given", pattern: `^a canary of "([^"]+)" at (\S+)(?: for "([^"]+)")?$`,
+			doc: "Send a fixed share (a fraction or a percentage) of the eligible traffic of the pool's model to the candidate pool (or pools, comma-separated), for one tenant or every tenant whose jurisdiction it may serve; the other pools of the model are the baseline. " +
+				"Its checks, from the start of the run: `" + canaryErrorTrigger + "`, and `" + canaryTTFTTrigger + "` when a class has a TTFT objective, judged every 30s over a 2m window of at least 20 canary attempts; a breach rolls it back to 0. " +
+				"It replaces the fleet's own canaries (`--set canaries=[...]`).",
+			example: `Given a canary of "neo-h100" at 5% for "retail"`,
+			do:      addCanary},
+		{keyword: "Given", pattern: `^shadow traffic of (\S+) to "([^"]+)"(?: for "([^"]+)")?$`,
+			doc:     "Mirror a share of the eligible traffic to the candidate pool: the shadow of its canary, or a shadow-only route (no canary share) when the steps added none. Copies' answers are discarded, outside the tenants' quotas and the run's request counts, and the first shed.",
+			example: `Given shadow traffic of 10% to "neo-h100"`,
+			do:      addShadow},
+
 		// Faults. Times are from the start of the run; a fault without "for"
 		// lasts to the end.
 		{keyword: "When", pattern: `^region (\S+) goes down at (\S+)(?: for (\S+))?$`,
@@ -428,6 +441,18 @@ func table() []*step {
 			doc:     "Every GPU job submitted (the scenario's `jobs:` streams) completed within its window.",
 			example: "Then batch jobs complete within their window",
 			do:      jobsInWindow},
+		{keyword: "Then", pattern: `^the canary(?: "([^"]+)")? is rolled back within (\S+)$`,
+			doc:     "The canary (the one the steps added, or the fleet's only one) went back to 0 within this long of the start of the last fault on its candidate pools (`canaries.NAME.time_to_rollback_s`). Fails saying the time measured, or that it was not rolled back, or rolled back before any fault, with its decisions and why.",
+			example: "Then the canary is rolled back within 2m30s",
+			do:      rolledBack(true)},
+		{keyword: "Then", pattern: `^the canary(?: "([^"]+)")? is not rolled back$`,
+			doc:     "The canary was never rolled back, whatever the faults; a failure says when and why it was.",
+			example: `Then the canary "neo-h100" is not rolled back`,
+			do:      rolledBack(false)},
+		{keyword: "Then", pattern: `^shadow traffic never reaches the tenant$`,
+			doc:     "Shadow copies are invisible to clients: the run's requests, classes and tenants count exactly the requests the clients sent, no copy was served outside its tenant's jurisdiction, and with every canary's share held at 0 the scenario run with its shadows and without them gives byte-identical requests, classes and tenants (two more twin runs).",
+			example: "Then shadow traffic never reaches the tenant",
+			do:      shadowInvisible},
 		{keyword: "Then", pattern: `^the report shows (.+)$`,
 			doc:     "Any expectation of the scenario syntax (docs/scenarios.md#expect), scoped or not.",
 			example: "Then the report shows during regional-outage(us-east): requests.timed_out <= 100",

@@ -31,6 +31,10 @@ type world struct {
 	sets    []string // --set overrides, in order
 	faults  []string // fault lines: the base's, then those the steps add
 	edited  bool     // faults changed: emit faults=[...]
+	// canaries the steps added (canary.go): emitted as canaries=[...],
+	// replacing the fleet's own, once one is added.
+	canaries       []stepCanary
+	canariesEdited bool
 
 	live    bool     // tagged @live: runs on the live harness
 	speed   float64  // live: time compression (0: liverun's default)
@@ -95,6 +99,9 @@ func (w *world) allSets(extra ...string) []string {
 	out := append([]string(nil), w.sets...)
 	if w.edited {
 		out = append(out, "faults="+yamlList(w.faults))
+	}
+	if w.canariesEdited {
+		out = append(out, w.canariesSet())
 	}
 	return append(out, extra...)
 }
@@ -335,6 +342,17 @@ func (w *world) failed(expected, measured, label, note string, expect []string) 
 // repro is the fleetdrill run command that runs the same scenario with
 // these expectations added to its own.
 func (w *world) repro(expect []string) string {
+	extra := []string{}
+	if len(expect) > 0 {
+		all := append(append([]string(nil), w.baseExpect()...), expect...)
+		extra = append(extra, "expect="+yamlList(all))
+	}
+	return w.reproSets(extra)
+}
+
+// reproSets is the fleetdrill run command of the scenario with these
+// overrides added, and flags after them.
+func (w *world) reproSets(extra []string, flags ...string) string {
 	args := []string{"fleetdrill", "run", shell.Quote(w.base)}
 	if w.live {
 		args = append(args, "--live")
@@ -345,15 +363,10 @@ func (w *world) repro(expect []string) string {
 			args = append(args, "--replicas", strconv.Itoa(w.perPool))
 		}
 	}
-	extra := []string{}
-	if len(expect) > 0 {
-		all := append(append([]string(nil), w.baseExpect()...), expect...)
-		extra = append(extra, "expect="+yamlList(all))
-	}
 	for _, s := range w.allSets(extra...) {
 		args = append(args, "--set", shell.Quote(s))
 	}
-	return strings.Join(args, " ")
+	return strings.Join(append(args, flags...), " ")
 }
 
 func (w *world) baseExpect() []string {
