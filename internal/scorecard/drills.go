@@ -33,7 +33,17 @@ type drills struct {
 // runCmd is a `fleetdrill run` command line that reproduces a whole-fleet
 // drill with the faults given and expect replaced by expect.
 func (d *drills) runCmd(faults []string, expect []string, extra ...string) string {
-	return d.cmdWith(d.sets, faults, expect, extra...)
+	return d.cmdWith(append(slices.Clone(d.sets), d.noCanaries()...), faults, expect, extra...)
+}
+
+// noCanaries drops the scenario's own canaries, as clone does: the drills
+// measure the fleet as routed without them (the canary drill brings its
+// own).
+func (d *drills) noCanaries() []string {
+	if len(d.base.Canaries) == 0 {
+		return nil
+	}
+	return []string{"canaries=[]"}
 }
 
 func (d *drills) cmdWith(sets, faults, expect []string, extra ...string) string {
@@ -56,7 +66,7 @@ func (d *drills) cmdWith(sets, faults, expect []string, extra ...string) string 
 // traffic on the provider alone.
 const IsolationMethod = "provider-only fleet: every other provider's pool is set to 0 replicas, and only the " +
 	"streams the provider may serve are kept (tenant's jurisdiction allows one of its regions, model listed by one " +
-	"of its pools); the scenario's own faults, jobs and expectations are left out"
+	"of its pools); the scenario's own faults, jobs, canaries and expectations are left out"
 
 // clone copies sc deeply enough for the drills to change pools, streams,
 // faults and expectations.
@@ -66,6 +76,7 @@ func clone(sc *scenarios.Scenario) *scenarios.Scenario {
 	c.Workload = slices.Clone(sc.Workload)
 	c.Faults = nil
 	c.Expect = nil
+	c.Canaries = nil
 	return &c
 }
 
@@ -156,7 +167,7 @@ func (d *drills) isolationSets(mult float64) []string {
 	if len(d.base.Jobs) > 0 {
 		sets = append(sets, "jobs=[]")
 	}
-	return sets
+	return append(sets, d.noCanaries()...)
 }
 
 // isolated loads the provider-only fleet with its arrival rates
@@ -555,11 +566,268 @@ func (b *Boundary) gate(cmd string) GateItem {
 	return g
 }
 
-// Fallback is stage 5: each fallback route exercised.
+// Fallback is stage 5: each fallback route exercised, and traffic moved
+// to the provider by a canary going back to the incumbent by itself.
 type Fallback struct {
 	Pass   bool            `json:"pass"`
 	Drills []FallbackDrill `json:"drills"`
 	Note   string          `json:"note,omitempty"`
+	// Canaries are the rollback drills, one per model the provider and
+	// another provider both serve; CanaryNote says why there is none.
+	Canaries   []CanaryDrill `json:"canaries"`
+	CanaryNote string        `json:"canary_note,omitempty"`
+}
+
+// fallbacksPass is the model-fallback drills' verdict (the quality gate
+// item).
+func (f *Fallback) fallbacksPass() bool {
+	for _, d := range f.Drills {
+		if !d.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// canariesPass is the canary drills' verdict.
+func (f *Fallback) canariesPass() bool {
+	for _, c := range f.Canaries {
+		if !c.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// CanaryDrill puts a share of one model's traffic on the provider's pools
+// as a canary beside the incumbent (the other providers' pools, its
+// baseline) on the whole fleet, then browns the provider's pools out: the
+// canary must be rolled back within its window plus one evaluation, and
+// the failed canary attempts retried on the baseline, so that no request
+// is lost.
+type CanaryDrill struct {
+	Model     string   `json:"model"`
+	Candidate []string `json:"candidate"`
+	// Tenants are those eligible: they send the model and may be served
+	// both by the provider and by the incumbent (a tenant only the
+	// provider may serve has nothing to roll back to).
+	Tenants []string `json:"tenants"`
+	// Share is the canary's share of their traffic: enough for twice the
+	// minimum sample in a window at the measured rate, 5 % to 50 %.
+	Share     float64  `json:"share"`
+	RateRPS   float64  `json:"eligible_rate_rps"`
+	Triggers  []string `json:"rollback_if"`
+	Faults    []string `json:"faults"`
+	Command   string   `json:"command"`
+	BoundS    float64  `json:"bound_s"` // the window plus one evaluation
+	State     string   `json:"state"`
+	RolledAtS float64  `json:"rolled_back_at_s"` // -1: never
+	// TimeToRollbackS is from the brownout's start (-1: never rolled
+	// back, or rolled back before it).
+	TimeToRollbackS float64 `json:"time_to_rollback_s"`
+	// RequestsLost: requests of the eligible tenants with no answer while
+	// the brownout lasted. OthersLost: other tenants' (not scored): a
+	// candidate pool is reachable only through its canary, so a tenant
+	// that only the provider's pools may serve goes unserved in the drill.
+	RequestsLost uint64 `json:"requests_lost"`
+	OthersLost   uint64 `json:"others_lost"`
+	Why          string `json:"why,omitempty"` // the rollback decision's
+	Pass         bool   `json:"pass"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// The canary drill's schedule and triggers: the schema's defaults for the
+// window, the evaluation and the sample; the brownout of the game day
+// gameday-canary-rollback.
+const (
+	canaryWindow   = 2 * time.Minute
+	canaryEvery    = 30 * time.Second
+	canaryMinReqs  = 20
+	canaryBrownout = "fail=0.2 latency=800ms"
+	canaryName     = "scorecard"
+)
+
+// canaryShare is a share that puts twice the minimum sample in a window at
+// the eligible rate, rounded up to a percent, from 5 % to 50 %.
+func canaryShare(rate float64) float64 {
+	if rate <= 0 {
+		return 0.5
+	}
+	s := math.Ceil(100*2*canaryMinReqs/(rate*canaryWindow.Seconds())) / 100
+	return math.Min(0.5, math.Max(0.05, s))
+}
+
+// servesIn reports whether a pool other than the provider's (other) or of
+// the provider (!other) with replicas serves model m where tenant may be
+// served.
+func (d *drills) servesIn(m, tenant string, other bool) bool {
+	j := d.tenant(tenant).Jurisdiction
+	for _, p := range d.base.Pools {
+		if (p.Provider != d.provider) != other || p.Replicas == 0 || !slices.Contains(p.Models, m) {
+			continue
+		}
+		if j == "" || d.base.Policy.Routing.IgnoreResidency || d.jurisdiction(p.Region) == j {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *drills) canaries() ([]CanaryDrill, string, error) {
+	start, length := d.window()
+	at, span := start+length/4, length/2
+	var out []CanaryDrill
+	var skipped, trial []string
+	var models []string
+	for _, i := range d.pools {
+		for _, m := range d.base.Pools[i].Models {
+			if !slices.Contains(models, m) {
+				models = append(models, m)
+			}
+		}
+	}
+	// The requests each tenant sends of each model in the measured
+	// window (trace streams assign tenants by their mapping).
+	sent := map[[2]string]int{}
+	if _, err := twin.Arrivals(clone(d.base), func(a twin.Arrival) error {
+		if a.At >= start {
+			sent[[2]string{d.base.Models[a.Model].Name, d.base.Tenants[a.Tenant].Name}]++
+		}
+		return nil
+	}); err != nil {
+		return nil, "", fmt.Errorf("scorecard: workload: %w", err)
+	}
+	for _, m := range models {
+		cd := CanaryDrill{Model: m, Triggers: []string{"error_rate > 2%"}, RolledAtS: -1, TimeToRollbackS: -1,
+			BoundS: (canaryWindow + canaryEvery).Seconds()}
+		bought := false
+		for _, i := range d.pools {
+			if p := d.base.Pools[i]; p.Replicas > 0 && slices.Contains(p.Models, m) {
+				if d.base.Bought(i) {
+					// A canary names pools: entries only, not the
+					// purchasable types a trial buys.
+					bought = true
+					continue
+				}
+				cd.Candidate = append(cd.Candidate, p.Name)
+			}
+		}
+		if bought && len(cd.Candidate) == 0 {
+			trial = append(trial, m)
+			continue
+		}
+		n := 0
+		for _, t := range d.base.Tenants {
+			if k := sent[[2]string{m, t.Name}]; k > 0 && d.servesIn(m, t.Name, false) && d.servesIn(m, t.Name, true) {
+				cd.Tenants = append(cd.Tenants, t.Name)
+				n += k
+			}
+		}
+		if len(cd.Candidate) == 0 || len(cd.Tenants) == 0 {
+			skipped = append(skipped, m)
+			continue
+		}
+		if length > 0 {
+			cd.RateRPS = round(float64(n)/length.Seconds(), 3)
+		}
+		cd.Share = canaryShare(cd.RateRPS)
+		if slices.ContainsFunc(d.base.Classes, func(c scenarios.Class) bool { return c.SLO.TTFT > 0 }) {
+			cd.Triggers = append(cd.Triggers, "ttft_p99 > slo")
+		}
+		for _, p := range cd.Candidate {
+			cd.Faults = append(cd.Faults, fmt.Sprintf("brownout pool=%s at=%s for=%s %s", p, dur(at), dur(span), canaryBrownout))
+		}
+		canary := fmt.Sprintf("canaries=[{name: %s, model: %s, candidate: [%s], tenants: [%s], steps: [{share: %g}], evaluate_every: %s, window: %s, min_requests: %d, rollback_if: [%s]}]",
+			canaryName, m, strings.Join(cd.Candidate, ", "), strings.Join(cd.Tenants, ", "), cd.Share, canaryEvery, canaryWindow, canaryMinReqs, quoted(cd.Triggers))
+		sets := append(slices.Clone(d.sets), canary)
+		csc, err := scenarios.LoadNamedWithSets(d.scenario, sets)
+		if err != nil {
+			return nil, "", fmt.Errorf("scorecard: the canary drill of %s: %w", m, err)
+		}
+		csc.Faults, csc.Expect = slices.Clone(cd.Faults), nil
+		expect := []string{fmt.Sprintf("canaries.%s.time_to_rollback_s <= %s", canaryName, dur(canaryWindow+canaryEvery))}
+		for _, p := range cd.Candidate {
+			for _, t := range cd.Tenants {
+				expect = append(expect, fmt.Sprintf("faults.brownout(%s).tenants.%s.lost == 0", p, t))
+			}
+		}
+		cd.Command = d.cmdWith(sets, cd.Faults, expect)
+		rep, err := d.run(csc, twin.Options{})
+		if err != nil {
+			return nil, "", err
+		}
+		cr := rep.Canaries[canaryName]
+		if cr == nil {
+			return nil, "", fmt.Errorf("scorecard: the canary drill of %s: no canary in the report", m)
+		}
+		cd.State = cr.State
+		for _, f := range rep.Faults {
+			mine := uint64(0)
+			for _, t := range cd.Tenants {
+				if im := f.Tenants[t]; im != nil {
+					mine += im.Lost
+				}
+			}
+			cd.RequestsLost += mine
+			cd.OthersLost += f.RequestsLost - min(mine, f.RequestsLost)
+		}
+		for _, dc := range cr.Decisions {
+			if dc.Action == "rollback" {
+				cd.Why = dc.Why
+			}
+		}
+		if cr.RolledBackAtS.Happened() {
+			cd.RolledAtS = float64(cr.RolledBackAtS)
+		}
+		if cr.TimeToRollbackS.Happened() {
+			cd.TimeToRollbackS = float64(cr.TimeToRollbackS)
+		}
+		cd.Pass = cd.TimeToRollbackS >= 0 && cd.TimeToRollbackS <= cd.BoundS && cd.RequestsLost == 0
+		switch {
+		case cd.RolledAtS < 0:
+			cd.Reason = fmt.Sprintf("not rolled back (state %s at the end)", cr.State)
+		case cd.TimeToRollbackS < 0:
+			cd.Reason = fmt.Sprintf("rolled back at %gs, before the brownout: the provider failed the checks on its own", cd.RolledAtS)
+		case cd.TimeToRollbackS > cd.BoundS:
+			cd.Reason = fmt.Sprintf("rolled back after %gs, later than the window plus one evaluation (%gs)", cd.TimeToRollbackS, cd.BoundS)
+		case cd.RequestsLost > 0:
+			cd.Reason = fmt.Sprintf("%d requests of %s lost during the brownout", cd.RequestsLost, strings.Join(cd.Tenants, ", "))
+		}
+		out = append(out, cd)
+	}
+	var notes []string
+	if len(trial) > 0 {
+		notes = append(notes, "not drilled for "+strings.Join(trial, ", ")+": the provider's pools serving it are purchasable types bought for the trial, and a canary's candidate must be a pool of the scenario's pools: list")
+	}
+	if len(skipped) > 0 {
+		notes = append(notes, "no incumbent to roll back to for "+strings.Join(skipped, ", ")+": no other provider serves it to a tenant the provider may serve")
+	}
+	return out, strings.Join(notes, "; "), nil
+}
+
+func quoted(list []string) string {
+	q := make([]string, len(list))
+	for i, x := range list {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, ", ")
+}
+
+// evidence is a canary drill's line of the gate.
+func (c *CanaryDrill) evidence() string {
+	s := fmt.Sprintf("canary of %s at %g%% on %s for %s, %s", c.Model, c.Share*100, strings.Join(c.Candidate, ","), strings.Join(c.Tenants, ","), strings.Join(c.Faults, " + "))
+	if c.TimeToRollbackS >= 0 {
+		s += fmt.Sprintf(": time_to_rollback_s=%g (bound %gs), requests lost %d", c.TimeToRollbackS, c.BoundS, c.RequestsLost)
+	} else {
+		s += fmt.Sprintf(": time_to_rollback_s never, requests lost %d", c.RequestsLost)
+	}
+	if c.Reason != "" {
+		s += " (" + c.Reason + ")"
+	}
+	if c.OthersLost > 0 {
+		s += fmt.Sprintf("; %d requests of other tenants lost (a candidate is reachable only through its canary: not scored)", c.OthersLost)
+	}
+	return s
 }
 
 // FallbackDrill retires one model from the provider-only fleet.
@@ -577,7 +845,7 @@ type FallbackDrill struct {
 }
 
 func (d *drills) fallback() (*Fallback, error) {
-	f := &Fallback{Pass: true}
+	f := &Fallback{Canaries: []CanaryDrill{}}
 	reg := twin.Registry(d.base)
 	start, length := d.window()
 	at, span := start+length/4, length/2
@@ -638,12 +906,16 @@ func (d *drills) fallback() (*Fallback, error) {
 		case !fd.QualityOK:
 			fd.Reason = "a fallback's quality is below a class floor"
 		}
-		f.Pass = f.Pass && fd.Pass
 		f.Drills = append(f.Drills, fd)
 	}
 	if len(f.Drills) == 0 {
 		f.Note = "no model the provider serves has fallbacks: nothing to exercise"
 	}
+	var err error
+	if f.Canaries, f.CanaryNote, err = d.canaries(); err != nil {
+		return nil, err
+	}
+	f.Pass = f.fallbacksPass() && f.canariesPass()
 	return f, nil
 }
 
@@ -655,7 +927,7 @@ func passWord(ok bool) string {
 }
 
 func (f *Fallback) gate(cmd string) GateItem {
-	g := GateItem{Name: "quality (fallbacks served within class floors)", Pass: f.Pass, Command: cmd}
+	g := GateItem{Name: "quality (fallbacks served within class floors)", Pass: f.fallbacksPass(), Command: cmd}
 	for _, d := range f.Drills {
 		if d.Command != "" {
 			g.Command = d.Command
@@ -748,9 +1020,33 @@ func (d *drills) poolNames() []string {
 	return out
 }
 
-// rollback takes one replica of the provider's pool with the shortest cold
-// start down for a while and checks that it recovers.
-func (d *drills) rollback() (GateItem, error) {
+// rollback is the gate's rollback item: the canary drills of stage 5 and
+// a replica's recovery.
+func (d *drills) rollback(f *Fallback) (GateItem, error) {
+	g, err := d.recovery()
+	if err != nil || f == nil {
+		return g, err
+	}
+	// The canary drills of stage 5 come first: traffic moved to the
+	// provider goes back to the incumbent by itself.
+	var parts []string
+	for _, c := range f.Canaries {
+		parts = append(parts, c.evidence())
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no canary drill: "+f.CanaryNote)
+	} else {
+		g.Command = f.Canaries[0].Command
+	}
+	g.Name = "rollback (a browned-out canary of the provider goes back to the incumbent within the window plus one evaluation, nothing lost; a fault with for= recovers)"
+	g.Pass = g.Pass && f.canariesPass()
+	g.Evidence = strings.Join(parts, " | ") + "; node loss: " + g.Evidence
+	return g, nil
+}
+
+// recovery takes one replica of the provider's pool with the shortest
+// cold start down for a while and checks that it recovers.
+func (d *drills) recovery() (GateItem, error) {
 	g := GateItem{Name: "rollback (a fault on the provider with for= recovers)", Command: d.cmd}
 	best := -1
 	for _, i := range d.pools {

@@ -170,6 +170,25 @@ func (c *Card) Markdown() string {
 			}
 			w("\n")
 		}
+		w("\nRollback to the incumbent (a canary of the provider on the whole fleet, browned out; bound: the window plus one evaluation):\n\n")
+		if f.CanaryNote != "" {
+			w("%s\n\n", f.CanaryNote)
+		}
+		if len(f.Canaries) > 0 {
+			w("| model | candidate | tenants | share | brownout | rolled back after | requests lost | result |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+		}
+		for _, c := range f.Canaries {
+			ttr := "never"
+			if c.TimeToRollbackS >= 0 {
+				ttr = fmt.Sprintf("%gs (bound %gs)", c.TimeToRollbackS, c.BoundS)
+			}
+			res := mark(c.Pass)
+			if c.Reason != "" {
+				res += ": " + c.Reason
+			}
+			w("| %s | %s | %s | %g%% | %s | %s | %d (other tenants %d) | %s |\n", c.Model, strings.Join(c.Candidate, ", "), strings.Join(c.Tenants, ", "),
+				c.Share*100, cell(strings.Join(c.Faults, "; ")), ttr, c.RequestsLost, c.OthersLost, cell(res))
+		}
 	}
 	return b.String()
 }

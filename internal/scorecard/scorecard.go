@@ -159,7 +159,7 @@ func Run(ctx context.Context, o Options) (*Card, error) {
 	if err != nil {
 		return nil, err
 	}
-	rb, err := d.rollback()
+	rb, err := d.rollback(c.Fallback)
 	if err != nil {
 		return nil, err
 	}

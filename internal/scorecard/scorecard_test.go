@@ -95,6 +95,22 @@ func TestDefaultGPUCloudB(t *testing.T) {
 	require.Equal(t, "llama-3.1-70b", c.Fallback.Drills[0].Model)
 	require.Positive(t, c.Fallback.Drills[0].FallbackRequests)
 
+	// The canary drills: research (unbound) is eligible, bank-eu has no
+	// incumbent in the EU; each brownout is rolled back within the window
+	// plus one evaluation, research losing nothing.
+	require.Len(t, c.Fallback.Canaries, 2)
+	for _, cd := range c.Fallback.Canaries {
+		require.Equal(t, []string{"research"}, cd.Tenants, cd.Model)
+		require.True(t, cd.Pass, cd.Reason)
+		require.GreaterOrEqual(t, cd.TimeToRollbackS, 0.0)
+		require.LessOrEqual(t, cd.TimeToRollbackS, 150.0)
+		require.Zero(t, cd.RequestsLost)
+		require.Contains(t, cd.Why, "error_rate > 2%")
+	}
+	rb := gateItem(t, c, "rollback")
+	require.Contains(t, rb.Evidence, "canary of llama-3.1-8b at 50% on euw-a100-8b for research, brownout pool=euw-a100-8b at=165s for=90s fail=0.2 latency=800ms: time_to_rollback_s=15 (bound 150s), requests lost 0")
+	require.Contains(t, rb.Command, `--set 'expect=["canaries.scorecard.time_to_rollback_s <= 150s", "faults.brownout(euw-a100-8b).tenants.research.lost == 0"]'`)
+
 	require.True(t, c.Latency.Pass)
 	require.GreaterOrEqual(t, c.Latency.LastPassing, 1.0)
 	require.Equal(t, 120.0, c.Latency.ColdStarts["euw-a100-8b"])
@@ -141,4 +157,46 @@ func TestInvalid(t *testing.T) {
 		var ie *InvalidError
 		require.True(t, errors.As(err, &ie), "%+v: %v", o, err)
 	}
+}
+
+// TestCanaryRollbackDrill: fallback readiness needs traffic on the
+// provider to go back to the incumbent by itself, in time, with nothing
+// lost; the card says which of these failed.
+func TestCanaryRollbackDrill(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sets   []string
+		pass   bool
+		reason string
+	}{
+		{"retried on the incumbent", nil, true, ""},
+		// Without retries a failed canary attempt is the client's answer.
+		{"no retries", []string{"policy.retries.max_attempts=1"}, false, "requests of research lost during the brownout"},
+		// Against a 10 ms TTFT objective the provider fails the canary's
+		// checks before any brownout.
+		{"slow on its own", []string{"classes.interactive.slo.ttft=10ms"}, false, "before the brownout: the provider failed the checks on its own"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := card(t, "gpu-cloud-b", tc.sets...)
+			cd := c.Fallback.Canaries[0]
+			require.Equal(t, "llama-3.1-8b", cd.Model)
+			require.Equal(t, tc.pass, cd.Pass, cd.Reason)
+			require.Equal(t, tc.pass, gateItem(t, c, "rollback").Pass)
+			require.False(t, !tc.pass && c.Fallback.Pass, "a failed canary drill fails stage 5")
+			if tc.reason != "" {
+				require.Contains(t, cd.Reason, tc.reason)
+				require.Contains(t, gateItem(t, c, "rollback").Evidence, tc.reason)
+			}
+		})
+	}
+}
+
+// TestCanaryDrillNeedsAnIncumbent: a trial provider (purchasable types)
+// cannot be a canary's candidate, and the card says so rather than
+// inventing a pass or a failure.
+func TestCanaryDrillNeedsAnIncumbent(t *testing.T) {
+	c := card(t, "gpu-cloud-c")
+	require.Empty(t, c.Fallback.Canaries)
+	require.Contains(t, c.Fallback.CanaryNote, "purchasable types bought for the trial")
+	require.Contains(t, gateItem(t, c, "rollback").Evidence, "no canary drill: not drilled for llama-3.1-8b, llama-3.1-70b")
 }
