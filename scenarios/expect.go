@@ -168,8 +168,8 @@ func parseOp(s string) (Expectation, error) {
 		if op != "==" && op != "!=" {
 			return Expectation{}, fmt.Errorf("expectation %q: never compares with == or != only: a time that never came is neither less nor more than a value", s)
 		}
-		if f := lhs[strings.LastIndexByte(lhs, '.')+1:]; !strings.HasPrefix(f, "time_to_") || !strings.HasSuffix(f, "_s") {
-			return Expectation{}, fmt.Errorf("expectation %q: never compares with a fault's time (time_to_detect_s, _mitigate_s, _recover_s, _impact_s), not with %s; for a figure that may have no data, end the line with \"if any\"", s, f)
+		if f := lhs[strings.LastIndexByte(lhs, '.')+1:]; (!strings.HasPrefix(f, "time_to_") || !strings.HasSuffix(f, "_s")) && f != "rolled_back_at_s" {
+			return Expectation{}, fmt.Errorf("expectation %q: never compares with a time that may not come (a fault's time_to_detect_s, _mitigate_s, _recover_s, _impact_s; a canary's time_to_rollback_s or rolled_back_at_s), not with %s; for a figure that may have no data, end the line with \"if any\"", s, f)
 		}
 		e.Never = true
 		return e, nil

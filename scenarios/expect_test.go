@@ -68,7 +68,7 @@ func TestParseExpectation(t *testing.T) {
 		{in: "faults.model-retirement(big).time_to_impact_s == never", want: Expectation{LHS: "faults.model-retirement(big).time_to_impact_s", Op: "==", Never: true}},
 		{in: "faults.brownout(eu).time_to_detect_s != never", want: Expectation{LHS: "faults.brownout(eu).time_to_detect_s", Op: "!=", Never: true}},
 		{in: "x < never", wantErr: "never compares with == or != only"},
-		{in: "interactive.ttft.p99 == never", wantErr: "never compares with a fault's time"},
+		{in: "interactive.ttft.p99 == never", wantErr: "never compares with a time that may not come"},
 		{in: "interactive.slo_attainment >= 0.99 if any", want: Expectation{LHS: "interactive.slo_attainment", Op: ">=", Value: 0.99, IfAny: true}},
 		{in: "after recovery + 5m: interactive.ttft.p99 < 2s if any", want: Expectation{LHS: "interactive.ttft.p99", Op: "<", Value: 2, IsDuration: true, IfAny: true, Scope: "after", Fault: "recovery", Offset: 5 * time.Minute}},
 		{in: "x < if any", wantErr: "has nothing right of <"},

@@ -47,10 +47,33 @@ func (r *runner) evaluateRollouts() {
 	for _, d := range r.rollouts.Evaluate(now) {
 		r.core.SetCanaryShare(now, d.Canary, d.To)
 		r.addEvent(CanaryEvent(now, d))
+		r.canaryActed(now, d)
 	}
 	r.dispatch()
 	if at := r.rollouts.NextAt(); at <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
 		r.s.At(at, r.evaluateRollouts)
+	}
+}
+
+// canaryActed records what a rollback or a hold says of the faults active
+// on the canary's candidate: a trigger that fires detects them, and a
+// rollback, moving the canary's traffic to the baseline, mitigates them.
+func (r *runner) canaryActed(now time.Duration, d sched.RolloutDecision) {
+	if d.Action != sched.ActRollback && d.Action != sched.ActHold {
+		return
+	}
+	for _, f := range r.faults {
+		if !f.active || !slices.ContainsFunc(f.pools, func(pi int) bool { return r.p.candidateOf(pi) == d.Canary+1 }) {
+			continue
+		}
+		if f.detected < 0 {
+			f.detected = now
+			r.addEvent(timelineEvent(now, "detected", fmt.Sprintf("%s after %v: canary %s's trigger fired", f.label, (now-f.start).Round(time.Millisecond), d.Name)))
+		}
+		if d.Action == sched.ActRollback && f.mitigated < 0 {
+			f.mitigated = now
+			r.addEvent(timelineEvent(now, "mitigated", fmt.Sprintf("%s: canary %s rolled back to the baseline, %v after the fault began", f.label, d.Name, (now-f.start).Round(time.Millisecond))))
+		}
 	}
 }
 
@@ -245,12 +268,13 @@ type VersionReport struct {
 	Failed    uint64 `json:"failed"`
 	Succeeded uint64 `json:"succeeded"`
 	// ErrorRate is failed/attempts; SLOAttainment the share of attempts
-	// whose request met its class's SLO on them.
-	ErrorRate     float64 `json:"error_rate"`
-	SLOAttainment float64 `json:"slo_attainment"`
-	TTFTP50S      float64 `json:"ttft_p50_s"`
-	TTFTP99S      float64 `json:"ttft_p99_s"`
-	E2EP99S       float64 `json:"e2e_p99_s"`
+	// whose request met its class's SLO on them (null for shadow copies,
+	// which no client waits for).
+	ErrorRate     float64  `json:"error_rate"`
+	SLOAttainment *float64 `json:"slo_attainment"`
+	TTFTP50S      float64  `json:"ttft_p50_s"`
+	TTFTP99S      float64  `json:"ttft_p99_s"`
+	E2EP99S       float64  `json:"e2e_p99_s"`
 	// Cost is the replica time the attempts held (price per replica-hour
 	// × time ÷ batch slots); CostPerSuccess divides it by the succeeded.
 	Cost           float64 `json:"cost"`
@@ -293,7 +317,7 @@ func CanaryReports(sc *scenarios.Scenario, ro *sched.Rollouts, cfg *sched.Config
 		c := sc.Canaries[k]
 		cr := &CanaryReport{Model: c.Model, Candidate: c.Candidate, State: rr.State, Share: rr.Share,
 			RolledBackAtS: Never, TimeToRollbackS: Never,
-			Canary: versionReport(rr.Canary), Baseline: versionReport(rr.Baseline)}
+			Canary: versionReport(rr.Canary, false), Baseline: versionReport(rr.Baseline, false)}
 		for _, d := range rr.Decisions {
 			cr.Decisions = append(cr.Decisions, CanaryDecision{AtS: round(d.At.Seconds(), 6), Action: d.Action,
 				From: d.From, To: d.To, Why: d.Why})
@@ -322,7 +346,7 @@ func CanaryReports(sc *scenarios.Scenario, ro *sched.Rollouts, cfg *sched.Config
 		}
 		sh := rr.Shadow
 		cr.Shadow = ShadowReport{Sent: rr.ShadowSent, Completed: sh.Succeeded, Failed: sh.Failed, Shed: rr.ShadowShed,
-			Cancelled: rr.ShadowCancelled, Latency: versionReport(sh), ResidencyViolations: residency}
+			Cancelled: rr.ShadowCancelled, Latency: versionReport(sh, true), ResidencyViolations: residency}
 		if done := sh.Attempts + rr.ShadowShed + rr.ShadowCancelled; rr.ShadowSent > done {
 			cr.Shadow.InFlightAtEnd = rr.ShadowSent - done
 		}
@@ -331,14 +355,19 @@ func CanaryReports(sc *scenarios.Scenario, ro *sched.Rollouts, cfg *sched.Config
 	return out
 }
 
-func versionReport(v sched.RolloutVersion) VersionReport {
-	vr := VersionReport{Attempts: v.Attempts, Failed: v.Failed, Succeeded: v.Succeeded, Cost: round(v.Cost, 6)}
+func versionReport(v sched.RolloutVersion, shadow bool) VersionReport {
+	// Costs keep nine decimals: a request's share of a replica-hour is
+	// millionths of the currency unit.
+	vr := VersionReport{Attempts: v.Attempts, Failed: v.Failed, Succeeded: v.Succeeded, Cost: round(v.Cost, 9)}
 	if v.Attempts > 0 {
 		vr.ErrorRate = round(float64(v.Failed)/float64(v.Attempts), 6)
-		vr.SLOAttainment = round(float64(v.SLOMet)/float64(v.Attempts), 6)
+		if !shadow {
+			a := round(float64(v.SLOMet)/float64(v.Attempts), 6)
+			vr.SLOAttainment = &a
+		}
 	}
 	if v.Succeeded > 0 {
-		vr.CostPerSuccess = round(v.Cost/float64(v.Succeeded), 6)
+		vr.CostPerSuccess = round(v.Cost/float64(v.Succeeded), 9)
 		q := func(sk *ddsketch.DDSketch, p float64) float64 {
 			x, err := sk.GetValueAtQuantile(p)
 			if err != nil {

@@ -130,11 +130,13 @@ func TestShadowAccountsForEveryCopy(t *testing.T) {
 func TestCanaryNotRolledBackIsNever(t *testing.T) {
 	rep := runCanary(t, loadCanary(t, func(sc *scenarios.Scenario) {
 		sc.Faults = nil
-		sc.Expect = []string{"canaries.neocloud.time_to_rollback_s == never", "canaries.neocloud.time_to_rollback_s < 2m"}
+		sc.Expect = []string{"canaries.neocloud.time_to_rollback_s == never", "canaries.neocloud.time_to_rollback_s < 2m",
+			"canaries.neocloud.rolled_back_at_s == never"}
 	}))
 	require.True(t, rep.Expectations[0].Pass)
 	require.False(t, rep.Expectations[1].Pass)
 	require.Equal(t, "not rolled back", rep.Expectations[1].NoData)
+	require.True(t, rep.Expectations[2].Pass)
 	require.Equal(t, "stepping", rep.Canaries["neocloud"].State)
 }
 

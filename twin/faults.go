@@ -715,13 +715,14 @@ func (r *runner) observeProbe(ri int, ok bool) {
 // noteServed updates the faults' mitigation and recovery times when a
 // request completes on replica ri.
 func (r *runner) noteServed(req *request, ri int) {
-	noteServed(r.p, r.faults, r.s.Now(), ri, req.core.Model, req.core.Served, r.addEvent)
+	noteServed(r.p, r.faults, r.s.Now(), ri, req.core.Model, req.core.Served, req.canary, r.addEvent)
 }
 
 // noteServed updates faults' mitigation and recovery when a request for
-// model completes at now on replica ri, answered by model served, and
-// records what changed with event.
-func noteServed(p *plan, fs []*faultRT, now time.Duration, ri, model, served int, event func(TimelineEvent)) {
+// model completes at now on replica ri, answered by model served (an
+// attempt of it routed to canary, index + 1, or 0), and records what
+// changed with event.
+func noteServed(p *plan, fs []*faultRT, now time.Duration, ri, model, served, canary int, event func(TimelineEvent)) {
 	for _, f := range fs {
 		affected := slices.Contains(f.replicas, ri)
 		if f.eff.onModel() {
@@ -730,7 +731,7 @@ func noteServed(p *plan, fs []*faultRT, now time.Duration, ri, model, served int
 			}
 			affected = served == model
 		}
-		if ev, ok := f.served(now, affected, p.displaced(f, model)); ok {
+		if ev, ok := f.served(now, affected, p.displaced(f, model, canary)); ok {
 			event(ev)
 		}
 	}
@@ -755,9 +756,13 @@ func (f *faultRT) served(now time.Duration, affected, displaced bool) (TimelineE
 }
 
 // displaced reports whether a request for model is traffic the fault
-// displaced: a model the fault's pools served.
-func (p *plan) displaced(f *faultRT, model int) bool {
+// displaced: a model the fault's pools served (a canary's candidate pool
+// serves only the requests routed to its canary).
+func (p *plan) displaced(f *faultRT, model, canary int) bool {
 	for _, pi := range f.pools {
+		if k := p.candidateOf(pi); k > 0 && k != canary {
+			continue
+		}
 		if p.core.Pools[pi].Serves[model] {
 			return true
 		}

@@ -305,7 +305,7 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(Timelin
 		met = rec.t.complete(&served{class: o.Class, tenant: o.Tenant, arrived: o.At, ttft: o.TTFT, e2e: o.Ended - o.At,
 			wait: o.Wait, output: o.Output, fallback: o.ServedModel != o.Model, pool: pool}, measured)
 		if o.Replica >= 0 {
-			noteServed(rec.p, rec.faults, o.Ended, o.Replica, o.Model, o.ServedModel, event)
+			noteServed(rec.p, rec.faults, o.Ended, o.Replica, o.Model, o.ServedModel, 0, event)
 		}
 	case Rejected:
 		if measured {

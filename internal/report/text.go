@@ -265,10 +265,9 @@ func canaries(ew *errWriter, rep *twin.Report) {
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "version\tattempts\tfailed\tSLO met\tTTFT p50\tTTFT p99\tE2E p99\tcost/success\t\n")
 		for _, v := range []struct {
-			name   string
-			r      twin.VersionReport
-			shadow bool
-		}{{"canary", c.Canary, false}, {"baseline", c.Baseline, false}, {"shadow", c.Shadow.Latency, true}} {
+			name string
+			r    twin.VersionReport
+		}{{"canary", c.Canary}, {"baseline", c.Baseline}, {"shadow", c.Shadow.Latency}} {
 			lat := func(x float64) string {
 				if v.r.Succeeded == 0 {
 					return "-"
@@ -279,9 +278,9 @@ func canaries(ew *errWriter, rep *twin.Report) {
 			if v.r.Succeeded > 0 {
 				cost = fmt.Sprintf("%.6f", v.r.CostPerSuccess)
 			}
-			met := share(v.r.SLOAttainment, v.r.Attempts)
-			if v.shadow {
-				met = "-" // no client waits for a copy
+			met := "-" // no client waits for a copy
+			if a := v.r.SLOAttainment; a != nil {
+				met = share(*a, v.r.Attempts)
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t\n", v.name, v.r.Attempts, v.r.Failed,
 				met, lat(v.r.TTFTP50S), lat(v.r.TTFTP99S), lat(v.r.E2EP99S), cost)
