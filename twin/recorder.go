@@ -119,8 +119,8 @@ type mark struct {
 	eject   sched.Ejection // markEjection
 	to      sched.BreakerState
 	from    sched.BreakerState
-	status  int // markRefusal
-	out     int // markOutcome: index in outs
+	status  int           // markRefusal
+	out     int           // markOutcome: index in outs
 	event   TimelineEvent // markEvent
 }
 

@@ -79,5 +79,9 @@ func TestLiveCanaryRollsBackLikeTheTwin(t *testing.T) {
 	reg := s.gw.Registry()
 	require.Equal(t, float64(live.Requests.Arrived), promtest.Value(t, reg, "fleetdrill_gateway_requests_total", nil, false),
 		"the gateway counted the replay's requests, not their copies")
-	require.Equal(t, float64(sh.Sent-sh.InFlightAtEnd), promtest.Value(t, reg, "fleetdrill_shadow_requests_total", nil, false))
+	// A copy in flight when the report was taken may have ended since
+	// (copies do not hold the drain): the series counts every copy ended.
+	ended := promtest.Value(t, reg, "fleetdrill_shadow_requests_total", nil, false)
+	require.GreaterOrEqual(t, ended, float64(sh.Sent-sh.InFlightAtEnd))
+	require.LessOrEqual(t, ended, float64(sh.Sent))
 }

@@ -128,6 +128,9 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 // scenario's policy the live gateway does not carry out: run live, they
 // would be dropped silently and the comparison with the twin would compare
 // two policies.
+//
+// Canaries and their shadow traffic run live (the gateway's canary.go), to
+// emulated and external candidates alike: nothing of them is refused.
 func checkPolicy(sc *scenarios.Scenario) error {
 	var errs []error
 	// The gateway runs the ladder (sched.Ladder, as the twin), bar the
