@@ -94,6 +94,9 @@ type Recorder struct {
 	faults []*faultRT
 	outs   []Outcome
 	marks  []mark
+	// canaries is the replay's canary reports (SetCanaries); nil: their
+	// shape only, from rollouts that never ran.
+	canaries map[string]*CanaryReport
 }
 
 type markKind uint8
@@ -105,6 +108,7 @@ const (
 	markEjection
 	markRefusal
 	markOutcome
+	markEvent
 )
 
 type mark struct {
@@ -115,8 +119,9 @@ type mark struct {
 	eject   sched.Ejection // markEjection
 	to      sched.BreakerState
 	from    sched.BreakerState
-	status  int // markRefusal
-	out     int // markOutcome: index in outs
+	status  int           // markRefusal
+	out     int           // markOutcome: index in outs
+	event   TimelineEvent // markEvent
 }
 
 // NewRecorder prepares a report for the scenario as the replay runs it (its
@@ -192,6 +197,16 @@ func (rec *Recorder) Refusal(at time.Duration, replica, status int) {
 	rec.marks = append(rec.marks, mark{at: at, kind: markRefusal, replica: replica, status: status})
 }
 
+// Event records an entry of the replay's timeline that only the replay
+// knows, such as a canary's decision (CanaryEvent).
+func (rec *Recorder) Event(ev TimelineEvent) {
+	rec.marks = append(rec.marks, mark{at: time.Duration(ev.TS * float64(time.Second)), kind: markEvent, event: ev})
+}
+
+// SetCanaries gives the report its canaries, built by CanaryReports from
+// the replay's rollouts and the faults as it injected them.
+func (rec *Recorder) SetCanaries(c map[string]*CanaryReport) { rec.canaries = c }
+
 // Add records a request's outcome.
 func (rec *Recorder) Add(o Outcome) {
 	rec.marks = append(rec.marks, mark{at: o.Ended, kind: markOutcome, out: len(rec.outs)})
@@ -252,6 +267,8 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 					event(timelineEvent(m.at, "detected", fmt.Sprintf("%s: upstream answered %d, %v after the fault began", f.label, m.status, (m.at-f.start).Round(time.Millisecond))))
 				}
 			}
+		case markEvent:
+			event(m.event)
 		case markOutcome:
 			o := &rec.outs[m.out]
 			rec.record(o, warmup, event)
@@ -330,7 +347,13 @@ func (rec *Recorder) assemble(end time.Duration, dispatched []uint64) *Report {
 	for i, n := range dispatched {
 		pools[i].Dispatched = n
 	}
-	return assembleReport(rec.p, &rec.t, rec.faults, end, pools)
+	rep := assembleReport(rec.p, &rec.t, rec.faults, end, pools)
+	rep.Canaries = rec.canaries
+	if rep.Canaries == nil {
+		// Their shape, so that expectations on them resolve.
+		rep.Canaries = CanaryReports(rec.p.sc, sched.NewRollouts(&rec.p.core), &rec.p.core, nil, 0)
+	}
+	return rep
 }
 
 // randFor is the stream a run named name would draw from.

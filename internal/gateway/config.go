@@ -69,6 +69,11 @@ type Config struct {
 	BackendKey string
 	// Seed seeds the retry jitter.
 	Seed uint64
+	// HoldCanaries holds the canaries' schedule (scenario canaries:) until
+	// StartCanaries gives its origin; false: it starts with the gateway. A
+	// replay starts it with its first request, so that a canary's start,
+	// its steps and its time to rollback count from where the twin's do.
+	HoldCanaries bool
 	// MaxBodyBytes bounds a request body: 413 request_too_large beyond
 	// it; default DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64

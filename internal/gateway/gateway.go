@@ -69,9 +69,21 @@ type Gateway struct {
 	heldPeak int                  // most held at once
 	ladder   *sched.Ladder        // the degradation ladder (degrade.go); nil without one
 
+	// Canaries (canary.go): the rollouts (nil without canaries) over the
+	// core's configuration, their clock's origin, the copies in the core.
+	coreCfg         sched.Config
+	ro              *sched.Rollouts
+	roOrigin        time.Duration // on the gateway's clock
+	roStarted       bool
+	roKick          chan struct{} // StartCanaries wakes canaryLoop
+	shadows         map[uint64]*shadow
+	nextShadow      uint64
+	shadowResidency uint64 // copies served outside their tenant's jurisdiction
+
 	probeCancel context.CancelFunc // stops the probes and the ladder's evaluations
 	probeCtx    context.Context    // theirs
 	trials      sync.WaitGroup     // probes sent as half-open breakers' trials
+	shadowWG    sync.WaitGroup     // shadow copies being sent (canary.go)
 	probeWG     sync.WaitGroup
 }
 
@@ -245,6 +257,11 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.ladder = sched.NewLadder(core)
+	g.coreCfg = core
+	if g.ro = sched.NewRollouts(&g.coreCfg); g.ro != nil {
+		g.shadows, g.roKick = map[uint64]*shadow{}, make(chan struct{}, 1)
+		g.roStarted = !cfg.HoldCanaries
+	}
 	g.wake = time.AfterFunc(time.Hour, g.onWake)
 	g.wake.Stop()
 	g.metrics = newMetrics(g)
@@ -259,13 +276,18 @@ func New(cfg Config) (*Gateway, error) {
 		g.probeWG.Add(1)
 		go g.ladderLoop(ctx)
 	}
+	if g.ro != nil {
+		g.probeWG.Add(1)
+		go g.canaryLoop(ctx)
+	}
 	return g, nil
 }
 
 // Registry returns the registry the gateway's metrics are on.
 func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
 
-// Close stops the probes, the ladder's evaluations and the wake-up timer and
+// Close stops the probes, the ladder's and the canaries' evaluations, the
+// shadow copies in flight and the wake-up timer and
 // closes idle upstream connections. Call it after the HTTP server has shut down.
 func (g *Gateway) Close() {
 	g.mu.Lock()
@@ -273,6 +295,7 @@ func (g *Gateway) Close() {
 	g.mu.Unlock()
 	g.probeWG.Wait()
 	g.trials.Wait()
+	g.shadowWG.Wait()
 	g.mu.Lock()
 	g.closed = true
 	g.wake.Stop()
@@ -346,9 +369,15 @@ func (g *Gateway) deliver(now time.Duration) {
 			g.obs.Ejection(now, e, rep.pool)
 		}
 	}
+	for _, req := range rd.ShadowsShed {
+		if sh, ok := g.shadows[req.ID]; ok {
+			g.endShadowLocked(sh, shadowShed)
+		}
+	}
 	for _, d := range rd.Dispatches {
 		c, ok := g.waiting[d.Req.ID]
 		if !ok {
+			g.deliverShadow(d)
 			continue
 		}
 		delete(g.waiting, d.Req.ID)

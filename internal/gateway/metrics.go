@@ -73,7 +73,21 @@ type metrics struct {
 	degraded     *prometheus.CounterVec // action: what the ladder did to a request
 	ejections    *prometheus.CounterVec // pool: latency outliers ejected
 	ejectedDesc  *prometheus.Desc       // pool: replicas out of routing as latency outliers now
+
+	// Canaries (canary.go): the rollouts' shares and decisions, and the
+	// shadow copies by how they ended. Copies are in no other series.
+	canaryShare     *prometheus.GaugeVec   // canary
+	canaryDecisions *prometheus.CounterVec // canary, action
+	shadows         *prometheus.CounterVec // canary, outcome
 }
+
+// canaryActions are the rollouts' actions, the labels of
+// fleetdrill_canary_decisions_total.
+var canaryActions = []string{sched.ActStart, sched.ActStepUp, sched.ActPromote, sched.ActHold, sched.ActResume, sched.ActRollback}
+
+// shadowOutcomes are how a shadow copy ends, the labels of
+// fleetdrill_shadow_requests_total.
+var shadowOutcomes = []string{shadowCompleted, shadowFailed, shadowShed, shadowCancelled}
 
 // Actions of the degradation ladder on requests, the labels of
 // fleetdrill_gateway_degraded_requests_total, as the twin's report counts
@@ -184,6 +198,14 @@ func newMetrics(g *Gateway) *metrics {
 			[]string{"pool"}),
 		ejectedDesc: prometheus.NewDesc("fleetdrill_gateway_ejected_replicas",
 			"Replicas out of routing as latency outliers now (policy.health.outlier), by pool.", []string{"pool"}, nil),
+		canaryShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetdrill_canary_share",
+			Help: "Each canary's share of its eligible traffic now (0 to 1), as its rollout last set it."}, []string{"canary"}),
+		canaryDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetdrill_canary_decisions_total",
+			Help: "Decisions of each canary's rollout by action (start, step-up, promote, hold, resume, rollback)."},
+			[]string{"canary", "action"}),
+		shadows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetdrill_shadow_requests_total",
+			Help: "Shadow copies sent to each canary's candidate, by how they ended (completed, failed, shed, cancelled); never answered to a client nor counted in the request series."},
+			[]string{"canary", "outcome"}),
 	}
 }
 
@@ -195,7 +217,8 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		reg.Register(m.fbFailed),
 		reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
 		reg.Register(m.retries), reg.Register(m.hedges), reg.Register(m.scrapeErrors), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
-		reg.Register(m.degraded), reg.Register(m.ejections), reg.Register(coreCollector{m}), reg.Register(m.g.faultCollector()))
+		reg.Register(m.degraded), reg.Register(m.ejections), reg.Register(coreCollector{m}), reg.Register(m.g.faultCollector()),
+		reg.Register(m.canaryShare), reg.Register(m.canaryDecisions), reg.Register(m.shadows))
 }
 
 // zero creates the counters whose label values the scenario fixes, at 0,
@@ -230,6 +253,17 @@ func (m *metrics) zero() {
 	if g.ladder != nil {
 		for _, a := range []string{degradedShed, degradedCapped, degradedSubstituted} {
 			m.degraded.WithLabelValues(a)
+		}
+	}
+	for _, c := range g.sc.Canaries {
+		m.canaryShare.WithLabelValues(c.Name).Set(0)
+		for _, a := range canaryActions {
+			m.canaryDecisions.WithLabelValues(c.Name, a)
+		}
+		if c.Shadow != nil {
+			for _, o := range shadowOutcomes {
+				m.shadows.WithLabelValues(c.Name, o)
+			}
 		}
 	}
 }

@@ -37,6 +37,11 @@ type Observer struct {
 	// Ladder is called when the degradation ladder engages or releases a
 	// rung; change.Detail is the twin's timeline text for it.
 	Ladder func(at time.Duration, change sched.LadderChange)
+	// Canary is called on every decision of a canary's rollout (start,
+	// step-up, promote, hold, resume, rollback), once the gateway has
+	// applied its share. d.At is on the canaries' clock (see
+	// Config.HoldCanaries), at on the gateway's, as every callback's.
+	Canary func(at time.Duration, d sched.RolloutDecision)
 }
 
 // View calls fn with the scheduler core and the core's clock, under the

@@ -222,6 +222,7 @@ type request struct {
 	ttft       time.Duration // model time
 	reason     string        // of a rejection (X-Fleetdrill-Reason)
 	shed       int           // deferrals by the degradation ladder (degrade.go), before any offer
+	shadow     *shadow       // its copy to a canary's candidate, while it may be cancelled with it (canary.go)
 
 	// Where the last attempt went (scenario names), for the metrics.
 	served, pool, region string
@@ -349,6 +350,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	if !done {
 		outcome, status = g.run(ctx, w, q)
 	}
+	g.primaryDone(q)
 
 	g.first.done(q.c.req.ID)
 	g.mu.Lock()
@@ -369,6 +371,9 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 	for {
 		var d sched.Decision
 		d, next = g.admit(&q.c)
+		if next.Action == sched.Wait && next.FirstAdmit {
+			g.mirror(q)
+		}
 		switch next.Action {
 		case sched.Reoffer:
 			if next.Retry {
@@ -695,11 +700,13 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	if u.err != nil || u.readErr != nil {
 		if ctx.Err() != nil {
 			g.metrics.attempts.WithLabelValues(be.pool, "cancelled").Inc()
+			g.cancelledAttempt(ctx, q, rep)
 			g.finish(&q.c, rep, false, false, 0)
 			return resCancelled, "", 0
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
 		g.attemptFailed(rep, 0, true)
+		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry, q.lastMsg = 0, 0, "upstream unreachable or unresponsive"
 		return resRetry, "", 0
@@ -709,6 +716,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	case upstreamFailed(resp.StatusCode):
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
 		g.attemptFailed(rep, resp.StatusCode, true)
+		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry = resp.StatusCode, 0
 		q.lastMsg = fmt.Sprintf("upstream answered %d", resp.StatusCode)
@@ -728,6 +736,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		// keeps the pool out of routing for the Retry-After, as the twin
 		// does.
 		g.throttle(rep, q.lastRetry)
+		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, false, false, 0)
 		return resRetry, "", 0
 	}
@@ -822,6 +831,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		// The client went away (or its deadline passed) mid-response.
 		u.cancel()
 		g.metrics.attempts.WithLabelValues(be.pool, "cancelled").Inc()
+		g.cancelledAttempt(ctx, q, rep)
 		g.finish(&q.c, rep, false, false, 0)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			if events && writeErr == nil {
@@ -836,6 +846,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
 		g.attemptFailed(rep, 0, true)
+		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
 		return resDone, outFailed, resp.StatusCode
 	}
@@ -849,6 +860,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	if usage != nil {
 		g.reconcile(&q.c, usage)
 	}
+	g.attemptEnded(q, rep, outcome == outCompleted)
 	g.finish(&q.c, rep, true, true, q.ttft)
 	return resDone, outcome, resp.StatusCode
 }

@@ -128,6 +128,9 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 // scenario's policy the live gateway does not carry out: run live, they
 // would be dropped silently and the comparison with the twin would compare
 // two policies.
+//
+// Canaries and their shadow traffic run live (the gateway's canary.go), to
+// emulated and external candidates alike: nothing of them is refused.
 func checkPolicy(sc *scenarios.Scenario) error {
 	var errs []error
 	// The gateway runs the ladder (sched.Ladder, as the twin), bar the
@@ -173,6 +176,26 @@ type replay struct {
 	t0      time.Duration
 	started bool
 	pending []func(t0 time.Duration) // marks before t0 was known
+	// spans are the faults as injected (replay time, the pools their
+	// replicas are in), for the canaries' time to rollback.
+	spans []twin.FaultSpan
+}
+
+// faultSpan is a fault injected at at on replicas, as the canaries' report
+// reads it.
+func faultSpan(sc *scenarios.Scenario, at time.Duration, replicas []int) twin.FaultSpan {
+	sp := twin.FaultSpan{Start: at}
+	names := replicaPools(sc)
+	for _, ri := range replicas {
+		if ri < 0 || ri >= len(names) {
+			continue
+		}
+		pi := slices.IndexFunc(sc.Pools, func(p scenarios.Pool) bool { return p.Name == names[ri] })
+		if pi >= 0 && !slices.Contains(sp.Pools, pi) {
+			sp.Pools = append(sp.Pools, pi)
+		}
+	}
+	return sp
 }
 
 // mark records into the recorder with the replay's origin, or keeps the
@@ -226,7 +249,11 @@ func (r *replay) run(ctx context.Context, fl *hybrid, plans []twin.FaultPlan, ar
 		fn(r.t0)
 	}
 	r.pending = nil
+	t0 := r.t0
 	r.mu.Unlock()
+	// The canaries' schedule counts from the replay's start, as the
+	// twin's from its run's (outside mu: the gateway's lock comes first).
+	r.gw.StartCanaries(t0)
 
 	// Requests get a context that the end of the drain cancels: what is
 	// still running then is in flight at the end.
@@ -304,6 +331,7 @@ func (r *replay) runFaults(ctx context.Context, fl *hybrid, plans []twin.FaultPl
 			r.mark(func(t0 time.Duration) {
 				at := r.gw.Now() - t0
 				r.rec.FaultStarted(i, at)
+				r.spans = append(r.spans, faultSpan(r.sc, at, p.Replicas))
 				if r.onEvent != nil {
 					r.onEvent(twin.FaultStartEvent(at, p.Label, p.Spec.String(), len(p.Replicas), ""))
 				}

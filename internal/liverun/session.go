@@ -200,6 +200,15 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 				r.mark(func(t0 time.Duration) { rec.Refusal(at-t0, replica, status) })
 			}
 		},
+		// A canary's decision goes on the report's timeline, as in the
+		// twin's.
+		Canary: func(at time.Duration, d sched.RolloutDecision) {
+			r.mark(func(t0 time.Duration) {
+				ev := twin.CanaryEvent(at-t0, d)
+				rec.Event(ev)
+				s.timeline = append(s.timeline, ev)
+			})
+		},
 		Ladder: func(at time.Duration, ch sched.LadderChange) {
 			kind := "restore" // the twin's timeline kinds
 			if ch.Engaged {
@@ -209,7 +218,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		},
 	}
 	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.h.backends(), Keys: keys, Seed: sc.Seed, ReplaySecret: r.secret,
-		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D()}); err != nil {
+		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D(), HoldCanaries: true}); err != nil {
 		return nil, err
 	}
 	if err := checkReplicas(sc, s.h, s.gw); err != nil {
@@ -422,6 +431,7 @@ func (s *Session) Inject(line string) (string, error) {
 	s.r.mu.Lock()
 	s.ops[idx] = op
 	s.rec.FaultStarted(idx, now)
+	s.r.spans = append(s.r.spans, faultSpan(s.sc, now, plan.Replicas))
 	s.timeline = append(s.timeline, twin.FaultStartEvent(now, plan.Label, sp.String(), len(plan.Replicas), "by the operator"))
 	s.r.mu.Unlock()
 	if sp.For > 0 {
@@ -513,8 +523,19 @@ func (s *Session) Report() (*twin.Report, error) {
 			s.reportErr = s.runErr
 			return
 		}
+		// The canaries, from the gateway's rollouts and the faults as
+		// injected: read under the gateway's lock, before r.mu (its
+		// observer callbacks take r.mu under the gateway's lock).
+		s.r.mu.Lock()
+		spans := slices.Clone(s.r.spans)
+		s.r.mu.Unlock()
+		var canaries map[string]*twin.CanaryReport
+		s.gw.CanaryInputs(func(ro *sched.Rollouts, cfg *sched.Config, residency uint64) {
+			canaries = twin.CanaryReports(s.sc, ro, cfg, spans, residency)
+		})
 		s.r.mu.Lock()
 		defer s.r.mu.Unlock()
+		s.rec.SetCanaries(canaries)
 		s.report, s.reportErr = s.rec.Report(s.end, s.streams)
 		if s.reportErr != nil {
 			s.reportErr = fmt.Errorf("live report: %w", s.reportErr)

@@ -1,0 +1,410 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Canaries and shadow traffic, live. The routing is the core's (a new
+// request of a canary's model is drawn onto the canary by its share, a
+// candidate pool is reachable only through its canary), the schedule and
+// the rollback triggers are sched.Rollouts', the twin's too
+// (twin/canary.go drives them the same way). The gateway:
+//
+//   - evaluates the rollouts at their NextAt, in model time, and applies
+//     each decision's share (Core.SetCanaryShare): logged, counted,
+//     reported to the Observer;
+//   - feeds Rollouts.Observe the end of every attempt of an original (ok
+//     or failed, its time to first byte and end to end from dispatch,
+//     whether it met its class's SLO), and sends the retry of a failed
+//     canary attempt to the baseline (NoCanary): the canary costs the
+//     client latency, never its answer;
+//   - mirrors an original, once first admitted, when Core.Shadow says so:
+//     a copy of the same body, offered to the core as a shadow of the
+//     canary (its own ID space, no tenant quota, candidate replicas only,
+//     the first shed), sent upstream while the core holds it, its answer
+//     read and discarded. A copy is never answered to a client and never
+//     counted in the request series, the tenant's quotas or the
+//     lifecycle; its figures go to the canary's (Rollouts.Observe and
+//     ShadowEnded) and to fleetdrill_shadow_requests_total. When the
+//     canary's shadow cancels with its primary, the copy is cancelled
+//     when the original ends.
+//
+// NB: a copy holds a goroutine only while the core holds it dispatched,
+// and the core dispatches at most ShadowSlots copies per canary at once;
+// a queued copy is a map entry, so copies never grow the gateway's
+// goroutines beyond that bound, whatever the load.
+
+// shadowIDBase keeps copies' IDs apart from the originals' (g.nextID), as
+// the twin's.
+const shadowIDBase = 1 << 62
+
+// Outcomes of a shadow copy, each counted once when it ends.
+const (
+	shadowCompleted = "completed"
+	shadowFailed    = "failed"
+	shadowShed      = "shed"
+	shadowCancelled = "cancelled"
+)
+
+// shadow is one copy in the core (queued or dispatched). Its fields are
+// guarded by the gateway's mu, bar q and body, which are set before the
+// copy is offered and then only read.
+type shadow struct {
+	k       int // the canary
+	req     sched.Request
+	q       request // what call needs: path, body, stream, class, the key
+	running bool
+	// cancelled: its original ended and its canary cancels copies with
+	// their primary; stop ends a running copy's call.
+	cancelled bool
+	stop      context.CancelFunc
+	ended     bool
+}
+
+// roNow is the canaries' clock: model time since their origin. Called
+// with mu held.
+func (g *Gateway) roNow(now time.Duration) time.Duration { return now - g.roOrigin }
+
+// StartCanaries starts the canaries' schedule with its origin at, on the
+// gateway's clock (Now): a canary's start and steps, and the times its
+// report gives, count from there. Only with Config.HoldCanaries; a second
+// call does nothing.
+func (g *Gateway) StartCanaries(at time.Duration) {
+	if g.ro == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.roStarted {
+		return
+	}
+	g.roOrigin, g.roStarted = at, true
+	select {
+	case g.roKick <- struct{}{}:
+	default:
+	}
+}
+
+// canaryLoop evaluates the rollouts at their NextAt (model time) until ctx
+// ends; started with the gateway when it has canaries.
+func (g *Gateway) canaryLoop(ctx context.Context) {
+	defer g.probeWG.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	for {
+		g.mu.Lock()
+		wait := time.Duration(-1) // none due: wait for StartCanaries
+		if g.roStarted {
+			if next := g.ro.NextAt(); next != math.MaxInt64 {
+				wait = max(g.clk.wall(next-g.roNow(g.now())), 0)
+			}
+		}
+		g.mu.Unlock()
+		var tc <-chan time.Time
+		if wait >= 0 {
+			t.Reset(wait)
+			tc = t.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.roKick:
+			t.Stop()
+			continue
+		case <-tc:
+		}
+		g.evaluateCanaries()
+	}
+}
+
+// evaluateCanaries runs the rollouts' due evaluations and applies their
+// decisions.
+func (g *Gateway) evaluateCanaries() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || !g.roStarted {
+		return
+	}
+	now := g.now()
+	for _, d := range g.ro.Evaluate(g.roNow(now)) {
+		g.core.SetCanaryShare(now, d.Canary, d.To)
+		g.log.Info("canary", "canary", d.Name, "action", d.Action, "from", d.From, "to", d.To, "why", d.Why)
+		g.metrics.canaryShare.WithLabelValues(d.Name).Set(d.To)
+		g.metrics.canaryDecisions.WithLabelValues(d.Name, d.Action).Inc()
+		if g.obs.Canary != nil {
+			g.obs.Canary(now, d)
+		}
+	}
+	// A share of 0 moves the canary's queued requests to the baseline,
+	// which may dispatch them.
+	g.deliver(now)
+}
+
+// attemptEnded feeds the rollouts an attempt of q's original on replica
+// rep that ended now: answered (ok) or not. A failed canary attempt's
+// retry goes to the baseline.
+func (g *Gateway) attemptEnded(q *request, rep int, ok bool) {
+	if g.ro == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !ok && q.c.req.Route > 0 {
+		q.c.req.NoCanary = true
+	}
+	if !g.roStarted {
+		return
+	}
+	now := g.now()
+	c := &q.c
+	e2e := now - c.dispatched
+	var ttft time.Duration
+	met := false
+	if ok {
+		// q.ttft counts from arrival; the rollouts want the replica's
+		// own, from dispatch, as the twin gives them.
+		if q.ttft > 0 {
+			ttft = max(q.ttft-(c.dispatched-c.req.Arrived), 0)
+		}
+		met = g.metSLO(c.req.Class, q.ttft, now-c.req.Arrived, c.req.Output)
+	}
+	g.ro.Observe(g.roNow(now), &c.req, rep, ok, ttft, e2e, met)
+}
+
+// cancelledAttempt feeds the rollouts an attempt whose request's context
+// ended under it: a failure when its deadline passed (the twin's expiry
+// of a running request), nothing when its client went away.
+func (g *Gateway) cancelledAttempt(ctx context.Context, q *request, rep int) {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		g.attemptEnded(q, rep, false)
+	}
+}
+
+// metSLO reports whether a request of class that answered with these
+// timings (from arrival, model time) and output tokens met every objective
+// of its class, as the twin's tally judges it.
+func (g *Gateway) metSLO(class int, ttft, e2e time.Duration, output int) bool {
+	slo := g.sc.Classes[class].SLO
+	tpotOK := slo.TPOT == 0 || output <= 1 || (e2e-ttft)/time.Duration(output-1) <= slo.TPOT.D()
+	return (slo.TTFT == 0 || ttft <= slo.TTFT.D()) && (slo.E2E == 0 || e2e <= slo.E2E.D()) && tpotOK
+}
+
+// mirror sends a copy of q, an original just admitted for the first time,
+// to a canary's candidate when the core says so.
+func (g *Gateway) mirror(q *request) {
+	if g.ro == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || !g.roStarted || g.probeCtx.Err() != nil {
+		return
+	}
+	k, ok := g.core.Shadow(&q.c.req)
+	if !ok {
+		return
+	}
+	now := g.now()
+	g.nextShadow++
+	id := shadowIDBase + g.nextShadow
+	sh := &shadow{k: k, req: sched.Request{ID: id, Tenant: q.c.req.Tenant, Class: q.c.req.Class, Model: q.c.req.Model,
+		Input: q.c.req.Input, Output: q.c.req.Output, Arrived: now, Shadow: true, Route: k + 1}}
+	// The same body, its own idempotency key: an upstream that
+	// deduplicates must not answer the copy with the original's answer.
+	sh.q = request{path: q.path, body: q.body, stream: q.stream, tenant: q.tenant, class: q.class, model: q.model,
+		served: g.sc.Models[q.c.req.Model].Name}
+	sh.q.c.life.Key = g.nonce + "-shadow-" + strconv.FormatUint(g.nextShadow, 10)
+	g.ro.ShadowSent(k)
+	q.shadow = sh
+	g.shadows[id] = sh
+	if d := g.core.Arrive(now, &sh.req); d.Outcome == sched.Rejected {
+		g.endShadowLocked(sh, shadowShed)
+	}
+	g.deliver(now)
+}
+
+// primaryDone ends q's copy with q when its canary cancels copies with
+// their primary. Called once q has its answer.
+func (g *Gateway) primaryDone(q *request) {
+	if q.shadow == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sh := q.shadow
+	q.shadow = nil
+	if sh.ended || !g.sc.Canaries[sh.k].Shadow.CancelWithPrimary {
+		return
+	}
+	if !sh.running {
+		now := g.now()
+		g.core.Finish(now, &sh.req) // out of its queue
+		g.endShadowLocked(sh, shadowCancelled)
+		g.deliver(now)
+		return
+	}
+	sh.cancelled = true
+	sh.stop() // its goroutine ends it
+}
+
+// startShadow sends a copy the core dispatched to replica rep. Called
+// from deliver, with mu held.
+func (g *Gateway) startShadow(sh *shadow, rep int) {
+	if g.probeCtx == nil || g.probeCtx.Err() != nil {
+		// Closing: the copy is not sent (nobody waits for it).
+		g.endShadowLocked(sh, shadowCancelled)
+		return
+	}
+	if tj := g.sc.Tenants[sh.req.Tenant].Jurisdiction; tj != "" && g.jurisdiction(rep) != tj {
+		g.shadowResidency++
+	}
+	sh.running = true
+	ctx, stop := context.WithCancel(g.probeCtx)
+	sh.stop = stop
+	dispatched := time.Now()
+	// Close cancels probeCtx with mu held, so no Add follows its Wait.
+	g.shadowWG.Add(1)
+	go func() {
+		defer g.shadowWG.Done()
+		defer stop()
+		ok, first := g.sendShadow(ctx, sh, rep)
+		g.shadowDone(sh, rep, ok, dispatched, first)
+	}()
+}
+
+// jurisdiction is replica rep's pool's region's jurisdiction ("": none).
+func (g *Gateway) jurisdiction(rep int) string {
+	for _, r := range g.sc.Regions {
+		if r.Name == g.replicas[rep].region {
+			return r.Jurisdiction
+		}
+	}
+	return ""
+}
+
+// sendShadow sends a copy to replica rep and reads its answer to the end,
+// discarding it: ok when it answered 2xx in full; first is when its first
+// bytes came (zero: none). A copy waits no longer than its class's
+// deadline.
+func (g *Gateway) sendShadow(ctx context.Context, sh *shadow, rep int) (ok bool, first time.Time) {
+	if d := g.sc.Classes[sh.req.Class].Deadline.D(); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.clk.wall(d))
+		defer cancel()
+	}
+	u := g.call(ctx, &sh.q, rep, sh.q.body, false)
+	defer u.close()
+	if !u.answered() {
+		return false, time.Time{}
+	}
+	first = u.firstAt
+	if u.eof {
+		return u.resp.StatusCode < 300, first
+	}
+	// The rest, read and dropped; a backend silent for the health
+	// timeout has died under the copy, as under an original.
+	stall := time.AfterFunc(g.clk.wall(g.sc.Policy.Health.Timeout.D()), u.cancel)
+	defer stall.Stop()
+	buf := *u.bp
+	for {
+		_, err := u.resp.Body.Read(buf)
+		if err == io.EOF {
+			return u.resp.StatusCode < 300, first
+		}
+		if err != nil {
+			return false, first
+		}
+		stall.Reset(g.clk.wall(g.sc.Policy.Health.Timeout.D()))
+	}
+}
+
+// shadowDone ends a copy that was sent: its figures go to its canary
+// unless it was cancelled (with its primary, or by Close).
+func (g *Gateway) shadowDone(sh *shadow, rep int, ok bool, dispatched, first time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	switch {
+	case sh.cancelled || g.probeCtx.Err() != nil:
+		g.endShadowLocked(sh, shadowCancelled)
+	default:
+		var ttft time.Duration
+		if ok && !first.IsZero() {
+			ttft = g.clk.model(first.Sub(dispatched))
+		}
+		g.ro.Observe(g.roNow(now), &sh.req, rep, ok, ttft, g.clk.model(time.Since(dispatched)), false)
+		outcome := shadowFailed
+		if ok {
+			outcome = shadowCompleted
+		}
+		g.endShadowLocked(sh, outcome)
+	}
+	g.core.Finish(now, &sh.req)
+	if !g.closed {
+		g.deliver(now)
+	}
+}
+
+// endShadowLocked lets go of a copy that ended with outcome: a shed or
+// cancelled one counts as such for its canary (a completed or failed one
+// was observed). It does not tell the core. Called with mu held.
+func (g *Gateway) endShadowLocked(sh *shadow, outcome string) {
+	if sh.ended {
+		return
+	}
+	sh.ended = true
+	delete(g.shadows, sh.req.ID)
+	switch outcome {
+	case shadowShed:
+		g.ro.ShadowEnded(sh.k, false)
+	case shadowCancelled:
+		g.ro.ShadowEnded(sh.k, true)
+	}
+	g.metrics.shadows.WithLabelValues(g.sc.Canaries[sh.k].Name, outcome).Inc()
+}
+
+// deliverShadow sends a copy the core dispatched. Called from deliver
+// with mu held; it reports whether d was a copy's.
+func (g *Gateway) deliverShadow(d sched.Dispatch) bool {
+	sh, ok := g.shadows[d.Req.ID]
+	if !ok {
+		return false
+	}
+	g.startShadow(sh, d.Replica)
+	return true
+}
+
+// CanaryInputs calls fn, under the gateway's lock, with what a canary
+// report is built from (twin.CanaryReports): the rollouts, the core's
+// configuration and the shadow copies served outside their tenant's
+// jurisdiction. fn must only read and return quickly. It is not called
+// without canaries.
+func (g *Gateway) CanaryInputs(fn func(ro *sched.Rollouts, cfg *sched.Config, shadowResidency uint64)) {
+	if g.ro == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fn(g.ro, &g.coreCfg, g.shadowResidency)
+}
+
+// CanaryShare is canary name's share of eligible traffic now; false when
+// the scenario has no such canary.
+func (g *Gateway) CanaryShare(name string) (float64, bool) {
+	for k, c := range g.sc.Canaries {
+		if c.Name == name {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return g.core.CanaryShare(k), true
+		}
+	}
+	return 0, false
+}
