@@ -31,6 +31,24 @@ const shadowIDBase = 1 << 62
 
 func (r *runner) initRollouts() {
 	r.rollouts = sched.NewRollouts(&r.p.core)
+	r.shadowRand = r.s.Rand("shadows")
+}
+
+// shedCopy is a copy the core shed, with its ID: its slab entry may be
+// another request's by the time it is ended.
+type shedCopy struct {
+	req *sched.Request
+	id  uint64
+}
+
+// fateDraw is the draw of an attempt's fate on a faulty replica: a copy's
+// from its own stream, so that copies never change which client attempts
+// fail.
+func (r *runner) fateDraw(req *request) float64 {
+	if req.shadow {
+		return r.shadowRand.Float64()
+	}
+	return r.faultRand.Float64()
 }
 
 func (r *runner) startRollouts() {
@@ -63,7 +81,9 @@ func (r *runner) canaryActed(now time.Duration, d sched.RolloutDecision) {
 		return
 	}
 	for _, f := range r.faults {
-		if !f.active || !slices.ContainsFunc(f.pools, func(pi int) bool { return r.p.candidateOf(pi) == d.Canary+1 }) {
+		// Only a fault wholly on the candidate: the canary says nothing
+		// of one that also hits the baseline (a regional outage).
+		if !f.active || len(f.pools) == 0 || !allOf(f.pools, func(pi int) bool { return r.p.candidateOf(pi) == d.Canary+1 }) {
 			continue
 		}
 		if f.detected < 0 {
@@ -84,13 +104,20 @@ func (r *runner) observeAttempt(req *request, ri int, ok, met bool) {
 		return
 	}
 	now := r.s.Now()
+	// From the attempt's offer to the core: the wait for the route's
+	// replicas counts, as it does against the class's SLO. A copy is
+	// offered when it arrives.
+	from := req.offeredAt
+	if req.shadow {
+		from = req.core.Arrived
+	}
 	ttft := time.Duration(0)
-	if req.firstAt >= req.dispatchedAt {
+	if req.firstAt >= from {
 		// (A retry's first token may be an earlier attempt's: then the
 		// attempt's own is not known, and 0 is recorded.)
-		ttft = req.firstAt - req.dispatchedAt
+		ttft = req.firstAt - from
 	}
-	r.rollouts.Observe(now, &req.core, ri, ok, ttft, now-req.dispatchedAt, met)
+	r.rollouts.Observe(now, &req.core, ri, ok, ttft, now-from, met)
 	if !ok && !req.shadow && req.core.Route > 0 {
 		// A failed canary attempt is retried on the baseline: the canary
 		// costs the client latency, not its answer.
@@ -102,7 +129,9 @@ func (r *runner) observeAttempt(req *request, ri int, ok, met bool) {
 // candidate.
 func (r *runner) mirror(req *request, k int) {
 	now := r.s.Now()
-	sh := r.alloc()
+	// Not alloc: a copy is no client's request, so it is outside the
+	// lifecycle's count of live requests (the retry budget's base).
+	sh := r.entry()
 	sh.shadow = true
 	sh.core = sched.Request{ID: shadowIDBase + r.shadows, Tenant: req.core.Tenant, Class: req.core.Class,
 		Model: req.core.Model, Served: req.core.Model, Input: req.core.Input, Output: req.core.Output, Arrived: now,
@@ -392,4 +421,13 @@ func (r *runner) canaryReports() map[string]*CanaryReport {
 		}
 	}
 	return CanaryReports(r.p.sc, r.rollouts, &r.p.core, spans, r.shadowResidency)
+}
+
+func allOf(xs []int, f func(int) bool) bool {
+	for _, x := range xs {
+		if !f(x) {
+			return false
+		}
+	}
+	return true
 }

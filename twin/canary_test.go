@@ -69,12 +69,16 @@ func TestBrownedOutCanaryIsRolledBack(t *testing.T) {
 	require.InDelta(t, 0.05, on/all, 0.02)
 }
 
-// Shadow copies are invisible to clients: with the canary never started
-// and no fault, the run with a shadow and the run without give the same
-// client-visible report, while the copies ran on the candidate.
+// Shadow copies are invisible to clients: with the canary never started,
+// the run with a shadow and the run without give the same client-visible
+// report, while the copies ran on the candidate. Brownouts on the
+// baseline and the candidate, and a retry budget, make sure no copy moves
+// a client's draw or the budget's base.
 func TestShadowIsInvisibleToClients(t *testing.T) {
 	base := func(sc *scenarios.Scenario) {
-		sc.Faults = nil
+		sc.Faults = []string{"brownout pool=use-h100-8b at=5m for=5m fail=0.3",
+			"brownout pool=neo-h100 at=4m for=8m fail=0.5 latency=200ms"}
+		sc.Policy.Retries.Budget = 0.4
 		sc.Expect = nil
 		sc.Canaries[0].Start = scenarios.Duration(2 * time.Hour) // never starts
 		sc.Canaries[0].Shadow = nil
@@ -87,8 +91,10 @@ func TestShadowIsInvisibleToClients(t *testing.T) {
 	sh := with.Canaries["neocloud"].Shadow
 	require.Positive(t, sh.Sent)
 	require.Positive(t, sh.Completed)
+	require.Positive(t, sh.Failed, "the candidate's brownout failed copies")
 	require.Zero(t, sh.ResidencyViolations)
 	require.Zero(t, without.Canaries["neocloud"].Shadow.Sent)
+	require.Positive(t, with.Requests.Retries, "clients retried the baseline's brownout")
 
 	visible := func(r *Report) string {
 		b, err := json.Marshal(struct {
@@ -100,8 +106,10 @@ func TestShadowIsInvisibleToClients(t *testing.T) {
 			Residency       uint64
 			CanaryAttempts  uint64
 			BaselineAttempt uint64
+			Faults          map[string]*FaultReport
 		}{r.Requests, r.Classes, r.Tenants, r.Pools["use-h100-8b"], r.Pools["euw-h100-8b"], r.Rejections,
-			r.ResidencyViolations, r.Canaries["neocloud"].Canary.Attempts, r.Canaries["neocloud"].Baseline.Attempts})
+			r.ResidencyViolations, r.Canaries["neocloud"].Canary.Attempts, r.Canaries["neocloud"].Baseline.Attempts,
+			map[string]*FaultReport{"baseline": r.Faults["brownout(use-h100-8b)"]}})
 		require.NoError(t, err)
 		return string(b)
 	}

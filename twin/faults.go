@@ -528,7 +528,7 @@ func (r *runner) faultAtDispatch(req *request, ri int) attemptFate {
 	switch {
 	case st.down:
 		return attemptFate{fail: true, delay: r.downDelay(ri)}
-	case st.failRate > 0 && r.faultRand.Float64() < st.failRate:
+	case st.failRate > 0 && r.fateDraw(req) < st.failRate:
 		return attemptFate{fail: true, delay: st.latency + 20*time.Millisecond}
 	}
 	if qs := r.quota[r.replicas[ri].pool]; len(qs) > 0 {

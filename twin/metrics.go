@@ -153,6 +153,9 @@ const (
 	mBreaker
 	mDegradationStep
 	mForecastError
+	mCanaryShare
+	mCanaryDecisions
+	mShadowRequests
 	mCount
 )
 
@@ -160,7 +163,8 @@ const (
 var twinSignals = [mCount]signals.Signal{signals.TTFT, signals.TPOT, signals.E2E, signals.Requests,
 	signals.Rejected, signals.Throttled, signals.QueueDepth, signals.OldestWaiting, signals.WaitingRequests,
 	signals.KVAllocatable, signals.Saturation, signals.Preemptions, signals.ColdStarts, signals.Routes, signals.FallbacksOK, signals.FallbacksFailed,
-	signals.DeploymentState, signals.CooledDown, signals.Breaker, signals.DegradationStep, signals.ForecastError}
+	signals.DeploymentState, signals.CooledDown, signals.Breaker, signals.DegradationStep, signals.ForecastError,
+	signals.CanaryShare, signals.CanaryDecisions, signals.ShadowRequests}
 
 // Request outcomes, as the Requests signal's outcome label names them.
 const (
@@ -173,6 +177,22 @@ const (
 
 var outcomes = [...]string{outCompleted: "completed", outRejected: "rejected", outFailed: "failed",
 	outTimedOut: "timed_out", outCancelled: "cancelled"}
+
+// canaryActions are the rollouts' actions, the CanaryDecisions signal's
+// action label, as the live gateway lists them.
+var canaryActions = [...]string{sched.ActStart, sched.ActStepUp, sched.ActPromote, sched.ActHold, sched.ActResume, sched.ActRollback}
+
+// Shadow copies' ends, as the ShadowRequests signal's outcome label names
+// them.
+const (
+	shadowCompleted = iota
+	shadowFailed
+	shadowShed
+	shadowCancelled
+)
+
+var shadowOutcomes = [...]string{shadowCompleted: "completed", shadowFailed: "failed", shadowShed: "shed",
+	shadowCancelled: "cancelled"}
 
 // rejectReasons are the rejection series created at zero: the core's
 // reasons, upstream-quota (upstream 429s outlasted the retries, or, with
@@ -339,6 +359,9 @@ func (m *Metrics) finish() {
 //	Breaker            replica
 //	ForecastError, OldestWaiting, WaitingRequests   class
 //	Saturation, DegradationStep   none
+//	CanaryShare        canary
+//	CanaryDecisions    canary, action (canaryActions)
+//	ShadowRequests     canary, outcome (shadowOutcomes)
 func (r *runner) metricLabels(f int, k cellKey) []string {
 	sc := r.p.sc
 	model := func(i int32) string { return sc.Models[i].Name }
@@ -371,6 +394,12 @@ func (r *runner) metricLabels(f int, k cellKey) []string {
 		return append(pool(int32(r.replicas[k[0]].pool)), strconv.Itoa(int(k[0])))
 	case mForecastError, mOldestWaiting, mWaitingRequests:
 		return []string{class(k[0])}
+	case mCanaryShare:
+		return []string{sc.Canaries[k[0]].Name}
+	case mCanaryDecisions:
+		return []string{sc.Canaries[k[0]].Name, canaryActions[k[1]]}
+	case mShadowRequests:
+		return []string{sc.Canaries[k[0]].Name, shadowOutcomes[k[1]]}
 	}
 	return nil
 }
@@ -564,7 +593,41 @@ func (r *runner) sampleMetrics() {
 			m.set(mForecastError, cellKey{int32(ci)}, e)
 		}
 	}
+	r.sampleCanaries()
 	m.snapshot(now, r.metricLabels)
+}
+
+// sampleCanaries records each canary's share now, its rollout's decisions
+// so far by action and its shadow copies so far by how they ended, every
+// series from the first instant (at zero), as the live gateway creates
+// them; nothing without canaries. A copy still running is in no outcome
+// yet.
+func (r *runner) sampleCanaries() {
+	if r.rollouts == nil {
+		return
+	}
+	m := r.metrics
+	for k := range r.rollouts.Len() {
+		ck := int32(k)
+		m.set(mCanaryShare, cellKey{ck}, r.core.CanaryShare(k))
+		rep := r.rollouts.Report(k)
+		var acts [len(canaryActions)]float64
+		for _, d := range rep.Decisions {
+			if a := slices.Index(canaryActions[:], d.Action); a >= 0 {
+				acts[a]++
+			}
+		}
+		for a, n := range acts {
+			m.set(mCanaryDecisions, cellKey{ck, int32(a)}, n)
+		}
+		if r.p.sc.Canaries[k].Shadow == nil {
+			continue
+		}
+		for o, n := range [...]uint64{shadowCompleted: rep.Shadow.Succeeded, shadowFailed: rep.Shadow.Failed,
+			shadowShed: rep.ShadowShed, shadowCancelled: rep.ShadowCancelled} {
+			m.set(mShadowRequests, cellKey{ck, int32(o)}, float64(n))
+		}
+	}
 }
 
 // runSampled is runTo with Metrics: it stops at every sampling instant up

@@ -2,6 +2,7 @@ package twin
 
 import (
 	"context"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -327,4 +328,97 @@ func TestMetricsWaitingFollowTheOutage(t *testing.T) {
 	require.Less(t, peak(5*time.Minute, 10*time.Minute), slo, "healthy: nothing waits past the objective")
 	require.Greater(t, peak(10*time.Minute, 10*time.Minute+15*time.Second), slo, "the outage holds requests past the objective")
 	require.Less(t, peak(12*time.Minute, 14*time.Minute), slo, "routed around: nothing waits that long")
+}
+
+// The canary series follow the rollout in simulated time: the share steps
+// 1 % → 5 % → 0 at the report's decision instants, the decision counters
+// end at the report's decisions (one rollback), and the shadow outcomes add
+// up to the copies sent less those still in flight at the end. The run is
+// the same with or without sampling. A scenario without canaries has the
+// families and no series.
+func TestMetricsFollowTheCanary(t *testing.T) {
+	sc, err := scenarios.Load("testdata/canary.yaml")
+	require.NoError(t, err)
+	m := &Metrics{Step: 15 * time.Second}
+	rep, err := Run(context.Background(), sc, Options{Metrics: m})
+	require.NoError(t, err)
+	plainSc, err := scenarios.Load("testdata/canary.yaml")
+	require.NoError(t, err)
+	plain, err := Run(context.Background(), plainSc, Options{})
+	require.NoError(t, err)
+	require.Equal(t, reportJSON(t, plain), reportJSON(t, rep), "sampling changes nothing")
+
+	c := rep.Canaries["neocloud"]
+	require.NotNil(t, c)
+	var acts []string
+	for _, d := range c.Decisions {
+		acts = append(acts, d.Action)
+	}
+	require.Equal(t, []string{"start", "step-up", "rollback"}, acts)
+
+	share := m.Family(signals.CanaryShare)
+	require.Len(t, share.Series, 1)
+	s := share.Find("neocloud")
+	require.NotNil(t, s)
+	require.Zero(t, s.First, "from the first instant")
+	// At every instant, the share the last decision at or before it set
+	// (0 before the first): a sample is taken after every event at its
+	// instant.
+	at := func(d CanaryDecision) time.Duration { return time.Duration(math.Round(d.AtS*1e6)) * time.Microsecond }
+	for i, t0 := range m.Times {
+		want := 0.0
+		for _, d := range c.Decisions {
+			if at(d) <= t0 {
+				want = d.To
+			}
+		}
+		require.Equal(t, want, s.Values[i], "share at %v", t0)
+	}
+	for _, d := range c.Decisions {
+		i := slices.IndexFunc(m.Times, func(t0 time.Duration) bool { return t0 >= at(d) })
+		require.Positive(t, i, "an instant at or after the %s at %v", d.Action, at(d))
+		require.Equal(t, d.To, s.Values[i], "%s at %v", d.Action, at(d))
+		require.Equal(t, d.From, s.Values[i-1], "before the %s at %v", d.Action, at(d))
+	}
+	var steps []float64
+	for _, v := range s.Values {
+		if len(steps) == 0 || steps[len(steps)-1] != v {
+			steps = append(steps, v)
+		}
+	}
+	require.Equal(t, []float64{0, 0.01, 0.05, 0}, steps)
+
+	decisions := m.Family(signals.CanaryDecisions)
+	require.Len(t, decisions.Series, len(canaryActions), "every action from the first instant")
+	for _, a := range canaryActions {
+		ds := decisions.Find("neocloud", a)
+		require.NotNil(t, ds, a)
+		require.Zero(t, ds.First, a)
+		want := 0.0
+		if slices.Contains(acts, a) {
+			want = 1
+		}
+		require.Equal(t, want, ds.Last(), a)
+	}
+	require.Equal(t, 1.0, decisions.Find("neocloud", "rollback").Last())
+
+	shadows := m.Family(signals.ShadowRequests)
+	require.Len(t, shadows.Series, len(shadowOutcomes))
+	var ended float64
+	for o, want := range map[string]uint64{"completed": c.Shadow.Completed, "failed": c.Shadow.Failed,
+		"shed": c.Shadow.Shed, "cancelled": c.Shadow.Cancelled} {
+		ss := shadows.Find("neocloud", o)
+		require.NotNil(t, ss, o)
+		require.Equal(t, float64(want), ss.Last(), o)
+		ended += ss.Last()
+	}
+	require.Positive(t, c.Shadow.Sent)
+	require.Equal(t, float64(c.Shadow.Sent-c.Shadow.InFlightAtEnd), ended)
+
+	_, none := runMetrics(t, "default", 15*time.Second, "duration=2m", "warmup=0s")
+	for _, sig := range []signals.Signal{signals.CanaryShare, signals.CanaryDecisions, signals.ShadowRequests} {
+		f := none.Family(sig)
+		require.NotNil(t, f, sig.Name)
+		require.Empty(t, f.Series, "%s without canaries", sig.Name)
+	}
 }

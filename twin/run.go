@@ -197,7 +197,8 @@ type runner struct {
 	rollouts        *sched.Rollouts
 	shadows         uint64
 	shadowResidency uint64
-	shq             []*sched.Request // copies shed, being ended (see dispatch)
+	shadowRand      *rand.Rand // copies' fault fates and service times: never the clients' draws
+	shq             []shedCopy // copies shed, being ended (see dispatch)
 	ladderRand      *rand.Rand
 
 	faults       []*faultRT
@@ -260,8 +261,9 @@ type request struct {
 	// shadow: a copy mirrored to a canary's candidate (canary.go). link
 	// is its original's slab index (an original's: its copy's), linkID
 	// the other's ID, to tell a reused entry; linked while both live.
-	shadow bool
-	canary int // the canary (index + 1) an attempt was dispatched on; 0: none
+	shadow    bool
+	offeredAt time.Duration // when the current attempt was offered to the core
+	canary    int           // the canary (index + 1) an attempt was dispatched on; 0: none
 	linked bool
 	link   int
 	linkID uint64
@@ -541,6 +543,7 @@ func (r *runner) arrive(i int) {
 // and carries out what its lifecycle says next.
 func (r *runner) offer(req *request) {
 	now := r.s.Now()
+	req.offeredAt = now
 	d := r.core.Arrive(now, &req.core)
 	next := r.lc.Offered(&req.life, d, r.draw)
 	r.metricsOffered(req)
@@ -661,7 +664,9 @@ func (r *runner) dispatch() {
 		r.ejected(e)
 	}
 	r.urq = append(r.urq, rd.Unroutable...)
-	r.shq = append(r.shq, rd.ShadowsShed...)
+	for _, sh := range rd.ShadowsShed {
+		r.shq = append(r.shq, shedCopy{sh, sh.ID})
+	}
 	r.core.Advance()
 	if r.dispatching {
 		return
@@ -669,9 +674,12 @@ func (r *runner) dispatch() {
 	r.dispatching = true
 	for len(r.trq)+len(r.urq)+len(r.dq)+len(r.shq) > 0 {
 		for i := 0; i < len(r.shq); i++ {
-			sh := r.owner(r.shq[i])
-			r.shq[i] = nil
-			r.endShadow(sh, false)
+			// The copy may have ended since the core shed it (its
+			// original finished) and its slab entry gone to another.
+			if sh := r.owner(r.shq[i].req); sh.shadow && sh.core.ID == r.shq[i].id {
+				r.endShadow(sh, false)
+			}
+			r.shq[i] = shedCopy{}
 		}
 		r.shq = r.shq[:0]
 		for i := 0; i < len(r.trq); i++ {
@@ -783,7 +791,11 @@ func (r *runner) serve(i int, req *request) {
 	svc := r.p.pools[rt.pool].service
 	d := svc.Mean.D()
 	if svc.Distribution == "exponential" {
-		d = time.Duration(r.svcRand.ExpFloat64() * float64(d))
+		rng := r.svcRand
+		if req.shadow {
+			rng = r.shadowRand // copies never move the clients' draws
+		}
+		d = time.Duration(rng.ExpFloat64() * float64(d))
 	}
 	rt.svcReq = req
 	rt.svcStart = r.s.Now()
@@ -971,7 +983,11 @@ func (r *runner) expire(req *request) {
 		req.retry.Stop()
 	case stFailing:
 		req.attemptTimer.Stop()
-	case stWaiting, stNew:
+	case stWaiting:
+		if req.core.Route > 0 {
+			r.observeAttempt(req, -1, false, false) // it waited for the canary's candidate in vain
+		}
+	case stNew:
 	default:
 		return
 	}
@@ -1046,6 +1062,11 @@ func (r *runner) owner(cr *sched.Request) *request {
 
 func (r *runner) alloc() *request {
 	r.lc.Begin()
+	return r.entry()
+}
+
+// entry takes a slab entry: a freed one, or a new one.
+func (r *runner) entry() *request {
 	if n := len(r.free); n > 0 {
 		i := r.free[n-1]
 		r.free = r.free[:n-1]
@@ -1073,7 +1094,9 @@ func (r *runner) alloc() *request {
 }
 
 func (r *runner) release(req *request) {
-	r.lc.Release()
+	if !req.shadow {
+		r.lc.Release() // a copy is no client's request (see mirror)
+	}
 	if req.seq != nil {
 		r.freeSeq(req.seq)
 		req.seq = nil

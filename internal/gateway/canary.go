@@ -165,18 +165,35 @@ func (g *Gateway) attemptEnded(q *request, rep int, ok bool) {
 	}
 	now := g.now()
 	c := &q.c
-	e2e := now - c.dispatched
+	// From the attempt's offer to the core, as the twin gives them: the
+	// wait for the route's replicas counts, as it does against the SLO.
+	e2e := now - c.offered
 	var ttft time.Duration
 	met := false
 	if ok {
-		// q.ttft counts from arrival; the rollouts want the replica's
-		// own, from dispatch, as the twin gives them.
+		// q.ttft counts from arrival.
 		if q.ttft > 0 {
-			ttft = max(q.ttft-(c.dispatched-c.req.Arrived), 0)
+			ttft = max(q.ttft-(c.offered-c.req.Arrived), 0)
 		}
 		met = g.metSLO(c.req.Class, q.ttft, now-c.req.Arrived, c.req.Output)
 	}
 	g.ro.Observe(g.roNow(now), &c.req, rep, ok, ttft, e2e, met)
+}
+
+// waitedInVain feeds the rollouts a canary request that timed out waiting
+// for the candidate (replica -1), as the twin's expiry of a queued one;
+// nothing when its client went away (gone).
+func (g *Gateway) waitedInVain(q *request, gone bool) {
+	if gone || g.ro == nil {
+		return
+	}
+	g.mu.Lock()
+	// Under the lock: a rollback moves a waiting request to the baseline.
+	onCanary := q.c.req.Route > 0
+	g.mu.Unlock()
+	if onCanary {
+		g.attemptEnded(q, -1, false)
+	}
 }
 
 // cancelledAttempt feeds the rollouts an attempt whose request's context

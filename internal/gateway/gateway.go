@@ -108,6 +108,7 @@ type call struct {
 	req        sched.Request
 	ready      chan int      // the replica, when the core dispatches the request
 	dispatched time.Duration // model time of the last dispatch; set before ready is sent
+	offered    time.Duration // model time the current attempt was offered to the core
 	held       bool          // the core holds it (admitted, not finished)
 	life       sched.Life    // attempts, deferrals, admission, the retry budget (see sched.Lifecycle)
 }
@@ -427,6 +428,7 @@ func (g *Gateway) admit(c *call) (sched.Decision, sched.Next) {
 	}
 	now := g.now()
 	g.waiting[c.req.ID] = c
+	c.offered = now
 	d := g.core.Arrive(now, &c.req)
 	next := g.lc.Offered(&c.life, d, g.draw)
 	if next.Action == sched.Wait {

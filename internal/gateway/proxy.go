@@ -417,12 +417,14 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 			case rep = <-q.c.ready:
 				t.Stop()
 			case <-t.C:
+				g.waitedInVain(q, false)
 				g.finish(&q.c, -1, false, false, 0)
 				setRetryAfter(w, time.Second)
 				return outTimedOut, q.fail(w, outTimedOut, "",
 					apiError{http.StatusServiceUnavailable, typeServer, "queue_timeout", "", "no replica became free in time"})
 			case <-ctx.Done():
 				t.Stop()
+				g.waitedInVain(q, !errors.Is(ctx.Err(), context.DeadlineExceeded))
 				g.finish(&q.c, -1, false, false, 0)
 				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
 			}

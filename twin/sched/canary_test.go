@@ -294,3 +294,43 @@ func TestCanaryUnavailableFallsBackToTheBaseline(t *testing.T) {
 	require.Zero(t, r.Route)
 	require.NotEqual(t, 1, poolOf(c, r))
 }
+
+// A canary request the candidate cannot take goes to its own model's
+// baseline before any fallback model.
+func TestCanaryFallsBackToTheBaselineBeforeAFallbackModel(t *testing.T) {
+	c := canaryFixture(func(cfg *Config) {
+		cfg.Fallback = true
+		cfg.DeadlineCheck = true
+		cfg.Health = Health{Threshold: 1, OpenFor: time.Hour}
+		cfg.Models = []Model{{Name: "m", Fallbacks: []int{1}}, {Name: "small"}}
+		for i := range cfg.Pools {
+			cfg.Pools[i].Serves = []bool{true, false}
+			cfg.Pools[i].KVTokens = []int64{1e6, 0}
+		}
+		cfg.Pools = append(cfg.Pools, Pool{Name: "small", Jurisdiction: "us", Serves: []bool{false, true}, KVTokens: []int64{0, 1e6}})
+		cfg.Replicas = append(cfg.Replicas, Replica{Pool: 3, Model: 1, MaxBatch: 4})
+	})
+	c.SetCanaryShare(0, 0, 1)
+	c.Observe(0, 2, false)
+	take(c)
+	r := req(0, 0, 0)
+	r.Deadline = time.Minute
+	require.Equal(t, Dispatched, c.Arrive(time.Second, r).Outcome)
+	require.False(t, r.Fallback, "served by its own model")
+	require.Zero(t, r.Served)
+	require.Zero(t, poolOf(c, r), "on the baseline")
+}
+
+// The window reads the whole window: at an evaluation on a bucket
+// boundary, the attempts of the last Window, not 7/8 of it.
+func TestRolloutWindowCoversTheWholeWindow(t *testing.T) {
+	spec := baseSpec()
+	spec.Window = 80 * time.Second
+	_, ro := rolloutFixture(spec)
+	for i := range 120 { // one attempt a second up to the evaluation at 2m
+		ro.Observe(time.Duration(i)*time.Second, &Request{ID: uint64(i), Route: 1}, 2, true, time.Second, time.Second, true)
+	}
+	f := ro.cs[0].window(1, 120*time.Second)
+	require.GreaterOrEqual(t, f.attempts, uint64(80))
+	require.LessOrEqual(t, f.attempts, uint64(90), "at most a bucket more")
+}

@@ -262,7 +262,8 @@ func (ro *Rollouts) Observe(now time.Duration, req *Request, replica int, ok boo
 			continue
 		case req.Model != cr.Model || (cr.Tenants != nil && !cr.Tenants[req.Tenant]) || (cr.Classes != nil && !cr.Classes[req.Class]):
 			continue
-		case req.Route == k+1 && replica >= 0 && c.cand[ro.cfg.Replicas[replica].Pool]:
+		case req.Route == k+1 && (replica < 0 || c.cand[ro.cfg.Replicas[replica].Pool]):
+			// On the candidate, or expired waiting for it (replica -1).
 			v = 1
 		}
 		ver := &c.rep.Baseline
@@ -338,7 +339,9 @@ func (c *rollout) window(v int, now time.Duration) figures {
 	f.reset()
 	hi := int64(now / c.width)
 	for i := range c.win[v] {
-		if b := &c.win[v][i]; b.idx >= 0 && b.idx <= hi && b.idx > hi-rolloutBuckets {
+		// The buckets from the one holding now-Window to now's: the
+		// whole window (and up to a bucket more), however now falls.
+		if b := &c.win[v][i]; b.idx >= 0 && b.idx <= hi && b.idx >= hi-rolloutBuckets {
 			f.merge(&b.figures)
 		}
 	}
@@ -480,7 +483,7 @@ func (ro *Rollouts) Evaluate(now time.Duration) []RolloutDecision {
 func (c *rollout) evaluate(now time.Duration) (RolloutDecision, bool) {
 	steps := c.spec.Steps
 	if c.state == statePending {
-		c.state, c.step = stateStepping, 0
+		c.state, c.step = c.stepState(0), 0
 		c.newStep(now)
 		return c.move(steps[0].Share, ActStart, "the schedule begins"), true
 	}
@@ -506,11 +509,11 @@ func (c *rollout) evaluate(now time.Duration) (RolloutDecision, bool) {
 		if !clear {
 			return RolloutDecision{}, false
 		}
-		c.state = stateStepping
+		c.state = c.stepState(c.step)
 		c.newStep(now)
 		return c.move(c.share, ActResume, fmt.Sprintf("every figure under %g%% of its threshold %s", c.spec.ClearBelow*100, span)), true
 	}
-	if c.state != stateStepping || c.step == len(steps)-1 || now-c.since < steps[c.step].For {
+	if (c.state != stateStepping && c.state != statePromoted) || c.step == len(steps)-1 || now-c.since < steps[c.step].For {
 		return RolloutDecision{}, false
 	}
 	if !enough || c.steps[1].attempts < uint64(c.spec.MinRequests) {
@@ -525,10 +528,19 @@ func (c *rollout) evaluate(now time.Duration) (RolloutDecision, bool) {
 	c.step++
 	c.newStep(now)
 	act := ActStepUp
-	if c.step == len(steps)-1 && steps[c.step].Share >= 1 {
-		act, c.state = ActPromote, statePromoted
+	if c.state = c.stepState(c.step); c.state == statePromoted {
+		act = ActPromote
 	}
 	return c.move(steps[c.step].Share, act, fmt.Sprintf("every check passed over the step's %d canary attempts", n)), true
+}
+
+// stepState is the state on step i: promoted on a last step of the
+// whole traffic, else stepping.
+func (c *rollout) stepState(i int) string {
+	if steps := c.spec.Steps; i == len(steps)-1 && steps[i].Share >= 1 {
+		return statePromoted
+	}
+	return stateStepping
 }
 
 // newStep starts a step (or resumes one): its figures start afresh.

@@ -592,22 +592,22 @@ func (c *Core) Arrive(now time.Duration, req *Request) Decision {
 	if !req.NoCanary && len(c.cfg.Canaries) > 0 {
 		req.Route = c.drawRoute(req)
 	}
-	d := c.arrive(now, req)
+	// On the canary only the requested model is tried: should the
+	// candidate not take it (down past its deadline, its queue full), the
+	// baseline does, its own model first, as if it had been drawn there.
+	// A canary costs a request latency, never its answer, nor its model.
+	d := c.arrive(now, req, req.Route > 0)
 	if req.Route > 0 && (d.Outcome == Rejected || d.Outcome == Deferred) &&
 		d.Reason != ReasonTenantConcurrency && d.Reason != ReasonTenantTokens {
-		// The canary cannot take it (its candidate down past the
-		// deadline, its queue full): the baseline does, as if it had
-		// been drawn there. A canary costs a request latency, never its
-		// answer.
 		req.Route = 0
-		d = c.arrive(now, req)
+		d = c.arrive(now, req, false)
 	}
 	return d
 }
 
 // arrive is Arrive on the route version drawn: admission, then the model
 // chain.
-func (c *Core) arrive(now time.Duration, req *Request) Decision {
+func (c *Core) arrive(now time.Duration, req *Request, modelOnly bool) Decision {
 	req.Served = req.Model
 	req.Fallback = false
 	cls := c.cfg.Classes[req.Class]
@@ -618,7 +618,7 @@ func (c *Core) arrive(now time.Duration, req *Request) Decision {
 
 	// Route: the requested model, then its fallbacks when allowed.
 	fallbacks := c.cfg.Models[req.Model].Fallbacks
-	if !c.cfg.Fallback {
+	if !c.cfg.Fallback || modelOnly {
 		fallbacks = nil
 	}
 	routable := false
@@ -964,13 +964,17 @@ func (c *Core) start(now time.Duration, req *Request, r int) {
 		c.shadowInflight[req.Route-1]++
 	}
 	c.chargePool(now, rs.Pool, req)
-	m := rs.Model
-	if c.lastDispatch[m] > 0 {
-		gap := (now - c.lastDispatch[m]).Seconds()
-		c.interval[m] = 0.9*c.interval[m] + 0.1*gap
+	if !req.Shadow {
+		// A copy is not the queue's progress: the dispatch rates behind
+		// predicted waits (Retry-After) and deadline checks leave it out.
+		m := rs.Model
+		if c.lastDispatch[m] > 0 {
+			gap := (now - c.lastDispatch[m]).Seconds()
+			c.interval[m] = 0.9*c.interval[m] + 0.1*gap
+		}
+		c.lastDispatch[m] = now
+		c.noteDispatch(now, r)
 	}
-	c.lastDispatch[m] = now
-	c.noteDispatch(now, r)
 	c.dispatches = append(c.dispatches, Dispatch{Req: req, Replica: r})
 }
 
