@@ -264,9 +264,9 @@ type request struct {
 	shadow    bool
 	offeredAt time.Duration // when the current attempt was offered to the core
 	canary    int           // the canary (index + 1) an attempt was dispatched on; 0: none
-	linked bool
-	link   int
-	linkID uint64
+	linked    bool
+	link      int
+	linkID    uint64
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a retry allocates nothing.
