@@ -227,10 +227,18 @@ func (v *validator) canaries(pools, models, tenants, classes map[string]int) {
 	}
 	v.names("canaries", len(s.Canaries), func(i int) string { return s.Canaries[i].Name })
 	owner := map[string]string{}
+	byModel := map[string]int{}
 	for i, c := range s.Canaries {
 		p := at("canaries", i)
 		if !v.ref(p+".model", c.Model, models, "model") {
 			continue
+		}
+		if j, dup := byModel[c.Model]; dup {
+			// Each would count the other's candidate as its baseline, and
+			// the second would get only what the first left.
+			v.add(p+".model", q(c.Model), "already moved by "+at("canaries", j)+"; one canary per model at a time")
+		} else {
+			byModel[c.Model] = i
 		}
 		if len(c.Candidate) == 0 {
 			v.add(p+".candidate", "", "missing; want the pools the canary sends its share to, e.g. [neo-h100]")
@@ -247,6 +255,8 @@ func (v *validator) canaries(pools, models, tenants, classes map[string]int) {
 			owner[name] = c.Name
 			if pl := s.Pools[pools[name]]; !contains(pl.Models, c.Model) {
 				v.add(cp, q(name), fmt.Sprintf("the pool does not serve %s; want a pool whose models list it", c.Model))
+			} else if len(pl.Models) > 1 {
+				v.add(cp, q(name), fmt.Sprintf("the pool also serves %s, which no route would reach: a candidate is reachable only through its canary; want a pool that serves %s only", strings.Join(without(pl.Models, c.Model), ", "), c.Model))
 			} else if pl.Replicas == 0 {
 				v.add(cp, q(name), "the pool has no replicas: the canary's share would wait for capacity that never comes; want a pool with replicas")
 			}
@@ -342,4 +352,14 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func without(list []string, s string) []string {
+	var out []string
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -132,6 +132,7 @@ func TestCanaryValidation(t *testing.T) {
 		`canaries[1].candidate[0]: got "neo-h100", already a candidate of canary "neocloud"`,
 		`canaries[1].rollback_if: missing`,
 		`every pool with replicas serving llama-3.1-8b is a candidate`,
+		`canaries[1].model: got "llama-3.1-8b", already moved by canaries[0]; one canary per model at a time`,
 	} {
 		require.Contains(t, msg, want)
 	}

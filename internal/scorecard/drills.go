@@ -702,7 +702,10 @@ func (d *drills) canaries() ([]CanaryDrill, string, error) {
 			BoundS: (canaryWindow + canaryEvery).Seconds()}
 		bought := false
 		for _, i := range d.pools {
-			if p := d.base.Pools[i]; p.Replicas > 0 && slices.Contains(p.Models, m) {
+			// A candidate serves its canary's model only (the validator
+			// refuses one that lists another: that model could never be
+			// routed there).
+			if p := d.base.Pools[i]; p.Replicas > 0 && len(p.Models) == 1 && p.Models[0] == m {
 				if d.base.Bought(i) {
 					// A canary names pools: entries only, not the
 					// purchasable types a trial buys.
