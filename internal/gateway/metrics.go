@@ -74,8 +74,9 @@ type metrics struct {
 	ejections    *prometheus.CounterVec // pool: latency outliers ejected
 	ejectedDesc  *prometheus.Desc       // pool: replicas out of routing as latency outliers now
 
-	// Canaries (canary.go): the rollouts' shares and decisions, and the
-	// shadow copies by how they ended. Copies are in no other series.
+	// Canaries (canary.go), catalogue series too: the rollouts' shares
+	// and decisions, and the shadow copies by how they ended. Copies are
+	// in no other series.
 	canaryShare     *prometheus.GaugeVec   // canary
 	canaryDecisions *prometheus.CounterVec // canary, action
 	shadows         *prometheus.CounterVec // canary, outcome
@@ -119,18 +120,24 @@ func histogramVec(s signals.Signal, buckets []float64) *prometheus.HistogramVec 
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 }
 
+func gaugeVec(s signals.Signal) *prometheus.GaugeVec {
+	name, help, labels := catalogue(s, signals.Gauge)
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+}
+
 func gaugeDesc(s signals.Signal) *prometheus.Desc {
 	name, help, labels := catalogue(s, signals.Gauge)
 	return prometheus.NewDesc(name, help, labels, nil)
 }
 
-// Exported lists the catalogue's series the live gateway serves. The rest
-// come from the emulated node (KVAllocatable, Preemptions, ColdStarts) or
-// only from the twin (ForecastError: the gateway forecasts nothing).
+// Exported lists the catalogue's series the live gateway serves (the
+// canary series only when the scenario has canaries). The rest come from
+// the emulated node (KVAllocatable, Preemptions, ColdStarts) or only from
+// the twin (ForecastError: the gateway forecasts nothing).
 var Exported = []signals.Signal{signals.TTFT, signals.TPOT, signals.E2E, signals.Requests, signals.Rejected,
 	signals.Throttled, signals.QueueDepth, signals.OldestWaiting, signals.WaitingRequests, signals.Saturation,
 	signals.Routes, signals.FallbacksOK, signals.FallbacksFailed, signals.DeploymentState, signals.CooledDown,
-	signals.Breaker, signals.DegradationStep}
+	signals.Breaker, signals.DegradationStep, signals.CanaryShare, signals.CanaryDecisions, signals.ShadowRequests}
 
 func newMetrics(g *Gateway) *metrics {
 	const ns, sub = "fleetdrill", "gateway"
@@ -198,14 +205,9 @@ func newMetrics(g *Gateway) *metrics {
 			[]string{"pool"}),
 		ejectedDesc: prometheus.NewDesc("fleetdrill_gateway_ejected_replicas",
 			"Replicas out of routing as latency outliers now (policy.health.outlier), by pool.", []string{"pool"}, nil),
-		canaryShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetdrill_canary_share",
-			Help: "Each canary's share of its eligible traffic now (0 to 1), as its rollout last set it."}, []string{"canary"}),
-		canaryDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetdrill_canary_decisions_total",
-			Help: "Decisions of each canary's rollout by action (start, step-up, promote, hold, resume, rollback)."},
-			[]string{"canary", "action"}),
-		shadows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetdrill_shadow_requests_total",
-			Help: "Shadow copies sent to each canary's candidate, by how they ended (completed, failed, shed, cancelled); never answered to a client nor counted in the request series."},
-			[]string{"canary", "outcome"}),
+		canaryShare:     gaugeVec(signals.CanaryShare),
+		canaryDecisions: counterVec(signals.CanaryDecisions),
+		shadows:         counterVec(signals.ShadowRequests),
 	}
 }
 

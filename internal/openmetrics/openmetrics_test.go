@@ -310,6 +310,8 @@ func TestWriteParsesBackAndAddsUpToTheReport(t *testing.T) {
 		{"default", []string{"warmup=0s", "duration=10m"}},
 		// Rejections, deferrals, time-outs and fallbacks to a CPU pool.
 		{"gameday-cpu-fallback", []string{"warmup=0s"}},
+		// A canary rolled back, with shadow copies: the canary series.
+		{"gameday-canary-rollback", []string{"warmup=0s"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			data, rep := render(t, tt.name, 15*time.Second, tt.sets...)
@@ -352,6 +354,16 @@ func TestWriteParsesBackAndAddsUpToTheReport(t *testing.T) {
 			}
 			for name, pool := range rep.Pools {
 				require.Equal(t, float64(pool.ColdStarts), lastSum(p, "fleetdrill_cold_starts", "fleetdrill_cold_starts_total", map[string]string{"pool": name}), name)
+			}
+			if tt.name == "gameday-canary-rollback" {
+				require.NotEmpty(t, rep.Canaries)
+			}
+			for name, c := range rep.Canaries {
+				require.NotNil(t, p.byName[signals.CanaryShare.Name], "the canary share is written")
+				fam, sample := names(signals.CanaryDecisions)
+				require.Equal(t, float64(len(c.Decisions)), lastSum(p, fam, sample, map[string]string{"canary": name}), name)
+				fam, sample = names(signals.ShadowRequests)
+				require.Equal(t, float64(c.Shadow.Sent-c.Shadow.InFlightAtEnd), lastSum(p, fam, sample, map[string]string{"canary": name}), name)
 			}
 		})
 	}

@@ -8,7 +8,7 @@
 // fallbacks and cool-downs; the OpenTelemetry GenAI semantic conventions for
 // time to first token and time per output token (gen_ai.server.* become
 // gen_ai_server_*_seconds in Prometheus). Labels name scenario objects —
-// model, pool, region, class, reason — never prompt text and never a raw
+// model, pool, region, class, reason, canary — never prompt text and never a raw
 // tenant identifier (tenants appear only by their scenario alias, and only
 // where a per-tenant quota makes them an operator's concern).
 package signals
@@ -96,12 +96,21 @@ var (
 	ForecastError = Signal{"fleetdrill_forecast_error_ratio", Gauge,
 		"Relative error of the last window's demand forecast, |actual - forecast| / actual, by class (tokens).",
 		[]string{"class"}}
+	CanaryShare = Signal{"fleetdrill_canary_share", Gauge,
+		"Each canary's share of its eligible traffic now (0 to 1), as its rollout last set it.",
+		[]string{"canary"}}
+	CanaryDecisions = Signal{"fleetdrill_canary_decisions_total", Counter,
+		"Decisions of each canary's rollout by action (start, step-up, promote, hold, resume, rollback).",
+		[]string{"canary", "action"}}
+	ShadowRequests = Signal{"fleetdrill_shadow_requests_total", Counter,
+		"Shadow copies sent to each canary's candidate, by how they ended (completed, failed, shed, cancelled); never answered to a client nor counted in the request series.",
+		[]string{"canary", "outcome"}}
 )
 
 // All lists the catalogue.
 var All = []Signal{TTFT, TPOT, E2E, Requests, Rejected, Throttled, QueueDepth, OldestWaiting, WaitingRequests,
 	KVAllocatable, Saturation, Preemptions, ColdStarts, Routes, FallbacksOK, FallbacksFailed, DeploymentState, CooledDown, Breaker,
-	DegradationStep, ForecastError}
+	DegradationStep, ForecastError, CanaryShare, CanaryDecisions, ShadowRequests}
 
 // LatencyBuckets are the histogram buckets of the latency signals, seconds.
 var LatencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
