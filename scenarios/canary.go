@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -253,10 +254,10 @@ func (v *validator) canaries(pools, models, tenants, classes map[string]int) {
 				continue
 			}
 			owner[name] = c.Name
-			if pl := s.Pools[pools[name]]; !contains(pl.Models, c.Model) {
+			if pl := s.Pools[pools[name]]; !slices.Contains(pl.Models, c.Model) {
 				v.add(cp, q(name), fmt.Sprintf("the pool does not serve %s; want a pool whose models list it", c.Model))
 			} else if len(pl.Models) > 1 {
-				v.add(cp, q(name), fmt.Sprintf("the pool also serves %s, which no route would reach: a candidate is reachable only through its canary; want a pool that serves %s only", strings.Join(without(pl.Models, c.Model), ", "), c.Model))
+				v.add(cp, q(name), fmt.Sprintf("the pool also serves %s, which no route would reach: a candidate is reachable only through its canary; want a pool that serves %s only", strings.Join(slices.DeleteFunc(slices.Clone(pl.Models), func(m string) bool { return m == c.Model }), ", "), c.Model))
 			} else if pl.Replicas == 0 {
 				v.add(cp, q(name), "the pool has no replicas: the canary's share would wait for capacity that never comes; want a pool with replicas")
 			}
@@ -321,7 +322,7 @@ func (v *validator) canaries(pools, models, tenants, classes map[string]int) {
 	for i, c := range s.Canaries {
 		base := false
 		for _, pl := range s.Pools {
-			if _, cand := owner[pl.Name]; !cand && contains(pl.Models, c.Model) && pl.Replicas > 0 {
+			if _, cand := owner[pl.Name]; !cand && slices.Contains(pl.Models, c.Model) && pl.Replicas > 0 {
 				base = true
 			}
 		}
@@ -335,7 +336,7 @@ func (v *validator) canaries(pools, models, tenants, classes map[string]int) {
 // the figure (ttft or e2e).
 func (v *validator) canaryHasSLO(c Canary, figure string) bool {
 	for _, cl := range v.s.Classes {
-		if len(c.Classes) > 0 && !contains(c.Classes, cl.Name) {
+		if len(c.Classes) > 0 && !slices.Contains(c.Classes, cl.Name) {
 			continue
 		}
 		if (figure == FigTTFT && cl.SLO.TTFT > 0) || (figure == FigE2E && cl.SLO.E2E > 0) {
@@ -343,23 +344,4 @@ func (v *validator) canaryHasSLO(c Canary, figure string) bool {
 		}
 	}
 	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func without(list []string, s string) []string {
-	var out []string
-	for _, x := range list {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
 }
