@@ -3,6 +3,7 @@ package liverun
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -17,7 +18,28 @@ import (
 type Comparison struct {
 	Latency []LatencyRow `json:"latency"`
 	Faults  []FaultRow   `json:"faults"`
-	Counts  []CountRow   `json:"counts"`
+	// Canaries: each canary's rollback and traffic, twin and live.
+	Canaries []CanaryRow `json:"canaries,omitempty"`
+	Counts   []CountRow  `json:"counts"`
+}
+
+// CanaryRow is one canary, twin and live: when it was rolled back after
+// its candidate's fault began (null: not), and what each side sent it.
+type CanaryRow struct {
+	Canary           string       `json:"canary"`
+	TwinRollbackS    twin.Seconds `json:"twin_time_to_rollback_s"`
+	LiveRollbackS    twin.Seconds `json:"live_time_to_rollback_s"`
+	TwinState        string       `json:"twin_state"`
+	LiveState        string       `json:"live_state"`
+	TwinAttempts     uint64       `json:"twin_canary_attempts"`
+	LiveAttempts     uint64       `json:"live_canary_attempts"`
+	TwinFailed       uint64       `json:"twin_canary_failed"`
+	LiveFailed       uint64       `json:"live_canary_failed"`
+	TwinShadowSent   uint64       `json:"twin_shadow_sent"`
+	LiveShadowSent   uint64       `json:"live_shadow_sent"`
+	TwinShadowFailed uint64       `json:"twin_shadow_failed"`
+	LiveShadowFailed uint64       `json:"live_shadow_failed"`
+	RollbackRelErr   *float64     `json:"rollback_rel_err"` // (live − twin) / live; null unless both rolled back
 }
 
 // LatencyRow is one class's quantile of TTFT or end-to-end latency.
@@ -100,6 +122,20 @@ func Compare(tw, live *twin.Report) *Comparison {
 			TwinLost: tf.RequestsLost, LiveLost: lf.RequestsLost,
 			TwinSLODuring: tf.SLOAttainmentDuring, LiveSLODuring: lf.SLOAttainmentDuring})
 	}
+	for _, name := range slices.Sorted(maps.Keys(live.Canaries)) {
+		lc, tc := live.Canaries[name], tw.Canaries[name]
+		if tc == nil {
+			continue
+		}
+		row := CanaryRow{Canary: name, TwinRollbackS: tc.TimeToRollbackS, LiveRollbackS: lc.TimeToRollbackS,
+			TwinState: tc.State, LiveState: lc.State, TwinAttempts: tc.Canary.Attempts, LiveAttempts: lc.Canary.Attempts,
+			TwinFailed: tc.Canary.Failed, LiveFailed: lc.Canary.Failed, TwinShadowSent: tc.Shadow.Sent,
+			LiveShadowSent: lc.Shadow.Sent, TwinShadowFailed: tc.Shadow.Failed, LiveShadowFailed: lc.Shadow.Failed}
+		if tc.TimeToRollbackS.Happened() && lc.TimeToRollbackS.Happened() {
+			row.RollbackRelErr = relErr(float64(tc.TimeToRollbackS), float64(lc.TimeToRollbackS))
+		}
+		c.Canaries = append(c.Canaries, row)
+	}
 	t, l := tw.Requests, live.Requests
 	c.Counts = []CountRow{
 		{"arrived", t.Arrived, l.Arrived}, {"admitted", t.Admitted, l.Admitted}, {"completed", t.Completed, l.Completed},
@@ -152,6 +188,19 @@ func (c *Comparison) Text(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s / %s\t%s / %s\t%s / %s\t%d / %d\t%.3f / %.3f\t\n", r.Fault,
 				opt(r.TwinDetectS), opt(r.LiveDetectS), opt(r.TwinMitigateS), opt(r.LiveMitigateS),
 				opt(r.TwinRecoverS), opt(r.LiveRecoverS), r.TwinLost, r.LiveLost, r.TwinSLODuring, r.LiveSLODuring)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(c.Canaries) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "canary\trolled back twin/live\terror\tstate twin/live\tattempts twin/live\tfailed twin/live\tshadow sent twin/live\t")
+		for _, r := range c.Canaries {
+			fmt.Fprintf(tw, "%s\t%s / %s\t%s\t%s / %s\t%d / %d\t%d / %d\t%d / %d\t\n", r.Canary,
+				opt(r.TwinRollbackS), opt(r.LiveRollbackS), pct(r.RollbackRelErr), r.TwinState, r.LiveState,
+				r.TwinAttempts, r.LiveAttempts, r.TwinFailed, r.LiveFailed, r.TwinShadowSent, r.LiveShadowSent)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
