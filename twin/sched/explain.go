@@ -99,7 +99,7 @@ func (c *Core) poolVerdict(now time.Duration, pi int) string {
 	n, open, notReady := 0, 0, 0
 	for r := range c.replicas {
 		rs := &c.replicas[r]
-		if c.cfg.Replicas[r].Pool != pi {
+		if c.cfg.Replicas[r].Pool != pi || rs.absent {
 			continue
 		}
 		n++

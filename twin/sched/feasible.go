@@ -86,8 +86,8 @@ func (c *Core) groupBack(now time.Duration, gi int) (time.Duration, string) {
 	half := time.Duration(math.MaxInt64) // earliest expected half-open
 	for _, r := range g.heap {
 		rs := &c.replicas[r]
-		if !rs.ready {
-			continue // loading or lost: no known return
+		if !rs.ready || rs.absent {
+			continue // loading, lost or not provisioned: no known return
 		}
 		switch b := &rs.br; {
 		case b.state == Closed:

@@ -272,16 +272,20 @@ func (c *Core) OldestWait(now time.Duration) time.Duration {
 // Saturation returns the share of replicas that cannot take a request now:
 // full, pushing back, loading, or behind an open breaker.
 func (c *Core) Saturation() float64 {
-	if len(c.replicas) == 0 {
-		return 0
-	}
-	n := 0
+	n, present := 0, 0
 	for i := range c.replicas {
+		if c.replicas[i].absent {
+			continue // not provisioned: no part of the fleet
+		}
+		present++
 		if !c.replicas[i].hasRoom() {
 			n++
 		}
 	}
-	return float64(n) / float64(len(c.replicas))
+	if present == 0 {
+		return 0
+	}
+	return float64(n) / float64(present)
 }
 
 // Hedge sends a duplicate of a dispatched request to a second replica, the

@@ -161,6 +161,9 @@ type Replica struct {
 	Pool     int
 	Model    int
 	MaxBatch int
+	// Absent starts the replica not provisioned (see SetPresent): an
+	// autoscaled pool's replicas beyond those it starts with.
+	Absent bool
 }
 
 // Config is the core's static configuration.
@@ -344,6 +347,7 @@ type replicaState struct {
 	Replica
 	inflight int
 	ready    bool
+	absent   bool // not provisioned (see SetPresent)
 	blocked  bool // the replica pushed back (see SetBlocked)
 	group    int  // index into Core.groups
 	hpos     int  // position in its group's heap
@@ -352,7 +356,7 @@ type replicaState struct {
 }
 
 func (rs *replicaState) hasRoom() bool {
-	return rs.ready && !rs.blocked && rs.inflight < rs.MaxBatch && rs.routable()
+	return rs.ready && !rs.absent && !rs.blocked && rs.inflight < rs.MaxBatch && rs.routable()
 }
 
 type poolState struct {
@@ -431,7 +435,7 @@ func New(cfg Config) (*Core, error) {
 		c.pools[i] = poolState{reqTokens: p.RequestsPerMinute, tokTokens: p.TokensPerMinute}
 	}
 	for i, r := range cfg.Replicas {
-		c.replicas[i] = replicaState{Replica: r, ready: true}
+		c.replicas[i] = replicaState{Replica: r, ready: !r.Absent, absent: r.Absent}
 		gi := -1
 		for _, j := range c.groupsOf[r.Model] {
 			if c.groups[j].pool == r.Pool {
@@ -560,6 +564,24 @@ func (c *Core) SetReady(now time.Duration, r int, ready bool) {
 		c.fill(now, r)
 	}
 }
+
+// SetPresent provisions replica r (present) or releases it. A replica
+// that is not present is no part of the fleet: the core routes nothing to
+// it and Saturation and the pool views do not count it, so an autoscaled
+// pool can be configured at its largest and grow and shrink inside it.
+// Provisioning does not make it ready: the driver calls SetReady once it
+// has loaded (cold start). Releasing it sends it nothing new; what it has
+// in flight finishes (Finish), which is the drain.
+func (c *Core) SetPresent(now time.Duration, r int, present bool) {
+	c.replicas[r].absent = !present
+	c.fix(r)
+	if present {
+		c.fill(now, r)
+	}
+}
+
+// Present reports whether replica r is provisioned (see SetPresent).
+func (c *Core) Present(r int) bool { return !c.replicas[r].absent }
 
 // SetBlocked records a replica's back-pressure: blocked when it could not
 // admit everything sent to it at its last step (KV cache or batch full).
@@ -1135,7 +1157,8 @@ type group struct {
 
 func (c *Core) lessReplica(a, b int) bool {
 	ra, rb := &c.replicas[a], &c.replicas[b]
-	ua, ub := !ra.ready || ra.blocked || !ra.routable(), !rb.ready || rb.blocked || !rb.routable()
+	ua := !ra.ready || ra.absent || ra.blocked || !ra.routable()
+	ub := !rb.ready || rb.absent || rb.blocked || !rb.routable()
 	if ua != ub {
 		return ub
 	}
