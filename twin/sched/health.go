@@ -318,6 +318,7 @@ func (c *Core) Hedge(now time.Duration, req *Request) int {
 	}
 	rs := &c.replicas[best]
 	rs.inflight++
+	c.poolSlots(now, rs.Pool, 1)
 	if rs.br.state == HalfOpen {
 		rs.br.trial = true // the duplicate is the half-open trial
 	}
@@ -342,6 +343,7 @@ func (c *Core) EndHedge(now time.Duration, req *Request, keepHedge bool) {
 	req.Hedge, req.hedged = -1, false
 	if loser >= 0 {
 		c.replicas[loser].inflight--
+		c.poolSlots(now, c.replicas[loser].Pool, -1)
 		c.fix(loser)
 		c.fill(now, loser)
 	}

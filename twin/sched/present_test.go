@@ -56,3 +56,18 @@ func TestPresentReplicas(t *testing.T) {
 	require.Len(t, rd.Dispatches, 1)
 	require.Equal(t, 1, rd.Dispatches[0].Replica)
 }
+
+// PoolBusy integrates a pool's requests in flight over time: the
+// autoscaler's utilization is its difference over a sync period.
+func TestPoolBusy(t *testing.T) {
+	c := fixture(nil)
+	a, b := req(0, 0, 1), req(0, 0, 1)
+	c.Arrive(0, a)
+	c.Arrive(0, b)
+	take(c)
+	require.Equal(t, 0.0, c.PoolBusy(0, 0))
+	c.Finish(time.Second, a)
+	require.InDelta(t, 2.0, c.PoolBusy(time.Second, 0), 1e-9, "two slots for 1 s")
+	require.InDelta(t, 3.0, c.PoolBusy(2*time.Second, 0), 1e-9, "then one for 1 s")
+	require.Equal(t, 0.0, c.PoolBusy(2*time.Second, 1), "the other pool was idle")
+}

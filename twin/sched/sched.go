@@ -364,6 +364,12 @@ type poolState struct {
 	last                 time.Duration
 	latency              float64 // EWMA of dispatch to first token, seconds, at latencyAt
 	latencyAt            time.Duration
+	// inflight is the requests dispatched to the pool's replicas and not
+	// finished; busy integrates it over time (slot-seconds) up to busyAt,
+	// for PoolBusy.
+	inflight int
+	busy     float64
+	busyAt   time.Duration
 	// throttledUntil: the provider answered 429 with a Retry-After that
 	// ends then (see Throttled); the pool takes nothing before.
 	throttledUntil time.Duration
@@ -578,6 +584,23 @@ func (c *Core) SetPresent(now time.Duration, r int, present bool) {
 	if present {
 		c.fill(now, r)
 	}
+}
+
+// poolSlots adds d to pool pi's requests in flight at now.
+func (c *Core) poolSlots(now time.Duration, pi, d int) {
+	ps := &c.pools[pi]
+	ps.busy += float64(ps.inflight) * (now - ps.busyAt).Seconds()
+	ps.busyAt, ps.inflight = now, ps.inflight+d
+}
+
+// PoolBusy returns pool pi's busy batch slots integrated up to now, in
+// slot-seconds: the difference between two calls, divided by the slots
+// and the time between them, is the pool's mean utilization over that
+// time, the autoscaler's utilization metric (an instant's count is too
+// noisy to scale on; the HPA's metrics are averages too).
+func (c *Core) PoolBusy(now time.Duration, pi int) float64 {
+	ps := &c.pools[pi]
+	return ps.busy + float64(ps.inflight)*(now-ps.busyAt).Seconds()
 }
 
 // Present reports whether replica r is provisioned (see SetPresent).
@@ -813,6 +836,7 @@ func (c *Core) Finish(now time.Duration, req *Request) {
 			c.shadowInflight[req.Route-1]--
 		}
 		c.replicas[r].inflight--
+		c.poolSlots(now, c.replicas[r].Pool, -1)
 		c.fix(r)
 		c.fill(now, r)
 	}
@@ -977,6 +1001,7 @@ func (c *Core) enqueue(now time.Duration, req *Request, m int) {
 func (c *Core) start(now time.Duration, req *Request, r int) {
 	rs := &c.replicas[r]
 	rs.inflight++
+	c.poolSlots(now, rs.Pool, 1)
 	if rs.br.state == HalfOpen {
 		rs.br.trial = true
 	}
