@@ -16,6 +16,14 @@ const (
 	DefaultRoutingStrategy = "least-loaded"
 	DefaultDiurnalPeriod   = 24 * time.Hour
 	DefaultMaxPoolShare    = 0.5
+
+	// The HPA's defaults (its default behavior and the controller's
+	// --horizontal-pod-autoscaler-sync-period and tolerance).
+	DefaultAutoscaleSync      = 15 * time.Second
+	DefaultScaleDownStabilize = 5 * time.Minute
+	DefaultAutoscaleTolerance = 0.1
+	DefaultScaleUpMax         = 4
+	DefaultDelaySigma         = 0.5
 )
 
 // applyDefaults fills zero fields with their defaults. It runs after
@@ -48,6 +56,30 @@ func applyDefaults(s *Scenario) {
 			// profile's readers know it by.
 			if p := &pools[i]; p.TensorParallel > 0 && p.GPUsPerReplica == 0 {
 				p.GPUsPerReplica = p.TensorParallel
+			}
+			if a := pools[i].Autoscale; a != nil {
+				if a.SyncPeriod == 0 {
+					a.SyncPeriod = Duration(DefaultAutoscaleSync)
+				}
+				if a.ScaleDownStabilization == nil {
+					d := Duration(DefaultScaleDownStabilize)
+					a.ScaleDownStabilization = &d
+				}
+				if a.Tolerance == nil {
+					t := DefaultAutoscaleTolerance
+					a.Tolerance = &t
+				}
+				if a.ScaleUpMax == 0 {
+					a.ScaleUpMax = DefaultScaleUpMax
+				}
+			}
+			if q := pools[i].Acquisition; q != nil {
+				if q.BurstPrice == 0 {
+					q.BurstPrice = 1
+				}
+				if d := q.Delay; d != nil && d.Distribution == "lognormal" && d.Sigma == 0 {
+					d.Sigma = DefaultDelaySigma
+				}
 			}
 		}
 	}

@@ -162,6 +162,66 @@ type Pool struct {
 	// an order takes to arrive and the shortest term it binds to. Only
 	// fleetdrill plan reads it (to date orders); nil is on demand, at once.
 	Purchase *Purchase `yaml:"purchase,omitempty"`
+	// Autoscale makes the pool's replica count follow a metric, as a
+	// Kubernetes HPA (or KEDA) does; replicas is then the count it starts
+	// with. nil: a fixed count.
+	Autoscale *Autoscale `yaml:"autoscale,omitempty"`
+	// Acquisition is how the pool's provider answers a scale-up: the
+	// reservation, the on-demand cap and the provisioning delay. nil with
+	// autoscale: on demand, granted at once, without limit.
+	Acquisition *Acquisition `yaml:"acquisition,omitempty"`
+}
+
+// Autoscale is a pool's autoscaling policy, the HPA's (see
+// twin/sched/autoscale.go for the rule and DefaultAutoscale* for the
+// defaults).
+type Autoscale struct {
+	Metric string `yaml:"metric"` // utilization | queue | wait
+	// Target is the busy batch-slot share for utilization, the requests
+	// waiting per replica for queue; TargetWait the predicted wait for
+	// wait.
+	Target      float64  `yaml:"target,omitempty"`
+	TargetWait  Duration `yaml:"target_wait,omitempty"`
+	MinReplicas int      `yaml:"min_replicas"`
+	MaxReplicas int      `yaml:"max_replicas"`
+	SyncPeriod  Duration `yaml:"sync_period,omitempty"`
+	// The stabilization windows; nil scale-down: the HPA's 5 m.
+	ScaleUpStabilization   Duration  `yaml:"scale_up_stabilization,omitempty"`
+	ScaleDownStabilization *Duration `yaml:"scale_down_stabilization,omitempty"`
+	// Tolerance around the target inside which nothing changes; nil: 0.1.
+	Tolerance *float64 `yaml:"tolerance,omitempty"`
+	// The most replicas added or removed per sync period; 0: 4 up, no
+	// limit down.
+	ScaleUpMax   int `yaml:"scale_up_max,omitempty"`
+	ScaleDownMax int `yaml:"scale_down_max,omitempty"`
+}
+
+// Acquisition is how a pool's provider answers a scale-up request.
+type Acquisition struct {
+	// Reserved replicas are held: granted at once (only the cold start
+	// before serving).
+	Reserved int `yaml:"reserved,omitempty"`
+	// Burst caps the on-demand replicas beyond the reservation; nil: no
+	// cap (max_replicas).
+	Burst *int `yaml:"burst,omitempty"`
+	// Delay is an on-demand replica's provisioning delay, before its cold
+	// start; nil: none.
+	Delay *Delay `yaml:"delay,omitempty"`
+	// BurstPrice multiplies price_per_gpu_hour for replicas beyond the
+	// reservation; 0: 1 (the same price).
+	BurstPrice float64 `yaml:"burst_price,omitempty"`
+	// RetryAfter is how long a refused request waits before the pool asks
+	// again; 0: one sync period.
+	RetryAfter Duration `yaml:"retry_after,omitempty"`
+}
+
+// Delay is a provisioning-delay distribution.
+type Delay struct {
+	Distribution string   `yaml:"distribution"` // constant | exponential | lognormal
+	Mean         Duration `yaml:"mean"`
+	// Sigma is the lognormal's shape (the log's standard deviation);
+	// 0: 0.5.
+	Sigma float64 `yaml:"sigma,omitempty"`
 }
 
 // Purchase is how capacity of a pool type is bought.

@@ -518,6 +518,7 @@ func (v *validator) pool(p string, pl Pool, regions, accels, runtimes, models ma
 		}
 	}
 
+	v.autoscale(p, pl)
 	if sv := pl.Service; sv != nil {
 		v.enum(p+".service.distribution", sv.Distribution, serviceDists)
 		if sv.Mean <= 0 {
@@ -1047,4 +1048,66 @@ func (v *validator) job(i int, tenants, accels map[string]int) {
 func fileExists(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && !fi.IsDir()
+}
+
+// autoscale checks a pool's autoscale and acquisition keys; the policy's
+// own rules are the core's (sched.AutoscalePolicy.Validate), so the two
+// cannot drift.
+func (v *validator) autoscale(p string, pl Pool) {
+	a, q := pl.Autoscale, pl.Acquisition
+	if a == nil {
+		if q != nil {
+			v.add(p+".acquisition", "", "acquisition without autoscale: want an autoscale policy, or no acquisition (a fixed pool acquires nothing)")
+		}
+		return
+	}
+	if a.Metric == sched.MetricWait && a.TargetWait <= 0 {
+		v.add(p+".autoscale.target_wait", a.TargetWait.String(), "want > 0 with metric wait, e.g. 2s")
+	}
+	if a.Metric == sched.MetricWait && a.Target != 0 {
+		v.add(p+".autoscale.target", "", "with metric wait give target_wait (a duration), not target")
+	}
+	if err := AutoscalePolicy(a).Validate(); err != nil {
+		v.add(p+".autoscale", "", err.Error())
+	}
+	if pl.Replicas < a.MinReplicas || pl.Replicas > a.MaxReplicas {
+		v.add(p+".replicas", strconv.Itoa(pl.Replicas), fmt.Sprintf("want within the autoscale bounds [%d, %d]: it is the count the pool starts with", a.MinReplicas, a.MaxReplicas))
+	}
+	if q == nil {
+		return
+	}
+	v.atLeast(p+".acquisition.reserved", q.Reserved, 0)
+	if q.Burst != nil {
+		v.atLeast(p+".acquisition.burst", *q.Burst, 0)
+	}
+	v.nonNegative(p+".acquisition.burst_price", q.BurstPrice)
+	v.nonNegDuration(p+".acquisition.retry_after", q.RetryAfter)
+	if d := q.Delay; d != nil {
+		v.enum(p+".acquisition.delay.distribution", d.Distribution, delayDists)
+		if d.Mean < 0 {
+			v.add(p+".acquisition.delay.mean", d.Mean.String(), "want >= 0, e.g. 3m")
+		}
+		v.nonNegative(p+".acquisition.delay.sigma", d.Sigma)
+	}
+}
+
+// delayDists are the provisioning-delay distributions.
+var delayDists = []string{"constant", "exponential", "lognormal"}
+
+// AutoscalePolicy resolves a (defaulted) autoscale block to the core's
+// policy.
+func AutoscalePolicy(a *Autoscale) sched.AutoscalePolicy {
+	p := sched.AutoscalePolicy{Metric: a.Metric, Target: a.Target, Min: a.MinReplicas, Max: a.MaxReplicas,
+		SyncPeriod: a.SyncPeriod.D(), UpStabilization: a.ScaleUpStabilization.D(),
+		UpMax: a.ScaleUpMax, DownMax: a.ScaleDownMax}
+	if a.Metric == sched.MetricWait {
+		p.Target = a.TargetWait.D().Seconds()
+	}
+	if a.ScaleDownStabilization != nil {
+		p.DownStabilization = a.ScaleDownStabilization.D()
+	}
+	if a.Tolerance != nil {
+		p.Tolerance = *a.Tolerance
+	}
+	return p
 }

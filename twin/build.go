@@ -157,14 +157,17 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 				serve = append(serve, mi)
 			}
 		}
-		for r := 0; r < ps.Replicas && len(serve) > 0; r++ {
+		for r := 0; r < autoscaledReplicas(ps) && len(serve) > 0; r++ {
 			mi := serve[r%len(serve)]
 			maxBatch := ps.MaxBatch
 			if ps.Service != nil {
 				maxBatch = 1
 			}
 			p.replicas = append(p.replicas, replicaPlan{pool: pi, model: mi})
-			p.core.Replicas = append(p.core.Replicas, sched.Replica{Pool: pi, Model: mi, MaxBatch: maxBatch})
+			// An autoscaled pool's replicas beyond those it starts with
+			// are absent until provisioned (autoscale.go).
+			p.core.Replicas = append(p.core.Replicas, sched.Replica{Pool: pi, Model: mi, MaxBatch: maxBatch,
+				Absent: r >= ps.Replicas})
 		}
 		p.pools = append(p.pools, pp)
 	}

@@ -693,7 +693,7 @@ func (r *runner) probe() {
 // probeReplica probes replica ri: a live one answers at once, a down one
 // after the health timeout; a loading one is not probed.
 func (r *runner) probeReplica(ri int) {
-	if r.replicas[ri].loading {
+	if r.replicas[ri].loading || r.replicas[ri].absent {
 		return
 	}
 	if !r.faultState[ri].down {

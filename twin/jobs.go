@@ -250,7 +250,7 @@ func (r *runner) placeJob(now time.Duration, j *job) bool {
 		for ri := range r.replicas {
 			// A lost node is no place for a job: it would look idle.
 			down := r.faultState != nil && r.faultState[ri].down
-			if r.replicas[ri].pool == pi && r.jobs.byRepl[ri] == nil && !r.replicas[ri].loading && !down {
+			if r.replicas[ri].pool == pi && r.jobs.byRepl[ri] == nil && !r.replicas[ri].loading && !r.replicas[ri].absent && !down {
 				free = append(free, ri)
 			}
 		}

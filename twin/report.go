@@ -51,7 +51,9 @@ type Report struct {
 	// Forecast scores the demand forecast made as the run proceeded
 	// (forecast.go); absent from live reports.
 	Forecast *ForecastReport `json:"forecast,omitempty"`
-	Cost     Cost            `json:"cost"`
+	// Autoscaling reports each autoscaled pool, by name (autoscale.go).
+	Autoscaling map[string]*AutoscaleReport `json:"autoscaling,omitempty"`
+	Cost        Cost                        `json:"cost"`
 
 	ResidencyViolations uint64            `json:"residency_violations"`
 	Rejections          map[string]uint64 `json:"rejections"` // by reason

@@ -206,6 +206,9 @@ type runner struct {
 	quota        [][]*providerQuota // per pool: the active quota faults' ground truth, in start order
 	faultRand    *rand.Rand
 	doubleStarts int // dispatches of a request not waiting: a twin bug, fails the run
+
+	scalers []*scaler // autoscaled pools (autoscale.go)
+	acqRand *rand.Rand
 }
 
 type replicaRT struct {
@@ -221,6 +224,7 @@ type replicaRT struct {
 	svcReq   *request
 	blocked  bool
 	loading  bool   // loading its model (cold start): not serving, not for jobs
+	absent   bool   // an autoscaled pool's replica not provisioned (autoscale.go)
 	onTimer  func() // bound once: the engine's timer allocates nothing
 }
 
@@ -340,6 +344,10 @@ func newRunner(p *plan) (*runner, error) {
 		r.closeSources()
 		return nil, err
 	}
+	if err := r.initAutoscale(); err != nil {
+		r.closeSources()
+		return nil, err
+	}
 	r.initLadder()
 	r.initRollouts()
 	r.demand = newDemand(len(sc.Classes), ForecastWindow, r.duration)
@@ -407,6 +415,7 @@ func (r *runner) start() {
 	}
 	r.scheduleFaults()
 	r.startRollouts()
+	r.startAutoscale()
 	// The gateway probes its replicas whether or not the scenario has
 	// faults, as a real one does: a drill may inject one at any time, and
 	// its run must match the scenario that lists it.
@@ -1137,6 +1146,7 @@ func (r *runner) assemble() *Report {
 	for i := range r.p.pools {
 		r.poolUse(i, end)
 	}
+	r.autoscaleReports(rep)
 	for i, st := range r.p.sc.Workload {
 		rep.Workload[st.Name] = r.streams[i]
 	}

@@ -1025,6 +1025,10 @@ func (c *Core) start(now time.Duration, req *Request, r int) {
 	c.dispatches = append(c.dispatches, Dispatch{Req: req, Replica: r})
 }
 
+// PredictedWait is predictedWait for the drivers: the autoscaler's wait
+// metric.
+func (c *Core) PredictedWait(m int) time.Duration { return c.predictedWait(m) }
+
 // predictedWait estimates how long a request joining model m's queue now
 // waits: the requests ahead times the mean interval between dispatches.
 func (c *Core) predictedWait(m int) time.Duration {
