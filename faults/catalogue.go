@@ -9,13 +9,16 @@ import (
 // Keys of the text form, in the order String prints them. The kind comes
 // first and is not a key.
 var keyOrder = []string{
-	"region", "pool", "provider", "model", "tenant", // targets
+	"region", "pool", "provider", "model", "tenant", "accelerator", // targets
 	"at", "for", // when
 	"count", "percent", // blast radius
 	"fail", "latency", // brownout, latency, error-burst
 	"rpm", "tpm", // quota-exhaustion
 	"notice",            // model-retirement
 	"driver", "runtime", // driver-upgrade
+	"grant",  // stockout
+	"gpus",   // quota-cap
+	"factor", // slow-provisioning
 }
 
 // entry is one kind of the catalogue: what it does, which keys it takes and
@@ -159,6 +162,33 @@ var catalogue = []entry{
 		takes:  []string{"region", "pool", "at", "count", "percent"},
 		target: []string{"region", "pool"},
 		traits: Traits{NotLive: "cold-start storms have no live emulation (nodes cannot reload a model)", ConsoleOn: "pool"}},
+	{kind: Stockout, effect: "an autoscaled pool's provider grants no new replicas (or only grant= of them)",
+		usage:  "region=NAME|pool=NAME|provider=NAME [accelerator=NAME] at=D [for=D] [grant=F]",
+		takes:  []string{"region", "pool", "provider", "accelerator", "at", "for", "grant"},
+		target: []string{"region", "pool", "provider"},
+		traits: Traits{NotLive: "acquisition faults have no live emulation (the live fleet does not autoscale yet)", ConsoleOn: "provider"}},
+	{kind: QuotaCap, effect: "the account's GPUs at a provider are capped at gpus=: scale-ups beyond it are refused",
+		usage:  "provider=NAME at=D [for=D] gpus=N",
+		takes:  []string{"provider", "at", "for", "gpus"},
+		target: []string{"provider"},
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			if s.GPUs == 0 {
+				add("gpus", "", "quota-cap needs gpus= (the account's GPUs at the provider, >= 1; a stockout refuses everything)")
+			}
+		},
+		traits: Traits{NotLive: "acquisition faults have no live emulation (the live fleet does not autoscale yet)", ConsoleOn: "provider",
+			Console: Spec{GPUs: 8}}},
+	{kind: SlowProvisioning, effect: "an autoscaled pool's provisioning delay is multiplied by factor=",
+		usage:  "pool=NAME|provider=NAME at=D [for=D] factor=F",
+		takes:  []string{"pool", "provider", "at", "for", "factor"},
+		target: []string{"pool", "provider"},
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			if s.Factor == 0 {
+				add("factor", "", "slow-provisioning needs factor= (the delay's multiplier, > 0, like 4)")
+			}
+		},
+		traits: Traits{NotLive: "acquisition faults have no live emulation (the live fleet does not autoscale yet)", ConsoleOn: "pool",
+			Console: Spec{Factor: 4}}},
 }
 
 func lookup(k Kind) (entry, bool) {

@@ -61,4 +61,7 @@ func ExampleDescribe() {
 	// latency: requests to a region, pool or model take longer; region=NAME|pool=NAME|model=NAME at=D [for=D] latency=D
 	// error-burst: a fraction of requests to a region, pool or model fail; region=NAME|pool=NAME|model=NAME at=D [for=D] fail=F
 	// cold-start-storm: replicas of a pool or region reload their model at once (all unless count= or percent= says otherwise); region=NAME|pool=NAME at=D [count=N|percent=P]
+	// stockout: an autoscaled pool's provider grants no new replicas (or only grant= of them); region=NAME|pool=NAME|provider=NAME [accelerator=NAME] at=D [for=D] [grant=F]
+	// quota-cap: the account's GPUs at a provider are capped at gpus=: scale-ups beyond it are refused; provider=NAME at=D [for=D] gpus=N
+	// slow-provisioning: an autoscaled pool's provisioning delay is multiplied by factor=; pool=NAME|provider=NAME at=D [for=D] factor=F
 }

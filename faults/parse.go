@@ -178,6 +178,8 @@ func (s *Spec) set(key, v string) (msg string, parsed bool) {
 		return name(&s.Target.Model)
 	case "tenant":
 		return name(&s.Target.Tenant)
+	case "accelerator":
+		return name(&s.Target.Accelerator)
 	case "runtime":
 		return name(&s.Runtime)
 	case "driver":
@@ -212,6 +214,20 @@ func (s *Spec) set(key, v string) (msg string, parsed bool) {
 		return num(&s.QuotaRPM, "")
 	case "tpm":
 		return num(&s.QuotaTPM, "")
+	case "grant":
+		return num(&s.Grant, "")
+	case "factor":
+		return num(&s.Factor, msgFactor)
+	case "gpus":
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return "want a whole number >= 1", false
+		}
+		if n == 0 {
+			return msgGPUs, true
+		}
+		s.GPUs = n
+		return "", true
 	}
 	panic("faults: no field for key " + key)
 }

@@ -64,6 +64,14 @@ func TestRoundTrip(t *testing.T) {
 			Spec{Kind: ColdStartStorm, Target: Target{Region: "us-east"}, At: 20 * time.Minute, Radius: Radius{Percent: 50}}},
 		{"cold-start-storm pool=p at=20m count=4",
 			Spec{Kind: ColdStartStorm, Target: Target{Pool: "p"}, At: 20 * time.Minute, Radius: Radius{Count: 4}}},
+		{"stockout provider=gpu-cloud-a at=10m for=30m",
+			Spec{Kind: Stockout, Target: Target{Provider: "gpu-cloud-a"}, At: 10 * time.Minute, For: 30 * time.Minute}},
+		{"stockout region=us-east accelerator=h100 at=10m grant=0.25",
+			Spec{Kind: Stockout, Target: Target{Region: "us-east", Accelerator: "h100"}, At: 10 * time.Minute, Grant: 0.25}},
+		{"quota-cap provider=gpu-cloud-a at=0s gpus=16",
+			Spec{Kind: QuotaCap, Target: Target{Provider: "gpu-cloud-a"}, GPUs: 16}},
+		{"slow-provisioning pool=use-h100 at=5m for=1h factor=4",
+			Spec{Kind: SlowProvisioning, Target: Target{Pool: "use-h100"}, At: 5 * time.Minute, For: time.Hour, Factor: 4}},
 	}
 	seen := map[Kind]bool{}
 	for _, tt := range tests {
@@ -177,7 +185,7 @@ func TestFormatFloat(t *testing.T) {
 // TestParseErrors: every problem Parse finds in the text itself, and that
 // validation problems come with them, each with its exact message.
 func TestParseErrors(t *testing.T) {
-	const kinds = "(kinds: regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm)"
+	const kinds = "(kinds: regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm, stockout, quota-cap, slow-provisioning)"
 	tests := []struct {
 		name, in string
 		want     []string
@@ -198,7 +206,7 @@ func TestParseErrors(t *testing.T) {
 			[]string{"zzzzzz: unknown key; regional-outage takes region, at, for"}},
 		{"unknown key and kind", "meteor zzzzzz=1 at=1m",
 			[]string{`kind: got "meteor", no such kind ` + kinds,
-				"zzzzzz: unknown key; keys are region, pool, provider, model, tenant, at, for, count, percent, fail, latency, rpm, tpm, notice, driver, runtime"}},
+				"zzzzzz: unknown key; keys are region, pool, provider, model, tenant, accelerator, at, for, count, percent, fail, latency, rpm, tpm, notice, driver, runtime, grant, gpus, factor"}},
 		{"duplicate key", "regional-outage region=a at=1m region=b",
 			[]string{`region: got "b", but region= is already given ("a"); give each key once`}},
 		{"key the kind does not take", "brownout region=r at=1m fail=0.1 rpm=100",

@@ -48,6 +48,14 @@ func (s Spec) value(key string) (string, bool) {
 		return str(s.Target.Model)
 	case "tenant":
 		return str(s.Target.Tenant)
+	case "accelerator":
+		return str(s.Target.Accelerator)
+	case "grant":
+		return num(s.Grant)
+	case "gpus":
+		return strconv.Itoa(s.GPUs), s.GPUs != 0
+	case "factor":
+		return num(s.Factor)
 	case "at":
 		return formatDuration(s.At), true
 	case "for":

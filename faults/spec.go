@@ -16,6 +16,11 @@ const (
 	Latency         Kind = "latency"          // added latency on a target
 	ErrorBurst      Kind = "error-burst"      // an error rate on a target
 	ColdStartStorm  Kind = "cold-start-storm" // many replicas reload at once
+	// Capacity that arrives late or not at all: what an autoscaled pool's
+	// provider answers a scale-up (twin/autoscale.go).
+	Stockout         Kind = "stockout"          // the provider has no capacity to grant (or grants a share)
+	QuotaCap         Kind = "quota-cap"         // the account's GPUs at a provider are capped
+	SlowProvisioning Kind = "slow-provisioning" // provisioning takes factor times longer
 )
 
 // Target names what a fault hits. Which fields a kind accepts is checked by
@@ -26,6 +31,9 @@ type Target struct {
 	Provider string
 	Model    string
 	Tenant   string
+	// Accelerator narrows an acquisition fault to pools of one device
+	// type.
+	Accelerator string
 }
 
 // Radius is the blast radius within the target's replicas: all of them
@@ -55,6 +63,9 @@ type Spec struct {
 	Notice             time.Duration // model-retirement: steer new sessions away this long before
 	Driver             string        // driver-upgrade: the new driver version
 	Runtime            string        // driver-upgrade: the new runtime, if it changes
+	Grant              float64       // stockout: the share of a request still granted, [0, 1)
+	GPUs               int           // quota-cap: the account's GPUs at the provider
+	Factor             float64       // slow-provisioning: multiplies the provisioning delay, > 0
 }
 
 // End returns when the fault ends, and false when it lasts to the end of

@@ -87,12 +87,15 @@ const (
 	msgLatency  = "want > 0"
 	msgQuota    = "want a finite number >= 0"
 	msgNotice   = "want >= 0"
+	msgGrant    = "want 0 <= grant < 1: the share of a request still granted"
+	msgGPUs     = "want >= 1"
+	msgFactor   = "want a finite number > 0"
 )
 
 func validName(s string) bool { return len(s) <= maxNameLen && namePattern.MatchString(s) }
 
 // textKeys are the keys whose values are text, quoted in messages.
-var textKeys = []string{"region", "pool", "provider", "model", "tenant", "driver", "runtime"}
+var textKeys = []string{"region", "pool", "provider", "model", "tenant", "accelerator", "driver", "runtime"}
 
 // shown returns key's value as a message shows it: quoted when it is text.
 func (s Spec) shown(key string) string {
@@ -123,7 +126,7 @@ func (s Spec) problems() []*Problem {
 	}
 
 	// Each value on its own, whatever the kind.
-	for _, key := range []string{"region", "pool", "provider", "model", "tenant", "runtime"} {
+	for _, key := range []string{"region", "pool", "provider", "model", "tenant", "accelerator", "runtime"} {
 		if v, ok := s.value(key); ok && !validName(v) {
 			add(key, s.shown(key), msgName)
 		}
@@ -162,6 +165,15 @@ func (s Spec) problems() []*Problem {
 	}
 	if s.Notice < 0 {
 		add("notice", s.shown("notice"), msgNotice)
+	}
+	if g := s.Grant; !(g >= 0 && g < 1) {
+		add("grant", s.shown("grant"), msgGrant)
+	}
+	if s.GPUs < 0 {
+		add("gpus", s.shown("gpus"), msgGPUs)
+	}
+	if f := s.Factor; f != 0 && !(f > 0 && f <= math.MaxFloat64) {
+		add("factor", s.shown("factor"), msgFactor)
 	}
 
 	if known {

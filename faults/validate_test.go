@@ -26,9 +26,9 @@ func TestValidate(t *testing.T) {
 	}{
 		// The kind.
 		{"unknown kind", with(outage, func(s *Spec) { s.Kind = "regional-outge" }),
-			[]string{`kind: got "regional-outge", no such kind; did you mean regional-outage? (kinds: regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm)`}},
+			[]string{`kind: got "regional-outge", no such kind; did you mean regional-outage? (kinds: regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm, stockout, quota-cap, slow-provisioning)`}},
 		{"no kind", with(outage, func(s *Spec) { s.Kind = "" }),
-			[]string{`kind: got "", no such kind (kinds: regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm)`}},
+			[]string{`kind: got "", no such kind (kinds: regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm, stockout, quota-cap, slow-provisioning)`}},
 		// Values, whatever the kind.
 		{"bad region", with(outage, func(s *Spec) { s.Target.Region = "us east" }), []string{`region: got "us east", ` + name}},
 		{"name starting with a dot", with(outage, func(s *Spec) { s.Target.Region = ".r" }), []string{`region: got ".r", ` + name}},
@@ -70,13 +70,13 @@ func TestValidate(t *testing.T) {
 		{"not taken: count", with(outage, func(s *Spec) { s.Radius.Count = 3 }),
 			[]string{"count: got 3, but regional-outage does not take count=; node-loss, cold-start-storm do"}},
 		{"not taken: for", with(storm, func(s *Spec) { s.For = time.Hour }),
-			[]string{"for: got 1h, but cold-start-storm does not take for=; regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst do"}},
+			[]string{"for: got 1h, but cold-start-storm does not take for=; regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, stockout, quota-cap, slow-provisioning do"}},
 		{"not taken: provider", with(burst, func(s *Spec) { s.Target.Provider = "x" }),
-			[]string{`provider: got "x", but error-burst does not take provider=; quota-exhaustion does`}},
+			[]string{`provider: got "x", but error-burst does not take provider=; quota-exhaustion, stockout, quota-cap, slow-provisioning do`}},
 		// Targets.
 		{"regional-outage needs region", Spec{Kind: RegionalOutage}, []string{"region: regional-outage needs region="}},
 		{"regional-outage takes region only", with(outage, func(s *Spec) { s.Target.Pool = "p" }),
-			[]string{`pool: got "p", but regional-outage does not take pool=; brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm do`}},
+			[]string{`pool: got "p", but regional-outage does not take pool=; brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm, stockout, slow-provisioning do`}},
 		{"brownout needs a target", Spec{Kind: Brownout, FailRate: 0.1}, []string{"region: brownout needs one of region= or pool="}},
 		{"brownout takes one target", Spec{Kind: Brownout, Target: Target{Region: "r", Pool: "p"}, FailRate: 0.1},
 			[]string{`pool: got "p", as well as region="r"; brownout takes one target: region= or pool=`}},

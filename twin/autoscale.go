@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
@@ -35,7 +36,9 @@ import (
 // burst_price beyond the reservation: the pool's cost in the report then
 // follows the replicas over time rather than a fixed count.
 
-// Reasons a provider refuses a scale-up (AutoscaleReport.RefusedBy).
+// Reasons a provider refuses a scale-up (AutoscaleReport.RefusedBy). The
+// acquisition faults (stockout, quota-cap, slow-provisioning: effects.go)
+// change nothing on replicas: acquire reads the active ones.
 const (
 	RefusedReservation = "reservation" // reservation used and the burst cap reached
 	RefusedStockout    = "stockout"    // the provider has no capacity (fault stockout)
@@ -267,7 +270,9 @@ func (sc *scaler) live() (n, reserved, burst int) {
 	return n, reserved, burst
 }
 
-// acquire asks the provider for what sc wants and has not been granted.
+// acquire asks the provider for what sc wants and has not been granted:
+// the reservation first, then on demand up to the burst cap, less what an
+// active stockout or quota-cap refuses.
 func (r *runner) acquire(sc *scaler, now time.Duration) {
 	n, heldRes, heldBurst := sc.live()
 	want := sc.requested - n
@@ -278,32 +283,71 @@ func (r *runner) acquire(sc *scaler, now time.Duration) {
 		sc.askedFrom = append(sc.askedFrom, now)
 	}
 	sc.rep.Asked += uint64(want)
+	refused := map[string]int{}
 	res := min(want, max(sc.acq.Reserved-heldRes, 0))
 	onDemand := want - res
-	if sc.burstCap >= 0 {
-		onDemand = min(onDemand, max(sc.burstCap-heldBurst, 0))
+	if sc.burstCap >= 0 && onDemand > sc.burstCap-heldBurst {
+		capped := max(sc.burstCap-heldBurst, 0)
+		refused[RefusedReservation] += onDemand - capped
+		onDemand = capped
 	}
-	refused := want - res - onDemand
+	grant, stocked := 1.0, false
+	factor := 1.0
+	quota := math.MaxInt
+	for _, f := range r.faults {
+		if !f.active || !slices.Contains(f.pools, sc.pool) {
+			continue
+		}
+		switch f.spec.Kind {
+		case faults.Stockout:
+			grant, stocked = min(grant, f.spec.Grant), true
+		case faults.SlowProvisioning:
+			factor *= f.spec.Factor
+		case faults.QuotaCap:
+			quota = min(quota, r.freeGPUs(f))
+		}
+	}
+	if stocked {
+		g := int(math.Floor(float64(onDemand) * grant))
+		refused[RefusedStockout] += onDemand - g
+		onDemand = g
+	}
+	if quota < math.MaxInt {
+		fit := max(quota, 0) / max(r.p.pools[sc.pool].spec.GPUsPerReplica, 1)
+		if res+onDemand > fit {
+			over := res + onDemand - fit
+			cut := min(over, onDemand)
+			onDemand -= cut
+			res -= over - cut
+			refused[RefusedQuota] += over
+		}
+	}
 	for range res {
-		r.grant(sc, true, now)
+		r.grant(sc, true, 1, now)
 	}
 	for range onDemand {
-		r.grant(sc, false, now)
+		r.grant(sc, false, factor, now)
 	}
 	sc.rep.Granted += uint64(res + onDemand)
 	sc.rep.Reserved += uint64(res)
 	if res+onDemand > 0 {
 		r.event(now, "grant", fmt.Sprintf("pool %s: %d of %d replicas granted (%d reserved)", sc.name, res+onDemand, want, res))
 	}
-	if refused > 0 {
-		sc.rep.Refused += uint64(refused)
-		sc.rep.RefusedBy[RefusedReservation] += uint64(refused)
+	total := 0
+	for _, why := range []string{RefusedReservation, RefusedStockout, RefusedQuota} {
+		if k := refused[why]; k > 0 {
+			total += k
+			sc.rep.RefusedBy[why] += uint64(k)
+			r.event(now, "refused", fmt.Sprintf("pool %s: %d replicas refused (%s)", sc.name, k, why))
+		}
+	}
+	if total > 0 {
+		sc.rep.Refused += uint64(total)
 		retry := sc.acq.RetryAfter.D()
 		if retry <= 0 {
 			retry = sc.as.Policy().SyncPeriod
 		}
 		sc.retryAt = now + retry
-		r.event(now, "refused", fmt.Sprintf("pool %s: %d replicas refused (%s), retry after %v", sc.name, refused, RefusedReservation, retry))
 		r.s.At(sc.retryAt, func() {
 			r.acquire(sc, r.s.Now())
 			sc.record(r.s.Now())
@@ -311,9 +355,35 @@ func (r *runner) acquire(sc *scaler, now time.Duration) {
 	}
 }
 
+// freeGPUs is what quota-cap fault f leaves of its provider's GPUs: its
+// cap less the GPUs of every replica of the provider's pools that is held
+// (a fixed pool's, and an autoscaled pool's granted and not yet gone).
+func (r *runner) freeGPUs(f *faultRT) int {
+	used := 0
+	for pi := range r.p.pools {
+		ps := r.p.pools[pi].spec
+		if ps.Provider != f.spec.Target.Provider {
+			continue
+		}
+		held := ps.Replicas
+		for _, sc := range r.scalers {
+			if sc.pool == pi {
+				held = 0
+				for _, st := range sc.state {
+					if st != repAbsent {
+						held++
+					}
+				}
+			}
+		}
+		used += held * ps.GPUsPerReplica
+	}
+	return f.spec.GPUs - used
+}
+
 // grant provisions one replica of sc: at once from the reservation, or
 // after a drawn delay on demand; then it loads its model.
-func (r *runner) grant(sc *scaler, reserved bool, now time.Duration) {
+func (r *runner) grant(sc *scaler, reserved bool, factor float64, now time.Duration) {
 	k := slices.Index(sc.state, repAbsent)
 	if k < 0 {
 		return // validation keeps requested within max_replicas
@@ -324,7 +394,7 @@ func (r *runner) grant(sc *scaler, reserved bool, now time.Duration) {
 	g := sc.gen[k]
 	delay := time.Duration(0)
 	if d := sc.acq.Delay; d != nil && !reserved {
-		delay = drawDelay(r.acqRand, d)
+		delay = time.Duration(float64(drawDelay(r.acqRand, d)) * factor)
 	}
 	r.s.After(delay, func() {
 		if sc.gen[k] == g {

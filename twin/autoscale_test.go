@@ -205,3 +205,48 @@ func TestNoAutoscaleNoSection(t *testing.T) {
 	require.Nil(t, rep.Autoscaling)
 	require.InDelta(t, 2*4*5.0/60, rep.Pools["h100"].Cost, 1e-6)
 }
+
+// The acquisition faults: what the provider refuses or delays, and why,
+// as the report counts it.
+func TestAutoscaleAcquisitionFaults(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault string
+		// want
+		refusedBy string // the reason refused; "" for none
+		lo, hi    int    // the most replicas serving at once, within
+		slowest   float64
+	}{
+		{name: "stockout: nothing on demand",
+			fault: "stockout provider=aws at=0s", refusedBy: RefusedStockout, lo: 2, hi: 2},
+		{name: "stockout of the pool's accelerator",
+			fault: "stockout provider=aws accelerator=h100 at=0s", refusedBy: RefusedStockout, lo: 2, hi: 2},
+		{name: "stockout in part: a quarter of each ask granted (rounded down), the rest asked again",
+			fault: "stockout region=us-east at=0s grant=0.25", refusedBy: RefusedStockout, lo: 3, hi: 9},
+		{name: "quota-cap at 5 GPUs",
+			fault: "quota-cap provider=aws at=0s gpus=5", refusedBy: RefusedQuota, lo: 5, hi: 5},
+		{name: "slow provisioning: 4 × 2 m",
+			fault: "slow-provisioning pool=h100 at=0s factor=4", lo: 10, hi: 10, slowest: 15 + 480 + 60},
+		{name: "stockout that ends: granted after",
+			fault: "stockout provider=aws at=0s for=5m", refusedBy: RefusedStockout, lo: 10, hi: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := acqScenario(nil)
+			sc.Faults = []string{tt.fault}
+			rep := run(t, sc)
+			as := rep.Autoscaling["h100"]
+			if tt.refusedBy == "" {
+				require.Zero(t, as.Refused, "refused %v", as.RefusedBy)
+			} else {
+				require.Positive(t, as.RefusedBy[tt.refusedBy], "refused %v", as.RefusedBy)
+				require.Equal(t, as.Refused, as.RefusedBy[tt.refusedBy])
+			}
+			require.GreaterOrEqual(t, as.MaxServing, tt.lo, "series %+v", as.Series)
+			require.LessOrEqual(t, as.MaxServing, tt.hi, "series %+v", as.Series)
+			if tt.slowest > 0 {
+				require.InDelta(t, tt.slowest, as.ToServing.Max, 15, "the slowest replica's time to serving")
+			}
+		})
+	}
+}

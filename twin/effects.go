@@ -42,6 +42,11 @@ var effects = map[faults.Kind]effect{
 	faults.Latency:         addedLatency{},
 	faults.ErrorBurst:      errorBurst{},
 	faults.ColdStartStorm:  coldStartStorm{},
+	// What a provider answers a scale-up: read by acquire (autoscale.go)
+	// while the fault is active.
+	faults.Stockout:         onReplicas{},
+	faults.QuotaCap:         onReplicas{},
+	faults.SlowProvisioning: onReplicas{},
 }
 
 // effectOf returns kind k's effect. Specs are validated, so k is in the

@@ -38,6 +38,10 @@ func TestEffectApply(t *testing.T) {
 		faults.Latency:         {st: replicaFault{latency: 2 * time.Second}},
 		faults.ErrorBurst:      {st: replicaFault{failRate: 0.5}},
 		faults.ColdStartStorm:  {}, // restarts at start
+		// What a provider answers a scale-up (autoscale.go's acquire).
+		faults.Stockout:         {},
+		faults.QuotaCap:         {},
+		faults.SlowProvisioning: {},
 	}
 	for _, k := range faults.Kinds() {
 		t.Run(k, func(t *testing.T) {

@@ -179,7 +179,7 @@ type replicaFault struct {
 func Label(s faults.Spec) string {
 	t := s.Target
 	var parts []string
-	for _, v := range []string{t.Region, t.Pool, t.Provider, t.Model, t.Tenant} {
+	for _, v := range []string{t.Region, t.Pool, t.Provider, t.Model, t.Tenant, t.Accelerator} {
 		if v != "" {
 			parts = append(parts, v)
 		}
@@ -277,6 +277,7 @@ func (p *plan) resolveFault(f *faultRT) error {
 		case t.Region != "" && pp.spec.Region != t.Region:
 		case t.Provider != "" && pp.spec.Provider != t.Provider:
 		case t.Model != "" && !slices.Contains(pp.spec.Models, t.Model):
+		case t.Accelerator != "" && pp.spec.Accelerator != t.Accelerator:
 		default:
 			f.pools = append(f.pools, pi)
 		}
