@@ -532,6 +532,9 @@ func (r *runner) sampleMetrics() {
 	var slots, busy int
 	for ri := range r.replicas {
 		rt := &r.replicas[ri]
+		if rt.absent {
+			continue // an autoscaled pool's replica not provisioned
+		}
 		a := &acc[rt.pool]
 		a.n++
 		br := r.core.BreakerView(now, ri)

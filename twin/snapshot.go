@@ -220,9 +220,19 @@ func FleetState(sc *scenarios.Scenario, core *sched.Core, now time.Duration, rep
 					ps.Models = append(ps.Models, model.Name)
 				}
 			}
+			if p.Autoscale != nil {
+				// Only the replicas provisioned now are the pool's.
+				ps.Replicas = 0
+				for ri, rp := range replicaPool {
+					if rp == pi && core.Present(ri) {
+						ps.Replicas++
+					}
+				}
+				ps.Slots = ps.Replicas * p.MaxBatch
+			}
 			busy := 0
 			for ri, rp := range replicaPool {
-				if rp != pi {
+				if rp != pi || !core.Present(ri) {
 					continue
 				}
 				var l ReplicaLoad
