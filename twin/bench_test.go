@@ -74,6 +74,32 @@ func benchGameDay(b *testing.B, withFaults bool) {
 func BenchmarkGameDayHourCalm(b *testing.B)   { benchGameDay(b, false) }
 func BenchmarkGameDayHourFaults(b *testing.B) { benchGameDay(b, true) }
 
+// BenchmarkGameDayHourAutoscale is BenchmarkGameDayHourFaults with every
+// pool autoscaled (4 to 8 replicas on utilization, the HPA's defaults, on
+// demand after a lognormal 2 m provisioning delay) and a stockout at the
+// west pool's provider during the outage, when the west pool would grow.
+// Its ns/op against BenchmarkGameDayHourFaults' is the cost of
+// autoscaling: the sync every 15 s per pool and the absent replicas the
+// core and the sampling skip (issue 24 asks within 20 %).
+func BenchmarkGameDayHourAutoscale(b *testing.B) {
+	sc := twoRegions(4, 5.5, time.Hour)
+	sc.Drain = dur(time.Minute)
+	sc.Faults = []string{
+		"regional-outage region=us-east at=10m for=15m",
+		"brownout region=eu-west at=5m for=10m fail=0.05 latency=200ms",
+		"node-loss pool=west at=30m for=10m count=2",
+		"quota-exhaustion pool=west at=45m for=5m rpm=60 tpm=60000",
+		"error-burst pool=eu at=50m for=2m fail=0.3",
+		"stockout provider=cloud-b at=12m for=5m",
+	}
+	sc.Policy.Routing.HedgeAfter = dur(2 * time.Second)
+	for i := range sc.Pools {
+		sc.Pools[i].Autoscale = &scenarios.Autoscale{Metric: "utilization", Target: 0.7, MinReplicas: 4, MaxReplicas: 8}
+		sc.Pools[i].Acquisition = &scenarios.Acquisition{Delay: &scenarios.Delay{Distribution: "lognormal", Mean: dur(2 * time.Minute)}}
+	}
+	benchRun(b, sc)
+}
+
 // BenchmarkDrillSnapshot measures a console frame's snapshot of a drill
 // an hour in (the default fleet, its us-east dark): every figure a frame
 // draws, the recent window's per class and per tenant included.
