@@ -146,7 +146,10 @@ func (r *runner) initAutoscale() error {
 			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
 		}
 		sc := &scaler{pool: pi, name: ps.Name, as: as, burstCap: -1,
-			rep: &AutoscaleReport{RefusedBy: map[string]uint64{}, MinServing: ps.Replicas, MaxServing: ps.Replicas}}
+			rep: &AutoscaleReport{MinServing: ps.Replicas, MaxServing: ps.Replicas,
+				// Every reason, so that an expectation may name one that
+				// never happened (it is checked before the run).
+				RefusedBy: map[string]uint64{RefusedReservation: 0, RefusedStockout: 0, RefusedQuota: 0}}}
 		if q := ps.Acquisition; q != nil {
 			sc.acq = *q
 			if q.Burst != nil {
@@ -169,6 +172,7 @@ func (r *runner) initAutoscale() error {
 			r.replicas[sc.reps[k]].absent = k >= ps.Replicas
 		}
 		sc.requested = ps.Replicas
+		sc.as.Seed(0, ps.Replicas)
 		r.scalers = append(r.scalers, sc)
 	}
 	if len(r.scalers) > 0 {
@@ -470,13 +474,17 @@ func (r *runner) gone(sc *scaler, k int, now time.Duration) {
 // pay adds replica k's paid time from its provisioning to until, within
 // the scenario's duration.
 func (sc *scaler) pay(k int, until, duration time.Duration) {
-	sc.upHours += (until - sc.upAt[k]).Hours()
+	sc.reservedHours, sc.burstHours, sc.upHours = sc.paid(k, until, duration, sc.reservedHours, sc.burstHours, sc.upHours)
+}
+
+// paid adds replica k's paid time up to until to the given hours.
+func (sc *scaler) paid(k int, until, duration time.Duration, res, burst, up float64) (float64, float64, float64) {
+	up += (until - sc.upAt[k]).Hours()
 	h := (min(until, duration) - min(sc.upAt[k], duration)).Hours()
 	if sc.reserved[k] {
-		sc.reservedHours += h
-	} else {
-		sc.burstHours += h
+		return res + h, burst, up
 	}
+	return res, burst + h, up
 }
 
 // record appends sc's counts to its series when they changed.
@@ -535,9 +543,13 @@ func (r *runner) autoscaleReports(rep *Report) {
 	}
 	rep.Autoscaling = map[string]*AutoscaleReport{}
 	for _, sc := range r.scalers {
+		// The replicas still held are paid for up to now; the report may
+		// be assembled more than once (a skeleton before the run), so
+		// this adds to copies.
+		resH, burstH, upH := sc.reservedHours, sc.burstHours, sc.upHours
 		for k, st := range sc.state {
 			if st == repWarming || st == repServing || st == repDraining {
-				sc.pay(k, r.s.Now(), r.duration)
+				resH, burstH, upH = sc.paid(k, r.s.Now(), r.duration, resH, burstH, upH)
 			}
 		}
 		ps := r.p.pools[sc.pool].spec
@@ -548,13 +560,13 @@ func (r *runner) autoscaleReports(rep *Report) {
 		}
 		ar := sc.rep
 		ar.ToServing = sc.toServing.Summary()
-		ar.ReservedHours, ar.BurstHours = round(sc.reservedHours, 6), round(sc.burstHours, 6)
-		ar.ReservedCost = round(sc.reservedHours*price, 6)
-		ar.BurstCost = round(sc.burstHours*burstPrice, 6)
+		ar.ReservedHours, ar.BurstHours = round(resH, 6), round(burstH, 6)
+		ar.ReservedCost = round(resH*price, 6)
+		ar.BurstCost = round(burstH*burstPrice, 6)
 		pr := rep.Pools[ps.Name]
-		if sc.upHours > 0 {
+		if upH > 0 {
 			// Busy over the replica-time there was, not over max_replicas.
-			pr.Utilization = round(pr.BusyGPUHours/float64(ps.GPUsPerReplica)/sc.upHours, 6)
+			pr.Utilization = round(pr.BusyGPUHours/float64(ps.GPUsPerReplica)/upH, 6)
 		}
 		rep.Cost.Total += ar.ReservedCost + ar.BurstCost - pr.Cost
 		pr.Cost = round(ar.ReservedCost+ar.BurstCost, 6)

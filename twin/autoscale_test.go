@@ -250,3 +250,20 @@ func TestAutoscaleAcquisitionFaults(t *testing.T) {
 		})
 	}
 }
+
+// The autoscaling section is reachable by expectations, by report path.
+func TestAutoscaleExpectations(t *testing.T) {
+	sc := acqScenario(nil)
+	sc.Faults = []string{"stockout provider=aws at=0s for=5m"}
+	sc.Expect = []string{
+		"autoscaling.h100.refused_by.stockout > 0",
+		"autoscaling.h100.to_serving.max < 10m",
+		"autoscaling.h100.max_serving == 10",
+		"autoscaling.h100.refused == 0", // fails: the stockout refused some
+	}
+	rep := run(t, sc)
+	require.Len(t, rep.Expectations, 4)
+	for i, e := range rep.Expectations {
+		require.Equal(t, i < 3, e.Pass, "%s: %v", e.Expr, e.Value)
+	}
+}

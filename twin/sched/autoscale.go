@@ -28,6 +28,7 @@ import (
 // so that capacity already on its way is not asked for twice.
 //
 //	a, err := sched.NewAutoscaler(policy)
+//	a.Seed(now, current)                         // the count it starts at
 //	n, changed := a.Evaluate(now, current, metric)
 //
 // Like the core, an Autoscaler reads no clock and draws no random number;
@@ -116,6 +117,13 @@ func NewAutoscaler(p AutoscalePolicy) (*Autoscaler, error) {
 		return nil, err
 	}
 	return &Autoscaler{p: p}, nil
+}
+
+// Seed records current as a recommendation at now, as the HPA does when it
+// first sees its target, so that the first scale-down waits a full
+// scale-down window rather than acting on the first measurement.
+func (a *Autoscaler) Seed(now time.Duration, current int) {
+	a.recs = append(a.recs, recommendation{now, current})
 }
 
 // Policy returns the autoscaler's policy.

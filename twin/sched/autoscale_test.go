@@ -131,6 +131,24 @@ func TestAutoscalerEvaluate(t *testing.T) {
 	}
 }
 
+// Seeded with the count it starts at, the autoscaler waits a full
+// scale-down window before acting on a first low measurement.
+func TestAutoscalerSeed(t *testing.T) {
+	a, err := NewAutoscaler(hpa(nil))
+	require.NoError(t, err)
+	a.Seed(0, 10)
+	n, changed := a.Evaluate(15*time.Second, 10, 0.1)
+	require.False(t, changed)
+	require.Equal(t, 10, n)
+	n, _ = a.Evaluate(5*time.Minute+time.Second, 10, 0.1)
+	require.Equal(t, 2, n, "the seed has left the window: ceil(10 × 0.1/0.7)")
+
+	b, err := NewAutoscaler(hpa(nil))
+	require.NoError(t, err)
+	n, _ = b.Evaluate(15*time.Second, 10, 0.1)
+	require.Equal(t, 2, n, "unseeded, the first measurement acts")
+}
+
 func TestAutoscalePolicyValidate(t *testing.T) {
 	tests := []struct {
 		name string
