@@ -267,3 +267,19 @@ func TestAutoscaleExpectations(t *testing.T) {
 		require.Equal(t, i < 3, e.Pass, "%s: %v", e.Expr, e.Value)
 	}
 }
+
+// A node-loss with a count takes replicas that run, not an autoscaled
+// pool's absent ones (2 of 10 present: an unfiltered draw would mostly
+// take an absent one, and nothing would be detected).
+func TestAutoscaleNodeLossHitsPresentReplicas(t *testing.T) {
+	for seed := range uint64(5) {
+		sc := acqScenario(nil)
+		sc.Seed = seed + 1
+		sc.Workload[0].Arrivals.Rate = 2 // no scale-up: 2 present
+		sc.Faults = []string{"node-loss pool=h100 at=1m count=1"}
+		rep := run(t, sc)
+		for _, f := range rep.Faults {
+			require.True(t, f.TimeToDetectS.Happened(), "seed %d: the lost node was not one that ran", sc.Seed)
+		}
+	}
+}

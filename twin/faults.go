@@ -306,15 +306,23 @@ func (r *runner) scheduleFaults() {
 
 // chooseReplicas picks the blast radius among the fault's pools' replicas.
 func (r *runner) chooseReplicas(f *faultRT) []int {
-	return r.p.faultReplicas(f, r.s.Rand("faults/"+f.label))
+	return r.p.faultReplicas(f, r.s.Rand("faults/"+f.label), func(ri int) bool { return r.replicas[ri].absent })
 }
 
 // faultReplicas picks the blast radius among the fault's pools' replicas,
 // shuffled by rng (the run's "faults/LABEL" stream, used for nothing else, so
-// the choice is a function of the scenario and seed alone).
-func (p *plan) faultReplicas(f *faultRT, rng *rand.Rand) []int {
+// the choice is a function of the scenario and seed alone). A fault with a
+// count or a percentage draws among the replicas absent does not skip (an
+// autoscaled pool's not provisioned: a lost node is one that runs); one on
+// all replicas takes those too, so that a replica provisioned during it is
+// hit as well. absent may be nil.
+func (p *plan) faultReplicas(f *faultRT, rng *rand.Rand, absent func(int) bool) []int {
 	var all []int
+	some := f.spec.Radius != (faults.Radius{})
 	for ri, rp := range p.replicas {
+		if some && absent != nil && absent(ri) {
+			continue
+		}
 		if slices.Contains(f.pools, rp.pool) {
 			if len(f.models) > 0 && !f.eff.onModel() && !slices.Contains(f.models, rp.model) {
 				continue

@@ -141,7 +141,7 @@ func NewRecorder(sc *scenarios.Scenario) (*Recorder, error) {
 		if err := p.resolveFault(f); err != nil {
 			return nil, fmt.Errorf("faults[%d] %q: %w", i, f.spec.String(), err)
 		}
-		f.replicas = p.faultReplicas(f, randFor(sc.Seed, "faults/"+f.label))
+		f.replicas = p.faultReplicas(f, randFor(sc.Seed, "faults/"+f.label), nil)
 	}
 	if err := rec.t.initWindows(spansOf(rec.faults)); err != nil {
 		return nil, err
@@ -381,7 +381,7 @@ func (rec *Recorder) AddFault(sp faults.Spec) (FaultPlan, int, error) {
 	if err := rec.p.resolveFault(f); err != nil {
 		return FaultPlan{}, 0, err
 	}
-	f.replicas = rec.p.faultReplicas(f, randFor(rec.p.sc.Seed, "faults/"+f.label))
+	f.replicas = rec.p.faultReplicas(f, randFor(rec.p.sc.Seed, "faults/"+f.label), nil)
 	rec.faults = append(rec.faults, f)
 	return FaultPlan{Label: f.label, Spec: f.spec, Start: f.start, End: f.end, Replicas: slices.Clone(f.replicas)}, len(rec.faults) - 1, nil
 }
