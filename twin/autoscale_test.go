@@ -283,3 +283,24 @@ func TestAutoscaleNodeLossHitsPresentReplicas(t *testing.T) {
 		}
 	}
 }
+
+// The live gateway's core config refuses an autoscaled pool rather than
+// mismatch the live fleet's replicas.
+func TestCoreConfigRefusesAutoscale(t *testing.T) {
+	sc := acqScenario(nil)
+	_, err := CoreConfig(sc)
+	require.ErrorContains(t, err, "pools[0] (h100).autoscale: the live gateway does not autoscale yet")
+	sc.Pools[0].Autoscale, sc.Pools[0].Acquisition = nil, nil
+	_, err = CoreConfig(sc)
+	require.NoError(t, err)
+}
+
+// The wait metric scales on the core's predicted wait.
+func TestAutoscaleOnPredictedWait(t *testing.T) {
+	sc := acqScenario(nil)
+	sc.Pools[0].Autoscale = &scenarios.Autoscale{Metric: "wait", TargetWait: dur(time.Second), MinReplicas: 2, MaxReplicas: 10}
+	rep := run(t, sc)
+	as := rep.Autoscaling["h100"]
+	require.Positive(t, as.ScaleUps)
+	require.Greater(t, as.MaxServing, 2, "series %+v", as.Series)
+}
