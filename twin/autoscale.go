@@ -29,7 +29,9 @@ import (
 // from the "acquisition" stream; either then loads its model (cold_start)
 // before the core may route to it. A scale-down cancels what has not
 // arrived, then releases replicas, newest first: a released replica takes
-// no new work and is gone once what it has in flight finishes.
+// no new work and is gone once what it has in flight finishes (seen at the
+// next sync, so it is paid for up to one sync period longer than it
+// works).
 //
 // A replica is paid for from when it is provisioned (the instance runs,
 // loading included) until it is gone, at the pool's price, times

@@ -304,3 +304,22 @@ func TestAutoscaleOnPredictedWait(t *testing.T) {
 	require.Positive(t, as.ScaleUps)
 	require.Greater(t, as.MaxServing, 2, "series %+v", as.Series)
 }
+
+// Provisioning delays come from the seeded "acquisition" stream: the same
+// seed gives the same report, another seed another.
+func TestAutoscaleDeterministic(t *testing.T) {
+	mk := func(seed uint64) string {
+		sc := acqScenario(func(q *scenarios.Acquisition) {
+			q.Delay = &scenarios.Delay{Distribution: "lognormal", Mean: dur(2 * time.Minute)}
+		})
+		sc.Seed = seed
+		rep := run(t, sc)
+		rep.Run = RunInfo{}
+		j, err := rep.JSON()
+		require.NoError(t, err)
+		return string(j)
+	}
+	a := mk(1)
+	require.Equal(t, a, mk(1))
+	require.NotEqual(t, a, mk(2))
+}
