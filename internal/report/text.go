@@ -142,6 +142,9 @@ func Text(w io.Writer, rep *twin.Report) error {
 	if len(rep.Canaries) > 0 {
 		canaries(ew, rep)
 	}
+	if len(rep.Autoscaling) > 0 {
+		autoscaling(ew, rep)
+	}
 	if len(rep.Expectations) > 0 {
 		ew.printf("\nexpectations\n")
 		for _, e := range rep.Expectations {
@@ -239,6 +242,41 @@ func faultImpact(ew *errWriter, rep *twin.Report) {
 			}
 			notes = append(notes, note)
 		}
+	}
+	tw.Flush()
+	for _, n := range notes {
+		ew.printf("  %s\n", wrapText(n, width-2, "      "))
+	}
+}
+
+// autoscaling prints each autoscaled pool: the replicas it served with,
+// what it asked of its provider and got, how long a replica took to serve,
+// and what the replicas cost (the series of counts is in the JSON report).
+func autoscaling(ew *errWriter, rep *twin.Report) {
+	ew.printf("\nautoscaling (replicas asked of the provider, granted, refused; time from the ask to serving)\n")
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "pool\tserving\tups\tdowns\tasked\tgranted\treserved\trefused\tto serving p50\tmax\tcost\t\n")
+	var notes []string
+	for _, name := range slices.Sorted(maps.Keys(rep.Autoscaling)) {
+		a := rep.Autoscaling[name]
+		p50, mx := "-", "-"
+		if a.ToServing.Count > 0 {
+			p50, mx = secs(a.ToServing.P50), secs(a.ToServing.Max)
+		}
+		fmt.Fprintf(tw, "%s\t%d–%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.2f\t\n", name, a.MinServing, a.MaxServing,
+			a.ScaleUps, a.ScaleDowns, a.Asked, a.Granted, a.Reserved, a.Refused, p50, mx, a.ReservedCost+a.BurstCost)
+		var why []string
+		for _, k := range slices.Sorted(maps.Keys(a.RefusedBy)) {
+			if n := a.RefusedBy[k]; n > 0 {
+				why = append(why, fmt.Sprintf("%s %d", k, n))
+			}
+		}
+		note := fmt.Sprintf("%s: cost %.2f reserved (%.2f replica-h) + %.2f on demand (%.2f replica-h)", name,
+			a.ReservedCost, a.ReservedHours, a.BurstCost, a.BurstHours)
+		if len(why) > 0 {
+			note += "; refused: " + strings.Join(why, ", ")
+		}
+		notes = append(notes, note)
 	}
 	tw.Flush()
 	for _, n := range notes {

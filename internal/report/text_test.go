@@ -22,7 +22,7 @@ func TestTextGolden(t *testing.T) {
 	tests := []struct {
 		name string
 		sets []string
-		path string // a scenario file instead of the default
+		path string // a scenario file, or a library scenario's name, instead of the default
 	}{
 		{"default-5m", []string{"duration=5m", "warmup=1m"}, ""},
 		// One replica per pool, the 70B streams at 5× and a failing
@@ -40,10 +40,20 @@ func TestTextGolden(t *testing.T) {
 		// A canary rolled back from its browned-out candidate, with shadow
 		// copies: the canaries section and its decisions on the timeline.
 		{"canary", nil, "../../twin/testdata/canary.yaml"},
+		// An autoscaled M/M/c pool scaling up under load, partly from its
+		// reservation, then a stockout: the autoscaling section.
+		{"autoscale", []string{"duration=30m", "expect=[]", "workload.poisson.arrivals.rate=3", "pools.mmc.price_per_gpu_hour=2",
+			"pools.mmc.autoscale={metric: utilization, target: 0.7, min_replicas: 4, max_replicas: 8, sync_period: 30s}",
+			"pools.mmc.acquisition={reserved: 5, delay: {distribution: constant, mean: 2m}}",
+			`faults=["stockout pool=mmc at=2m for=10m grant=0.5"]`}, "mmc"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sc, err := scenarios.LoadNamedWithSets("default", tt.sets)
+			name := "default"
+			if tt.path != "" && !strings.Contains(tt.path, "/") {
+				name, tt.path = tt.path, "" // a library scenario
+			}
+			sc, err := scenarios.LoadNamedWithSets(name, tt.sets)
 			if tt.path != "" {
 				sc, err = scenarios.Load(tt.path)
 			}
