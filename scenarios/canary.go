@@ -258,6 +258,8 @@ func (v *validator) canaries(pools, models, tenants, classes map[string]int) {
 				v.add(cp, q(name), fmt.Sprintf("the pool does not serve %s; want a pool whose models list it", c.Model))
 			} else if len(pl.Models) > 1 {
 				v.add(cp, q(name), fmt.Sprintf("the pool also serves %s, which no route would reach: a candidate is reachable only through its canary; want a pool that serves %s only", strings.Join(slices.DeleteFunc(slices.Clone(pl.Models), func(m string) bool { return m == c.Model }), ", "), c.Model))
+			} else if pl.Autoscale != nil {
+				v.add(cp, q(name), "the pool autoscales; a canary's candidate keeps a fixed count for now (its shadow's slots are sized from it): leave autoscale out of the candidate")
 			} else if pl.Replicas == 0 {
 				v.add(cp, q(name), "the pool has no replicas: the canary's share would wait for capacity that never comes; want a pool with replicas")
 			}

@@ -314,7 +314,15 @@ func (r *runner) acquire(sc *scaler, now time.Duration) {
 		}
 	}
 	if stocked {
-		g := int(math.Floor(float64(onDemand) * grant))
+		// Each replica asked is granted with the stockout's share, drawn
+		// on the acquisition stream: a share of a one-replica ask is a
+		// chance, not a floor of zero.
+		g := 0
+		for range onDemand {
+			if grant > 0 && r.acqRand.Float64() < grant {
+				g++
+			}
+		}
 		refused[RefusedStockout] += onDemand - g
 		onDemand = g
 	}

@@ -221,8 +221,8 @@ func TestAutoscaleAcquisitionFaults(t *testing.T) {
 			fault: "stockout provider=aws at=0s", refusedBy: RefusedStockout, lo: 2, hi: 2},
 		{name: "stockout of the pool's accelerator",
 			fault: "stockout provider=aws accelerator=h100 at=0s", refusedBy: RefusedStockout, lo: 2, hi: 2},
-		{name: "stockout in part: a quarter of each ask granted (rounded down), the rest asked again",
-			fault: "stockout region=us-east at=0s grant=0.25", refusedBy: RefusedStockout, lo: 3, hi: 9},
+		{name: "stockout in part: each replica asked granted with a chance of a quarter, the rest asked again",
+			fault: "stockout region=us-east at=0s grant=0.25", refusedBy: RefusedStockout, lo: 3, hi: 10},
 		{name: "quota-cap at 5 GPUs",
 			fault: "quota-cap provider=aws at=0s gpus=5", refusedBy: RefusedQuota, lo: 5, hi: 5},
 		{name: "slow provisioning: 4 × 2 m",
@@ -322,4 +322,26 @@ func TestAutoscaleDeterministic(t *testing.T) {
 	a := mk(1)
 	require.Equal(t, a, mk(1))
 	require.NotEqual(t, a, mk(2))
+}
+
+// An autoscaled pool that starts cold loads only its starting replicas at
+// the start: the others load when provisioned, and none serves before its
+// own cold start ends.
+func TestAutoscaleStartColdLoadsOnlyTheStartingReplicas(t *testing.T) {
+	sc := acqScenario(func(q *scenarios.Acquisition) { q.Reserved = 10 })
+	sc.Pools[0].StartCold = true
+	var logs []RequestLog
+	rep, err := Run(context.Background(), sc, Options{OnComplete: func(l RequestLog) { logs = append(logs, l) }})
+	require.NoError(t, err)
+	as := rep.Autoscaling["h100"]
+	require.EqualValues(t, uint64(sc.Pools[0].Replicas)+as.Granted, rep.Pools["h100"].ColdStarts,
+		"a cold start for each starting replica and each one granted, no more")
+	cold := sc.Pools[0].ColdStart.D()
+	for _, l := range logs {
+		if l.Replica >= sc.Pools[0].Replicas {
+			// Provisioned no earlier than the first sync: it cannot
+			// serve before a sync period plus its cold start.
+			require.GreaterOrEqual(t, l.Dispatched, sc.Pools[0].Autoscale.SyncPeriod.D()+cold, "replica %d", l.Replica)
+		}
+	}
 }

@@ -392,7 +392,9 @@ func (r *runner) start() {
 	// Cold pools load their model first.
 	for i := range r.replicas {
 		pp := &r.p.pools[r.replicas[i].pool]
-		if pp.spec.StartCold {
+		// An autoscaled pool's absent replicas load when they are
+		// provisioned (autoscale.go), not now.
+		if pp.spec.StartCold && !r.replicas[i].absent {
 			r.core.SetReady(0, i, false)
 			r.replicas[i].loading = true
 			s.At(pp.spec.ColdStart.D(), func() { r.replicaReady(i) })
