@@ -17,16 +17,17 @@ Feature: The scenario library
       | mooncake-prefix |
 
     Examples: game days
-      | scenario                 |
-      | gameday-canary-rollback  |
-      | gameday-cpu-fallback     |
-      | gameday-driver-upgrade   |
-      | gameday-full             |
-      | gameday-model-retirement |
-      | gameday-quota-exhaustion |
-      | gameday-regional-outage  |
-      | gameday-retry-storm      |
-      | gameday-spot-loss        |
+      | scenario                   |
+      | gameday-autoscale-stockout |
+      | gameday-canary-rollback    |
+      | gameday-cpu-fallback       |
+      | gameday-driver-upgrade     |
+      | gameday-full               |
+      | gameday-model-retirement   |
+      | gameday-quota-exhaustion   |
+      | gameday-regional-outage    |
+      | gameday-retry-storm        |
+      | gameday-spot-loss          |
 
   Scenario: The regional-outage game day keeps EU traffic in the EU
     Given the library scenario "gameday-regional-outage"

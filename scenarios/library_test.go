@@ -117,14 +117,15 @@ func reportJSON(t *testing.T, rep *twin.Report) []byte {
 // with its own figures (faults.<kind>(<target>).time_to_detect_s, …).
 func TestLibraryGameDays(t *testing.T) {
 	want := map[string][]faults.Kind{
-		"gameday-regional-outage":  {faults.RegionalOutage},
-		"gameday-quota-exhaustion": {faults.QuotaExhaustion},
-		"gameday-model-retirement": {faults.ModelRetirement},
-		"gameday-driver-upgrade":   {faults.DriverUpgrade},
-		"gameday-retry-storm":      {faults.NodeLoss},
-		"gameday-cpu-fallback":     {faults.NodeLoss},
-		"gameday-spot-loss":        {faults.NodeLoss},
-		"gameday-full":             {faults.RegionalOutage, faults.QuotaExhaustion, faults.NodeLoss, faults.Brownout},
+		"gameday-regional-outage":    {faults.RegionalOutage},
+		"gameday-quota-exhaustion":   {faults.QuotaExhaustion},
+		"gameday-model-retirement":   {faults.ModelRetirement},
+		"gameday-driver-upgrade":     {faults.DriverUpgrade},
+		"gameday-retry-storm":        {faults.NodeLoss},
+		"gameday-cpu-fallback":       {faults.NodeLoss},
+		"gameday-spot-loss":          {faults.NodeLoss},
+		"gameday-full":               {faults.RegionalOutage, faults.QuotaExhaustion, faults.NodeLoss, faults.Brownout},
+		"gameday-autoscale-stockout": {faults.RegionalOutage, faults.Stockout},
 	}
 	var names []string
 	for _, i := range scenarios.List() {
