@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/faults"
@@ -78,6 +79,10 @@ type scaler struct {
 	retryAt   time.Duration
 	lastBusy  float64
 	lastSync  time.Duration
+	// The provider's last refusal, for the console: how many, when, why.
+	lastRefused    int
+	lastRefusedAt  time.Duration
+	lastRefusedWhy string
 
 	rep       *AutoscaleReport
 	toServing stats.Sketch
@@ -348,15 +353,18 @@ func (r *runner) acquire(sc *scaler, now time.Duration) {
 		r.event(now, "grant", fmt.Sprintf("pool %s: %d of %d replicas granted (%d reserved)", sc.name, res+onDemand, want, res))
 	}
 	total := 0
+	var whys []string
 	for _, why := range []string{RefusedReservation, RefusedStockout, RefusedQuota} {
 		if k := refused[why]; k > 0 {
 			total += k
+			whys = append(whys, why)
 			sc.rep.RefusedBy[why] += uint64(k)
 			r.event(now, "refused", fmt.Sprintf("pool %s: %d replicas refused (%s)", sc.name, k, why))
 		}
 	}
 	if total > 0 {
 		sc.rep.Refused += uint64(total)
+		sc.lastRefused, sc.lastRefusedAt, sc.lastRefusedWhy = total, now, strings.Join(whys, ", ")
 		retry := sc.acq.RetryAfter.D()
 		if retry <= 0 {
 			retry = sc.as.Policy().SyncPeriod
@@ -526,6 +534,25 @@ func (sc *scaler) record(now time.Duration) {
 	sc.rep.Series = append(s, c)
 	sc.rep.MinServing = min(sc.rep.MinServing, c.Serving)
 	sc.rep.MaxServing = max(sc.rep.MaxServing, c.Serving)
+}
+
+// view is sc's counts now, for a snapshot (PoolState.Autoscale).
+func (sc *scaler) view() *AutoscaleState {
+	a := &AutoscaleState{Requested: sc.requested, Refused: sc.rep.Refused,
+		LastRefused: sc.lastRefused, LastRefusedAt: sc.lastRefusedAt, LastRefusedWhy: sc.lastRefusedWhy}
+	for _, st := range sc.state {
+		switch st {
+		case repProvisioning:
+			a.Provisioning++
+		case repWarming:
+			a.Warming++
+		case repServing:
+			a.Serving++
+		case repDraining:
+			a.Draining++
+		}
+	}
+	return a
 }
 
 // drawDelay draws a provisioning delay.

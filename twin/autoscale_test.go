@@ -345,3 +345,66 @@ func TestAutoscaleStartColdLoadsOnlyTheStartingReplicas(t *testing.T) {
 		}
 	}
 }
+
+// A drill's snapshot shows an autoscaled pool's scaler as the report's
+// series counts it at that moment, the refusals of a stockout, and the
+// router's figures over the replicas provisioned only; a pool that does
+// not autoscale has none.
+func TestAutoscaleSnapshot(t *testing.T) {
+	sets := []string{"duration=20m", "warmup=0s", "drain=1m"}
+	plain, err := scenarios.LoadNamedWithSets("mmc", sets)
+	require.NoError(t, err)
+	d, err := NewDrill(plain, Options{})
+	require.NoError(t, err)
+	d.Advance(time.Minute)
+	require.Nil(t, d.Snapshot().Regions[0].Pools[0].Autoscale)
+
+	sc, err := scenarios.LoadNamedWithSets("mmc", append(sets,
+		"pools.mmc.autoscale={metric: utilization, target: 0.7, min_replicas: 4, max_replicas: 8, sync_period: 30s}",
+		"pools.mmc.acquisition={delay: {distribution: constant, mean: 2m}}",
+		"pools.mmc.cold_start=30s",
+		"workload.poisson.arrivals.rate=3",
+		"workload.poisson.stop=9m",
+		"faults=[stockout pool=mmc at=2m45s for=4m]"))
+	require.NoError(t, err)
+	d, err = NewDrill(sc, Options{})
+	require.NoError(t, err)
+	type seen struct {
+		at time.Duration
+		as AutoscaleState
+	}
+	var snaps []seen
+	refusedAt := time.Duration(-1)
+	for at := 500 * time.Millisecond; !d.Done(); at += 5 * time.Second {
+		d.Advance(at)
+		p := d.Snapshot().Regions[0].Pools[0]
+		a := p.Autoscale
+		require.NotNil(t, a, "at %v", at)
+		require.Equal(t, a.Warming+a.Serving, p.Replicas, "at %v: the router's replicas are the provisioned ones: %+v", at, *a)
+		require.LessOrEqual(t, p.Up, a.Serving, "at %v", at)
+		require.Equal(t, p.Replicas*sc.Pools[0].MaxBatch, p.Slots, "at %v", at)
+		if a.Refused > 0 && refusedAt < 0 {
+			refusedAt = at
+			require.Equal(t, RefusedStockout, a.LastRefusedWhy)
+			require.Equal(t, 2, a.Short(), "at %v: %+v", at, *a)
+		}
+		snaps = append(snaps, seen{at, *a})
+	}
+	require.Positive(t, refusedAt, "the stockout refused nothing")
+	rep, err := d.Report()
+	require.NoError(t, err)
+	ar := rep.Autoscaling["mmc"]
+	require.Equal(t, ar.Refused, snaps[len(snaps)-1].as.Refused)
+	require.Positive(t, ar.ScaleDowns, "the test does not see a scale-down")
+	for _, s := range snaps {
+		var c ReplicaCount
+		for _, e := range ar.Series {
+			if e.TS <= s.at.Seconds() {
+				c = e
+			}
+		}
+		got := ReplicaCount{TS: c.TS, Requested: s.as.Requested, Provisioning: s.as.Provisioning,
+			Warming: s.as.Warming, Serving: s.as.Serving, Draining: s.as.Draining}
+		require.Equal(t, c, got, "at %v", s.at)
+	}
+}

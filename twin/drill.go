@@ -258,7 +258,13 @@ func (d *Drill) Snapshot() Snapshot {
 	for i := range snap.Regions {
 		for j := range snap.Regions[i].Pools {
 			ps := &snap.Regions[i].Pools[j]
-			ps.Dispatched = r.pools[poolIndex[ps.Name]].Dispatched
+			pi := poolIndex[ps.Name]
+			ps.Dispatched = r.pools[pi].Dispatched
+			for _, as := range r.scalers {
+				if as.pool == pi {
+					ps.Autoscale = as.view()
+				}
+			}
 		}
 	}
 	// Classes over the recent window, and what waits for a first token now

@@ -42,6 +42,11 @@ type RegionState struct {
 }
 
 // PoolState is one pool as the router sees it.
+//
+// For an autoscaled pool, Replicas, Up, Open, Utilization and Slots count
+// only the replicas provisioned now (warming or serving; not those asked
+// for and not yet up, nor those released and draining); Autoscale says
+// what its scaler asks for and holds.
 type PoolState struct {
 	Name, Provider string
 	Models         []string // the models it serves now
@@ -67,6 +72,40 @@ type PoolState struct {
 	// and CanaryShare its share of eligible traffic now.
 	Canary      string
 	CanaryShare float64
+	// Autoscale is the pool's scaler now; nil for a pool that does not
+	// autoscale (and for a live fleet, which does not yet).
+	Autoscale *AutoscaleState
+}
+
+// AutoscaleState is an autoscaled pool's replicas now, as its scaler
+// counts them, and what the provider has refused.
+type AutoscaleState struct {
+	// Requested is what the pool asks for (the HPA's spec.replicas);
+	// Provisioning those granted and not yet up, Warming those up and
+	// loading their model, Serving those routable, Draining those
+	// released and finishing their work.
+	Requested, Provisioning, Warming, Serving, Draining int
+	// Refused counts the replicas the provider refused so far (each ask
+	// of a retried replica counts); LastRefused is how many it refused at
+	// its last refusal, LastRefusedAt when, and LastRefusedWhy why
+	// (RefusedStockout, RefusedQuota, RefusedReservation, joined by ", "
+	// when more than one).
+	Refused        uint64
+	LastRefused    int
+	LastRefusedAt  time.Duration
+	LastRefusedWhy string
+}
+
+// Short is the replicas the pool asks for that the provider has not
+// granted: refused, and asked again after the retry.
+func (a AutoscaleState) Short() int {
+	return max(a.Requested-a.Provisioning-a.Warming-a.Serving, 0)
+}
+
+// OnTheWay is the replicas asked for that do not serve yet: short,
+// provisioning or warming.
+func (a AutoscaleState) OnTheWay() int {
+	return max(a.Requested-a.Serving, 0)
 }
 
 // Saturation is the share of the pool's batch slots in use (0 without

@@ -254,3 +254,110 @@ func TestCanaryOnTheConsole(t *testing.T) {
 		}
 	}
 }
+
+// An autoscaled pool shows the replicas serving of those it asks for, with
+// ↑ while more are on the way, and in its detail what its scaler holds;
+// after a stockout the provider's refusal shows, in the warn style while
+// the pool is short. A real drill: M/M/c at 1.5 times what its 4
+// replicas serve, autoscaled to 8 with a 2 min provisioning delay, and a
+// stockout from 2m45s to 6m45s that refuses the second scale-up.
+func TestAutoscaleOnTheConsole(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("mmc", []string{"duration=12m", "warmup=0s", "drain=1m",
+		"pools.mmc.autoscale={metric: utilization, target: 0.7, min_replicas: 4, max_replicas: 8, sync_period: 30s}",
+		"pools.mmc.acquisition={delay: {distribution: constant, mean: 2m}}",
+		"pools.mmc.cold_start=30s",
+		"workload.poisson.arrivals.rate=3",
+		"faults=[stockout pool=mmc at=2m45s for=4m]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := twin.NewDrill(sc, twin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := newTestModel()
+	m.selPool = "mmc"
+	var pool twin.PoolState
+	frame := func(at time.Duration) string {
+		d.Advance(at)
+		snap := d.Snapshot()
+		pool = snap.Regions[0].Pools[0]
+		if pool.Autoscale == nil {
+			t.Fatalf("%v: the autoscaled pool's snapshot has no scaler", at)
+		}
+		m.Update(frameMsg(Frame{Snap: snap, Speed: 60}))
+		out := render(m, 80, 24)
+		for i, l := range strings.Split(out, "\n") {
+			if n := ansi.StringWidth(l); n != 80 {
+				t.Fatalf("%v: line %d is %d cells wide:\n%s", at, i, n, out)
+			}
+		}
+		return out
+	}
+	fleetLine := func(out string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, " mmc ") && strings.Contains(l, "%") {
+				return l
+			}
+		}
+		t.Fatalf("no pool line for mmc:\n%s", out)
+		return ""
+	}
+	expect := func(at time.Duration, out string, wants ...string) {
+		t.Helper()
+		for _, want := range wants {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: the frame lacks %q:\n%s", at, want, out)
+			}
+		}
+	}
+
+	// 30s: the first sync asks for 6; two are provisioning at 1m.
+	at := time.Minute
+	out := frame(at)
+	if !strings.Contains(fleetLine(out), "4/6↑") {
+		t.Errorf("%v: the pool line does not show 4 serving of 6 asked, on the way:\n%s", at, out)
+	}
+	expect(at, out, "autoscaled: 6 requested, 2 provisioning, 4 serving")
+	if up := m.poolUp(&pool); up != padLeft("4/6↑", 5) {
+		t.Errorf("%v: replicas on the way, none refused: the up column is %q, want it plain", at, up)
+	}
+	// 2m30s: up, loading their model until 3m.
+	at = 2*time.Minute + 45*time.Second
+	out = frame(at)
+	expect(at, out, "4/6↑", "autoscaled: 6 requested, 2 warming, 4 serving")
+	// 3m: the scale-up to 8 meets the stockout, refused and asked again
+	// each sync period.
+	at = 4 * time.Minute
+	out = frame(at)
+	if !strings.Contains(fleetLine(out), "6/8↑") {
+		t.Errorf("%v: the pool line does not show 6 serving of 8 asked:\n%s", at, out)
+	}
+	expect(at, out, "autoscaled: 8 requested, 6 serving; 2 refused (stockout) at 04:00 (4 in all)")
+	if a := pool.Autoscale; a.Short() != 2 || a.LastRefusedWhy != twin.RefusedStockout {
+		t.Errorf("%v: the scaler is %+v, want 2 short, refused for the stockout", at, *a)
+	}
+	if up, want := m.poolUp(&pool), m.st.warn.Render(padLeft("6/8↑", 5)); up != want {
+		t.Errorf("%v: refused replicas still asked for: the up column is %q, want %q (warn)", at, up, want)
+	}
+	if !strings.Contains(m.autoscaleLine(pool.Autoscale), m.st.warn.Render("2 refused (stockout) at 04:00 (4 in all)")) {
+		t.Errorf("%v: the refusal is not a warning while the pool is short: %q", at, m.autoscaleLine(pool.Autoscale))
+	}
+	if wide := render(m, 200, 60); !strings.Contains(wide, "refused      pool mmc: 2 replicas refused") {
+		t.Errorf("%v: the event log lacks the refusal:\n%s", at, wide)
+	}
+	if got, want := m.eventStyle("refused"), m.st.warn.Render("refused"); got != want {
+		t.Errorf("a refusal's event kind is %q, want the warn style %q", got, want)
+	}
+	// 6m45s: the stockout ends, the next ask is granted at 7m and serves
+	// at 9m30s; the refusal stays in the detail, no longer a warning.
+	at = 10 * time.Minute
+	out = frame(at)
+	if l := fleetLine(out); !strings.Contains(l, " 8/8 ") || strings.Contains(l, "↑") {
+		t.Errorf("%v: all 8 serve and the pool line says otherwise: %q", at, l)
+	}
+	expect(at, out, "autoscaled: 8 requested, 8 serving; 2 refused (stockout) at 06:30 (14 in all)")
+	if up := m.poolUp(&pool); up != padLeft("8/8", 5) {
+		t.Errorf("%v: the up column is %q, want it plain", at, up)
+	}
+}

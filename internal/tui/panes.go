@@ -83,7 +83,8 @@ func (b *fleetBlock) lines(folded bool) ([]string, []bool, int) {
 }
 
 // fleetCols are the fleet map's columns after the pool's name, as room
-// allows: replicas up, busy (share of replicas with a batch running),
+// allows: replicas up (of those it has, or for an autoscaled pool of those
+// it asks for: poolUp), busy (share of replicas with a batch running),
 // saturation (share of batch slots in use), queued sequences, in flight.
 type fleetCols struct{ sat, inflight bool }
 
@@ -165,13 +166,7 @@ func (m *Model) fleetLines(w, h int) content {
 						name = st.bold.Render(name)
 					}
 				}
-				up := padLeft(itoa(p.Up)+"/"+itoa(p.Replicas), 5)
-				switch {
-				case p.Up == 0 && p.Replicas > 0:
-					up = st.bad.Render(up)
-				case p.Up < p.Replicas:
-					up = st.warn.Render(up)
-				}
+				up := m.poolUp(p)
 				line := marker + st.healthGlyph(p.Health) + " " + name + " " + up + " " + padLeft(percent(p.Utilization), 4)
 				if cols.sat {
 					sat := padLeft(percent(p.Saturation()), 4)
@@ -624,6 +619,70 @@ func skippedTotal(rs []twin.ReasonCount) int {
 	return n
 }
 
+// poolUp is a pool's "up" column, five cells: the replicas taking work of
+// those it has, or, for an autoscaled pool, of those it asks for, with ↑
+// while more are on the way (↓ while released ones drain), in the warn
+// style while the provider has refused some it still asks for.
+func (m *Model) poolUp(p *twin.PoolState) string {
+	st := m.st
+	const w = 5
+	if a := p.Autoscale; a != nil {
+		txt := itoa(p.Up) + "/" + itoa(a.Requested)
+		switch {
+		case a.OnTheWay() > 0 && len(txt) < w:
+			txt += "↑"
+		case a.Draining > 0 && len(txt) < w:
+			txt += "↓"
+		}
+		up := padLeft(txt, w)
+		switch {
+		case p.Up == 0 && a.Requested > 0:
+			return st.bad.Render(up)
+		case a.Short() > 0 || p.Up < a.Serving:
+			// Refused replicas still asked for, or serving ones the
+			// router does not send work to (a breaker open).
+			return st.warn.Render(up)
+		}
+		return up
+	}
+	up := padLeft(itoa(p.Up)+"/"+itoa(p.Replicas), w)
+	switch {
+	case p.Up == 0 && p.Replicas > 0:
+		up = st.bad.Render(up)
+	case p.Up < p.Replicas:
+		up = st.warn.Render(up)
+	}
+	return up
+}
+
+// autoscaleLine is an autoscaled pool's scaler in words: what it asks
+// for and holds, and the provider's last refusal.
+func (m *Model) autoscaleLine(a *twin.AutoscaleState) string {
+	st := m.st
+	parts := []string{itoa(a.Requested) + " requested"}
+	for _, c := range []struct {
+		n    int
+		what string
+	}{{a.Provisioning, "provisioning"}, {a.Warming, "warming"}, {a.Serving, "serving"}, {a.Draining, "draining"}} {
+		if c.n > 0 || c.what == "serving" {
+			parts = append(parts, itoa(c.n)+" "+c.what)
+		}
+	}
+	line := "autoscaled: " + strings.Join(parts, ", ")
+	if a.LastRefused > 0 {
+		ref := itoa(a.LastRefused) + " refused (" + a.LastRefusedWhy + ") at " + clock(a.LastRefusedAt)
+		if a.Refused > uint64(a.LastRefused) {
+			ref += " (" + count(a.Refused) + " in all)"
+		}
+		if a.Short() > 0 {
+			// Still asked for: the refusal holds the pool short now.
+			ref = st.warn.Render(ref)
+		}
+		line += "; " + ref
+	}
+	return line
+}
+
 // eventStyle colours an event kind by what it means for the drill.
 func (m *Model) eventStyle(kind string) string {
 	st := m.st
@@ -636,6 +695,12 @@ func (m *Model) eventStyle(kind string) string {
 		return st.info.Render(kind)
 	case kind == "degrade":
 		return st.note.Render(kind)
+	case kind == "refused":
+		return st.warn.Render(kind)
+	case kind == "scale", kind == "grant":
+		return st.info.Render(kind)
+	case kind == "replica-ready":
+		return st.ok.Render(kind)
 	case kind == "canary-rollback", kind == "canary-hold":
 		return st.warn.Render(kind)
 	case strings.HasPrefix(kind, "canary-"):
@@ -961,6 +1026,9 @@ func (m *Model) whyPool() []string {
 	}
 	l4 := st.dim.Render(ref.region+" ("+ref.jurisdiction+") · provider "+p.Provider+" · serves ") +
 		strings.Join(p.Models, ", ") + st.dim.Render(" · dispatched "+count(p.Dispatched))
+	if p.Autoscale != nil {
+		return []string{l1, m.autoscaleLine(p.Autoscale), l2, l3, load, l4}
+	}
 	return []string{l1, l2, l3, load, l4}
 }
 
