@@ -139,3 +139,21 @@ func TestCanaryValidation(t *testing.T) {
 	// Lines are named.
 	require.Regexp(t, `bad.yaml:\d+: canaries\[0\]\.on_breach`, msg)
 }
+
+// A candidate that also serves another model, or that autoscales, is
+// refused: no route would reach the other model there, and the shadow's
+// slots are sized from a fixed count.
+func TestCanaryCandidateServesItsModelOnly(t *testing.T) {
+	good, err := os.ReadFile("gameday-canary-rollback.yaml")
+	require.NoError(t, err)
+	src := string(good)
+	// neo-h100 lists a second model, and the model exists.
+	src = strings.Replace(src, "    models: [llama-3.1-8b]\n    max_batch: 256\n    price_per_gpu_hour: 2.2",
+		"    models: [llama-3.1-8b, llama-b]\n    max_batch: 256\n    price_per_gpu_hour: 2.2", 1)
+	i := strings.Index(src, "pools:")
+	model := strings.Replace(src[strings.Index(src, "  - name: llama-3.1-8b"):i], "llama-3.1-8b #", "llama-b #", 1)
+	src = strings.Replace(src, "pools:", strings.TrimRight(model, "\n")+"\n\npools:", 1)
+	_, err = Parse("two.yaml", []byte(src))
+	require.ErrorContains(t, err, `canaries[0].candidate[0]: got "neo-h100", the pool also serves llama-b, which no route would reach`)
+	require.NotContains(t, err.Error(), "no such model", "llama-b is a model of the scenario")
+}
