@@ -140,9 +140,8 @@ func TestCanaryValidation(t *testing.T) {
 	require.Regexp(t, `bad.yaml:\d+: canaries\[0\]\.on_breach`, msg)
 }
 
-// A candidate that also serves another model, or that autoscales, is
-// refused: no route would reach the other model there, and the shadow's
-// slots are sized from a fixed count.
+// A candidate that also serves another model is refused, at its line: no
+// route would reach the other model there.
 func TestCanaryCandidateServesItsModelOnly(t *testing.T) {
 	good, err := os.ReadFile("gameday-canary-rollback.yaml")
 	require.NoError(t, err)
