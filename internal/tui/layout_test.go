@@ -174,13 +174,7 @@ func TestBreakerEventsGrouped(t *testing.T) {
 // completed requests' p99 alone is still within it.
 func TestLatencyBreachesWithinOneRefresh(t *testing.T) {
 	sc, err := scenarios.LoadNamedWithSets("gameday-regional-outage", []string{"duration=14m", "drain=1m"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := twin.NewDrill(sc, twin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDrill(t, sc, err)
 	m, _ := newTestModel()
 	const outage = 10 * time.Minute
 	d.Advance(outage - 30*time.Second)
@@ -230,13 +224,7 @@ func TestLatencyBreachesWithinOneRefresh(t *testing.T) {
 // the rollback shows on the event log as a warning line with its figures.
 func TestCanaryOnTheConsole(t *testing.T) {
 	sc, err := scenarios.Load("../../twin/testdata/canary.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := twin.NewDrill(sc, twin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDrill(t, sc, err)
 	m, _ := newTestModel()
 	m.selPool = "neo-h100"
 	frame := func(at time.Duration) string {
@@ -268,13 +256,7 @@ func TestAutoscaleOnTheConsole(t *testing.T) {
 		"pools.mmc.cold_start=30s",
 		"workload.poisson.arrivals.rate=3",
 		"faults=[stockout pool=mmc at=2m45s for=4m]"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := twin.NewDrill(sc, twin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDrill(t, sc, err)
 	m, _ := newTestModel()
 	m.selPool = "mmc"
 	var pool twin.PoolState
@@ -360,4 +342,18 @@ func TestAutoscaleOnTheConsole(t *testing.T) {
 	if up := m.poolUp(&pool); up != padLeft("8/8", 5) {
 		t.Errorf("%v: the up column is %q, want it plain", at, up)
 	}
+}
+
+// newDrill is a twin drill of sc, loaded with err; the test stops on
+// either's error.
+func newDrill(t *testing.T, sc *scenarios.Scenario, err error) *twin.Drill {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := twin.NewDrill(sc, twin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
