@@ -166,7 +166,7 @@ var catalogue = []entry{
 		usage:  "region=NAME|pool=NAME|provider=NAME [accelerator=NAME] at=D [for=D] [grant=F]",
 		takes:  []string{"region", "pool", "provider", "accelerator", "at", "for", "grant"},
 		target: []string{"region", "pool", "provider"},
-		traits: Traits{NotLive: "acquisition faults have no live emulation (the live fleet does not autoscale yet)", ConsoleOn: "provider"}},
+		traits: Traits{Live: LiveAcquisition, ConsoleOn: "provider"}},
 	{kind: QuotaCap, effect: "the account's GPUs at a provider are capped at gpus=: scale-ups beyond it are refused",
 		usage:  "provider=NAME at=D [for=D] gpus=N",
 		takes:  []string{"provider", "at", "for", "gpus"},
@@ -176,7 +176,7 @@ var catalogue = []entry{
 				add("gpus", "", "quota-cap needs gpus= (the account's GPUs at the provider, >= 1; a stockout refuses everything)")
 			}
 		},
-		traits: Traits{NotLive: "acquisition faults have no live emulation (the live fleet does not autoscale yet)", ConsoleOn: "provider",
+		traits: Traits{Live: LiveAcquisition, ConsoleOn: "provider",
 			Console: Spec{GPUs: 8}}},
 	{kind: SlowProvisioning, effect: "an autoscaled pool's provisioning delay is multiplied by factor=",
 		usage:  "pool=NAME|provider=NAME at=D [for=D] factor=F",
@@ -187,7 +187,7 @@ var catalogue = []entry{
 				add("factor", "", "slow-provisioning needs factor= (the delay's multiplier, > 0, like 4)")
 			}
 		},
-		traits: Traits{NotLive: "acquisition faults have no live emulation (the live fleet does not autoscale yet)", ConsoleOn: "pool",
+		traits: Traits{Live: LiveAcquisition, ConsoleOn: "pool",
 			Console: Spec{Factor: 4}}},
 }
 

@@ -25,6 +25,11 @@ const (
 	// LiveContainer: the nodes' containers are stopped, and started again
 	// when the fault ends (internal/livefleet).
 	LiveContainer
+	// LiveAcquisition: the live gateway's scalers ask their provider
+	// under the fault (stockout, quota-cap, slow-provisioning): replicas
+	// it refuses are never started (internal/gateway's
+	// Gateway.InjectAcquisition).
+	LiveAcquisition
 )
 
 // OnFleet reports whether the kind has a part the live fleet injects
@@ -37,7 +42,7 @@ func (l Live) String() string {
 	for _, m := range []struct {
 		bit  Live
 		name string
-	}{{LiveProxy, "proxy"}, {LiveGateway, "gateway"}, {LiveContainer, "container"}} {
+	}{{LiveProxy, "proxy"}, {LiveGateway, "gateway"}, {LiveContainer, "container"}, {LiveAcquisition, "acquisition"}} {
 		if l&m.bit != 0 {
 			out = append(out, m.name)
 		}

@@ -2,10 +2,10 @@ package twin
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/faults"
@@ -41,54 +41,22 @@ import (
 
 // Reasons a provider refuses a scale-up (AutoscaleReport.RefusedBy). The
 // acquisition faults (stockout, quota-cap, slow-provisioning: effects.go)
-// change nothing on replicas: acquire reads the active ones.
+// change nothing on replicas: the scaler reads the active ones when it
+// asks.
 const (
-	RefusedReservation = "reservation" // reservation used and the burst cap reached
-	RefusedStockout    = "stockout"    // the provider has no capacity (fault stockout)
-	RefusedQuota       = "quota"       // the account's GPU quota (fault quota-cap)
+	RefusedReservation = sched.RefusedReservation
+	RefusedStockout    = sched.RefusedStockout
+	RefusedQuota       = sched.RefusedQuota
 )
 
-// repState is an autoscaled replica's place in its life.
-type repState uint8
-
-const (
-	repAbsent       repState = iota // not provisioned
-	repProvisioning                 // granted, the instance not yet up
-	repWarming                      // up, loading its model
-	repServing                      // routable
-	repDraining                     // released, finishing what it has
-)
-
-// scaler is one autoscaled pool's state in a run.
+// scaler is one autoscaled pool in a run: the core's Scaler, and the
+// runner as the Scaler's driver (sched.ScalerEnv).
 type scaler struct {
-	pool     int
-	name     string
-	as       *sched.Autoscaler
-	acq      scenarios.Acquisition
-	burstCap int // on-demand replicas beyond the reservation; -1: no cap
-	reps     []int
-
-	state    []repState // per entry of reps
-	reserved []bool     // holds a reserved replica
-	askedAt  []time.Duration
-	upAt     []time.Duration // provisioned: paid from then
-	gen      []int           // bumped on release: stale timers do nothing
-
-	requested int // the count asked for (the HPA's spec.replicas)
-	askedFrom []time.Duration
-	retryAt   time.Duration
-	lastBusy  float64
-	lastSync  time.Duration
-	// The provider's last refusal, for the console: how many, when, why.
-	lastRefused    int
-	lastRefusedAt  time.Duration
-	lastRefusedWhy string
-
-	rep       *AutoscaleReport
-	toServing stats.Sketch
-	// Replica-hours paid for, within the scenario's duration; and up to
-	// the run's end (the drain included), for the pool's utilization.
-	reservedHours, burstHours, upHours float64
+	r    *runner
+	pool int
+	name string
+	sc   *sched.Scaler
+	reps []int // the pool's replicas, in order
 }
 
 // AutoscaleReport is what one autoscaled pool did (Report.Autoscaling).
@@ -123,14 +91,7 @@ type AutoscaleReport struct {
 // ReplicaCount is an autoscaled pool's replicas at a moment: asked for,
 // provisioning (granted, not up), warming (loading), serving and
 // draining.
-type ReplicaCount struct {
-	TS           float64 `json:"ts"`
-	Requested    int     `json:"requested"`
-	Provisioning int     `json:"provisioning"`
-	Warming      int     `json:"warming"`
-	Serving      int     `json:"serving"`
-	Draining     int     `json:"draining"`
-}
+type ReplicaCount = sched.ReplicaCount
 
 // autoscaledReplicas is how many replicas build gives pool ps: its
 // autoscaling maximum, or its count.
@@ -141,6 +102,30 @@ func autoscaledReplicas(ps *scenarios.Pool) int {
 	return ps.Replicas
 }
 
+// ScalerConfig is pool ps's sched.ScalerConfig, its stream aside: what
+// the twin and the live gateway both build their Scaler from.
+func ScalerConfig(ps *scenarios.Pool, maxBatch int, end time.Duration) sched.ScalerConfig {
+	cfg := sched.ScalerConfig{Pool: ps.Name, Policy: scenarios.AutoscalePolicy(ps.Autoscale),
+		Replicas: ps.Replicas, Max: autoscaledReplicas(ps), BurstCap: -1,
+		ColdStart: ps.ColdStart.D(), GPUsPerReplica: ps.GPUsPerReplica, MaxBatch: maxBatch, End: end}
+	if q := ps.Acquisition; q != nil {
+		cfg.Reserved, cfg.RetryAfter = q.Reserved, q.RetryAfter.D()
+		if q.Burst != nil {
+			cfg.BurstCap = *q.Burst
+		}
+		if d := q.Delay; d != nil {
+			cfg.Delay = func(rng *rand.Rand) time.Duration { return drawDelay(rng, d) }
+		}
+	}
+	return cfg
+}
+
+// AcquisitionStream is the name of pool's acquisition stream (its
+// stockout grants and provisioning delays): one per pool, so that one
+// pool's asks never change another's draws, and the live gateway draws
+// what the twin does (sim.NewSource(seed, name)).
+func AcquisitionStream(pool string) string { return "acquisition/" + pool }
+
 // initAutoscale builds a scaler for each autoscaled pool.
 func (r *runner) initAutoscale() error {
 	for pi := range r.p.pools {
@@ -148,411 +133,161 @@ func (r *runner) initAutoscale() error {
 		if ps.Autoscale == nil {
 			continue
 		}
-		as, err := sched.NewAutoscaler(scenarios.AutoscalePolicy(ps.Autoscale))
-		if err != nil {
-			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
-		}
-		sc := &scaler{pool: pi, name: ps.Name, as: as, burstCap: -1,
-			rep: &AutoscaleReport{MinServing: ps.Replicas, MaxServing: ps.Replicas,
-				// Every reason, so that an expectation may name one that
-				// never happened (it is checked before the run).
-				RefusedBy: map[string]uint64{RefusedReservation: 0, RefusedStockout: 0, RefusedQuota: 0}}}
-		if q := ps.Acquisition; q != nil {
-			sc.acq = *q
-			if q.Burst != nil {
-				sc.burstCap = *q.Burst
-			}
-		}
+		sc := &scaler{r: r, pool: pi, name: ps.Name}
 		for i := range r.replicas {
 			if r.replicas[i].pool == pi {
 				sc.reps = append(sc.reps, i)
 			}
 		}
-		n := len(sc.reps)
-		sc.state, sc.reserved = make([]repState, n), make([]bool, n)
-		sc.askedAt, sc.upAt, sc.gen = make([]time.Duration, n), make([]time.Duration, n), make([]int, n)
-		for k := range n {
-			if k < ps.Replicas {
-				// The starting replicas hold the reservation first.
-				sc.state[k], sc.reserved[k] = repServing, k < sc.acq.Reserved
-			}
-			r.replicas[sc.reps[k]].absent = k >= ps.Replicas
+		cfg := ScalerConfig(ps, r.p.core.Replicas[sc.reps[0]].MaxBatch, r.end)
+		cfg.Rand = r.s.Rand(AcquisitionStream(ps.Name))
+		var err error
+		if sc.sc, err = sched.NewScaler(cfg, r.duration); err != nil {
+			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
 		}
-		sc.requested = ps.Replicas
-		sc.as.Seed(0, ps.Replicas)
+		for k, ri := range sc.reps {
+			r.replicas[ri].absent = k >= ps.Replicas
+		}
 		r.scalers = append(r.scalers, sc)
-	}
-	if len(r.scalers) > 0 {
-		r.acqRand = r.s.Rand("acquisition")
 	}
 	return nil
 }
 
-// startAutoscale schedules each scaler's first sync.
+// startAutoscale arms each scaler's first sync.
 func (r *runner) startAutoscale() {
 	for _, sc := range r.scalers {
-		sc.record(0)
-		period := sc.as.Policy().SyncPeriod
-		var sync func()
-		sync = func() {
-			r.syncScaler(sc)
-			if r.s.Now()+period <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
-				r.s.After(period, sync)
-			}
-		}
-		r.s.At(period, sync)
+		sc.arm()
 	}
 }
 
-// metric measures sc's pool for its autoscaler.
-func (r *runner) metric(sc *scaler) float64 {
-	now := r.s.Now()
-	pol := sc.as.Policy()
-	n := max(sc.requested, 1)
-	switch pol.Metric {
-	case sched.MetricQueue, sched.MetricWait:
-		queued, wait := 0, time.Duration(0)
-		for m, serves := range r.p.core.Pools[sc.pool].Serves {
-			if serves {
-				queued += r.core.QueueLen(m)
-				wait = max(wait, r.core.PredictedWait(m))
-			}
-		}
-		if pol.Metric == sched.MetricWait {
-			return wait.Seconds()
-		}
-		return float64(queued) / float64(n)
-	}
-	// Utilization: busy slots averaged since the last sync, over the
-	// replicas asked for (those not serving yet count as idle, as the
-	// HPA counts a pod not ready on a scale-up).
-	busy := r.core.PoolBusy(now, sc.pool)
-	slots := float64(n) * float64(r.p.core.Replicas[sc.reps[0]].MaxBatch) * (now - sc.lastSync).Seconds()
-	u := 0.0
-	if slots > 0 {
-		u = (busy - sc.lastBusy) / slots
-	}
-	sc.lastBusy, sc.lastSync = busy, now
-	return u
-}
-
-// syncScaler is one sync period's evaluation of sc.
-func (r *runner) syncScaler(sc *scaler) {
-	now := r.s.Now()
-	// Released replicas whose work has finished are gone.
-	for k, st := range sc.state {
-		if st == repDraining && r.core.Inflight(sc.reps[k]) == 0 {
-			r.gone(sc, k, now)
-		}
-	}
-	metric := r.metric(sc)
-	n, changed := sc.as.Evaluate(now, sc.requested, metric)
-	if changed {
-		dir := "up"
-		if n > sc.requested {
-			sc.rep.ScaleUps++
-		} else {
-			sc.rep.ScaleDowns++
-			dir = "down"
-		}
-		r.event(now, "scale", fmt.Sprintf("pool %s: scale %s %d → %d (%s %.3g, target %.3g)",
-			sc.name, dir, sc.requested, n, sc.as.Policy().Metric, metric, sc.as.Policy().Target))
-		if n < sc.requested {
-			r.releaseReplicas(sc, sc.requested-n, now)
-		}
-		sc.requested = n
-	}
-	r.acquire(sc, now)
-	sc.record(now)
-}
-
-// live counts sc's replicas granted and not released.
-func (sc *scaler) live() (n, reserved, burst int) {
-	for k, st := range sc.state {
-		if st == repProvisioning || st == repWarming || st == repServing {
-			n++
-			if sc.reserved[k] {
-				reserved++
-			} else {
-				burst++
-			}
-		}
-	}
-	return n, reserved, burst
-}
-
-// acquire asks the provider for what sc wants and has not been granted:
-// the reservation first, then on demand up to the burst cap, less what an
-// active stockout or quota-cap refuses.
-func (r *runner) acquire(sc *scaler, now time.Duration) {
-	n, heldRes, heldBurst := sc.live()
-	want := sc.requested - n
-	if want <= 0 || now < sc.retryAt {
+// arm schedules the scaler's next Advance. Its NextAt changes only in
+// Advance, so one pending event a scaler suffices.
+func (sc *scaler) arm() {
+	at := sc.sc.NextAt()
+	if at < 0 {
 		return
 	}
-	for len(sc.askedFrom) < want {
-		sc.askedFrom = append(sc.askedFrom, now)
-	}
-	sc.rep.Asked += uint64(want)
-	refused := map[string]int{}
-	res := min(want, max(sc.acq.Reserved-heldRes, 0))
-	onDemand := want - res
-	if sc.burstCap >= 0 && onDemand > sc.burstCap-heldBurst {
-		capped := max(sc.burstCap-heldBurst, 0)
-		refused[RefusedReservation] += onDemand - capped
-		onDemand = capped
-	}
-	grant, stocked := 1.0, false
-	factor := 1.0
-	quota := math.MaxInt
-	for _, f := range r.faults {
-		if !f.active || !slices.Contains(f.pools, sc.pool) {
-			continue
-		}
-		switch f.spec.Kind {
-		case faults.Stockout:
-			grant, stocked = min(grant, f.spec.Grant), true
-		case faults.SlowProvisioning:
-			factor *= f.spec.Factor
-		case faults.QuotaCap:
-			quota = min(quota, r.freeGPUs(f))
-		}
-	}
-	if stocked {
-		// Each replica asked is granted with the stockout's share, drawn
-		// on the acquisition stream: a share of a one-replica ask is a
-		// chance, not a floor of zero.
-		g := 0
-		for range onDemand {
-			if grant > 0 && r.acqRand.Float64() < grant {
-				g++
-			}
-		}
-		refused[RefusedStockout] += onDemand - g
-		onDemand = g
-	}
-	if quota < math.MaxInt {
-		fit := max(quota, 0) / max(r.p.pools[sc.pool].spec.GPUsPerReplica, 1)
-		if res+onDemand > fit {
-			over := res + onDemand - fit
-			cut := min(over, onDemand)
-			onDemand -= cut
-			res -= over - cut
-			refused[RefusedQuota] += over
-		}
-	}
-	for range res {
-		r.grant(sc, true, 1, now)
-	}
-	for range onDemand {
-		r.grant(sc, false, factor, now)
-	}
-	sc.rep.Granted += uint64(res + onDemand)
-	sc.rep.Reserved += uint64(res)
-	if res+onDemand > 0 {
-		r.event(now, "grant", fmt.Sprintf("pool %s: %d of %d replicas granted (%d reserved)", sc.name, res+onDemand, want, res))
-	}
-	total := 0
-	var whys []string
-	for _, why := range []string{RefusedReservation, RefusedStockout, RefusedQuota} {
-		if k := refused[why]; k > 0 {
-			total += k
-			whys = append(whys, why)
-			sc.rep.RefusedBy[why] += uint64(k)
-			r.event(now, "refused", fmt.Sprintf("pool %s: %d replicas refused (%s)", sc.name, k, why))
-		}
-	}
-	if total > 0 {
-		sc.rep.Refused += uint64(total)
-		sc.lastRefused, sc.lastRefusedAt, sc.lastRefusedWhy = total, now, strings.Join(whys, ", ")
-		retry := sc.acq.RetryAfter.D()
-		if retry <= 0 {
-			retry = sc.as.Policy().SyncPeriod
-		}
-		sc.retryAt = now + retry
-		r.s.At(sc.retryAt, func() {
-			r.acquire(sc, r.s.Now())
-			sc.record(r.s.Now())
-		})
-	}
-}
-
-// freeGPUs is what quota-cap fault f leaves of its provider's GPUs: its
-// cap less the GPUs of every replica of the provider's pools that is held
-// (a fixed pool's, and an autoscaled pool's granted and not yet gone).
-func (r *runner) freeGPUs(f *faultRT) int {
-	used := 0
-	for pi := range r.p.pools {
-		ps := r.p.pools[pi].spec
-		if ps.Provider != f.spec.Target.Provider {
-			continue
-		}
-		held := ps.Replicas
-		for _, sc := range r.scalers {
-			if sc.pool == pi {
-				held = 0
-				for _, st := range sc.state {
-					if st != repAbsent {
-						held++
-					}
-				}
-			}
-		}
-		used += held * ps.GPUsPerReplica
-	}
-	return f.spec.GPUs - used
-}
-
-// grant provisions one replica of sc: at once from the reservation, or
-// after a drawn delay on demand; then it loads its model.
-func (r *runner) grant(sc *scaler, reserved bool, factor float64, now time.Duration) {
-	k := slices.Index(sc.state, repAbsent)
-	if k < 0 {
-		return // validation keeps requested within max_replicas
-	}
-	sc.state[k], sc.reserved[k] = repProvisioning, reserved
-	sc.askedAt[k] = sc.askedFrom[0]
-	sc.askedFrom = sc.askedFrom[1:]
-	g := sc.gen[k]
-	delay := time.Duration(0)
-	if d := sc.acq.Delay; d != nil && !reserved {
-		delay = time.Duration(float64(drawDelay(r.acqRand, d)) * factor)
-	}
-	r.s.After(delay, func() {
-		if sc.gen[k] == g {
-			r.provisioned(sc, k)
-		}
+	sc.r.s.At(max(at, sc.r.s.Now()), func() {
+		sc.sc.Advance(sc.r.s.Now(), sc)
+		sc.arm()
 	})
 }
 
-// provisioned: replica k of sc is up and loads its model.
-func (r *runner) provisioned(sc *scaler, k int) {
+// Measure implements sched.ScalerEnv.
+func (sc *scaler) Measure() (busy float64, queued int, wait time.Duration) {
+	r := sc.r
+	for m, serves := range r.p.core.Pools[sc.pool].Serves {
+		if serves {
+			queued += r.core.QueueLen(m)
+			wait = max(wait, r.core.PredictedWait(m))
+		}
+	}
+	return r.core.PoolBusy(r.s.Now(), sc.pool), queued, wait
+}
+
+// Inflight implements sched.ScalerEnv.
+func (sc *scaler) Inflight(k int) int { return sc.r.core.Inflight(sc.reps[k]) }
+
+// Quiet implements sched.ScalerEnv.
+func (sc *scaler) Quiet() bool { return sc.r.lc.Live() == 0 && sc.r.afterArrivals() }
+
+// Offer implements sched.ScalerEnv: the acquisition faults active on the
+// pool.
+func (sc *scaler) Offer() sched.Offer {
+	o := sched.NoFaults
+	for _, f := range sc.r.faults {
+		if f.active && slices.Contains(f.pools, sc.pool) {
+			o = OfferUnder(o, f.spec, func() int { return sc.r.freeGPUs(f) })
+		}
+	}
+	return o
+}
+
+// OfferUnder is o with acquisition fault spec's effect added (a fault of
+// another kind changes nothing); free is what a quota-cap leaves the
+// account, asked only for one.
+func OfferUnder(o sched.Offer, spec faults.Spec, free func() int) sched.Offer {
+	switch spec.Kind {
+	case faults.Stockout:
+		if !o.Stocked || spec.Grant < o.Grant {
+			o.Grant = spec.Grant
+		}
+		o.Stocked = true
+	case faults.SlowProvisioning:
+		o.Factor *= spec.Factor
+	case faults.QuotaCap:
+		o.FreeGPUs = min(o.FreeGPUs, free())
+	}
+	return o
+}
+
+// Provisioned implements sched.ScalerEnv: the replica is up and loads.
+func (sc *scaler) Provisioned(k int) {
+	r, ri := sc.r, sc.reps[k]
 	now := r.s.Now()
-	ri := sc.reps[k]
-	sc.state[k], sc.upAt[k] = repWarming, now
 	rt := &r.replicas[ri]
 	rt.absent, rt.loading = false, true
 	r.core.SetReady(now, ri, false)
 	r.core.SetPresent(now, ri, true)
 	r.pools[sc.pool].ColdStarts++
-	g := sc.gen[k]
-	r.s.After(r.p.pools[sc.pool].spec.ColdStart.D(), func() {
-		if sc.gen[k] != g {
-			return
-		}
-		now := r.s.Now()
-		sc.state[k] = repServing
-		rt.loading = false
-		r.core.SetReady(now, ri, true)
-		sc.toServing.Add((now - sc.askedAt[k]).Seconds())
-		r.event(now, "replica-ready", fmt.Sprintf("pool %s: replica %d serving, %v after it was asked for", sc.name, k, now-sc.askedAt[k]))
-		sc.record(now)
-		r.dispatch()
-	})
-	sc.record(now)
 }
 
-// releaseReplicas gives back n of sc's replicas: what has not arrived first, then
-// the newest.
-func (r *runner) releaseReplicas(sc *scaler, n int, now time.Duration) {
-	live, _, _ := sc.live()
-	pending := min(max(sc.requested-live, 0), n)
-	sc.askedFrom = sc.askedFrom[:max(len(sc.askedFrom)-pending, 0)]
-	n -= pending
-	for _, st := range []repState{repProvisioning, repWarming, repServing} {
-		for k := len(sc.state) - 1; k >= 0 && n > 0; k-- {
-			if sc.state[k] != st {
-				continue
-			}
-			n--
-			sc.gen[k]++
-			ri := sc.reps[k]
-			if st == repProvisioning {
-				sc.state[k] = repAbsent
-				continue // never up: nothing paid
-			}
-			r.replicas[ri].loading = false
-			r.core.SetPresent(now, ri, false)
-			sc.state[k] = repDraining
-			if r.core.Inflight(ri) == 0 {
-				r.gone(sc, k, now)
+// Loaded implements sched.ScalerEnv: the twin routes to it at once.
+func (sc *scaler) Loaded(k int) {
+	r, ri := sc.r, sc.reps[k]
+	now := r.s.Now()
+	r.replicas[ri].loading = false
+	r.core.SetReady(now, ri, true)
+	sc.sc.Serving(now, k, sc)
+	r.dispatch()
+}
+
+// Released implements sched.ScalerEnv.
+func (sc *scaler) Released(k int) {
+	r, ri := sc.r, sc.reps[k]
+	r.replicas[ri].loading = false
+	r.core.SetPresent(r.s.Now(), ri, false)
+}
+
+// Gone implements sched.ScalerEnv.
+func (sc *scaler) Gone(k int) { sc.r.replicas[sc.reps[k]].absent = true }
+
+// Event implements sched.ScalerEnv.
+func (sc *scaler) Event(ev sched.ScalerEvent) { sc.r.event(ev.At, ev.Kind, ev.Detail) }
+
+// freeGPUs is what quota-cap fault f leaves of its provider's GPUs: its
+// cap less the GPUs of every replica of the provider's pools that is held
+// (a fixed pool's, and an autoscaled pool's granted and not yet gone).
+func (r *runner) freeGPUs(f *faultRT) int {
+	held := func(pi int) int {
+		for _, sc := range r.scalers {
+			if sc.pool == pi {
+				return sc.sc.Held()
 			}
 		}
+		return r.p.pools[pi].spec.Replicas
 	}
+	return FreeGPUs(r.p.sc, f.spec, held)
 }
 
-// gone: replica k of sc has drained and is handed back; it is paid for
-// until now.
-func (r *runner) gone(sc *scaler, k int, now time.Duration) {
-	sc.state[k] = repAbsent
-	r.replicas[sc.reps[k]].absent = true
-	sc.pay(k, now, r.duration)
-}
-
-// pay adds replica k's paid time from its provisioning to until, within
-// the scenario's duration.
-func (sc *scaler) pay(k int, until, duration time.Duration) {
-	sc.reservedHours, sc.burstHours, sc.upHours = sc.paid(k, until, duration, sc.reservedHours, sc.burstHours, sc.upHours)
-}
-
-// paid adds replica k's paid time up to until to the given hours.
-func (sc *scaler) paid(k int, until, duration time.Duration, res, burst, up float64) (float64, float64, float64) {
-	up += (until - sc.upAt[k]).Hours()
-	h := (min(until, duration) - min(sc.upAt[k], duration)).Hours()
-	if sc.reserved[k] {
-		return res + h, burst, up
-	}
-	return res, burst + h, up
-}
-
-// record appends sc's counts to its series when they changed.
-func (sc *scaler) record(now time.Duration) {
-	c := ReplicaCount{TS: round(now.Seconds(), 6), Requested: sc.requested}
-	for _, st := range sc.state {
-		switch st {
-		case repProvisioning:
-			c.Provisioning++
-		case repWarming:
-			c.Warming++
-		case repServing:
-			c.Serving++
-		case repDraining:
-			c.Draining++
+// FreeGPUs is what quota-cap spec leaves of its provider's GPUs in sc,
+// when pool i holds held(i) replicas.
+func FreeGPUs(sc *scenarios.Scenario, spec faults.Spec, held func(pool int) int) int {
+	used := 0
+	for pi, ps := range sc.Pools {
+		if ps.Provider == spec.Target.Provider {
+			used += held(pi) * ps.GPUsPerReplica
 		}
 	}
-	s := sc.rep.Series
-	if n := len(s); n > 0 {
-		last := s[n-1]
-		last.TS = c.TS
-		if last == c {
-			return
-		}
-		if s[n-1].TS == c.TS {
-			s = s[:n-1]
-		}
-	}
-	sc.rep.Series = append(s, c)
-	sc.rep.MinServing = min(sc.rep.MinServing, c.Serving)
-	sc.rep.MaxServing = max(sc.rep.MaxServing, c.Serving)
+	return spec.GPUs - used
 }
 
-// view is sc's counts now, for a snapshot (PoolState.Autoscale).
+// view is the scaler's counts now, for a snapshot (PoolState.Autoscale).
 func (sc *scaler) view() *AutoscaleState {
-	a := &AutoscaleState{Requested: sc.requested, Refused: sc.rep.Refused,
-		LastRefused: sc.lastRefused, LastRefusedAt: sc.lastRefusedAt, LastRefusedWhy: sc.lastRefusedWhy}
-	for _, st := range sc.state {
-		switch st {
-		case repProvisioning:
-			a.Provisioning++
-		case repWarming:
-			a.Warming++
-		case repServing:
-			a.Serving++
-		case repDraining:
-			a.Draining++
-		}
-	}
-	return a
+	c, t := sc.sc.Counts(sc.r.s.Now()), sc.sc.Tally()
+	return &AutoscaleState{Requested: c.Requested, Provisioning: c.Provisioning, Warming: c.Warming,
+		Serving: c.Serving, Draining: c.Draining, Refused: t.Refused,
+		LastRefused: t.LastRefused, LastRefusedAt: t.LastRefusedAt, LastRefusedWhy: t.LastRefusedWhy}
 }
 
 // drawDelay draws a provisioning delay.
@@ -572,45 +307,50 @@ func drawDelay(rng *rand.Rand, d *scenarios.Delay) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-// autoscaleReports finishes each scaler's report at end, and sets its
-// pool's cost in rep from the replicas paid for rather than a fixed count.
+// autoscaleReports finishes each scaler's report, and sets its pool's
+// cost in rep from the replicas paid for rather than a fixed count.
 func (r *runner) autoscaleReports(rep *Report) {
-	if len(r.scalers) == 0 {
-		return
-	}
-	rep.Autoscaling = map[string]*AutoscaleReport{}
 	for _, sc := range r.scalers {
-		// The replicas still held are paid for up to now; the report may
-		// be assembled more than once (a skeleton before the run), so
-		// this adds to copies.
-		resH, burstH, upH := sc.reservedHours, sc.burstHours, sc.upHours
-		for k, st := range sc.state {
-			if st == repWarming || st == repServing || st == repDraining {
-				resH, burstH, upH = sc.paid(k, r.s.Now(), r.duration, resH, burstH, upH)
-			}
-		}
 		ps := r.p.pools[sc.pool].spec
-		price := ps.PricePerGPUHour * float64(ps.GPUsPerReplica)
-		burstPrice := price
-		if sc.acq.BurstPrice > 0 {
-			burstPrice *= sc.acq.BurstPrice
-		}
-		ar := sc.rep
-		ar.ToServing = sc.toServing.Summary()
-		ar.ReservedHours, ar.BurstHours = round(resH, 6), round(burstH, 6)
-		ar.ReservedCost = round(resH*price, 6)
-		ar.BurstCost = round(burstH*burstPrice, 6)
-		pr := rep.Pools[ps.Name]
+		AutoscaleInto(rep, ps, sc.sc, r.s.Now(), r.tally.succeeded)
+	}
+}
+
+// AutoscaleInto adds pool ps's scaler s, as it stands at now, to rep: its
+// section of rep.Autoscaling, and the pool's cost and utilization from
+// the replicas paid for. succeeded is the run's successful requests, for
+// the cost per success. The live report is made by the same code.
+func AutoscaleInto(rep *Report, ps *scenarios.Pool, s *sched.Scaler, now time.Duration, succeeded uint64) {
+	if rep.Autoscaling == nil {
+		rep.Autoscaling = map[string]*AutoscaleReport{}
+	}
+	resH, burstH, upH := s.Paid(now)
+	price := ps.PricePerGPUHour * float64(ps.GPUsPerReplica)
+	burstPrice := price
+	if q := ps.Acquisition; q != nil && q.BurstPrice > 0 {
+		burstPrice *= q.BurstPrice
+	}
+	t := s.Tally()
+	var sk stats.Sketch
+	for _, d := range t.ToServing {
+		sk.Add(d.Seconds())
+	}
+	ar := &AutoscaleReport{MinServing: t.MinServing, MaxServing: t.MaxServing, ScaleUps: t.ScaleUps, ScaleDowns: t.ScaleDowns,
+		Asked: t.Asked, Granted: t.Granted, Reserved: t.Reserved, Refused: t.Refused, RefusedBy: maps.Clone(t.RefusedBy),
+		ToServing: sk.Summary(), Series: slices.Clone(t.Series),
+		ReservedHours: round(resH, 6), BurstHours: round(burstH, 6),
+		ReservedCost: round(resH*price, 6), BurstCost: round(burstH*burstPrice, 6)}
+	if pr := rep.Pools[ps.Name]; pr != nil {
 		if upH > 0 {
 			// Busy over the replica-time there was, not over max_replicas.
-			pr.Utilization = round(pr.BusyGPUHours/float64(ps.GPUsPerReplica)/upH, 6)
+			pr.Utilization = round(pr.BusyGPUHours/float64(max(ps.GPUsPerReplica, 1))/upH, 6)
 		}
 		rep.Cost.Total += ar.ReservedCost + ar.BurstCost - pr.Cost
 		pr.Cost = round(ar.ReservedCost+ar.BurstCost, 6)
-		rep.Autoscaling[ps.Name] = ar
 	}
+	rep.Autoscaling[ps.Name] = ar
 	rep.Cost.Total = round(rep.Cost.Total, 6)
-	if r.tally.succeeded > 0 {
-		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(r.tally.succeeded), 9)
+	if succeeded > 0 {
+		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(succeeded), 9)
 	}
 }

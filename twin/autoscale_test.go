@@ -284,15 +284,18 @@ func TestAutoscaleNodeLossHitsPresentReplicas(t *testing.T) {
 	}
 }
 
-// The live gateway's core config refuses an autoscaled pool rather than
-// mismatch the live fleet's replicas.
-func TestCoreConfigRefusesAutoscale(t *testing.T) {
+// The live gateway's core config gives an autoscaled pool its maximum of
+// replicas, those beyond the starting count absent, as the twin builds it:
+// the gateway's scaler provisions them.
+func TestCoreConfigAutoscaledPoolAbsent(t *testing.T) {
 	sc := acqScenario(nil)
-	_, err := CoreConfig(sc)
-	require.ErrorContains(t, err, "pools[0] (h100).autoscale: the live gateway does not autoscale yet")
-	sc.Pools[0].Autoscale, sc.Pools[0].Acquisition = nil, nil
-	_, err = CoreConfig(sc)
+	cfg, err := CoreConfig(sc)
 	require.NoError(t, err)
+	ps := sc.Pools[0]
+	require.Len(t, cfg.Replicas, ps.Autoscale.MaxReplicas)
+	for i, r := range cfg.Replicas {
+		require.Equal(t, i >= ps.Replicas, r.Absent, "replica %d", i)
+	}
 }
 
 // The wait metric scales on the core's predicted wait.

@@ -1,8 +1,6 @@
 package twin
 
 import (
-	"fmt"
-
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
@@ -13,16 +11,9 @@ import (
 // live. It applies the scenario's defaults (scenarios.ApplyDefaults) to sc.
 // The config's replicas are the scenario pools' replicas, in pool order.
 //
-// A scenario with an autoscaled pool is refused: the twin builds such a
-// pool at max_replicas, most absent, and the live fleet, which does not
-// autoscale yet, starts `replicas` of it, so replica indexes would not
-// match.
+// An autoscaled pool's replicas are its maximum, those beyond `replicas`
+// absent (sched.Replica.Absent): the gateway's scaler provisions them.
 func CoreConfig(sc *scenarios.Scenario) (sched.Config, error) {
-	for i, ps := range sc.Pools {
-		if ps.Autoscale != nil {
-			return sched.Config{}, fmt.Errorf("pools[%d] (%s).autoscale: the live gateway does not autoscale yet; run it in the twin, or remove autoscale to run it live", i, ps.Name)
-		}
-	}
 	p, err := build(sc)
 	if err != nil {
 		return sched.Config{}, err

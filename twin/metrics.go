@@ -156,6 +156,8 @@ const (
 	mCanaryShare
 	mCanaryDecisions
 	mShadowRequests
+	mAutoscaleReplicas
+	mAutoscaleAsks
 	mCount
 )
 
@@ -164,7 +166,8 @@ var twinSignals = [mCount]signals.Signal{signals.TTFT, signals.TPOT, signals.E2E
 	signals.Rejected, signals.Throttled, signals.QueueDepth, signals.OldestWaiting, signals.WaitingRequests,
 	signals.KVAllocatable, signals.Saturation, signals.Preemptions, signals.ColdStarts, signals.Routes, signals.FallbacksOK, signals.FallbacksFailed,
 	signals.DeploymentState, signals.CooledDown, signals.Breaker, signals.DegradationStep, signals.ForecastError,
-	signals.CanaryShare, signals.CanaryDecisions, signals.ShadowRequests}
+	signals.CanaryShare, signals.CanaryDecisions, signals.ShadowRequests,
+	signals.AutoscaleReplicas, signals.AutoscaleAsks}
 
 // Request outcomes, as the Requests signal's outcome label names them.
 const (
@@ -362,6 +365,8 @@ func (m *Metrics) finish() {
 //	CanaryShare        canary
 //	CanaryDecisions    canary, action (canaryActions)
 //	ShadowRequests     canary, outcome (shadowOutcomes)
+//	AutoscaleReplicas  pool, state (signals.AutoscaleStates)
+//	AutoscaleAsks      pool, outcome (signals.AutoscaleOutcomes)
 func (r *runner) metricLabels(f int, k cellKey) []string {
 	sc := r.p.sc
 	model := func(i int32) string { return sc.Models[i].Name }
@@ -400,6 +405,10 @@ func (r *runner) metricLabels(f int, k cellKey) []string {
 		return []string{sc.Canaries[k[0]].Name, canaryActions[k[1]]}
 	case mShadowRequests:
 		return []string{sc.Canaries[k[0]].Name, shadowOutcomes[k[1]]}
+	case mAutoscaleReplicas:
+		return []string{r.p.pools[k[0]].spec.Name, signals.AutoscaleStates[k[1]]}
+	case mAutoscaleAsks:
+		return []string{r.p.pools[k[0]].spec.Name, signals.AutoscaleOutcomes[k[1]]}
 	}
 	return nil
 }
@@ -597,6 +606,7 @@ func (r *runner) sampleMetrics() {
 		}
 	}
 	r.sampleCanaries()
+	r.sampleAutoscale()
 	m.snapshot(now, r.metricLabels)
 }
 
@@ -629,6 +639,23 @@ func (r *runner) sampleCanaries() {
 		for o, n := range [...]uint64{shadowCompleted: rep.Shadow.Succeeded, shadowFailed: rep.Shadow.Failed,
 			shadowShed: rep.ShadowShed, shadowCancelled: rep.ShadowCancelled} {
 			m.set(mShadowRequests, cellKey{ck, int32(o)}, float64(n))
+		}
+	}
+}
+
+// sampleAutoscale records each autoscaled pool's replicas by state now
+// and its asks so far by outcome, every series from the first instant, as
+// the live gateway creates them.
+func (r *runner) sampleAutoscale() {
+	m := r.metrics
+	for _, sc := range r.scalers {
+		pk := int32(sc.pool)
+		c, t := sc.sc.Counts(0), sc.sc.Tally()
+		for i, n := range []int{c.Requested, c.Provisioning, c.Warming, c.Serving, c.Draining} {
+			m.set(mAutoscaleReplicas, cellKey{pk, int32(i)}, float64(n))
+		}
+		for i, n := range []uint64{t.Granted, t.RefusedBy[sched.RefusedReservation], t.RefusedBy[sched.RefusedStockout], t.RefusedBy[sched.RefusedQuota]} {
+			m.set(mAutoscaleAsks, cellKey{pk, int32(i)}, float64(n))
 		}
 	}
 }

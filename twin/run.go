@@ -208,7 +208,6 @@ type runner struct {
 	doubleStarts int // dispatches of a request not waiting: a twin bug, fails the run
 
 	scalers []*scaler // autoscaled pools (autoscale.go)
-	acqRand *rand.Rand
 }
 
 type replicaRT struct {

@@ -74,6 +74,17 @@ type Config struct {
 	// replay starts it with its first request, so that a canary's start,
 	// its steps and its time to rollback count from where the twin's do.
 	HoldCanaries bool
+	// HoldAutoscale holds the autoscaled pools' scalers (pools[].autoscale)
+	// until StartAutoscale gives their origin; false: they start with the
+	// gateway. A replay starts them with its first request, as the twin's
+	// start at its time 0.
+	HoldAutoscale bool
+	// Provisioner starts and stops an autoscaled pool's replicas: a
+	// replica's instance is started when the scaler has it provisioned
+	// (its grant's delay past) and stopped once it is handed back. nil:
+	// the pool's backends are already running, and the gateway only
+	// routes to those its scaler holds.
+	Provisioner Provisioner
 	// MaxBodyBytes bounds a request body: 413 request_too_large beyond
 	// it; default DefaultMaxBodyBytes (1 MiB).
 	MaxBodyBytes int64

@@ -80,6 +80,16 @@ type Gateway struct {
 	nextShadow      uint64
 	shadowResidency uint64 // copies served outside their tenant's jurisdiction
 
+	// Autoscaling (autoscale.go): a scaler per autoscaled pool, each
+	// replica's (nil: not autoscaled), their clock's origin, the
+	// acquisition faults' ids.
+	scalers   []*gwScaler
+	asOf      []*asRef
+	asOrigin  time.Duration
+	asStarted bool
+	asKick    chan struct{}
+	nextAcq   int
+
 	probeCancel context.CancelFunc // stops the probes and the ladder's evaluations
 	probeCtx    context.Context    // theirs
 	trials      sync.WaitGroup     // probes sent as half-open breakers' trials
@@ -132,8 +142,18 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	for i := range sc.Pools {
-		sc.Pools[i].Replicas = len(cfg.Backends[sc.Pools[i].Name])
-		sc.Pools[i].StartCold = false
+		ps := &sc.Pools[i]
+		n := len(cfg.Backends[ps.Name])
+		if a := ps.Autoscale; a != nil && n > 0 {
+			// An autoscaled pool's backends are its replicas up to its
+			// maximum; it starts with `replicas` of them.
+			c := *a
+			c.MaxReplicas, c.MinReplicas = n, min(c.MinReplicas, n)
+			ps.Autoscale, ps.Replicas = &c, min(ps.Replicas, n)
+		} else {
+			ps.Autoscale, ps.Replicas = nil, n
+		}
+		ps.StartCold = false
 	}
 	core, err := twin.CoreConfig(&sc)
 	if err != nil {
@@ -265,6 +285,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.wake = time.AfterFunc(time.Hour, g.onWake)
 	g.wake.Stop()
+	if err := g.initAutoscale(&sc); err != nil {
+		return nil, fmt.Errorf("gateway: %w", err)
+	}
 	g.metrics = newMetrics(g)
 	if err := errors.Join(g.metrics.register(g.reg), g.initLimits()); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
@@ -280,6 +303,10 @@ func New(cfg Config) (*Gateway, error) {
 	if g.ro != nil {
 		g.probeWG.Add(1)
 		go g.canaryLoop(ctx)
+	}
+	if len(g.scalers) > 0 {
+		g.probeWG.Add(1)
+		go g.autoscaleLoop(ctx)
 	}
 	return g, nil
 }
@@ -607,8 +634,16 @@ func (g *Gateway) probeLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		var wg sync.WaitGroup
+		g.mu.Lock()
+		probed := make([]bool, len(g.replicas))
+		for i := range probed {
+			probed[i] = g.probed(i)
+		}
+		g.mu.Unlock()
 		for i := range g.replicas {
-			wg.Go(func() { g.probe(ctx, i) })
+			if probed[i] {
+				wg.Go(func() { g.probe(ctx, i) })
+			}
 		}
 		wg.Wait()
 	}

@@ -77,9 +77,12 @@ type metrics struct {
 	// Canaries (canary.go), catalogue series too: the rollouts' shares
 	// and decisions, and the shadow copies by how they ended. Copies are
 	// in no other series.
-	canaryShare     *prometheus.GaugeVec   // canary
-	canaryDecisions *prometheus.CounterVec // canary, action
-	shadows         *prometheus.CounterVec // canary, outcome
+	canaryShare *prometheus.GaugeVec // canary
+	// Autoscaled pools' replicas by state, and asks by outcome.
+	autoscaleReplicas *prometheus.GaugeVec
+	autoscaleAsks     *prometheus.CounterVec
+	canaryDecisions   *prometheus.CounterVec // canary, action
+	shadows           *prometheus.CounterVec // canary, outcome
 }
 
 // canaryActions are the rollouts' actions, the labels of
@@ -137,7 +140,8 @@ func gaugeDesc(s signals.Signal) *prometheus.Desc {
 var Exported = []signals.Signal{signals.TTFT, signals.TPOT, signals.E2E, signals.Requests, signals.Rejected,
 	signals.Throttled, signals.QueueDepth, signals.OldestWaiting, signals.WaitingRequests, signals.Saturation,
 	signals.Routes, signals.FallbacksOK, signals.FallbacksFailed, signals.DeploymentState, signals.CooledDown,
-	signals.Breaker, signals.DegradationStep, signals.CanaryShare, signals.CanaryDecisions, signals.ShadowRequests}
+	signals.Breaker, signals.DegradationStep, signals.CanaryShare, signals.CanaryDecisions, signals.ShadowRequests,
+	signals.AutoscaleReplicas, signals.AutoscaleAsks}
 
 func newMetrics(g *Gateway) *metrics {
 	const ns, sub = "fleetdrill", "gateway"
@@ -208,6 +212,9 @@ func newMetrics(g *Gateway) *metrics {
 		canaryShare:     gaugeVec(signals.CanaryShare),
 		canaryDecisions: counterVec(signals.CanaryDecisions),
 		shadows:         counterVec(signals.ShadowRequests),
+
+		autoscaleReplicas: gaugeVec(signals.AutoscaleReplicas),
+		autoscaleAsks:     counterVec(signals.AutoscaleAsks),
 	}
 }
 
@@ -220,7 +227,8 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
 		reg.Register(m.retries), reg.Register(m.hedges), reg.Register(m.scrapeErrors), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
 		reg.Register(m.degraded), reg.Register(m.ejections), reg.Register(coreCollector{m}), reg.Register(m.g.faultCollector()),
-		reg.Register(m.canaryShare), reg.Register(m.canaryDecisions), reg.Register(m.shadows))
+		reg.Register(m.canaryShare), reg.Register(m.canaryDecisions), reg.Register(m.shadows),
+		reg.Register(m.autoscaleReplicas), reg.Register(m.autoscaleAsks))
 }
 
 // zero creates the counters whose label values the scenario fixes, at 0,
@@ -267,6 +275,12 @@ func (m *metrics) zero() {
 				m.shadows.WithLabelValues(c.Name, o)
 			}
 		}
+	}
+	for _, as := range g.scalers {
+		for _, o := range signals.AutoscaleOutcomes {
+			m.autoscaleAsks.WithLabelValues(as.pool, o)
+		}
+		as.export()
 	}
 }
 

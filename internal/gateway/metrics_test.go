@@ -67,7 +67,8 @@ func streamBodyFor(model string) string {
 // series is: a change to either side fails here rather than on a
 // dashboard. The canary series exist only with canaries, so a gateway of
 // the canary game day (its rollout and shadow series at zero from the
-// start) is gathered too.
+// start) is gathered too, and the autoscaling series' of one with an
+// autoscaled pool.
 func TestCatalogueSeries(t *testing.T) {
 	h := catalogueTraffic(t)
 	mfs, err := h.reg.Gather()
@@ -75,6 +76,9 @@ func TestCatalogueSeries(t *testing.T) {
 	cmfs, err := newCanaryHarness(t, 1).reg.Gather()
 	require.NoError(t, err)
 	mfs = append(mfs, cmfs...)
+	amfs, err := newAutoscaleHarness(t).reg.Gather()
+	require.NoError(t, err)
+	mfs = append(mfs, amfs...)
 	served := map[string]bool{}
 	for _, mf := range mfs {
 		served[mf.GetName()] = true

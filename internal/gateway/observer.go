@@ -42,6 +42,10 @@ type Observer struct {
 	// applied its share. d.At is on the canaries' clock (see
 	// Config.HoldCanaries), at on the gateway's, as every callback's.
 	Canary func(at time.Duration, d sched.RolloutDecision)
+	// Autoscale is called on every entry an autoscaled pool's scaler puts
+	// on the timeline (scale, grant, refused, replica-ready). ev.At is on
+	// the scalers' clock (see Config.HoldAutoscale), at on the gateway's.
+	Autoscale func(at time.Duration, ev sched.ScalerEvent)
 }
 
 // View calls fn with the scheduler core and the core's clock, under the

@@ -105,12 +105,27 @@ var (
 	ShadowRequests = Signal{"fleetdrill_shadow_requests_total", Counter,
 		"Shadow copies sent to each canary's candidate, by how they ended (completed, failed, shed, cancelled); never answered to a client nor counted in the request series.",
 		[]string{"canary", "outcome"}}
+	AutoscaleReplicas = Signal{"fleetdrill_autoscale_replicas", Gauge,
+		"An autoscaled pool's replicas now by state: requested (what its autoscaler asks for), provisioning (granted, the instance not up), warming (loading its model), serving, draining.",
+		[]string{"pool", "state"}}
+	AutoscaleAsks = Signal{"fleetdrill_autoscale_asks_total", Counter,
+		"Replicas an autoscaled pool asked of its provider, by outcome: granted, or refused_reservation, refused_stockout, refused_quota; a replica asked again after a refusal counts again.",
+		[]string{"pool", "outcome"}}
 )
 
 // All lists the catalogue.
 var All = []Signal{TTFT, TPOT, E2E, Requests, Rejected, Throttled, QueueDepth, OldestWaiting, WaitingRequests,
 	KVAllocatable, Saturation, Preemptions, ColdStarts, Routes, FallbacksOK, FallbacksFailed, DeploymentState, CooledDown, Breaker,
-	DegradationStep, ForecastError, CanaryShare, CanaryDecisions, ShadowRequests}
+	DegradationStep, ForecastError, CanaryShare, CanaryDecisions, ShadowRequests,
+	AutoscaleReplicas, AutoscaleAsks}
+
+// AutoscaleStates are the AutoscaleReplicas signal's state label values,
+// AutoscaleOutcomes the AutoscaleAsks signal's outcome label values, in
+// the order series are created.
+var (
+	AutoscaleStates   = []string{"requested", "provisioning", "warming", "serving", "draining"}
+	AutoscaleOutcomes = []string{"granted", "refused_reservation", "refused_stockout", "refused_quota"}
+)
 
 // LatencyBuckets are the histogram buckets of the latency signals, seconds.
 var LatencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}

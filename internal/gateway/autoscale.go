@@ -1,0 +1,382 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/internal/signals"
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/sim"
+	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Autoscaling, live: each autoscaled pool's sched.Scaler (the twin's, the
+// same code) runs on the gateway's clock. The pool's backends are its
+// replicas up to max_replicas; those beyond `replicas` start absent, and
+// the core routes to none of them until the scaler has one granted,
+// provisioned (the Provisioner starts its instance: a container) and
+// loaded (cold_start of model time, and the instance answering). The
+// scaler draws its grants and delays from the stream the twin's draws
+// from (twin.AcquisitionStream, seeded with Config.Seed), and asks the
+// provider under the acquisition faults injected with
+// InjectAcquisition: with the same measurements the live pool is granted,
+// refused and served as the twin's is.
+
+// Provisioner starts and stops the instances of autoscaled pools'
+// replicas: replica k of pool is the pool's k-th backend.
+type Provisioner interface {
+	// Start starts the instance and returns once it answers (or fails).
+	Start(ctx context.Context, pool string, k int) error
+	// Stop stops it; it may be started again.
+	Stop(ctx context.Context, pool string, k int) error
+}
+
+// gwScaler is one autoscaled pool's scaler and the gateway as its driver
+// (sched.ScalerEnv). Its methods run with g.mu held.
+type gwScaler struct {
+	g    *Gateway
+	pool string
+	pi   int   // the core's pool index
+	reps []int // the pool's replicas, the gateway's indexes
+	s    *sched.Scaler
+	// Per replica of the pool: its instance answers (up), its model's
+	// load is over but the instance did not answer yet (loaded), and a
+	// generation bumped when it is handed back (a late Start is stale).
+	up, loaded []bool
+	gen        []int
+	// acq is the acquisition faults injected on the pool.
+	acq map[int]faults.Spec
+	// exported is the asks counted on the metrics, by outcome.
+	exported map[string]uint64
+}
+
+// asRef is an autoscaled replica: its scaler and its index in the pool.
+type asRef struct {
+	sc *gwScaler
+	k  int
+}
+
+// initAutoscale builds a scaler for each autoscaled pool of sc (the
+// gateway's copy, its replicas cut to the backends); called by New.
+func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
+	g.asOf = make([]*asRef, len(g.replicas))
+	end := sc.Duration.D() + sc.Drain.D()
+	for pi := range sc.Pools {
+		ps := &sc.Pools[pi]
+		if ps.Autoscale == nil || len(g.byPool[ps.Name]) == 0 {
+			continue
+		}
+		reps := g.byPool[ps.Name]
+		cfg := twin.ScalerConfig(ps, g.replicas[reps[0]].maxBatch, end)
+		cfg.Rand = rand.New(sim.NewSource(g.cfg.Seed, twin.AcquisitionStream(ps.Name)))
+		s, err := sched.NewScaler(cfg, sc.Duration.D())
+		if err != nil {
+			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
+		}
+		n := len(reps)
+		as := &gwScaler{g: g, pool: ps.Name, pi: pi, reps: reps, s: s,
+			up: make([]bool, n), loaded: make([]bool, n), gen: make([]int, n), acq: map[int]faults.Spec{}, exported: map[string]uint64{}}
+		for k, ri := range reps {
+			g.asOf[ri] = &asRef{as, k}
+			// The starting replicas are running, as a fixed pool's are.
+			as.up[k] = k < ps.Replicas
+		}
+		g.scalers = append(g.scalers, as)
+	}
+	if len(g.scalers) > 0 {
+		g.asKick = make(chan struct{}, 1)
+		g.asStarted = !g.cfg.HoldAutoscale
+	}
+	return nil
+}
+
+// asNow is the scalers' clock: model time since their origin. Called with
+// mu held.
+func (g *Gateway) asNow(now time.Duration) time.Duration { return now - g.asOrigin }
+
+// StartAutoscale starts the scalers with their origin at, on the gateway's
+// clock (Now): their syncs and the times their reports give count from
+// there. Only with Config.HoldAutoscale; a second call does nothing.
+func (g *Gateway) StartAutoscale(at time.Duration) {
+	if len(g.scalers) == 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.asStarted {
+		return
+	}
+	g.asOrigin, g.asStarted = at, true
+	g.kickAutoscale()
+}
+
+// kickAutoscale wakes autoscaleLoop to read the next time again.
+func (g *Gateway) kickAutoscale() {
+	select {
+	case g.asKick <- struct{}{}:
+	default:
+	}
+}
+
+// autoscaleLoop advances the scalers at their NextAt (model time) until
+// ctx ends; started with the gateway when it has autoscaled pools.
+func (g *Gateway) autoscaleLoop(ctx context.Context) {
+	defer g.probeWG.Done()
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	for {
+		g.mu.Lock()
+		wait := time.Duration(-1) // none due: wait for a kick
+		if g.asStarted {
+			for _, as := range g.scalers {
+				if next := as.s.NextAt(); next >= 0 {
+					w := max(g.clk.wall(next-g.asNow(g.now())), 0)
+					if wait < 0 || w < wait {
+						wait = w
+					}
+				}
+			}
+		}
+		g.mu.Unlock()
+		var tc <-chan time.Time
+		if wait >= 0 {
+			t.Reset(wait)
+			tc = t.C
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.asKick:
+			t.Stop()
+			continue
+		case <-tc:
+		}
+		g.advanceScalers()
+	}
+}
+
+// advanceScalers does what is due of every scaler, in pool order.
+func (g *Gateway) advanceScalers() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed || !g.asStarted {
+		return
+	}
+	now := g.asNow(g.now())
+	for _, as := range g.scalers {
+		as.s.Advance(now, as)
+		as.export()
+	}
+	g.deliver(g.now())
+}
+
+// export sets the pool's autoscaling series.
+func (as *gwScaler) export() {
+	c := as.s.Counts(0)
+	m := as.g.metrics
+	for i, n := range []int{c.Requested, c.Provisioning, c.Warming, c.Serving, c.Draining} {
+		m.autoscaleReplicas.WithLabelValues(as.pool, signals.AutoscaleStates[i]).Set(float64(n))
+	}
+	t := as.s.Tally()
+	add := func(outcome string, n uint64) {
+		if d := n - as.exported[outcome]; d > 0 {
+			m.autoscaleAsks.WithLabelValues(as.pool, outcome).Add(float64(d))
+			as.exported[outcome] = n
+		}
+	}
+	add("granted", t.Granted)
+	for _, why := range sched.RefusalReasons {
+		add("refused_"+why, t.RefusedBy[why])
+	}
+}
+
+// Measure implements sched.ScalerEnv.
+func (as *gwScaler) Measure() (busy float64, queued int, wait time.Duration) {
+	g := as.g
+	for m, serves := range g.coreCfg.Pools[as.pi].Serves {
+		if serves {
+			queued += g.core.QueueLen(m)
+			wait = max(wait, g.core.PredictedWait(m))
+		}
+	}
+	return g.core.PoolBusy(g.now(), as.pi), queued, wait
+}
+
+// Inflight implements sched.ScalerEnv.
+func (as *gwScaler) Inflight(k int) int { return as.g.core.Inflight(as.reps[k]) }
+
+// Quiet implements sched.ScalerEnv: a gateway scales until its end.
+func (as *gwScaler) Quiet() bool { return false }
+
+// Offer implements sched.ScalerEnv: the acquisition faults injected on
+// the pool, as the twin's scaler reads its active ones.
+func (as *gwScaler) Offer() sched.Offer {
+	o := sched.NoFaults
+	for _, id := range slices.Sorted(maps.Keys(as.acq)) {
+		o = twin.OfferUnder(o, as.acq[id], func() int {
+			return twin.FreeGPUs(as.g.sc, as.acq[id], as.g.heldReplicas)
+		})
+	}
+	return o
+}
+
+// heldReplicas is what pool pi holds of its provider: its scaler's
+// granted replicas, or a fixed pool's backends.
+func (g *Gateway) heldReplicas(pi int) int {
+	for _, as := range g.scalers {
+		if as.pi == pi {
+			return as.s.Held()
+		}
+	}
+	return len(g.byPool[g.sc.Pools[pi].Name])
+}
+
+// Provisioned implements sched.ScalerEnv: the replica's instance starts
+// and its model loads; the core counts it, without routing to it.
+func (as *gwScaler) Provisioned(k int) {
+	g, ri := as.g, as.reps[k]
+	now := g.now()
+	g.core.SetReady(now, ri, false)
+	g.core.SetPresent(now, ri, true)
+	as.loaded[k] = false
+	if as.up[k] || g.cfg.Provisioner == nil {
+		as.up[k] = true
+		return
+	}
+	gen := as.gen[k]
+	g.probeWG.Add(1)
+	go func() {
+		defer g.probeWG.Done()
+		err := g.cfg.Provisioner.Start(g.probeCtx, as.pool, k)
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.closed || as.gen[k] != gen {
+			return
+		}
+		if err != nil {
+			g.log.Warn("autoscale: replica did not start", "pool", as.pool, "replica", k, "err", err)
+			as.event(sched.ScalerEvent{At: g.asNow(g.now()), Kind: "replica-failed",
+				Detail: fmt.Sprintf("pool %s: replica %d did not start: %v", as.pool, k, err)})
+			return
+		}
+		as.up[k] = true
+		if as.loaded[k] {
+			as.serve(k)
+		}
+	}()
+}
+
+// Loaded implements sched.ScalerEnv: the replica serves once its instance
+// answers.
+func (as *gwScaler) Loaded(k int) {
+	if !as.up[k] {
+		as.loaded[k] = true
+		return
+	}
+	as.serve(k)
+}
+
+// serve routes to replica k from now.
+func (as *gwScaler) serve(k int) {
+	g, ri := as.g, as.reps[k]
+	now := g.now()
+	as.loaded[k] = false
+	g.core.SetReady(now, ri, true)
+	as.s.Serving(g.asNow(now), k, as)
+	as.export()
+	g.deliver(now)
+}
+
+// Released implements sched.ScalerEnv: no new work for the replica.
+func (as *gwScaler) Released(k int) {
+	as.g.core.SetPresent(as.g.now(), as.reps[k], false)
+}
+
+// Gone implements sched.ScalerEnv: the replica's instance is stopped.
+func (as *gwScaler) Gone(k int) {
+	g := as.g
+	as.gen[k]++
+	as.loaded[k] = false
+	if g.cfg.Provisioner == nil || !as.up[k] {
+		return
+	}
+	as.up[k] = false
+	g.probeWG.Add(1)
+	go func() {
+		defer g.probeWG.Done()
+		// The instance outlives a cancelled gateway: its Provisioner's
+		// owner removes what remains.
+		if err := g.cfg.Provisioner.Stop(context.WithoutCancel(g.probeCtx), as.pool, k); err != nil {
+			g.log.Warn("autoscale: replica did not stop", "pool", as.pool, "replica", k, "err", err)
+		}
+	}()
+}
+
+// Event implements sched.ScalerEnv.
+func (as *gwScaler) Event(ev sched.ScalerEvent) { as.event(ev) }
+
+func (as *gwScaler) event(ev sched.ScalerEvent) {
+	g := as.g
+	g.log.Info("autoscale", "pool", as.pool, "kind", ev.Kind, "detail", ev.Detail)
+	if g.obs.Autoscale != nil {
+		g.obs.Autoscale(g.now(), ev)
+	}
+}
+
+// probed says whether replica i is probed: an autoscaled replica only
+// while its instance runs. Called with mu held.
+func (g *Gateway) probed(i int) bool {
+	ref := g.asOf[i]
+	if ref == nil {
+		return true
+	}
+	st := ref.sc.s.State(ref.k)
+	return ref.sc.up[ref.k] && (st == sched.RepServing || st == sched.RepDraining || st == sched.RepWarming)
+}
+
+// InjectAcquisition makes the providers of pools answer their scalers'
+// asks under spec (stockout, quota-cap, slow-provisioning) until the
+// returned function removes it.
+func (g *Gateway) InjectAcquisition(pools []string, spec faults.Spec) (func(), error) {
+	if spec.Kind.Traits().Live&faults.LiveAcquisition == 0 {
+		return nil, fmt.Errorf("gateway: %s is not an acquisition fault", spec.Kind)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.nextAcq++
+	id := g.nextAcq
+	var on []*gwScaler
+	for _, p := range pools {
+		for _, as := range g.scalers {
+			if as.pool == p {
+				as.acq[id] = spec
+				on = append(on, as)
+			}
+		}
+	}
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for _, as := range on {
+			delete(as.acq, id)
+		}
+	}, nil
+}
+
+// Autoscalers calls fn with each autoscaled pool's scaler and the
+// scalers' clock now, under the gateway's lock: for a report or a
+// console. fn must only read.
+func (g *Gateway) Autoscalers(fn func(pool string, s *sched.Scaler, now time.Duration)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, as := range g.scalers {
+		fn(as.pool, as.s, g.asNow(g.now()))
+	}
+}
