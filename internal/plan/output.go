@@ -175,8 +175,10 @@ func WriteText(w io.Writer, r *Result) error {
 		for _, pl := range r.Pools {
 			today += float64(pl.Committed) * pl.ReplicaHour()
 		}
-		fmt.Fprintf(&b, "  cost %.2f/h (today %.2f/h committed), %.5f per successful task (healthy run)\n", lv.CostPerHour, today, lv.PerTask)
-		if autoscaled(r.Pools) {
+		if !autoscaled(r.Pools) {
+			fmt.Fprintf(&b, "  cost %.2f/h (today %.2f/h), %.5f per successful task (healthy run)\n", lv.CostPerHour, today, lv.PerTask)
+		} else {
+			fmt.Fprintf(&b, "  cost %.2f/h (today %.2f/h committed), %.5f per successful task (healthy run)\n", lv.CostPerHour, today, lv.PerTask)
 			fmt.Fprintf(&b, "  of which %.2f/h committed and %.2f/h on demand (autoscaled pools' burst beyond their reservations, mean of the healthy runs over %d seed(s))\n",
 				lv.CostPerHour-lv.OnDemand, lv.OnDemand, max(len(r.Seeds), 1))
 		}
