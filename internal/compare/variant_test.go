@@ -38,3 +38,24 @@ func TestParseVariant(t *testing.T) {
 		})
 	}
 }
+
+// TestRunVariantsRefused: variants with policies, or two of one name, are
+// refused before any run.
+func TestRunVariantsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"with policies", Config{Policies: []string{"fifo"}, Variants: []Variant{{Name: "a"}, {Name: "b"}}, Seeds: 2},
+			"both policies and variants"},
+		{"name twice", Config{Variants: []Variant{{Name: "a"}, {Name: "a", Sets: []string{"duration=1m"}}}, Seeds: 2},
+			`variant "a" given twice`},
+		{"no name", Config{Variants: []Variant{{Name: "a"}, {}}, Seeds: 2}, "variant 1 has no name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Run(t.Context(), nil, tc.cfg)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
