@@ -26,6 +26,7 @@ import (
 func newCompareCmd() *cobra.Command {
 	var (
 		policies  []string
+		variantsS []string
 		seeds     int
 		parallel  int
 		sets      []string
@@ -33,32 +34,51 @@ func newCompareCmd() *cobra.Command {
 		emitSweep string
 	)
 	cmd := &cobra.Command{
-		Use:   "compare [SCENARIO] --policy P --policy Q...",
-		Short: "Compare scheduling policies on a scenario over several seeds",
+		Use:   "compare [SCENARIO] --policy P --policy Q... | --variant NAME=PATH=VALUE,... --variant ...",
+		Short: "Compare scheduling policies, or named variants of a scenario, over several seeds",
 		Long: "compare runs the scenario (a built-in name or a file; default \"default\") once per\n" +
 			"policy and seed, in parallel, and prints each class's metrics side by side: the mean\n" +
 			"over the seeds ± the half-width of its 95% confidence interval. A * marks a policy\n" +
 			"that differs from the first (the baseline) at p < 0.05, by a paired t-test on the\n" +
 			"per-seed differences: a seed gives every policy the same arrivals.\n\n" +
+			"--variant NAME=PATH=VALUE[,PATH=VALUE...] (repeatable, at least 2, instead of --policy)\n" +
+			"compares named sets of overrides the same way: an autoscaling target, a reservation size,\n" +
+			"a scheduler (--variant wfq=policy.scheduler=wfq). The first is the baseline; NAME alone\n" +
+			"is the scenario as it is. Overrides split at commas outside brackets and quotes; a\n" +
+			"variant may not set the seed. With an autoscaled pool the fleet table adds its refused\n" +
+			"replicas, burst cost and time to serving (p90).\n\n" +
 			"The seeds are the scenario's seed and the ones after it; --set seed=N moves them.\n" +
 			"The exit status is 2 for invalid input or a failed run. Expectations (expect:) are\n" +
 			"evaluated in each run but do not change the exit status: compare compares.\n\n" +
 			"--emit-sweep FILE runs nothing: it writes a sweep spec (docs/sweeps.md) with exactly\n" +
-			"the comparison's runs, one point per policy, for `fleetdrill sweep run FILE` or\n" +
+			"the comparison's runs, one point per policy (or variant), for `fleetdrill sweep run FILE` or\n" +
 			"`fleetdrill sweep FILE --emit k8s` (a Kubernetes Indexed Job). The merged sweep\n" +
 			"report gives each policy's mean, std and 95% interval, but no paired t-test.",
 		Example: "  fleetdrill compare --policy fifo --policy wfq\n" +
 			"  fleetdrill compare mmc --policy fifo,priority --seeds 20 --json out.json\n" +
 			"  fleetdrill compare ./my.yaml --policy priority --policy edf --set pools[0].replicas=2\n" +
-			"  fleetdrill compare default --policy fifo,wfq --seeds 200 --emit-sweep sweep.yaml",
+			"  fleetdrill compare default --policy fifo,wfq --seeds 200 --emit-sweep sweep.yaml\n" +
+			"  fleetdrill compare gameday-autoscale-stockout --variant today --variant reserve4=pools.usw-h100-8b.acquisition.reserved=4 \\\n" +
+			"      --variant warm4=pools.usw-h100-8b.replicas=4,pools.usw-h100-8b.autoscale.min_replicas=4",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := scenarios.DefaultName
 			if len(args) == 1 {
 				name = args[0]
 			}
-			if err := checkCompareFlags(policies, seeds, parallel, sets); err != nil {
+			variants, err := checkCompareFlags(policies, variantsS, seeds, parallel, sets)
+			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
+			}
+			// The columns: the policies, or the variants' names.
+			columns, kind := policies, "policies"
+			byName := map[string][]string{}
+			if variants != nil {
+				columns, kind = nil, "variants"
+				for _, v := range variants {
+					columns = append(columns, v.Name)
+					byName[v.Name] = v.Sets
+				}
 			}
 			if err := checkEmitSweepFlags(cmd, emitSweep); err != nil {
 				return &exitError{code: exitInvalid, err: err}
@@ -69,7 +89,13 @@ func newCompareCmd() *cobra.Command {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("compare: %w", err)}
 			}
 			load := func(policy string, seed uint64) (*scenarios.Scenario, error) {
-				all := append(slices.Clip(sets), "policy.scheduler="+policy, "seed="+strconv.FormatUint(seed, 10))
+				all := slices.Clip(sets)
+				if variants != nil {
+					all = append(all, byName[policy]...)
+				} else {
+					all = append(all, "policy.scheduler="+policy)
+				}
+				all = append(all, "seed="+strconv.FormatUint(seed, 10))
 				return scenarios.ParseInDir(file, dir, data, all)
 			}
 
@@ -81,16 +107,20 @@ func newCompareCmd() *cobra.Command {
 				return invalidScenario(name, err)
 			}
 			var problems []error
-			for _, p := range policies {
+			for _, p := range columns {
 				if _, err := load(p, base.Seed); err != nil {
-					problems = append(problems, fmt.Errorf("with --policy %s:\n%w", p, err))
+					flag := "--policy"
+					if variants != nil {
+						flag = "--variant"
+					}
+					problems = append(problems, fmt.Errorf("with %s %s:\n%w", flag, p, err))
 				}
 			}
 			if len(problems) > 0 {
 				return invalidScenario(name, errors.Join(problems...))
 			}
 			if emitSweep != "" {
-				return emitCompareSweep(stderr, emitSweep, name, sets, policies, base.Seed, seeds)
+				return emitCompareSweep(stderr, emitSweep, name, sets, policies, variants, base.Seed, seeds)
 			}
 			if seeds == 1 {
 				fmt.Fprintln(stderr, "compare: warning: --seeds 1 gives no confidence intervals and no tests; use at least 2 (10 is the default)")
@@ -113,11 +143,11 @@ func newCompareCmd() *cobra.Command {
 			}
 
 			cfg := compare.Config{
-				Scenario: base.Name, Policies: policies,
+				Scenario: base.Name, Policies: policies, Variants: variants,
 				FirstSeed: base.Seed, Seeds: seeds, Parallel: parallel,
 				Version: buildVersion(),
 			}
-			total := len(policies) * seeds
+			total := len(columns) * seeds
 			// Progress on a terminal only, redrawn in place; logs get the
 			// first and last lines.
 			tty := false
@@ -127,8 +157,8 @@ func newCompareCmd() *cobra.Command {
 					fmt.Fprintf(stderr, "\r\033[Kcompare: %d/%d runs done", done, total)
 				}
 			}
-			fmt.Fprintf(stderr, "compare: %s: %d policies × %d seeds (%d..%d) = %d runs\n",
-				name, len(policies), seeds, base.Seed, base.Seed+uint64(seeds-1), total)
+			fmt.Fprintf(stderr, "compare: %s: %d %s × %d seeds (%d..%d) = %d runs\n",
+				name, len(columns), kind, seeds, base.Seed, base.Seed+uint64(seeds-1), total)
 			res, err := compare.Run(cmd.Context(), load, cfg)
 			if tty {
 				fmt.Fprint(stderr, "\r\033[K")
@@ -172,7 +202,8 @@ func newCompareCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&policies, "policy", nil, "a scheduler to compare, at least 2 (repeatable or comma-separated; the first is the baseline): "+strings.Join(dispatch.Policies(), ", "))
-	f.IntVar(&seeds, "seeds", 10, "runs per policy, with the scenario's seed and the ones after it (at least 2 for intervals and tests)")
+	f.StringArrayVar(&variantsS, "variant", nil, "a named set of overrides to compare instead of policies, NAME=PATH=VALUE[,PATH=VALUE...] or NAME alone for the scenario as it is (repeatable, at least 2; the first is the baseline), e.g. hpa70=pools.web.autoscale.target=0.7")
+	f.IntVar(&seeds, "seeds", 10, "runs per policy (or variant), with the scenario's seed and the ones after it (at least 2 for intervals and tests)")
 	f.IntVar(&parallel, "parallel", 0, "runs at a time; 0 means one per CPU (GOMAXPROCS)")
 	f.StringArrayVar(&sets, "set", nil, "override a scenario field for every run, e.g. --set pools[0].replicas=8 (repeatable)")
 	f.StringVar(&jsonPath, "json", "", "also write the comparison as JSON to this file (- for stdout, in place of the table)")
@@ -181,13 +212,34 @@ func newCompareCmd() *cobra.Command {
 }
 
 // checkCompareFlags checks the flags that need no scenario, and reports
-// every problem at once.
-func checkCompareFlags(policies []string, seeds, parallel int, sets []string) error {
+// every problem at once. It returns the parsed variants, nil when policies
+// are compared.
+func checkCompareFlags(policies, variantsS []string, seeds, parallel int, sets []string) ([]compare.Variant, error) {
 	known := dispatch.Policies()
 	allowed := strings.Join(known, ", ")
 	var errs []error
-	if len(policies) < 2 {
-		errs = append(errs, fmt.Errorf("--policy: got %d, want at least 2 (the first is the baseline), each one of %s", len(policies), allowed))
+	var variants []compare.Variant
+	switch {
+	case len(variantsS) > 0 && len(policies) > 0:
+		errs = append(errs, fmt.Errorf("--policy and --variant: compare one or the other; a variant may set the scheduler (--variant wfq=policy.scheduler=wfq)"))
+	case len(variantsS) > 0:
+		if len(variantsS) < 2 {
+			errs = append(errs, fmt.Errorf("--variant: got %d, want at least 2 (the first is the baseline; NAME alone is the scenario as it is)", len(variantsS)))
+		}
+		for _, s := range variantsS {
+			v, err := compare.ParseVariant(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--variant %q: %w", s, err))
+				continue
+			}
+			if slices.ContainsFunc(variants, func(w compare.Variant) bool { return w.Name == v.Name }) {
+				errs = append(errs, fmt.Errorf("--variant %q: the name %s is given twice; want each variant named once", s, v.Name))
+				continue
+			}
+			variants = append(variants, v)
+		}
+	case len(policies) < 2:
+		errs = append(errs, fmt.Errorf("--policy: got %d, want at least 2 (the first is the baseline), each one of %s; or --variant NAME=PATH=VALUE at least twice", len(policies), allowed))
 	}
 	for i, p := range policies {
 		switch {
@@ -207,17 +259,19 @@ func checkCompareFlags(policies []string, seeds, parallel int, sets []string) er
 		path, _, _ := strings.Cut(s, "=")
 		switch strings.TrimSpace(path) {
 		case "policy.scheduler":
-			errs = append(errs, fmt.Errorf("--set %s: compare sets the scheduler itself; use --policy", s))
+			if len(variantsS) == 0 {
+				errs = append(errs, fmt.Errorf("--set %s: compare sets the scheduler itself; use --policy", s))
+			}
 		}
 	}
 	if len(errs) == 0 {
-		return nil
+		return variants, nil
 	}
 	msgs := make([]string, len(errs))
 	for i, e := range errs {
 		msgs[i] = e.Error()
 	}
-	return fmt.Errorf("compare: %s", strings.Join(msgs, "\n  "))
+	return nil, fmt.Errorf("compare: %s", strings.Join(msgs, "\n  "))
 }
 
 // readScenario reads the scenario's bytes once, so that every run parses
@@ -241,9 +295,16 @@ func invalidScenario(name string, err error) error {
 	return &exitError{code: exitInvalid, err: fmt.Errorf("compare: scenario %s is invalid:\n%w", name, err)}
 }
 
-// rerunArgs is the `fleetdrill run` command line that repeats one run.
+// rerunArgs is the `fleetdrill run` command line that repeats one run: the
+// user's sets, then the policy's or the variant's.
 func rerunArgs(name string, sets []string, re *compare.RunError) string {
-	return commandLine(runArgs(name, append(slices.Clone(sets), "policy.scheduler="+re.Policy), re.Seed)...)
+	all := slices.Clone(sets)
+	if re.Variant != nil {
+		all = append(all, re.Variant.Sets...)
+	} else {
+		all = append(all, "policy.scheduler="+re.Policy)
+	}
+	return commandLine(runArgs(name, all, re.Seed)...)
 }
 
 // checkEmitSweepFlags refuses, every problem at once, the flags that mean
@@ -288,11 +349,12 @@ type compareSweepPoint struct {
 }
 
 // emitCompareSweep writes to path a sweep spec with exactly the runs
-// compare would run: one point per policy, named after it, over the
+// compare would run: one point per policy (or variant, with its
+// overrides), named after it, over the
 // comparison's seeds, listed. A seed= among sets is dropped: it moved the
 // seeds, which the spec lists. The spec is loaded back before it is put in
 // place, so that a spec the sweep refuses is never reported as written.
-func emitCompareSweep(stderr io.Writer, path, name string, sets, policies []string, firstSeed uint64, seeds int) error {
+func emitCompareSweep(stderr io.Writer, path, name string, sets, policies []string, variants []compare.Variant, firstSeed uint64, seeds int) error {
 	fail := func(err error) error {
 		return &exitError{code: exitInvalid, err: fmt.Errorf("compare: --emit-sweep %s: %w", path, err)}
 	}
@@ -305,8 +367,16 @@ func emitCompareSweep(stderr io.Writer, path, name string, sets, policies []stri
 			spec.Sets = append(spec.Sets, s)
 		}
 	}
+	kind := "policies"
 	for _, p := range policies {
 		spec.Points = append(spec.Points, compareSweepPoint{Name: p, Sets: []string{"policy.scheduler=" + p}})
+	}
+	if variants != nil {
+		kind, policies = "variants", nil
+		for _, v := range variants {
+			policies = append(policies, v.Name)
+			spec.Points = append(spec.Points, compareSweepPoint{Name: v.Name, Sets: append([]string{}, v.Sets...)})
+		}
 	}
 	spec.Seeds = make([]uint64, seeds)
 	for i := range spec.Seeds {
@@ -321,7 +391,7 @@ func emitCompareSweep(stderr io.Writer, path, name string, sets, policies []stri
 	runs := len(policies) * seeds
 	q := shell.Quote(path)
 	head := fmt.Sprintf(`# A sweep spec written by fleetdrill compare --emit-sweep: the comparison of
-# %s on %s over %d seeds (%d..%d), one point per policy: %d runs.
+# %s %s on %s over %d seeds (%d..%d), one point each: %d runs.
 # Run it on this machine:
 #   fleetdrill sweep run %s --out results
 #   fleetdrill sweep merge results --json report.json
@@ -329,7 +399,7 @@ func emitCompareSweep(stderr io.Writer, path, name string, sets, policies []stri
 #   fleetdrill sweep %s --emit k8s --image IMAGE --shards N --volume-claim CLAIM > job.json
 # The report gives, per policy, each figure's mean, std and 95%% interval over the
 # seeds; compare's paired t-test against the baseline (%s) is not in it.
-`, strings.Join(policies, ", "), name, seeds, firstSeed, firstSeed+uint64(seeds-1), runs, q, q, policies[0])
+`, kind, strings.Join(policies, ", "), name, seeds, firstSeed, firstSeed+uint64(seeds-1), runs, q, q, policies[0])
 	data := []byte(head + body.String())
 
 	// Through a temporary file beside the target, so that the scenario path
@@ -356,8 +426,8 @@ func emitCompareSweep(stderr io.Writer, path, name string, sets, policies []stri
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(stderr, "compare: wrote sweep spec %s: %d policies × %d seeds = %d runs; run it with fleetdrill sweep run %s, or fleetdrill sweep %s --emit k8s\n",
-		path, len(policies), seeds, runs, q, q)
+	fmt.Fprintf(stderr, "compare: wrote sweep spec %s: %d %s × %d seeds = %d runs; run it with fleetdrill sweep run %s, or fleetdrill sweep %s --emit k8s\n",
+		path, len(policies), kind, seeds, runs, q, q)
 	return nil
 }
 

@@ -36,6 +36,7 @@ func newPlanCmd() *cobra.Command {
 		plotPath string
 		parallel int
 		maxRepl  int
+		seeds    int
 		minAtt   float64
 	)
 	cmd := &cobra.Command{
@@ -49,7 +50,10 @@ func newPlanCmd() *cobra.Command {
 			"today's count for that level; if nothing that arrives in time passes, the plan is late.\n" +
 			"It assumes more replicas never hurt an SLO: it doubles today's fleet until it passes,\n" +
 			"then bisects each pool's count (most expensive first) to the least that passes with\n" +
-			"the others fixed, until nothing changes. Runs are cached and run in parallel.\n\n" +
+			"the others fixed, until nothing changes. Runs are cached and run in parallel.\n" +
+			"An autoscaled pool's count is its reservation held warm (replicas, min_replicas and\n" +
+			"acquisition.reserved set together); its cost adds what the runs spend on demand beyond\n" +
+			"it. --seeds N runs every candidate at N seeds and passes it only if all pass.\n\n" +
 			"It prints per demand the fleet, its cost per hour and per successful task, the\n" +
 			"binding constraint of each pool (what fails with one fewer replica), its headroom,\n" +
 			"and the gap to today's fleet, with the date by which to order each addition given\n" +
@@ -75,7 +79,7 @@ func newPlanCmd() *cobra.Command {
 			}
 			demands, needed, err := parseDemands(demandS, growth, today)
 			if err == nil {
-				err = checkPlanFlags(parallel, maxRepl)
+				err = checkPlanFlags(parallel, maxRepl, seeds)
 			}
 			if err != nil || minAtt < 0 || minAtt > 1 {
 				if err == nil {
@@ -94,7 +98,7 @@ func newPlanCmd() *cobra.Command {
 			fmt.Fprintf(stderr, "plan: %s: %d demand level(s), %d failure(s) to survive\n", name, max(1, len(demands)), len(survive))
 			res, err := plan.Run(cmd.Context(), load, plan.Config{
 				Demands: demands, Survive: survive, Parallel: parallel, MaxReplicas: maxRepl, MinAttainment: minAtt, Version: buildVersion(),
-				Today: today, NeededBy: needed, KeepCommitted: keep, Command: runCommandLine(name, sets),
+				Today: today, NeededBy: needed, KeepCommitted: keep, Command: runCommandLine(name, sets), Seeds: seeds,
 			})
 			if err != nil {
 				var ve *scenarios.ValidationError
@@ -161,13 +165,17 @@ func newPlanCmd() *cobra.Command {
 	f.StringVar(&jsonPath, "json", "", "also write the plan, every evaluated point included, as JSON to this file")
 	f.StringVar(&plotPath, "plot", "", "draw the cost-versus-SLO-attainment Pareto front of every evaluated fleet to this PNG")
 	f.IntVar(&parallel, "parallel", 0, "runs at a time; 0 means one per CPU (GOMAXPROCS)")
+	f.IntVar(&seeds, "seeds", 1, "run every candidate at the scenario's seed and the N-1 after it (the same for every candidate); it passes only if every seed passes: a stockout's grants and the arrivals differ by seed")
 	f.IntVar(&maxRepl, "max-replicas", 0, "cap on each pool's count in the search; 0 means max(64, 4 × today's)")
 	f.Float64Var(&minAtt, "min-attainment", 0.99, "also require every class's SLO attainment >= this in the healthy runs (0: only the scenario's expectations; a latency bound alone is met by a fleet that rejects everything)")
 	return cmd
 }
 
-func checkPlanFlags(parallel, maxRepl int) error {
+func checkPlanFlags(parallel, maxRepl, seeds int) error {
 	var errs []error
+	if seeds < 1 {
+		errs = append(errs, fmt.Errorf("--seeds: got %d, want >= 1 (the scenario's seed and the ones after it)", seeds))
+	}
 	if parallel < 0 {
 		errs = append(errs, fmt.Errorf("--parallel: got %d, want >= 1, or 0 for one per CPU", parallel))
 	}

@@ -62,6 +62,23 @@ func TestPlanCmdInvalid(t *testing.T) {
 	require.Equal(t, exitInvalid, code, errs)
 }
 
+// TestPlanCmdSeeds: --seeds runs every candidate at several seeds and says
+// so; an autoscaled pool is planned as a reservation and has no grid.
+func TestPlanCmdSeeds(t *testing.T) {
+	code, _, errs := runCommand(t, newPlanCmd(), "default", "--seeds", "0")
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, "--seeds: got 0, want >= 1")
+
+	const fixture = "../../internal/plan/testdata/autoscale-stockout.yaml"
+	grid := filepath.Join(t.TempDir(), "grid.yaml")
+	code, out, errs := runCommand(t, newPlanCmd(), fixture, "--seeds", "3", "--min-attainment", "0", "--emit-grid", grid)
+	require.Equal(t, exitInvalid, code, errs)
+	require.Contains(t, out, "seeds: every candidate runs at 3 seeds (3..5, the same for all)")
+	require.Contains(t, out, "as (reserve)                    7")
+	require.Contains(t, out, "on demand")
+	require.Contains(t, errs, "--emit-grid: pool as is autoscaled")
+}
+
 // TestPlanCmdInfeasible: a failure no fleet survives exits 1 and says what fails.
 func TestPlanCmdInfeasible(t *testing.T) {
 	code, out, errs := runCommand(t, newPlanCmd(), "default", "--set", "duration=20m", "--max-replicas", "8", "--set", "purchasable=[]",

@@ -13,15 +13,25 @@ import (
 )
 
 // Loader returns the scenario under test, freshly parsed, with its
-// scheduler set to policy and its seed to seed. Run calls it once per run,
+// scheduler set to policy (or, comparing Variants, the named variant's
+// overrides applied) and its seed to seed. Run calls it once per run,
 // from several goroutines at once: every run gets a scenario of its own,
 // because a *scenarios.Scenario is mutable and twin.Run may keep pointers
 // into it for the length of the run.
 //
 // The command builds one from the scenario's bytes and ParseWithSets with
-// the user's overrides followed by policy.scheduler=<policy> and
-// seed=<seed>.
+// the user's overrides followed by policy.scheduler=<policy> (or the
+// variant's overrides) and seed=<seed>.
 type Loader func(policy string, seed uint64) (*scenarios.Scenario, error)
+
+// Variant is a named set of overrides of the scenario (PATH=VALUE, as
+// --set takes them), compared as a policy is: e.g. an autoscaling target
+// or a reservation size. A variant with no overrides is the scenario as
+// it is.
+type Variant struct {
+	Name string
+	Sets []string
+}
 
 // Config says what to compare.
 type Config struct {
@@ -30,6 +40,10 @@ type Config struct {
 	// Policies are the schedulers to compare; the first is the baseline
 	// every other is tested against. At least one, no duplicates.
 	Policies []string
+	// Variants, when given, are compared instead of Policies (which must
+	// then be empty): the columns are the variants' names, the first the
+	// baseline, and the Loader is called with a variant's name.
+	Variants []Variant
 	// FirstSeed and Seeds: each policy runs with the seeds FirstSeed,
 	// FirstSeed+1, …, FirstSeed+Seeds−1. The same seed gives every policy
 	// the same arrivals and token counts (common random numbers), which is
@@ -52,7 +66,9 @@ type Config struct {
 // in another order change nothing.
 type Result struct {
 	Scenario string
-	Policies []string // the baseline first
+	Policies []string // the columns, the baseline first: the policies, or the variants' names
+	// Variants are the variants compared, nil when policies are.
+	Variants []Variant
 	Seeds    []uint64
 	// Groups are the scenario's classes, in the scenario's order, then the
 	// fleet-wide metrics (Group.Class false).
@@ -112,12 +128,17 @@ func (c *Comparison) Significant() bool { return c.Paired.Significant() }
 
 // RunError is the failure of one run.
 type RunError struct {
-	Policy string
-	Seed   uint64
-	Err    error
+	Policy string // the policy, or the variant's name
+	// Variant is the variant that failed, nil comparing policies.
+	Variant *Variant
+	Seed    uint64
+	Err     error
 }
 
 func (e *RunError) Error() string {
+	if e.Variant != nil {
+		return fmt.Sprintf("variant %s, seed %d: %v", e.Policy, e.Seed, e.Err)
+	}
 	return fmt.Sprintf("policy %s, seed %d: %v", e.Policy, e.Seed, e.Err)
 }
 
@@ -129,6 +150,15 @@ func (e *RunError) Unwrap() error { return e.Err }
 func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	var variants []Variant
+	if len(cfg.Variants) > 0 {
+		// From here on the columns are named as policies are.
+		variants = slices.Clone(cfg.Variants)
+		cfg.Policies = nil
+		for _, v := range variants {
+			cfg.Policies = append(cfg.Policies, v.Name)
+		}
 	}
 	start := time.Now()
 	seeds := make([]uint64, cfg.Seeds)
@@ -144,9 +174,13 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	samples := make([]sample, total)
 	err := workers.Run(ctx, total, parallel, func(ctx context.Context, i int) error {
 		pol, seed := cfg.Policies[i/len(seeds)], seeds[i%len(seeds)]
-		s, err := runOne(ctx, load, pol, seed, cfg.Version)
+		s, err := runOne(ctx, load, pol, seed, cfg.Version, variants != nil)
 		if err != nil {
-			return &RunError{Policy: pol, Seed: seed, Err: err}
+			re := &RunError{Policy: pol, Seed: seed, Err: err}
+			if variants != nil {
+				re.Variant = &variants[i/len(seeds)]
+			}
+			return re
 		}
 		samples[i] = s
 		return nil
@@ -162,13 +196,26 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	res.Variants = variants
 	res.Run = RunInfo{Wall: time.Since(start), Parallel: parallel, Version: cfg.Version}
 	return res, nil
 }
 
 func (cfg *Config) validate() error {
 	var errs []error
-	if len(cfg.Policies) == 0 {
+	if len(cfg.Variants) > 0 {
+		if len(cfg.Policies) > 0 {
+			errs = append(errs, errors.New("both policies and variants; want one or the other (a variant may set policy.scheduler)"))
+		}
+		for i, v := range cfg.Variants {
+			if v.Name == "" {
+				errs = append(errs, fmt.Errorf("variant %d has no name; want one", i))
+			}
+			if j := slices.IndexFunc(cfg.Variants, func(w Variant) bool { return w.Name == v.Name }); j < i {
+				errs = append(errs, fmt.Errorf("variant %q given twice; want each name once", v.Name))
+			}
+		}
+	} else if len(cfg.Policies) == 0 {
 		errs = append(errs, errors.New("no policies; want at least one (the first is the baseline)"))
 	}
 	for i, p := range cfg.Policies {
@@ -187,14 +234,18 @@ func (cfg *Config) validate() error {
 
 // runOne loads a fresh scenario for (policy, seed), runs it, and keeps its
 // metrics.
-func runOne(ctx context.Context, load Loader, policy string, seed uint64, version string) (sample, error) {
+func runOne(ctx context.Context, load Loader, policy string, seed uint64, version string, variant bool) (sample, error) {
 	sc, err := load(policy, seed)
 	if err != nil {
 		return sample{}, err
 	}
 	// The loader is the command's; check that it did what it was asked,
-	// or the comparison would silently compare something else.
-	if sc.Policy.Scheduler != policy || sc.Seed != seed {
+	// or the comparison would silently compare something else. (What a
+	// variant overrides is the loader's to apply; the seed is not.)
+	if variant && sc.Seed != seed {
+		return sample{}, fmt.Errorf("the loader returned a scenario with seed %d; want %d", sc.Seed, seed)
+	}
+	if !variant && (sc.Policy.Scheduler != policy || sc.Seed != seed) {
 		return sample{}, fmt.Errorf("the loader returned a scenario with scheduler %q and seed %d; want %q and %d",
 			sc.Policy.Scheduler, sc.Seed, policy, seed)
 	}
@@ -213,10 +264,15 @@ func runOne(ctx context.Context, load Loader, policy string, seed uint64, versio
 func assemble(cfg Config, seeds []uint64, samples []sample) (*Result, error) {
 	n := len(seeds)
 	classes := samples[0].classes
+	scaled := samples[0].scaled
 	for i, s := range samples {
 		if !slices.Equal(s.classes, classes) {
-			return nil, fmt.Errorf("compare: policy %s, seed %d has classes %v, but policy %s, seed %d has %v; want the same classes in every run",
+			return nil, fmt.Errorf("compare: %s, seed %d has classes %v, but %s, seed %d has %v; want the same classes in every run",
 				cfg.Policies[i/n], seeds[i%n], s.classes, cfg.Policies[0], seeds[0], classes)
+		}
+		if !slices.Equal(s.scaled, scaled) {
+			return nil, fmt.Errorf("compare: %s, seed %d has autoscaled pools %v, but %s, seed %d has %v; want the same in every run",
+				cfg.Policies[i/n], seeds[i%n], s.scaled, cfg.Policies[0], seeds[0], scaled)
 		}
 	}
 	res := &Result{Scenario: cfg.Scenario, Policies: slices.Clone(cfg.Policies), Seeds: seeds}
@@ -241,6 +297,11 @@ func assemble(cfg Config, seeds []uint64, samples []sample) (*Result, error) {
 	g := Group{Name: "fleet"}
 	for m, def := range fleetMetrics {
 		g.Metrics = append(g.Metrics, newMetric(def.name, def.better, values(func(s sample) float64 { return s.fleet[m] })))
+	}
+	for p, pool := range scaled {
+		for m, def := range scaleMetrics {
+			g.Metrics = append(g.Metrics, newMetric("autoscaling."+pool+"."+def.name, def.better, values(func(s sample) float64 { return s.scale[p][m] })))
+		}
 	}
 	res.Groups = append(res.Groups, g)
 	return res, nil

@@ -1,5 +1,9 @@
-// Package compare runs one scenario under several scheduling policies over
-// several seeds and says which differences are real: `fleetdrill compare`.
+// Package compare runs one scenario under several scheduling policies, or
+// several named variants (sets of overrides: an autoscaling target, a
+// reservation size), over several seeds and says which differences are
+// real: `fleetdrill compare`. A variant is a column exactly as a policy is;
+// Result.Policies holds the columns' names either way, and
+// Result.Variants their overrides.
 //
 // It owns the fan-out of runs (a worker pool, Config.Parallel runs at a
 // time), the per-metric statistics, and the text and JSON renderings. It
@@ -15,7 +19,9 @@
 //
 // Statistics. For each class and metric (ttft_s.p99, tpot_s.p99, e2e_s.p99,
 // queue_wait_s.p99, slo_attainment, goodput_rps) and each fleet metric
-// (rejection_rate, cost.per_successful_task, residency_violations), and for
+// (rejection_rate, cost.per_successful_task, residency_violations; and,
+// per autoscaled pool, autoscaling.<pool>.refused, .burst_cost and
+// .to_serving.p90, the last 0 in a run where no replica came up), and for
 // each policy: the mean over seeds, the sample standard deviation, and the
 // half-width of the 95 % confidence interval of the mean from Student's t
 // with n−1 degrees of freedom. With one seed there is no interval and no

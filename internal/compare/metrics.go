@@ -2,7 +2,9 @@ package compare
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/fleetdrill/fleetdrill/twin"
 )
@@ -55,6 +57,23 @@ var fleetMetrics = []fleetMetric{
 	{"residency_violations", Lower, func(r *twin.Report) float64 { return float64(r.ResidencyViolations) }},
 }
 
+// scaleMetric is a metric of one autoscaled pool, reported as
+// autoscaling.<pool>.<name> among the fleet's rows when the scenario has an
+// autoscaled pool: what the provider refused, what was paid beyond the
+// reservation, and how late replicas came.
+type scaleMetric struct {
+	name   string
+	better Better
+	get    func(*twin.AutoscaleReport) float64
+}
+
+var scaleMetrics = []scaleMetric{
+	{"refused", Lower, func(a *twin.AutoscaleReport) float64 { return float64(a.Refused) }},
+	{"burst_cost", Lower, func(a *twin.AutoscaleReport) float64 { return a.BurstCost }},
+	// 0 when no replica came up in the run.
+	{"to_serving.p90", Lower, func(a *twin.AutoscaleReport) float64 { return a.ToServing.P90 }},
+}
+
 // MetricNames returns the names of the per-class metrics and of the
 // fleet-wide ones, in the order they are reported.
 func MetricNames() (class, fleet []string) {
@@ -74,6 +93,8 @@ type sample struct {
 	classes []string
 	class   [][]float64 // [class][classMetrics index]
 	fleet   []float64   // [fleetMetrics index]
+	scaled  []string    // the autoscaled pools, sorted
+	scale   [][]float64 // [scaled index][scaleMetrics index]
 }
 
 // extract reads a sample from a report. classes is the scenario's class
@@ -100,6 +121,18 @@ func extract(rep *twin.Report, classes []string) (sample, error) {
 			return sample{}, fmt.Errorf("%s is %v; want a finite number (a twin bug)", m.name, v)
 		}
 		s.fleet[j] = v
+	}
+	s.scaled = slices.Sorted(maps.Keys(rep.Autoscaling))
+	for _, pool := range s.scaled {
+		row := make([]float64, len(scaleMetrics))
+		for j, m := range scaleMetrics {
+			v := m.get(rep.Autoscaling[pool])
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return sample{}, fmt.Errorf("autoscaling.%s.%s is %v; want a finite number (a twin bug)", pool, m.name, v)
+			}
+			row[j] = v
+		}
+		s.scale = append(s.scale, row)
 	}
 	return s, nil
 }

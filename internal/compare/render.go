@@ -18,7 +18,15 @@ import (
 // A legend follows. The output is a pure function of r less r.Run.
 func WriteText(w io.Writer, r *Result) error {
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "compare %s: %s; %s\n\n", r.Scenario, policyList(r.Policies), seedList(r.Seeds))
+	fmt.Fprintf(&buf, "compare %s: %s; %s\n", r.Scenario, columnList(r), seedList(r.Seeds))
+	for _, v := range r.Variants {
+		sets := "the scenario as it is"
+		if len(v.Sets) > 0 {
+			sets = strings.Join(v.Sets, ", ")
+		}
+		fmt.Fprintf(&buf, "  %s: %s\n", v.Name, sets)
+	}
+	buf.WriteString("\n")
 
 	// One tabwriter for every group, so that the columns line up across
 	// tables; the blank line between groups carries the cells' tabs to
@@ -58,6 +66,10 @@ func WriteText(w io.Writer, r *Result) error {
 	// Identical columns read as a broken tool; say why they are.
 	switch tie, queued := r.Tie(); {
 	case !tie || len(r.Policies) < 2:
+	case r.Variants != nil:
+		buf.WriteString("The variants tie on every figure, seed by seed: their overrides change nothing\n" +
+			"these runs measure. Check the paths (fleetdrill run --set ... --json) and that the\n" +
+			"overridden part is exercised (an autoscaling target matters only when the pool scales).\n\n")
 	case !queued:
 		buf.WriteString("The policies tie on every figure, seed by seed: no request waited in the gateway's\n" +
 			"queue (queue wait p99 0 everywhere), and a scheduling policy only orders that queue.\n" +
@@ -73,7 +85,7 @@ func WriteText(w io.Writer, r *Result) error {
 	if n >= 2 {
 		fmt.Fprintf(&buf, "mean ± half-width of the %g%% confidence interval (Student's t, %d df) over %d seeds.\n", Confidence*100, n-1, n)
 		fmt.Fprintf(&buf, "* p < %g against the baseline %s: paired t-test on the per-seed differences\n", Alpha, r.Policies[0])
-		fmt.Fprintf(&buf, "  (a seed gives every policy the same arrivals); Welch's unpaired p is in --json.\n")
+		fmt.Fprintf(&buf, "  (a seed gives every %s the same arrivals); Welch's unpaired p is in --json.\n", columnKind(r))
 		fmt.Fprintf(&buf, "  Not corrected for multiple comparisons: about 1 mark in %.0f is chance.\n", 1/Alpha)
 	} else {
 		fmt.Fprintf(&buf, "mean of 1 seed: the confidence interval (n/a) and the tests need at least 2 seeds.\n")
@@ -95,6 +107,21 @@ func policyList(ps []string) string {
 		return "no policies"
 	}
 	return "policies " + ps[0] + " (baseline)" + strings.Join(append([]string{""}, ps[1:]...), ", ")
+}
+
+// columnList names the columns: the policies, or the variants.
+func columnList(r *Result) string {
+	if r.Variants == nil {
+		return policyList(r.Policies)
+	}
+	return strings.Replace(policyList(r.Policies), "policies", "variants", 1)
+}
+
+func columnKind(r *Result) string {
+	if r.Variants == nil {
+		return "policy"
+	}
+	return "variant"
 }
 
 // seedList prints the seeds, which Run makes consecutive.
@@ -132,6 +159,7 @@ const JSONSchema = 1
 //	  "schema": 1,
 //	  "scenario": "small",
 //	  "policies": ["fifo", "priority"],   // the order of the columns; the first is the baseline
+//	  "variants": {"hpa70": ["pools.p.autoscale.target=0.7"], ...},  // only comparing --variant: the columns' overrides
 //	  "baseline": "fifo",
 //	  "seeds": [42, 43, ...],             // "values" below are in this order
 //	  "confidence": 0.95,                 // of "ci95"
@@ -148,16 +176,20 @@ const JSONSchema = 1
 //	      }, ...
 //	    }, ...
 //	  },
-//	  "fleet": {"rejection_rate": {...}, "cost.per_successful_task": {...}, "residency_violations": {...}},
+//	  "fleet": {"rejection_rate": {...}, "cost.per_successful_task": {...}, "residency_violations": {...},
+//	            "autoscaling.POOL.refused": {...}, ...},   // autoscaling.* per autoscaled pool, if any
 //	  "run": {"wall_s": 12.3, "parallel": 2, "version": "devel"}   // the only part that varies
 //	}
 //
-// std and ci95 are null with one seed; the *_vs_baseline fields and p_welch
+// Comparing variants, "policies" and "baseline" hold the variants' names
+// (the layout is the same; "variants" is added). std and ci95 are null with
+// one seed; the *_vs_baseline fields and p_welch
 // are null for the baseline and with one seed.
 type jsonResult struct {
 	Schema     int                              `json:"schema"`
 	Scenario   string                           `json:"scenario"`
 	Policies   []string                         `json:"policies"`
+	Variants   map[string][]string              `json:"variants,omitempty"`
 	Baseline   string                           `json:"baseline"`
 	Seeds      []uint64                         `json:"seeds"`
 	Confidence float64                          `json:"confidence"`
@@ -200,6 +232,12 @@ func WriteJSON(w io.Writer, r *Result) error {
 	}
 	if len(r.Policies) > 0 {
 		out.Baseline = r.Policies[0]
+	}
+	if r.Variants != nil {
+		out.Variants = map[string][]string{}
+		for _, v := range r.Variants {
+			out.Variants[v.Name] = append([]string{}, v.Sets...) // [] rather than null for none
+		}
 	}
 	for _, g := range r.Groups {
 		metrics := map[string]jsonMetric{}

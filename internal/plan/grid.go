@@ -28,8 +28,8 @@ func gridPoint(level, c int) string { return fmt.Sprintf("level=%d,case=%d", lev
 // GridSpec is the sweep spec of every feasible level's full grid: one grid
 // entry per (level, case), the pools' replica counts varying from floor to
 // upper bound, the level's demand and the case's fault and expectations as
-// one-valued parameters, over the scenario's seed alone (the plan's runs
-// share it). scenario is the spec's scenario: a library name, or a path
+// one-valued parameters, over the plan's seeds (a fleet passes when its
+// expectations.failed is 0 at every seed). scenario is the spec's scenario: a library name, or a path
 // relative to where the spec will be written; sets are the user's.
 func GridSpec(r *Result, scenario string, sets []string) ([]byte, error) {
 	if r.p == nil {
@@ -38,6 +38,11 @@ func GridSpec(r *Result, scenario string, sets []string) ([]byte, error) {
 	p := r.p
 	if err := gridCanBuild(p); err != nil {
 		return nil, err
+	}
+	for _, pl := range p.pools {
+		if pl.Autoscaled {
+			return nil, fmt.Errorf("pool %s is autoscaled: the plan sets its replicas, autoscale.min_replicas and acquisition.reserved together, which a sweep grid (each key varied on its own) cannot; check it with --seeds instead", pl.Name)
+		}
 	}
 	root := &yaml.Node{Kind: yaml.MappingNode}
 	add := func(m *yaml.Node, k string, v *yaml.Node) {
@@ -100,7 +105,11 @@ func GridSpec(r *Result, scenario string, sets []string) ([]byte, error) {
 		return nil, fmt.Errorf("plan: no demand level has a plan, so there is no grid to check")
 	}
 	add(root, "points", points)
-	add(root, "seeds", list(strconv.FormatUint(p.base.Seed, 10)))
+	var seeds []string
+	for _, s := range p.seeds {
+		seeds = append(seeds, strconv.FormatUint(s, 10))
+	}
+	add(root, "seeds", list(seeds...))
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# The full grid fleetdrill plan %s pruned: %d runs. Run it with\n#   fleetdrill sweep run FILE --out results  (or fleetdrill sweep FILE --emit k8s ...)\n# then check the plan against it with the same plan arguments and --check-grid results.\n", r.Scenario, runs)
 	enc := yaml.NewEncoder(&b)

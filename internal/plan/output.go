@@ -29,10 +29,21 @@ type Fleet struct {
 	Cases       int     `json:"cases"`          // cases evaluated (a search may stop early)
 }
 
-// Fleets groups the evaluated points by (replicas, demand).
+// Fleets groups the evaluated points by (replicas, demand). A fleet's cost
+// is the mean of its healthy runs' (committed plus on demand), over the
+// seeds.
 func (r *Result) Fleets() []Fleet {
 	idx := map[string]int{}
 	var out []Fleet
+	var sum []float64
+	var n []int
+	defer func() {
+		for i := range out {
+			if n[i] > 0 {
+				out[i].CostPerHour = sum[i] / float64(n[i])
+			}
+		}
+	}()
 	for _, pt := range r.Points {
 		k := key(pt.Replicas, pt.Demand, "")
 		i, ok := idx[k]
@@ -40,6 +51,11 @@ func (r *Result) Fleets() []Fleet {
 			i = len(out)
 			idx[k] = i
 			out = append(out, Fleet{Replicas: pt.Replicas, Demand: pt.Demand, CostPerHour: pt.CostPerHour, Attainment: 1, Pass: true})
+			sum, n = append(sum, 0), append(n, 0)
+		}
+		if pt.Fault == "" && pt.Err == "" {
+			sum[i] += pt.CostPerHour
+			n[i]++
 		}
 		f := &out[i]
 		f.Cases++
@@ -105,6 +121,10 @@ func WriteText(w io.Writer, r *Result) error {
 		fmt.Fprintf(&b, " and %d purchasable type(s)", nBuy)
 	}
 	fmt.Fprintf(&b, ", survive %d failure(s), orders from %s", len(r.Faults), r.Today)
+	if len(r.Seeds) > 1 {
+		fmt.Fprintf(&b, "\n  seeds: every candidate runs at %d seeds (%d..%d, the same for all) and passes only if each passes; verify lines replay seed %d (--set seed=N for the others)",
+			len(r.Seeds), r.Seeds[0], r.Seeds[len(r.Seeds)-1], r.Seeds[0])
+	}
 	for _, f := range r.Faults {
 		fmt.Fprintf(&b, "\n  survive: %s", f)
 	}
@@ -112,6 +132,9 @@ func WriteText(w io.Writer, r *Result) error {
 		fmt.Fprintf(&b, "\n  %s runs check: %s", c.Case, strings.Join(c.Expect, "; "))
 	}
 	for _, pl := range r.Pools {
+		if pl.Autoscaled {
+			fmt.Fprintf(&b, "\n  autoscaled: %s's count is its reservation held warm (replicas = min_replicas = reserved, %.2f/h a replica, committed); what it scales up beyond is on demand, costed from the runs", pl.Name, pl.ReplicaHour())
+		}
 		if pl.Purchasable {
 			fmt.Fprintf(&b, "\n  purchasable: %s at %.2f/h a replica, lead time %s, minimum term %s", pl.Name, pl.ReplicaHour(), days(pl.LeadTimeDays), days(pl.MinTermDays))
 			if pl.MaxReplicas > 0 {
@@ -142,6 +165,9 @@ func WriteText(w io.Writer, r *Result) error {
 			if pl.Purchasable {
 				name += " (buy)"
 			}
+			if pl.Autoscaled {
+				name += " (reserve)"
+			}
 			fmt.Fprintf(&b, "  %-24s %8d %6d %6s %10.2f  %s\n", name, lv.Replicas[i], pl.Committed, gap,
 				float64(lv.Replicas[i])*pl.ReplicaHour(), days(pl.LeadTimeDays))
 		}
@@ -149,9 +175,19 @@ func WriteText(w io.Writer, r *Result) error {
 		for _, pl := range r.Pools {
 			today += float64(pl.Committed) * pl.ReplicaHour()
 		}
-		fmt.Fprintf(&b, "  cost %.2f/h (today %.2f/h), %.5f per successful task (healthy run)\n", lv.CostPerHour, today, lv.PerTask)
+		if !autoscaled(r.Pools) {
+			fmt.Fprintf(&b, "  cost %.2f/h (today %.2f/h), %.5f per successful task (healthy run)\n", lv.CostPerHour, today, lv.PerTask)
+		} else {
+			fmt.Fprintf(&b, "  cost %.2f/h (today %.2f/h committed), %.5f per successful task (healthy run)\n", lv.CostPerHour, today, lv.PerTask)
+			fmt.Fprintf(&b, "  of which %.2f/h committed and %.2f/h on demand (autoscaled pools' burst beyond their reservations, mean of the healthy runs over %d seed(s))\n",
+				lv.CostPerHour-lv.OnDemand, lv.OnDemand, max(len(r.Seeds), 1))
+		}
 		if len(lv.Bindings) == 0 {
-			b.WriteString("  binding: none (every pool is at zero)\n")
+			if autoscaled(r.Pools) {
+				b.WriteString("  binding: none (every pool is at its floor, or one fewer passes but costs more on demand)\n")
+			} else {
+				b.WriteString("  binding: none (every pool is at zero)\n")
+			}
 		}
 		for _, bd := range lv.Bindings {
 			head := "n/a"
@@ -165,8 +201,12 @@ func WriteText(w io.Writer, r *Result) error {
 			if bd.NoData != "" {
 				value = "no data: " + bd.NoData
 			}
-			fmt.Fprintf(&b, "  binding: %s -1 fails %q %s (%s); headroom %s\n",
-				bd.Pool, bd.Expr, caseName(bd.Fault), value, head)
+			at := ""
+			if len(r.Seeds) > 1 {
+				at = fmt.Sprintf(" at seed %d", bd.Seed)
+			}
+			fmt.Fprintf(&b, "  binding: %s -1 fails %q %s%s (%s); headroom %s\n",
+				bd.Pool, bd.Expr, caseName(bd.Fault), at, value, head)
 		}
 		if len(lv.Orders) == 0 {
 			b.WriteString("  orders: none, today's fleet covers it\n")
@@ -202,6 +242,10 @@ func WriteText(w io.Writer, r *Result) error {
 	fmt.Fprintf(&b, "%d runs in %.1fs on %d workers\n", r.Runs, r.Wall, r.Parallel)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+func autoscaled(pools []Pool) bool {
+	return slices.ContainsFunc(pools, func(pl Pool) bool { return pl.Autoscaled })
 }
 
 // days prints a span of days as a scenario's periods are written.

@@ -18,6 +18,19 @@
 // A pool whose lead time would bring new replicas after a level's date is
 // held at today's count for that level; when no such fleet passes, the
 // level is searched again with every pool free and marked late.
+//
+// An autoscaled pool is searched by what an architect buys for it: its
+// reservation, held warm. Its count N sets replicas, autoscale.min_replicas
+// and acquisition.reserved to N together (max_replicas to at least N), so
+// the N replicas run all along and are paid whether used or not; what the
+// autoscaler adds beyond them is on demand, paid as used, and measured by
+// the runs (autoscaling.<pool>.burst_cost). A candidate's cost is then its
+// committed cost plus the mean on-demand cost of its healthy runs.
+//
+// With Config.Seeds > 1 every candidate runs at the scenario's seed and the
+// ones after it, the same seeds for every candidate (common random
+// numbers: a stockout's grants, drawn per replica, differ from seed to
+// seed), and passes only if every seed passes.
 package plan
 
 import (
@@ -25,6 +38,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"runtime"
 	"slices"
@@ -71,6 +85,9 @@ type Config struct {
 	// KeepCommitted never plans fewer replicas than today's in a pool:
 	// today's capacity is paid for (sunk) and the plan only adds to it.
 	KeepCommitted bool
+	// Seeds is how many seeds each candidate runs at: the scenario's and
+	// the Seeds−1 after it. 0 means 1.
+	Seeds int
 }
 
 // Pool is a pool as the plan sees it.
@@ -88,6 +105,11 @@ type Pool struct {
 	LeadTimeDays float64 `json:"lead_time_days"`
 	MinTermDays  float64 `json:"min_term_days"`
 	MaxReplicas  int     `json:"max_replicas,omitempty"` // the provider's limit; 0 none
+	// Autoscaled: the pool has autoscale:, and its count is its
+	// reservation held warm (replicas = min_replicas = reserved);
+	// Committed is then today's min_replicas, the floor that runs always.
+	Autoscaled   bool `json:"autoscaled,omitempty"`
+	maxAutoscale int  // the scenario's autoscale.max_replicas
 	leadTime     time.Duration
 	models       []string
 	path         string // the pool's --set path, e.g. pools[1] or purchasable[0]
@@ -114,11 +136,16 @@ type Order struct {
 // Point is one evaluated candidate: a replica vector at a demand level
 // under one failure ("" is the healthy case).
 type Point struct {
-	Replicas    []int    `json:"replicas"`
-	Demand      float64  `json:"demand"`
-	Fault       string   `json:"fault"`
-	Pass        bool     `json:"pass"`
+	Replicas []int   `json:"replicas"`
+	Demand   float64 `json:"demand"`
+	Fault    string  `json:"fault"`
+	Seed     uint64  `json:"seed"`
+	Pass     bool    `json:"pass"`
+	// CostPerHour is the replicas' committed cost plus OnDemand, this
+	// run's on-demand (burst) cost of autoscaled pools per hour of the
+	// scenario's duration.
 	CostPerHour float64  `json:"cost_per_hour"`
+	OnDemand    float64  `json:"on_demand_per_hour,omitempty"`
 	PerTask     float64  `json:"cost_per_successful_task"`
 	Attainment  float64  `json:"slo_attainment"` // the worst class's
 	Failed      []string `json:"failed,omitempty"`
@@ -132,6 +159,7 @@ type Point struct {
 type Binding struct {
 	Pool  string  `json:"pool"`
 	Fault string  `json:"fault"` // "" healthy
+	Seed  uint64  `json:"seed"`  // the seed it fails at (the first, of several)
 	Expr  string  `json:"expr"`
 	Value float64 `json:"value_at_one_fewer"`
 	// NoData says why the figure had no value at one fewer (Value is then
@@ -148,16 +176,20 @@ type Binding struct {
 
 // Level is the plan at one demand multiplier.
 type Level struct {
-	Demand      float64   `json:"demand"`
-	Feasible    bool      `json:"feasible"`
-	Replicas    []int     `json:"replicas,omitempty"`
-	CostPerHour float64   `json:"cost_per_hour"`
-	PerTask     float64   `json:"cost_per_successful_task"` // the healthy run's
-	Gap         []int     `json:"gap,omitempty"`            // replicas to add to today's, per pool
-	Bindings    []Binding `json:"bindings,omitempty"`       // one per pool that cannot shrink
-	NeededBy    string    `json:"needed_by"`                // the date this demand must be served from
-	Orders      []Order   `json:"orders,omitempty"`         // what to buy, dated
-	Commitment  float64   `json:"commitment"`               // Σ orders' commitments
+	Demand      float64 `json:"demand"`
+	Feasible    bool    `json:"feasible"`
+	Replicas    []int   `json:"replicas,omitempty"`
+	CostPerHour float64 `json:"cost_per_hour"`
+	// OnDemand is the part of CostPerHour autoscaled pools spend on
+	// demand beyond their reservations: the mean over the seeds of the
+	// healthy runs' burst cost per hour. The rest is committed.
+	OnDemand   float64   `json:"on_demand_per_hour,omitempty"`
+	PerTask    float64   `json:"cost_per_successful_task"` // the healthy run's
+	Gap        []int     `json:"gap,omitempty"`            // replicas to add to today's, per pool
+	Bindings   []Binding `json:"bindings,omitempty"`       // one per pool that cannot shrink
+	NeededBy   string    `json:"needed_by"`                // the date this demand must be served from
+	Orders     []Order   `json:"orders,omitempty"`         // what to buy, dated
+	Commitment float64   `json:"commitment"`               // Σ orders' commitments
 	// Late: no fleet that can arrive by NeededBy meets every expectation;
 	// this plan is the cheapest once its orders arrive.
 	Late bool `json:"late,omitempty"`
@@ -231,6 +263,7 @@ type Result struct {
 	Scenario string    `json:"scenario"`
 	Pools    []Pool    `json:"pools"`
 	Faults   []string  `json:"survive"`
+	Seeds    []uint64  `json:"seeds"`            // every candidate ran at each; a pass is a pass at all
 	Checks   []Checks  `json:"checks,omitempty"` // cases that check other than the scenario's expectations
 	Levels   []Level   `json:"levels"`
 	Points   []*Point  `json:"points"`
@@ -260,6 +293,7 @@ type planner struct {
 	pools  []Pool
 	today  time.Time
 	cases  []string            // "" then each survived fault
+	seeds  []uint64            // the scenario's seed, then the Seeds−1 after it
 	expect map[string][]string // by case, the expectations its runs check where not the scenario's
 	sem    chan struct{}
 	mu     sync.Mutex
@@ -285,6 +319,9 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = runtime.GOMAXPROCS(0)
 	}
+	if cfg.Seeds < 0 {
+		return nil, &InvalidError{Err: fmt.Errorf("plan: --seeds %d: want >= 1", cfg.Seeds)}
+	}
 	today := cfg.Today
 	if today.IsZero() {
 		today = time.Now().UTC()
@@ -292,6 +329,9 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	today = DateOf(today)
 	p := &planner{load: load, base: base, cfg: cfg, cases: append([]string{""}, cfg.Survive...),
 		sem: make(chan struct{}, cfg.Parallel), cache: map[string]*Point{}, today: today}
+	for i := range max(cfg.Seeds, 1) {
+		p.seeds = append(p.seeds, base.Seed+uint64(i))
+	}
 	// Today's pools, then every purchasable type (one bought by --set
 	// counts as committed at that many).
 	var all []scenarios.Pool
@@ -310,6 +350,12 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 		if pp.Purchasable {
 			pp.path = fmt.Sprintf("purchasable[%d]", i-today0)
 			pp.BoughtBySet = slices.Contains(boughtBySet, pl.Name)
+		}
+		// A purchasable type keeps its replicas-only search: bought 0
+		// times it is not in the fleet, where an autoscaled pool needs
+		// min_replicas >= 1.
+		if a := pl.Autoscale; a != nil && !pp.Purchasable {
+			pp.Autoscaled, pp.Committed, pp.maxAutoscale = true, a.MinReplicas, a.MaxReplicas
 		}
 		if pu := pl.Purchase; pu != nil {
 			pp.leadTime = pu.LeadTime.D()
@@ -385,7 +431,7 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 			checks = append(checks, Checks{Case: caseName(f), Expect: exps})
 		}
 	}
-	res := &Result{Scenario: base.Name, Pools: p.pools, Faults: cfg.Survive, Checks: checks, Parallel: cfg.Parallel,
+	res := &Result{Scenario: base.Name, Pools: p.pools, Faults: cfg.Survive, Seeds: p.seeds, Checks: checks, Parallel: cfg.Parallel,
 		Today: today.Format(time.DateOnly), Started: start}
 	res.Levels = make([]Level, len(cfg.Demands))
 	g, gctx := errgroup.WithContext(ctx)
@@ -424,7 +470,9 @@ func (p *planner) committed() []int {
 	return x
 }
 
-// CostPerHour is Σ replicas × GPUs per replica × price per GPU-hour.
+// CostPerHour is the committed cost, Σ replicas × GPUs per replica × price
+// per GPU-hour: an autoscaled pool's count is its reservation, paid for
+// used or not. What it spends on demand is measured (eval).
 func (p *planner) costPerHour(x []int) float64 {
 	c := 0.0
 	for i, pl := range p.pools {
@@ -439,6 +487,13 @@ func (p *planner) sets(x []int, demand float64, fault string) []string {
 	var sets []string
 	for i, pl := range p.pools {
 		sets = append(sets, fmt.Sprintf("%s.replicas=%d", pl.path, x[i]))
+		if pl.Autoscaled {
+			// The reservation, held warm: the autoscaler never goes
+			// below it, and its grants beyond it are on demand.
+			sets = append(sets, fmt.Sprintf("%s.autoscale.min_replicas=%d", pl.path, x[i]),
+				fmt.Sprintf("%s.autoscale.max_replicas=%d", pl.path, max(pl.maxAutoscale, x[i])),
+				fmt.Sprintf("%s.acquisition.reserved=%d", pl.path, x[i]))
+		}
 	}
 	sets = append(sets, ScaleSets(p.base, demand)...)
 	if exps, ok := p.expect[fault]; ok {
@@ -473,10 +528,11 @@ func key(x []int, demand float64, fault string) string {
 	return b.String()
 }
 
-// eval runs one case, or returns it from the cache (waiting for a run in
-// progress). A run that fails to build counts as not passing.
-func (p *planner) eval(ctx context.Context, x []int, demand float64, fault string) (*Point, error) {
-	k := key(x, demand, fault)
+// eval runs one case at the seed p.seeds[si], or returns it from the cache
+// (waiting for a run in progress). A run that fails to build counts as not
+// passing.
+func (p *planner) eval(ctx context.Context, x []int, demand float64, fault string, si int) (*Point, error) {
+	k := key(x, demand, fault) + "|" + strconv.Itoa(si)
 	p.mu.Lock()
 	if pt, ok := p.cache[k]; ok {
 		p.mu.Unlock()
@@ -487,7 +543,7 @@ func (p *planner) eval(ctx context.Context, x []int, demand float64, fault strin
 			return nil, ctx.Err()
 		}
 	}
-	pt := &Point{Replicas: slices.Clone(x), Demand: demand, Fault: fault, CostPerHour: p.costPerHour(x), done: make(chan struct{})}
+	pt := &Point{Replicas: slices.Clone(x), Demand: demand, Fault: fault, Seed: p.seeds[si], CostPerHour: p.costPerHour(x), done: make(chan struct{})}
 	p.cache[k] = pt
 	p.points = append(p.points, pt)
 	p.runs++
@@ -501,7 +557,11 @@ func (p *planner) eval(ctx context.Context, x []int, demand float64, fault strin
 	}
 	defer func() { <-p.sem }()
 	t0 := time.Now()
-	sc, err := p.load(p.sets(x, demand, fault))
+	sets := p.sets(x, demand, fault)
+	if si > 0 {
+		sets = append(sets, "seed="+strconv.FormatUint(p.seeds[si], 10))
+	}
+	sc, err := p.load(sets)
 	if err != nil {
 		return nil, err // checked at the committed fleet: a planner bug
 	}
@@ -525,6 +585,12 @@ func (p *planner) eval(ctx context.Context, x []int, demand float64, fault strin
 	}
 	pt.Pass = rep.Passed()
 	pt.PerTask = rep.Cost.PerSuccessfulTask
+	if h := sc.Duration.D().Hours(); h > 0 {
+		for _, name := range slices.Sorted(maps.Keys(rep.Autoscaling)) {
+			pt.OnDemand += rep.Autoscaling[name].BurstCost / h
+		}
+		pt.CostPerHour += pt.OnDemand
+	}
 	pt.Attainment = 1
 	for _, g := range rep.Classes {
 		if g.Arrived > 0 {
@@ -555,17 +621,84 @@ func (p *planner) passes(ctx context.Context, x []int, demand float64) (bool, er
 	return true, nil
 }
 
+// all runs x at demand under every case at every seed: point c×seeds+s is
+// case c at seed s.
 func (p *planner) all(ctx context.Context, x []int, demand float64) ([]*Point, error) {
-	pts := make([]*Point, len(p.cases))
+	ns := len(p.seeds)
+	pts := make([]*Point, len(p.cases)*ns)
 	g, gctx := errgroup.WithContext(ctx)
-	for i, f := range p.cases {
-		g.Go(func() error {
-			pt, err := p.eval(gctx, x, demand, f)
-			pts[i] = pt
-			return err
-		})
+	for c, f := range p.cases {
+		for si := range ns {
+			g.Go(func() error {
+				pt, err := p.eval(gctx, x, demand, f, si)
+				pts[c*ns+si] = pt
+				return err
+			})
+		}
 	}
 	return pts, g.Wait()
+}
+
+// onDemand is x's mean on-demand cost per hour over the healthy runs at
+// every seed: what its autoscaled pools spend beyond their reservations.
+func (p *planner) onDemand(ctx context.Context, x []int, demand float64) (float64, error) {
+	sum := 0.0
+	for si := range p.seeds {
+		pt, err := p.eval(ctx, x, demand, "", si)
+		if err != nil {
+			return 0, err
+		}
+		sum += pt.OnDemand
+	}
+	return sum / float64(len(p.seeds)), nil
+}
+
+// cost is x's cost per hour: committed plus the mean on demand.
+func (p *planner) cost(ctx context.Context, x []int, demand float64) (float64, error) {
+	od, err := p.onDemand(ctx, x, demand)
+	return p.costPerHour(x) + od, err
+}
+
+// reserveMore tries, for each autoscaled pool, reserving k more replicas
+// while k of them cost less per hour than x spends on demand: a bigger
+// reservation can be cheaper when bursts are dear (burst_price) or long.
+// It keeps the cheapest passing fleet in x and reports whether it moved.
+func (p *planner) reserveMore(ctx context.Context, x []int, demand float64, maxR []int) (bool, error) {
+	moved := false
+	for i, pl := range p.pools {
+		if !pl.Autoscaled {
+			continue
+		}
+		best, err := p.cost(ctx, x, demand)
+		if err != nil {
+			return false, err
+		}
+		od := best - p.costPerHour(x)
+		var pick []int
+		for k := 1; float64(k)*pl.ReplicaHour() < od && x[i]+k <= maxR[i]; k++ {
+			y := slices.Clone(x)
+			y[i] += k
+			ok, err := p.passes(ctx, y, demand)
+			if err != nil {
+				return false, err
+			}
+			if !ok {
+				continue
+			}
+			c, err := p.cost(ctx, y, demand)
+			if err != nil {
+				return false, err
+			}
+			if c < best-1e-9 {
+				best, pick = c, y
+			}
+		}
+		if pick != nil {
+			copy(x, pick)
+			moved = true
+		}
+	}
+	return moved, nil
 }
 
 // level plans one demand level, needed from need.
@@ -749,11 +882,22 @@ func (p *planner) search(ctx context.Context, demand float64, maxR []int) (Level
 			return lv, err
 		}
 	}
+	// The descent minimises the committed cost; a pool that bursts
+	// may cost less with more reserved. Such a fleet passes (more
+	// replicas) and lowers the cost, so no descent undoes it.
+	if _, err := p.reserveMore(ctx, x, demand, maxR); err != nil {
+		return lv, err
+	}
 
 	lv.Feasible = true
 	lv.Replicas = x
-	lv.CostPerHour = p.costPerHour(x)
-	healthy, err := p.eval(ctx, x, demand, "")
+	od, err := p.onDemand(ctx, x, demand)
+	if err != nil {
+		return lv, err
+	}
+	lv.OnDemand = od
+	lv.CostPerHour = p.costPerHour(x) + od
+	healthy, err := p.eval(ctx, x, demand, "", 0)
 	if err != nil {
 		return lv, err
 	}
@@ -786,7 +930,7 @@ func (p *planner) search(ctx context.Context, demand float64, maxR []int) (Level
 		upper[i] = max(upper[i], x[i])
 	}
 	lv.Upper = upper
-	lv.Grid = float64(len(p.cases))
+	lv.Grid = float64(len(p.cases) * len(p.seeds))
 	for i, u := range upper {
 		lv.Grid *= float64(u - p.floor(i) + 1)
 	}
@@ -868,12 +1012,17 @@ func (p *planner) substitutes(i, j int) bool {
 }
 
 // floor is the fewest replicas pool i may have: today's with
-// KeepCommitted, else 0.
+// KeepCommitted, else 0; an autoscaled pool's at least 1 (min_replicas
+// must be).
 func (p *planner) floor(i int) int {
+	f := 0
 	if p.cfg.KeepCommitted {
-		return p.pools[i].Committed
+		f = p.pools[i].Committed
 	}
-	return 0
+	if p.pools[i].Autoscaled {
+		f = max(f, 1)
+	}
+	return f
 }
 
 // binding picks, among the expectations that fail with one fewer replica of
@@ -885,7 +1034,7 @@ func (p *planner) binding(i int, fewer, final []*Point) (Binding, bool) {
 			continue
 		}
 		if pt.Err != "" {
-			b := Binding{Pool: p.pools[i].Name, Fault: pt.Fault, Expr: "the run fails: " + pt.Err, Headroom: math.NaN(), HeadroomRel: math.NaN()}
+			b := Binding{Pool: p.pools[i].Name, Fault: pt.Fault, Seed: pt.Seed, Expr: "the run fails: " + pt.Err, Headroom: math.NaN(), HeadroomRel: math.NaN()}
 			if !found {
 				best, found = b, true
 			}
@@ -895,7 +1044,7 @@ func (p *planner) binding(i int, fewer, final []*Point) (Binding, bool) {
 			if e.Pass {
 				continue
 			}
-			b := Binding{Pool: p.pools[i].Name, Fault: pt.Fault, Expr: e.Expr, Value: e.Value, NoData: e.NoData, Headroom: math.NaN(), HeadroomRel: math.NaN()}
+			b := Binding{Pool: p.pools[i].Name, Fault: pt.Fault, Seed: pt.Seed, Expr: e.Expr, Value: e.Value, NoData: e.NoData, Headroom: math.NaN(), HeadroomRel: math.NaN()}
 			if ex, err := scenarios.ParseExpectation(e.Expr); err == nil {
 				b.Threshold = ex.Value
 				// No headroom from a value that was not measured.
