@@ -28,6 +28,12 @@ type drills struct {
 	cmd      string   // the scorecard's command line
 	scenario string   // as named on the command line
 	sets     []string // the user's overrides
+
+	// The acquisition stage's settings (AcquisitionOptions, defaulted).
+	acqThresholds AcquisitionThresholds
+	acqSeeds      int
+	acqStepSet    float64
+	acqFaultsSet  []string
 }
 
 // runCmd is a `fleetdrill run` command line that reproduces a whole-fleet
