@@ -22,8 +22,8 @@ func newScorecardCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "scorecard [SCENARIO] --provider P",
-		Short: "Portability scorecard for a capacity source: the provider's pools through five stages and a production gate",
-		Long: `Put the pools of provider P through the five-stage portability test, on twin
+		Short: "Portability scorecard for a capacity source: the provider's pools through six stages and a production gate",
+		Long: `Put the pools of provider P through the six-stage portability test, on twin
 drills of the scenario: 1 workload inventory, 2 runtime parity (compatibility
 registry), 3 latency variance (the provider's pools alone, cold start, the
 saturation multiplier; --live also replays it on the live harness, Docker

@@ -122,14 +122,16 @@ type AcquiredPool struct {
 	ColdStartS float64 `json:"cold_start_s"`
 	BoundS     float64 `json:"bound_s"`
 	// Costs per drill, the mean over the seeds.
-	BurstCost     float64 `json:"burst_cost"`
-	ReservedCost  float64 `json:"reserved_cost"`
-	BurstHours    float64 `json:"burst_replica_hours"`
-	MaxServing    int     `json:"max_serving"` // the fewest any seed reached at its peak
-	MaxReplicas   int     `json:"max_replicas"`
-	GrantedPass   bool    `json:"granted_pass"`
-	ServingPass   bool    `json:"to_serving_pass"`
-	PerSeed       []Seed  `json:"seeds"`
+	BurstCost    float64 `json:"burst_cost"`
+	ReservedCost float64 `json:"reserved_cost"`
+	BurstHours   float64 `json:"burst_replica_hours"`
+	// MaxServing is the most replicas serving at once, in the seed that
+	// reached the fewest; MaxReplicas the autoscaler's ceiling.
+	MaxServing    int    `json:"max_serving"`
+	MaxReplicas   int    `json:"max_replicas"`
+	GrantedPass   bool   `json:"granted_pass"`
+	ServingPass   bool   `json:"to_serving_pass"`
+	PerSeed       []Seed `json:"seeds"`
 	seedToServing []float64
 }
 
@@ -187,14 +189,19 @@ func (d *drills) acquisition(lat *Latency) (*Acquisition, error) {
 		p := d.base.Pools[i]
 		ap := AcquiredPool{Pool: p.Name, RefusedBy: map[string]uint64{}, ColdStartS: p.ColdStart.D().Seconds(), GrantedShare: -1}
 		path := d.poolPath(i)
-		if p.Autoscale == nil {
+		switch {
+		case p.Autoscale == nil && p.Replicas == 0:
+			// Nothing running to scale from (and min_replicas must be
+			// at least 1): the pool sits the drill out.
+			ap.Autoscale = "none: the pool has no replicas"
+		case p.Autoscale == nil:
 			mx := p.Replicas + min(p.Replicas, drillMaxMore)
 			ap.AutoscaleAdded = true
 			sets = append(sets, fmt.Sprintf("%s.autoscale={metric: utilization, target: %g, min_replicas: %d, max_replicas: %d}",
 				path, drillTarget, p.Replicas, mx))
 			ap.Autoscale = fmt.Sprintf("added for the drill: utilization target %g, %d to %d replicas", drillTarget, p.Replicas, mx)
 			ap.MaxReplicas = mx
-		} else {
+		default:
 			ap.Autoscale = describeAutoscale(p.Autoscale)
 			ap.MaxReplicas = p.Autoscale.MaxReplicas
 		}
@@ -517,7 +524,7 @@ func delayP90(d *scenarios.Delay) time.Duration {
 	case "lognormal":
 		sigma := d.Sigma
 		if sigma == 0 {
-			sigma = 0.5
+			sigma = scenarios.DefaultDelaySigma
 		}
 		// The twin's lognormal keeps the mean: mu = ln m − σ²/2; z(0.9) = 1.2816.
 		s = mean * math.Exp(-sigma*sigma/2+1.2815516*sigma)
@@ -547,7 +554,7 @@ func describeAcquisition(q *scenarios.Acquisition) string {
 		if d.Distribution == "lognormal" {
 			sigma := d.Sigma
 			if sigma == 0 {
-				sigma = 0.5
+				sigma = scenarios.DefaultDelaySigma
 			}
 			s += fmt.Sprintf(" sigma %g", sigma)
 		}

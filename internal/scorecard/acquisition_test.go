@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
 
 	"github.com/stretchr/testify/require"
 )
@@ -167,4 +170,23 @@ func TestAcquisitionInvalidFault(t *testing.T) {
 	var ie *InvalidError
 	require.True(t, errors.As(err, &ie), "%v", err)
 	require.Contains(t, err.Error(), "want stockout, quota-cap or slow-provisioning")
+}
+
+// TestDelayP90: the bound reads the declared distribution's p90, the
+// twin's parameterisation (a lognormal keeps its mean).
+func TestDelayP90(t *testing.T) {
+	for _, tc := range []struct {
+		d    *scenarios.Delay
+		want time.Duration
+	}{
+		{nil, 0},
+		{&scenarios.Delay{Distribution: "constant", Mean: scenarios.Duration(6 * time.Minute)}, 6 * time.Minute},
+		// ln 10 × 60 s = 138.2 s
+		{&scenarios.Delay{Distribution: "exponential", Mean: scenarios.Duration(time.Minute)}, 138 * time.Second},
+		// 180 s × exp(−0.125 + 1.2816 × 0.5) = 301.5 s; sigma 0 is the default 0.5
+		{&scenarios.Delay{Distribution: "lognormal", Mean: scenarios.Duration(3 * time.Minute)}, 301 * time.Second},
+		{&scenarios.Delay{Distribution: "lognormal", Mean: scenarios.Duration(3 * time.Minute), Sigma: 0.5}, 301 * time.Second},
+	} {
+		require.Equal(t, tc.want, delayP90(tc.d), "delayP90(%+v)", tc.d)
+	}
 }

@@ -241,8 +241,8 @@ func (a *Acquisition) markdown(w func(string, ...any)) {
 	}
 	w("Bars: granted share >= %s; time to serving p90 <= the declared delay's p90 + cold start + %gs; SLO attainment at most %s below the drill as asked.\n\n",
 		pct(a.Thresholds.MinGrantedShare), a.Thresholds.ServingSlackS, points(a.Thresholds.MaxSLODrop))
-	w("| pool | acquisition | autoscale in the drill | replicas asked | granted | asks refused / made | to serving p50/p90/worst p90/max s | bound s | not serving at end | burst cost | result |\n")
-	w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	w("| pool | acquisition | autoscale in the drill | replicas asked | granted | asks refused / made | to serving p50/p90/worst p90/max s | bound s | not serving at end | peak serving / max | burst cost | result |\n")
+	w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, p := range a.Pools {
 		decl, res := p.Declared, mark(p.GrantedPass && p.ServingPass)
 		if !p.Tested {
@@ -256,9 +256,9 @@ func (a *Acquisition) markdown(w func(string, ...any)) {
 		if p.Refused > 0 {
 			refused += " (" + refusedBy(p) + ")"
 		}
-		w("| %s | %s | %s | %d | %d (%s, %d reserved) | %s | %g/%g/%g/%g | %g | %d | %.4g | %s |\n", p.Pool, cell(decl), cell(p.Autoscale),
+		w("| %s | %s | %s | %d | %d (%s, %d reserved) | %s | %g/%g/%g/%g | %g | %d | %d / %d | %.4g | %s |\n", p.Pool, cell(decl), cell(p.Autoscale),
 			p.Replicas, p.Granted, share, p.Reserved, refused, p.ToServing.P50, p.ToServing.P90, p.ToServing.WorstP90,
-			p.ToServing.Max, p.BoundS, p.NotServing, p.BurstCost, res)
+			p.ToServing.Max, p.BoundS, p.NotServing, p.MaxServing, p.MaxReplicas, p.BurstCost, res)
 	}
 	for _, p := range a.Pools {
 		var ps []string

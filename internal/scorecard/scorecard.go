@@ -1,8 +1,8 @@
 // Package scorecard is the portability test for a new capacity source: the
-// pools of one provider in a scenario, put through five stages of twin
+// pools of one provider in a scenario, put through six stages of twin
 // drills (workload inventory, runtime parity, latency variance, data
-// boundary, fallback readiness) and a production gate. See
-// docs/scorecard.md.
+// boundary, fallback readiness, acquisition reliability) and a production
+// gate. See docs/scorecard.md.
 package scorecard
 
 import (
