@@ -263,6 +263,10 @@ func (a *Acquisition) markdown(w func(string, ...any)) {
 	for _, p := range a.Pools {
 		var ps []string
 		for _, x := range p.PerSeed {
+			if x.Replicas == 0 {
+				ps = append(ps, fmt.Sprintf("seed %d: asked for nothing", x.Seed))
+				continue
+			}
 			t := "none served"
 			if x.Served > 0 {
 				t = fmt.Sprintf("to serving p90 %gs", x.ToServingP90)
