@@ -153,6 +153,28 @@ func TestAcquisitionUntested(t *testing.T) {
 	require.Contains(t, string(b), `"untested": true`)
 }
 
+// TestAcquisitionMixedPools: a provider with one pool declaring
+// acquisition is scored on that pool; the other is named untested in the
+// gate lines rather than counted as passing.
+func TestAcquisitionMixedPools(t *testing.T) {
+	c := card(t, "gpu-cloud-b",
+		"pools.euw-a100-70b.autoscale={metric: utilization, target: 0.7, min_replicas: 2, max_replicas: 4}",
+		"pools.euw-a100-70b.acquisition={delay: {distribution: exponential, mean: 1m}}")
+	a := c.Acquisition
+	require.False(t, a.Untested, a.Note)
+	require.Equal(t, "euw-a100-8b", a.Pools[0].Pool)
+	require.False(t, a.Pools[0].Tested)
+	require.True(t, a.Pools[0].AutoscaleAdded)
+	require.True(t, a.Pools[1].Tested)
+	require.False(t, a.Pools[1].AutoscaleAdded)
+	require.Equal(t, "declared: utilization target 0.7, 2 to 4 replicas", a.Pools[1].Autoscale)
+	require.Equal(t, 138.0, a.Pools[1].DelayP90S)
+	g := gateItem(t, c, "acquisition: granted share")
+	require.False(t, g.Untested)
+	require.Contains(t, g.Evidence, "untested (no acquisition block): euw-a100-8b")
+	require.NotContains(t, g.Evidence, "euw-a100-8b: ")
+}
+
 func TestAcquisitionDeterministic(t *testing.T) {
 	js := func(o AcquisitionOptions) string {
 		b, err := acqCard(t, o, reliable...).JSON()
