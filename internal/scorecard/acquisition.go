@@ -606,8 +606,10 @@ func (a *Acquisition) gates() []GateItem {
 		switch {
 		case p.Replicas == 0:
 			sp = append(sp, fmt.Sprintf("%s: asked for nothing", p.Pool))
+		case p.ToServing.Served == 0 && p.Granted == 0:
+			sp = append(sp, fmt.Sprintf("%s: none of %d replicas asked serving within the drill (%gs): none granted", p.Pool, p.Replicas, a.DurationS))
 		case p.ToServing.Served == 0:
-			sp = append(sp, fmt.Sprintf("%s: none of %d replicas asked serving within the drill (%gs; %d granted, %d of them still on the way at its end, the rest released by a scale-down before serving)",
+			sp = append(sp, fmt.Sprintf("%s: none of %d replicas asked serving within the drill (%gs): %d granted, %d of them still on the way at its end, the rest released by a scale-down before serving",
 				p.Pool, p.Replicas, a.DurationS, p.Granted, p.NotServing))
 		default:
 			s := fmt.Sprintf("%s: p90 %gs (median seed; worst seed %gs, max %gs) vs bound %gs (delay p90 %gs + cold start %gs + slack %gs)",

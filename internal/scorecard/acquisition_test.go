@@ -110,7 +110,7 @@ func TestAcquisitionStockoutFails(t *testing.T) {
 	ev := gateItem(t, c, "acquisition: granted share").Evidence
 	require.Contains(t, ev, "usw-h100-8b: 0 of 40 replicas asked granted (0%, want >= 90%)")
 	require.Contains(t, ev, "asks refused (stockout ")
-	require.Contains(t, gateItem(t, c, "acquisition: time to serving").Evidence, "none of 40 replicas asked serving within the drill")
+	require.Contains(t, gateItem(t, c, "acquisition: time to serving").Evidence, "none of 40 replicas asked serving within the drill (660s): none granted")
 	require.Contains(t, c.GateText(), "FAIL  acquisition: granted share")
 	require.False(t, c.Passed)
 	golden(t, c, "acquisition-stockout")

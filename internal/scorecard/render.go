@@ -45,6 +45,9 @@ func (c *Card) verdict() string {
 	if n == 0 {
 		return mark(c.Passed)
 	}
+	if n == 1 {
+		return mark(c.Passed) + " (1 item untested)"
+	}
 	return fmt.Sprintf("%s (%d items untested)", mark(c.Passed), n)
 }
 
@@ -245,8 +248,11 @@ func (a *Acquisition) markdown(w func(string, ...any)) {
 	w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, p := range a.Pools {
 		decl, res := p.Declared, mark(p.GrantedPass && p.ServingPass)
-		if !p.Tested {
+		switch {
+		case !p.Tested:
 			decl, res = "none: unknown", "UNTESTED"
+		case p.Replicas == 0:
+			res = "NOT ASKED"
 		}
 		share := "-"
 		if p.GrantedShare >= 0 {
