@@ -28,6 +28,12 @@ type drills struct {
 	cmd      string   // the scorecard's command line
 	scenario string   // as named on the command line
 	sets     []string // the user's overrides
+
+	// The acquisition stage's settings (AcquisitionOptions, defaulted).
+	acqThresholds AcquisitionThresholds
+	acqSeeds      int
+	acqStepSet    float64
+	acqFaultsSet  []string
 }
 
 // runCmd is a `fleetdrill run` command line that reproduces a whole-fleet
@@ -677,7 +683,7 @@ func (d *drills) canaries() ([]CanaryDrill, string, error) {
 	start, length := d.window()
 	at, span := start+length/4, length/2
 	var out []CanaryDrill
-	var skipped, trial []string
+	var skipped, trial, autoscaled []string
 	var models []string
 	for _, i := range d.pools {
 		for _, m := range d.base.Pools[i].Models {
@@ -700,16 +706,22 @@ func (d *drills) canaries() ([]CanaryDrill, string, error) {
 	for _, m := range models {
 		cd := CanaryDrill{Model: m, Triggers: []string{"error_rate > 2%"}, RolledAtS: -1, TimeToRollbackS: -1,
 			BoundS: (canaryWindow + canaryEvery).Seconds()}
-		bought := false
+		bought, scaled := false, false
 		for _, i := range d.pools {
 			// A candidate serves its canary's model only (the validator
 			// refuses one that lists another: that model could never be
 			// routed there).
 			if p := d.base.Pools[i]; p.Replicas > 0 && len(p.Models) == 1 && p.Models[0] == m {
-				if d.base.Bought(i) {
+				switch {
+				case d.base.Bought(i):
 					// A canary names pools: entries only, not the
 					// purchasable types a trial buys.
 					bought = true
+					continue
+				case p.Autoscale != nil:
+					// The validator refuses an autoscaled candidate: a
+					// canary's shadow is sized from a fixed count.
+					scaled = true
 					continue
 				}
 				cd.Candidate = append(cd.Candidate, p.Name)
@@ -717,6 +729,10 @@ func (d *drills) canaries() ([]CanaryDrill, string, error) {
 		}
 		if bought && len(cd.Candidate) == 0 {
 			trial = append(trial, m)
+			continue
+		}
+		if scaled && len(cd.Candidate) == 0 {
+			autoscaled = append(autoscaled, m)
 			continue
 		}
 		n := 0
@@ -801,6 +817,9 @@ func (d *drills) canaries() ([]CanaryDrill, string, error) {
 	var notes []string
 	if len(trial) > 0 {
 		notes = append(notes, "not drilled for "+strings.Join(trial, ", ")+": the provider's pools serving it are purchasable types bought for the trial, and a canary's candidate must be a pool of the scenario's pools: list")
+	}
+	if len(autoscaled) > 0 {
+		notes = append(notes, "not drilled for "+strings.Join(autoscaled, ", ")+": the provider's pools serving it autoscale, and a canary's candidate keeps a fixed count (the validator refuses an autoscaled one)")
 	}
 	if len(skipped) > 0 {
 		notes = append(notes, "no incumbent to roll back to for "+strings.Join(skipped, ", ")+": no other provider serves it to a tenant the provider may serve")

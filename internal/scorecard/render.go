@@ -24,15 +24,42 @@ func mark(ok bool) string {
 	return "FAIL"
 }
 
+// itemMark is a gate item's mark: an untested item is neither a pass nor
+// a failure.
+func itemMark(g GateItem) string {
+	if g.Untested {
+		return "UNTESTED"
+	}
+	return mark(g.Pass)
+}
+
+// verdict is the gate's mark, with the untested items counted: a gate
+// that passes with items untested says so.
+func (c *Card) verdict() string {
+	n := 0
+	for _, g := range c.Gate {
+		if g.Untested {
+			n++
+		}
+	}
+	if n == 0 {
+		return mark(c.Passed)
+	}
+	if n == 1 {
+		return mark(c.Passed) + " (1 item untested)"
+	}
+	return fmt.Sprintf("%s (%d items untested)", mark(c.Passed), n)
+}
+
 // GateText is the production gate as plain lines, for a terminal.
 func (c *Card) GateText() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "scorecard %s --provider %s: gate %s\n", c.Scenario, c.Provider, mark(c.Passed))
+	fmt.Fprintf(&b, "scorecard %s --provider %s: gate %s\n", c.Scenario, c.Provider, c.verdict())
 	if c.Trial != "" {
 		fmt.Fprintf(&b, "  trial: %s\n", c.Trial)
 	}
 	for _, g := range c.Gate {
-		fmt.Fprintf(&b, "  %s  %s: %s\n        $ %s\n", mark(g.Pass), g.Name, g.Evidence, g.Command)
+		fmt.Fprintf(&b, "  %s  %s: %s\n        $ %s\n", itemMark(g), g.Name, g.Evidence, g.Command)
 	}
 	fmt.Fprintf(&b, "reproduce: %s\n", c.Command)
 	return b.String()
@@ -47,9 +74,9 @@ func (c *Card) Markdown() string {
 	if c.Trial != "" {
 		w("Trial: %s.\n\n", c.Trial)
 	}
-	w("## Production gate: %s\n\n| item | result | evidence | reproduce |\n| --- | --- | --- | --- |\n", mark(c.Passed))
+	w("## Production gate: %s\n\n| item | result | evidence | reproduce |\n| --- | --- | --- | --- |\n", c.verdict())
 	for _, g := range c.Gate {
-		w("| %s | %s | %s | `%s` |\n", g.Name, mark(g.Pass), cell(g.Evidence), cell(g.Command))
+		w("| %s | %s | %s | `%s` |\n", g.Name, itemMark(g), cell(g.Evidence), cell(g.Command))
 	}
 	w("\n")
 	if inv := c.Inventory; inv != nil {
@@ -92,7 +119,7 @@ func (c *Card) Markdown() string {
 		w("\n\n")
 	}
 	if c.NotRun != "" {
-		w("Stages 3-5 not run: %s\n", c.NotRun)
+		w("Stages 3-6 not run: %s\n", c.NotRun)
 		return b.String()
 	}
 	if l := c.Latency; l != nil {
@@ -190,7 +217,88 @@ func (c *Card) Markdown() string {
 				c.Share*100, cell(strings.Join(c.Faults, "; ")), ttr, c.RequestsLost, c.OthersLost, cell(res))
 		}
 	}
+	if a := c.Acquisition; a != nil {
+		a.markdown(w)
+	}
 	return b.String()
+}
+
+// markdown renders stage 6.
+func (a *Acquisition) markdown(w func(string, ...any)) {
+	res := mark(a.Pass)
+	if a.Untested {
+		res = "UNTESTED"
+	}
+	w("\n## 6. Acquisition reliability: %s\n\n", res)
+	if a.Note != "" {
+		w("%s.\n\n", a.Note)
+	}
+	w("Method: %s. Load step ×%g: %s. Seeds %s, %gs each. Reproduce (first seed): `%s`", a.Method, a.Step, a.StepWhy,
+		joinSeeds(a.Seeds), a.DurationS, a.Command)
+	if a.AsAsked != "" {
+		w("; as asked: `%s`", a.AsAsked)
+	}
+	w("\n\n")
+	if len(a.Faults) > 0 {
+		w("Faults in the drill: %s.\n\n", strings.Join(a.Faults, "; "))
+	}
+	w("Bars: granted share >= %s; time to serving p90 <= the declared delay's p90 + cold start + %gs; SLO attainment at most %s below the drill as asked.\n\n",
+		pct(a.Thresholds.MinGrantedShare), a.Thresholds.ServingSlackS, points(a.Thresholds.MaxSLODrop))
+	w("| pool | acquisition | autoscale in the drill | replicas asked | granted | asks refused / made | to serving p50/p90/worst p90/max s | bound s | not serving at end | peak serving / max | burst cost | result |\n")
+	w("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, p := range a.Pools {
+		decl, res := p.Declared, mark(p.GrantedPass && p.ServingPass)
+		switch {
+		case !p.Tested:
+			decl, res = "none: unknown", "UNTESTED"
+		case p.Replicas == 0:
+			res = "NOT ASKED"
+		}
+		share := "-"
+		if p.GrantedShare >= 0 {
+			share = pct(p.GrantedShare)
+		}
+		refused := fmt.Sprintf("%d / %d", p.Refused, p.Asks)
+		if p.Refused > 0 {
+			refused += " (" + refusedBy(p) + ")"
+		}
+		w("| %s | %s | %s | %d | %d (%s, %d reserved) | %s | %g/%g/%g/%g | %g | %d | %d / %d | %.4g | %s |\n", p.Pool, cell(decl), cell(p.Autoscale),
+			p.Replicas, p.Granted, share, p.Reserved, refused, p.ToServing.P50, p.ToServing.P90, p.ToServing.WorstP90,
+			p.ToServing.Max, p.BoundS, p.NotServing, p.MaxServing, p.MaxReplicas, p.BurstCost, res)
+	}
+	for _, p := range a.Pools {
+		var ps []string
+		for _, x := range p.PerSeed {
+			if x.Replicas == 0 {
+				ps = append(ps, fmt.Sprintf("seed %d: asked for nothing", x.Seed))
+				continue
+			}
+			t := "none served"
+			if x.Served > 0 {
+				t = fmt.Sprintf("to serving p90 %gs", x.ToServingP90)
+			}
+			ps = append(ps, fmt.Sprintf("seed %d: %d of %d granted, %d asks refused, %s", x.Seed, x.Granted, x.Replicas, x.Refused, t))
+		}
+		w("\n- %s per seed: %s", p.Pool, strings.Join(ps, "; "))
+	}
+	w("\n")
+	w("\nSLO attainment over the drill (mean of the seeds, worst seed) against the drill as asked:\n\n| class or tenant | arrived | attainment | worst seed | as asked | drop |\n| --- | --- | --- | --- | --- | --- |\n")
+	for _, g := range []struct {
+		kind string
+		list []Shortfall
+	}{{"class", a.Classes}, {"tenant", a.Tenants}} {
+		for _, s := range g.list {
+			w("| %s %s | %d | %s | %s | %s | %s |\n", g.kind, s.Name, s.Arrived, pct(s.Mean), pct(s.Worst), pct(s.AsAsked), points(s.Drop))
+		}
+	}
+}
+
+func joinSeeds(seeds []uint64) string {
+	s := make([]string, len(seeds))
+	for i, x := range seeds {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
 }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }

@@ -1,8 +1,8 @@
 // Package scorecard is the portability test for a new capacity source: the
-// pools of one provider in a scenario, put through five stages of twin
+// pools of one provider in a scenario, put through six stages of twin
 // drills (workload inventory, runtime parity, latency variance, data
-// boundary, fallback readiness) and a production gate. See
-// docs/scorecard.md.
+// boundary, fallback readiness, acquisition reliability) and a production
+// gate. See docs/scorecard.md.
 package scorecard
 
 import (
@@ -52,6 +52,34 @@ type Options struct {
 	// no pool in the fleet yet (a capacity source being evaluated before
 	// a purchase); 0 means 1.
 	TrialReplicas int
+	// Acquisition sets the acquisition stage's drill and bars.
+	Acquisition AcquisitionOptions
+}
+
+// AcquisitionOptions set stage 6; a zero field takes its default.
+type AcquisitionOptions struct {
+	Seeds int     // DefaultAcquisitionSeeds
+	Step  float64 // the load step's multiplier; 0: stage 3's first breaking one
+	// Faults are acquisition faults (stockout, quota-cap,
+	// slow-provisioning) added to the drill, as written.
+	Faults          []string
+	MinGrantedShare float64       // DefaultMinGrantedShare
+	ServingSlack    time.Duration // DefaultServingSlack
+	MaxSLODrop      float64       // DefaultMaxSLODrop
+}
+
+func (o AcquisitionOptions) thresholds() AcquisitionThresholds {
+	t := AcquisitionThresholds{MinGrantedShare: o.MinGrantedShare, ServingSlackS: o.ServingSlack.Seconds(), MaxSLODrop: o.MaxSLODrop}
+	if t.MinGrantedShare == 0 {
+		t.MinGrantedShare = DefaultMinGrantedShare
+	}
+	if o.ServingSlack == 0 {
+		t.ServingSlackS = DefaultServingSlack.Seconds()
+	}
+	if t.MaxSLODrop == 0 {
+		t.MaxSLODrop = DefaultMaxSLODrop
+	}
+	return t
 }
 
 // Card is the scorecard.
@@ -70,16 +98,22 @@ type Card struct {
 	Latency   *Latency   `json:"latency,omitempty"`
 	Boundary  *Boundary  `json:"data_boundary,omitempty"`
 	Fallback  *Fallback  `json:"fallback,omitempty"`
-	Gate      []GateItem `json:"gate"`
-	Passed    bool       `json:"passed"`
+	// Acquisition is stage 6 (added in schema 1 without a version bump:
+	// a new field).
+	Acquisition *Acquisition `json:"acquisition,omitempty"`
+	Gate        []GateItem   `json:"gate"`
+	Passed      bool         `json:"passed"`
 	// NotRun says why stages after parity did not run, when they did not.
 	NotRun string `json:"not_run,omitempty"`
 }
 
 // GateItem is one line of the production gate.
 type GateItem struct {
-	Name     string `json:"name"`
-	Pass     bool   `json:"pass"`
+	Name string `json:"name"`
+	Pass bool   `json:"pass"`
+	// Untested: the item could not be measured (pass is false); it does
+	// not fail the gate, and the gate line says so.
+	Untested bool   `json:"untested,omitempty"`
 	Evidence string `json:"evidence"`
 	Command  string `json:"command"`
 }
@@ -136,7 +170,11 @@ func Run(ctx context.Context, o Options) (*Card, error) {
 	}
 	c.Regions = regions
 	d := &drills{ctx: ctx, base: sc, provider: o.Provider, pools: pools, regions: regions, cmd: o.Command,
-		scenario: o.Scenario, sets: o.Sets}
+		scenario: o.Scenario, sets: o.Sets, acqThresholds: o.Acquisition.thresholds(), acqSeeds: o.Acquisition.Seeds,
+		acqStepSet: o.Acquisition.Step, acqFaultsSet: o.Acquisition.Faults}
+	if d.acqSeeds <= 0 {
+		d.acqSeeds = DefaultAcquisitionSeeds
+	}
 	c.Parity = parity(sc, o.Provider)
 	if c.Inventory, err = d.inventory(); err != nil {
 		return nil, err
@@ -155,6 +193,9 @@ func Run(ctx context.Context, o Options) (*Card, error) {
 	if c.Fallback, err = d.fallback(); err != nil {
 		return nil, err
 	}
+	if c.Acquisition, err = d.acquisition(c.Latency); err != nil {
+		return nil, err
+	}
 	obs, err := d.observability()
 	if err != nil {
 		return nil, err
@@ -171,9 +212,10 @@ func Run(ctx context.Context, o Options) (*Card, error) {
 		obs,
 		rb,
 	}
+	c.Gate = append(c.Gate, c.Acquisition.gates()...)
 	c.Passed = true
 	for _, g := range c.Gate {
-		c.Passed = c.Passed && g.Pass
+		c.Passed = c.Passed && (g.Pass || g.Untested)
 	}
 	return c, nil
 }
@@ -269,7 +311,8 @@ func invalidScenario(o Options, err error) (*Card, error) {
 		c.Pools = append(c.Pools, base.Pools[i].Name)
 	}
 	c.Gate = []GateItem{par.gate(command(o.Scenario, o.Provider, o.Sets))}
-	for _, name := range []string{"quality", "latency budget", "data boundary", "observability", "rollback"} {
+	for _, name := range []string{"quality", "latency budget", "data boundary", "observability", "rollback",
+		"acquisition: granted share", "acquisition: time to serving", "acquisition: SLO cost of the shortfall"} {
 		c.Gate = append(c.Gate, GateItem{Name: name, Pass: false, Evidence: "not run: runtime parity failed", Command: o.Command})
 	}
 	return c, nil
