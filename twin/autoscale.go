@@ -102,10 +102,11 @@ func autoscaledReplicas(ps *scenarios.Pool) int {
 	return ps.Replicas
 }
 
-// ScalerConfig is pool ps's sched.ScalerConfig, its stream aside: what
-// the twin and the live gateway both build their Scaler from.
-func ScalerConfig(ps *scenarios.Pool, maxBatch int, end time.Duration) sched.ScalerConfig {
-	cfg := sched.ScalerConfig{Pool: ps.Name, Policy: scenarios.AutoscalePolicy(ps.Autoscale),
+// ScalerConfig is pool ps's sched.ScalerConfig, drawing from rng (the
+// pool's AcquisitionStream): what the twin and the live gateway both
+// build their Scaler from.
+func ScalerConfig(ps *scenarios.Pool, maxBatch int, end time.Duration, rng *rand.Rand) sched.ScalerConfig {
+	cfg := sched.ScalerConfig{Pool: ps.Name, Policy: scenarios.AutoscalePolicy(ps.Autoscale), Draw: rng.Float64,
 		Replicas: ps.Replicas, Max: autoscaledReplicas(ps), BurstCap: -1,
 		ColdStart: ps.ColdStart.D(), GPUsPerReplica: ps.GPUsPerReplica, MaxBatch: maxBatch, End: end}
 	if q := ps.Acquisition; q != nil {
@@ -114,7 +115,7 @@ func ScalerConfig(ps *scenarios.Pool, maxBatch int, end time.Duration) sched.Sca
 			cfg.BurstCap = *q.Burst
 		}
 		if d := q.Delay; d != nil {
-			cfg.Delay = func(rng *rand.Rand) time.Duration { return drawDelay(rng, d) }
+			cfg.Delay = func() time.Duration { return drawDelay(rng, d) }
 		}
 	}
 	return cfg
@@ -139,8 +140,7 @@ func (r *runner) initAutoscale() error {
 				sc.reps = append(sc.reps, i)
 			}
 		}
-		cfg := ScalerConfig(ps, r.p.core.Replicas[sc.reps[0]].MaxBatch, r.end)
-		cfg.Rand = r.s.Rand(AcquisitionStream(ps.Name))
+		cfg := ScalerConfig(ps, r.p.core.Replicas[sc.reps[0]].MaxBatch, r.end, r.s.Rand(AcquisitionStream(ps.Name)))
 		var err error
 		if sc.sc, err = sched.NewScaler(cfg, r.duration); err != nil {
 			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
@@ -283,8 +283,12 @@ func FreeGPUs(sc *scenarios.Scenario, spec faults.Spec, held func(pool int) int)
 }
 
 // view is the scaler's counts now, for a snapshot (PoolState.Autoscale).
-func (sc *scaler) view() *AutoscaleState {
-	c, t := sc.sc.Counts(sc.r.s.Now()), sc.sc.Tally()
+func (sc *scaler) view() *AutoscaleState { return AutoscaleView(sc.sc, sc.r.s.Now()) }
+
+// AutoscaleView is scaler s's counts at now, for a snapshot
+// (PoolState.Autoscale): the twin's and the live console's.
+func AutoscaleView(s *sched.Scaler, now time.Duration) *AutoscaleState {
+	c, t := s.Counts(now), s.Tally()
 	return &AutoscaleState{Requested: c.Requested, Provisioning: c.Provisioning, Warming: c.Warming,
 		Serving: c.Serving, Draining: c.Draining, Refused: t.Refused,
 		LastRefused: t.LastRefused, LastRefusedAt: t.LastRefusedAt, LastRefusedWhy: t.LastRefusedWhy}
@@ -312,25 +316,41 @@ func drawDelay(rng *rand.Rand, d *scenarios.Delay) time.Duration {
 func (r *runner) autoscaleReports(rep *Report) {
 	for _, sc := range r.scalers {
 		ps := r.p.pools[sc.pool].spec
-		AutoscaleInto(rep, ps, sc.sc, r.s.Now(), r.tally.succeeded)
+		AutoscaleInto(rep, ps, SnapshotScaler(sc.sc, r.s.Now()), r.tally.succeeded)
 	}
 }
 
-// AutoscaleInto adds pool ps's scaler s, as it stands at now, to rep: its
-// section of rep.Autoscaling, and the pool's cost and utilization from
-// the replicas paid for. succeeded is the run's successful requests, for
-// the cost per success. The live report is made by the same code.
-func AutoscaleInto(rep *Report, ps *scenarios.Pool, s *sched.Scaler, now time.Duration, succeeded uint64) {
+// ScalerSnapshot is what a Scaler did up to a moment: its tally and the
+// replica-hours paid for (see sched.Scaler.Paid), copied, so that a report
+// may be made of it while the Scaler goes on.
+type ScalerSnapshot struct {
+	Tally                              sched.ScalerTally
+	ReservedHours, BurstHours, UpHours float64
+}
+
+// SnapshotScaler copies what s did up to now.
+func SnapshotScaler(s *sched.Scaler, now time.Duration) ScalerSnapshot {
+	t := s.Tally()
+	t.RefusedBy, t.ToServing, t.Series = maps.Clone(t.RefusedBy), slices.Clone(t.ToServing), slices.Clone(t.Series)
+	res, burst, up := s.Paid(now)
+	return ScalerSnapshot{Tally: t, ReservedHours: res, BurstHours: burst, UpHours: up}
+}
+
+// AutoscaleInto adds pool ps's scaler, as snap has it, to rep: its section
+// of rep.Autoscaling, and the pool's cost and utilization from the
+// replicas paid for. succeeded is the run's successful requests, for the
+// cost per success. The live report is made by the same code.
+func AutoscaleInto(rep *Report, ps *scenarios.Pool, snap ScalerSnapshot, succeeded uint64) {
 	if rep.Autoscaling == nil {
 		rep.Autoscaling = map[string]*AutoscaleReport{}
 	}
-	resH, burstH, upH := s.Paid(now)
+	resH, burstH, upH := snap.ReservedHours, snap.BurstHours, snap.UpHours
 	price := ps.PricePerGPUHour * float64(ps.GPUsPerReplica)
 	burstPrice := price
 	if q := ps.Acquisition; q != nil && q.BurstPrice > 0 {
 		burstPrice *= q.BurstPrice
 	}
-	t := s.Tally()
+	t := snap.Tally
 	var sk stats.Sketch
 	for _, d := range t.ToServing {
 		sk.Add(d.Seconds())
@@ -354,3 +374,7 @@ func AutoscaleInto(rep *Report, ps *scenarios.Pool, s *sched.Scaler, now time.Du
 		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(succeeded), 9)
 	}
 }
+
+// PoolReplicas is how many replicas pool ps has in the core's numbering
+// (and the live fleet's): its autoscaling maximum, or its count.
+func PoolReplicas(ps *scenarios.Pool) int { return autoscaledReplicas(ps) }

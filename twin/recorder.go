@@ -97,6 +97,7 @@ type Recorder struct {
 	// canaries is the replay's canary reports (SetCanaries); nil: their
 	// shape only, from rollouts that never ran.
 	canaries map[string]*CanaryReport
+	scalers  map[string]ScalerSnapshot // SetAutoscaling
 }
 
 type markKind uint8
@@ -202,6 +203,10 @@ func (rec *Recorder) Refusal(at time.Duration, replica, status int) {
 func (rec *Recorder) Event(ev TimelineEvent) {
 	rec.marks = append(rec.marks, mark{at: time.Duration(ev.TS * float64(time.Second)), kind: markEvent, event: ev})
 }
+
+// SetAutoscaling gives the report its autoscaled pools' scalers, as the
+// replay's scalers ended, by pool name.
+func (rec *Recorder) SetAutoscaling(s map[string]ScalerSnapshot) { rec.scalers = s }
 
 // SetCanaries gives the report its canaries, built by CanaryReports from
 // the replay's rollouts and the faults as it injected them.
@@ -348,6 +353,19 @@ func (rec *Recorder) assemble(end time.Duration, dispatched []uint64) *Report {
 		pools[i].Dispatched = n
 	}
 	rep := assembleReport(rec.p, &rec.t, rec.faults, end, pools)
+	for i := range rec.p.sc.Pools {
+		ps := &rec.p.sc.Pools[i]
+		if snap, ok := rec.scalers[ps.Name]; ok {
+			AutoscaleInto(rep, ps, snap, rec.t.succeeded)
+		} else if ps.Autoscale != nil {
+			// Its shape, so that expectations on it resolve before the
+			// replay has a scaler to report.
+			if rep.Autoscaling == nil {
+				rep.Autoscaling = map[string]*AutoscaleReport{}
+			}
+			rep.Autoscaling[ps.Name] = &AutoscaleReport{RefusedBy: map[string]uint64{RefusedReservation: 0, RefusedStockout: 0, RefusedQuota: 0}}
+		}
+	}
 	rep.Canaries = rec.canaries
 	if rep.Canaries == nil {
 		// Their shape, so that expectations on them resolve.

@@ -73,8 +73,8 @@ func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
 			continue
 		}
 		reps := g.byPool[ps.Name]
-		cfg := twin.ScalerConfig(ps, g.replicas[reps[0]].maxBatch, end)
-		cfg.Rand = rand.New(sim.NewSource(g.cfg.Seed, twin.AcquisitionStream(ps.Name)))
+		cfg := twin.ScalerConfig(ps, g.replicas[reps[0]].maxBatch, end,
+			rand.New(sim.NewSource(g.cfg.Seed, twin.AcquisitionStream(ps.Name))))
 		s, err := sched.NewScaler(cfg, sc.Duration.D())
 		if err != nil {
 			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
@@ -170,10 +170,15 @@ func (g *Gateway) advanceScalers() {
 		return
 	}
 	now := g.asNow(g.now())
+	// Replicas made routable in this pass serve from its instant: two
+	// loaded together are one change of the pool's timeline, as in the
+	// twin's.
+	g.asAt, g.asAdvancing = now, true
 	for _, as := range g.scalers {
 		as.s.Advance(now, as)
 		as.export()
 	}
+	g.asAdvancing = false
 	g.deliver(g.now())
 }
 
@@ -289,7 +294,11 @@ func (as *gwScaler) serve(k int) {
 	now := g.now()
 	as.loaded[k] = false
 	g.core.SetReady(now, ri, true)
-	as.s.Serving(g.asNow(now), k, as)
+	at := g.asNow(now)
+	if g.asAdvancing {
+		at = g.asAt
+	}
+	as.s.Serving(at, k, as)
 	as.export()
 	g.deliver(now)
 }
@@ -352,6 +361,7 @@ func (g *Gateway) InjectAcquisition(pools []string, spec faults.Spec) (func(), e
 	defer g.mu.Unlock()
 	g.nextAcq++
 	id := g.nextAcq
+	g.log.Info("autoscale: acquisition fault injected", "fault", spec.String(), "pools", pools, "id", id)
 	var on []*gwScaler
 	for _, p := range pools {
 		for _, as := range g.scalers {
@@ -364,6 +374,7 @@ func (g *Gateway) InjectAcquisition(pools []string, spec faults.Spec) (func(), e
 	return func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
+		g.log.Info("autoscale: acquisition fault removed", "fault", spec.String(), "id", id)
 		for _, as := range on {
 			delete(as.acq, id)
 		}

@@ -88,7 +88,11 @@ type Gateway struct {
 	asOrigin  time.Duration
 	asStarted bool
 	asKick    chan struct{}
-	nextAcq   int
+	// asAt is the scalers' instant while advanceScalers runs them
+	// (asAdvancing).
+	asAt        time.Duration
+	asAdvancing bool
+	nextAcq     int
 
 	probeCancel context.CancelFunc // stops the probes and the ladder's evaluations
 	probeCtx    context.Context    // theirs

@@ -26,6 +26,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin"
 )
 
 // Labels on every container and network of a live fleet.
@@ -84,8 +85,15 @@ type Fleet struct {
 	// OutageMode is how Inject emulates a regional outage.
 	OutageMode OutageMode
 
-	log      *slog.Logger
-	proxies  *toxiproxy.ApiServer
+	log     *slog.Logger
+	proxies *toxiproxy.ApiServer
+	// What a node's container is run with, kept for the nodes started
+	// later (an autoscaled pool's, StartNode).
+	image    string
+	src      []byte
+	sets     []string
+	speed    float64
+	timeout  time.Duration
 	docker   *testcontainers.DockerClient
 	mu       sync.Mutex
 	closed   bool
@@ -107,6 +115,11 @@ type Node struct {
 	mu       sync.Mutex
 	adminURL string
 	stopped  bool
+	// Deferred: an autoscaled pool's replica beyond those it starts
+	// with; its container is run by StartNode when the pool's scaler has
+	// it provisioned (Container nil until then).
+	Deferred bool
+	seed     int
 }
 
 // BaseURL is the node's API behind its proxy: http://127.0.0.1:PORT.
@@ -219,13 +232,19 @@ func Build(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		if len(opts.Pools) == 0 && (p.Service != nil || len(p.Profiles) == 0) {
 			continue
 		}
-		reps := p.Replicas
-		if opts.Replicas > 0 {
+		reps, start := p.Replicas, p.Replicas
+		if p.Autoscale != nil {
+			// An autoscaled pool has a node for each replica it may
+			// have; those beyond `replicas` start when its scaler has
+			// them provisioned.
+			reps = twin.PoolReplicas(&p)
+		} else if opts.Replicas > 0 {
 			reps = min(reps, opts.Replicas)
+			start = reps
 		}
 		for i := range reps {
 			f.Nodes = append(f.Nodes, &Node{Name: fmt.Sprintf("%s-%d", p.Name, i), Pool: p.Name, Region: p.Region,
-				Provider: p.Provider, Models: slices.Clone(p.Models), Driver: p.Driver})
+				Provider: p.Provider, Models: slices.Clone(p.Models), Driver: p.Driver, Deferred: i >= start})
 		}
 	}
 	for _, name := range opts.Pools {
@@ -237,19 +256,12 @@ func Build(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		return nil, fmt.Errorf("livefleet: scenario %s: no pool to emulate", sc.Name)
 	}
 
-	labels := func(extra ...string) map[string]string {
-		m := map[string]string{LabelManaged: "true", LabelRun: f.RunID}
-		for i := 0; i+1 < len(extra); i += 2 {
-			m[extra[i]] = extra[i+1]
-		}
-		return m
-	}
 	// One network per region that has nodes.
 	for _, n := range f.Nodes {
 		if f.Networks[n.Region] != nil {
 			continue
 		}
-		nw, err := network.New(ctx, network.WithLabels(labels(LabelRegion, n.Region)))
+		nw, err := network.New(ctx, network.WithLabels(f.labels(LabelRegion, n.Region)))
 		if nw != nil {
 			f.Networks[n.Region] = nw
 		}
@@ -258,60 +270,139 @@ func Build(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 	}
 
-	timeout := opts.StartupTimeout
-	if timeout == 0 {
-		timeout = 30 * time.Second
+	f.timeout = opts.StartupTimeout
+	if f.timeout == 0 {
+		f.timeout = 30 * time.Second
 	}
-	speed := opts.Speed
-	if speed == 0 {
-		speed = 1
+	f.speed = opts.Speed
+	if f.speed == 0 {
+		f.speed = 1
 	}
-	// Start the containers in parallel.
+	f.image, f.src, f.sets = image, src, append(slices.Clone(opts.Sets), nodeSets(sc)...)
+	// Start the containers in parallel, bar the deferred.
 	errs := make([]error, len(f.Nodes))
 	var wg sync.WaitGroup
 	for i, n := range f.Nodes {
-		args := []string{"--listen", "0.0.0.0:8000", "--admin-listen", "0.0.0.0:9000",
-			"--scenario", "/scenario.yaml", "--pool", n.Pool,
-			"--seed", strconv.Itoa(i + 1), "--speed", strconv.FormatFloat(speed, 'g', -1, 64), "--drain", "1s"}
-		for _, s := range append(slices.Clone(opts.Sets), nodeSets(sc)...) {
-			args = append(args, "--set", s)
+		n.seed = i + 1
+		if n.Deferred {
+			continue
 		}
-		wg.Go(func() {
-			ctr, err := testcontainers.Run(ctx, image,
-				testcontainers.WithName("fleetdrill-"+f.RunID+"-"+n.Name),
-				testcontainers.WithCmd(args...),
-				testcontainers.WithEnv(map[string]string{"FLEETDRILL_ADMIN_TOKEN": token}),
-				testcontainers.WithExposedPorts(apiPort, adminPort),
-				testcontainers.WithLabels(labels(LabelPool, n.Pool, LabelRegion, n.Region)),
-				testcontainers.WithFiles(testcontainers.ContainerFile{Reader: bytes.NewReader(src),
-					ContainerFilePath: "/scenario.yaml", FileMode: 0o644}),
-				network.WithNetwork([]string{n.Name}, f.Networks[n.Region]),
-				testcontainers.WithWaitStrategy(wait.ForHTTP("/healthz").WithPort(apiPort).
-					WithStartupTimeout(timeout).WithPollInterval(50*time.Millisecond)),
-			)
-			n.Container = ctr // may be set on error too: Close removes it
-			if err != nil {
-				errs[i] = fmt.Errorf("livefleet: node %s: %w%s", n.Name, err, logTail(ctx, ctr))
-			}
-		})
+		wg.Go(func() { errs[i] = f.run(ctx, n) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	for _, n := range f.Nodes {
-		up, admin, err := n.endpoints(ctx)
-		if err != nil {
-			return nil, err
+		up := "127.0.0.1:1" // a deferred node's: nothing answers until it starts
+		if !n.Deferred {
+			var admin string
+			if up, admin, err = n.endpoints(ctx); err != nil {
+				return nil, err
+			}
+			n.adminURL = "http://" + admin
 		}
-		n.adminURL = "http://" + admin
 		n.proxy = toxiproxy.NewProxy(f.proxies, n.Name, "127.0.0.1:0", up)
 		if err := f.proxies.Collection.Add(n.proxy, true); err != nil {
 			return nil, fmt.Errorf("livefleet: proxy for %s: %w", n.Name, err)
 		}
-		f.log.Info("node up", "node", n.Name, "region", n.Region, "proxy", n.proxy.Listen, "upstream", up, "admin", n.adminURL)
+		f.log.Info("node up", "node", n.Name, "region", n.Region, "proxy", n.proxy.Listen, "upstream", up, "admin", n.adminURL, "deferred", n.Deferred)
 	}
 	return f, nil
+}
+
+// labels are a fleet object's labels.
+func (f *Fleet) labels(extra ...string) map[string]string {
+	m := map[string]string{LabelManaged: "true", LabelRun: f.RunID}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return m
+}
+
+// run runs node n's container and waits for its health.
+func (f *Fleet) run(ctx context.Context, n *Node) error {
+	args := []string{"--listen", "0.0.0.0:8000", "--admin-listen", "0.0.0.0:9000",
+		"--scenario", "/scenario.yaml", "--pool", n.Pool,
+		"--seed", strconv.Itoa(n.seed), "--speed", strconv.FormatFloat(f.speed, 'g', -1, 64), "--drain", "1s"}
+	for _, s := range f.sets {
+		args = append(args, "--set", s)
+	}
+	ctr, err := testcontainers.Run(ctx, f.image,
+		testcontainers.WithName("fleetdrill-"+f.RunID+"-"+n.Name),
+		testcontainers.WithCmd(args...),
+		testcontainers.WithEnv(map[string]string{"FLEETDRILL_ADMIN_TOKEN": f.AdminToken}),
+		testcontainers.WithExposedPorts(apiPort, adminPort),
+		testcontainers.WithLabels(f.labels(LabelPool, n.Pool, LabelRegion, n.Region)),
+		testcontainers.WithFiles(testcontainers.ContainerFile{Reader: bytes.NewReader(f.src),
+			ContainerFilePath: "/scenario.yaml", FileMode: 0o644}),
+		network.WithNetwork([]string{n.Name}, f.Networks[n.Region]),
+		testcontainers.WithWaitStrategy(wait.ForHTTP("/healthz").WithPort(apiPort).
+			WithStartupTimeout(f.timeout).WithPollInterval(50*time.Millisecond)),
+	)
+	n.mu.Lock()
+	n.Container = ctr // may be set on error too: Close removes it
+	n.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("livefleet: node %s: %w%s", n.Name, err, logTail(ctx, ctr))
+	}
+	return nil
+}
+
+// StartNode starts a deferred node (an autoscaled pool's replica its
+// scaler has provisioned), or one StopNode stopped, and points its proxy
+// at it once it answers. A started node is a no-op.
+func (f *Fleet) StartNode(ctx context.Context, n *Node) error {
+	n.mu.Lock()
+	ctr, stopped := n.Container, n.stopped
+	n.mu.Unlock()
+	if ctr != nil {
+		if !stopped {
+			return nil
+		}
+		return f.RestartNode(ctx, n)
+	}
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return fmt.Errorf("livefleet: start %s: the fleet is closed", n.Name)
+	}
+	if err := f.run(ctx, n); err != nil {
+		return err
+	}
+	up, admin, err := n.endpoints(ctx)
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.adminURL = "http://" + admin
+	n.mu.Unlock()
+	if err := n.proxy.Update(&toxiproxy.Proxy{Listen: n.proxy.Listen, Upstream: up, Enabled: true}); err != nil {
+		return fmt.Errorf("livefleet: point proxy %s: %w", n.Name, err)
+	}
+	f.log.Info("node started", "node", n.Name, "upstream", up, "admin", n.adminURL)
+	return nil
+}
+
+// StopNode stops a node's container (an autoscaled replica handed back);
+// StartNode starts it again.
+func (f *Fleet) StopNode(ctx context.Context, n *Node) error {
+	n.mu.Lock()
+	ctr, stopped := n.Container, n.stopped
+	n.mu.Unlock()
+	if ctr == nil || stopped {
+		return nil
+	}
+	d := time.Second
+	if err := ctr.Stop(ctx, &d); err != nil {
+		return fmt.Errorf("livefleet: stop %s: %w", n.Name, err)
+	}
+	n.mu.Lock()
+	n.stopped = true
+	n.mu.Unlock()
+	f.log.Info("node stopped", "node", n.Name)
+	return nil
 }
 
 // endpoints returns the node's published API and admin addresses.
@@ -343,11 +434,14 @@ func (f *Fleet) Close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	cerrs := make([]error, len(f.Nodes))
 	for i, n := range f.Nodes {
-		if n.Container == nil {
+		n.mu.Lock()
+		ctr := n.Container
+		n.mu.Unlock()
+		if ctr == nil {
 			continue
 		}
 		wg.Go(func() {
-			if err := testcontainers.TerminateContainer(n.Container, testcontainers.StopTimeout(time.Second)); err != nil {
+			if err := testcontainers.TerminateContainer(ctr, testcontainers.StopTimeout(time.Second)); err != nil {
 				cerrs[i] = fmt.Errorf("livefleet: remove %s: %w", n.Name, err)
 			}
 		})

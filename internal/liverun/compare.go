@@ -20,7 +20,65 @@ type Comparison struct {
 	Faults  []FaultRow   `json:"faults"`
 	// Canaries: each canary's rollback and traffic, twin and live.
 	Canaries []CanaryRow `json:"canaries,omitempty"`
-	Counts   []CountRow  `json:"counts"`
+	// Autoscaling: each autoscaled pool's replica timeline, twin and live.
+	Autoscaling []AutoscaleRow `json:"autoscaling,omitempty"`
+	Counts      []CountRow     `json:"counts"`
+}
+
+// AutoscaleRow is one autoscaled pool, twin and live: its asks and their
+// outcomes, and its replica timeline (requested, provisioning, warming,
+// serving, draining at each change, within the scenario's duration) set
+// side by side. The timelines agree when they pass through the same
+// counts in the same order; MaxOffsetS is then the largest gap between
+// the twin's and the live time of a change.
+type AutoscaleRow struct {
+	Pool          string `json:"pool"`
+	TwinAsked     uint64 `json:"twin_asked"`
+	LiveAsked     uint64 `json:"live_asked"`
+	TwinGranted   uint64 `json:"twin_granted"`
+	LiveGranted   uint64 `json:"live_granted"`
+	TwinRefused   uint64 `json:"twin_refused"`
+	LiveRefused   uint64 `json:"live_refused"`
+	TwinMaxServed int    `json:"twin_max_serving"`
+	LiveMaxServed int    `json:"live_max_serving"`
+	TwinChanges   int    `json:"twin_changes"`
+	LiveChanges   int    `json:"live_changes"`
+	// Agree: the same counts in the same order; MaxOffsetS then, else
+	// Diverge says where they part.
+	Agree      bool    `json:"agree"`
+	MaxOffsetS float64 `json:"max_offset_s"`
+	Diverge    string  `json:"diverge,omitempty"`
+}
+
+// compareSeries sets two replica timelines side by side up to until
+// (seconds).
+func compareSeries(tw, live []twin.ReplicaCount, until float64) (agree bool, maxOff float64, diverge string, nt, nl int) {
+	cut := func(s []twin.ReplicaCount) []twin.ReplicaCount {
+		i := 0
+		for i < len(s) && s[i].TS <= until {
+			i++
+		}
+		return s[:i]
+	}
+	tw, live = cut(tw), cut(live)
+	counts := func(c twin.ReplicaCount) twin.ReplicaCount { c.TS = 0; return c }
+	for i := range min(len(tw), len(live)) {
+		if counts(tw[i]) != counts(live[i]) {
+			return false, maxOff, fmt.Sprintf("change %d: twin %s at %.1fs, live %s at %.1fs", i+1,
+				countsText(tw[i]), tw[i].TS, countsText(live[i]), live[i].TS), len(tw), len(live)
+		}
+		maxOff = max(maxOff, math.Abs(tw[i].TS-live[i].TS))
+	}
+	if len(tw) != len(live) {
+		return false, maxOff, fmt.Sprintf("twin %d changes, live %d", len(tw), len(live)), len(tw), len(live)
+	}
+	return true, maxOff, "", len(tw), len(live)
+}
+
+// countsText is a replica count in short: requested/provisioning/warming/
+// serving/draining.
+func countsText(c twin.ReplicaCount) string {
+	return fmt.Sprintf("%d/%d/%d/%d/%d", c.Requested, c.Provisioning, c.Warming, c.Serving, c.Draining)
 }
 
 // CanaryRow is one canary, twin and live: when it was rolled back after
@@ -136,6 +194,17 @@ func Compare(tw, live *twin.Report) *Comparison {
 		}
 		c.Canaries = append(c.Canaries, row)
 	}
+	for _, name := range slices.Sorted(maps.Keys(live.Autoscaling)) {
+		la, ta := live.Autoscaling[name], tw.Autoscaling[name]
+		if ta == nil {
+			continue
+		}
+		row := AutoscaleRow{Pool: name, TwinAsked: ta.Asked, LiveAsked: la.Asked, TwinGranted: ta.Granted, LiveGranted: la.Granted,
+			TwinRefused: ta.Refused, LiveRefused: la.Refused, TwinMaxServed: ta.MaxServing, LiveMaxServed: la.MaxServing}
+		row.Agree, row.MaxOffsetS, row.Diverge, row.TwinChanges, row.LiveChanges = compareSeries(ta.Series, la.Series, live.ArrivalsS)
+		row.MaxOffsetS = math.Round(row.MaxOffsetS*1e3) / 1e3
+		c.Autoscaling = append(c.Autoscaling, row)
+	}
 	t, l := tw.Requests, live.Requests
 	c.Counts = []CountRow{
 		{"arrived", t.Arrived, l.Arrived}, {"admitted", t.Admitted, l.Admitted}, {"completed", t.Completed, l.Completed},
@@ -201,6 +270,22 @@ func (c *Comparison) Text(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s / %s\t%s\t%s / %s\t%d / %d\t%d / %d\t%d / %d\t\n", r.Canary,
 				opt(r.TwinRollbackS), opt(r.LiveRollbackS), pct(r.RollbackRelErr), r.TwinState, r.LiveState,
 				r.TwinAttempts, r.LiveAttempts, r.TwinFailed, r.LiveFailed, r.TwinShadowSent, r.LiveShadowSent)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(c.Autoscaling) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "autoscaled pool\tasked twin/live\tgranted twin/live\trefused twin/live\tmax serving twin/live\treplica timeline\t")
+		for _, r := range c.Autoscaling {
+			tl := fmt.Sprintf("%d changes agree within %.3fs", r.TwinChanges, r.MaxOffsetS)
+			if !r.Agree {
+				tl = "differ: " + r.Diverge
+			}
+			fmt.Fprintf(tw, "%s\t%d / %d\t%d / %d\t%d / %d\t%d / %d\t%s\t\n", r.Pool, r.TwinAsked, r.LiveAsked,
+				r.TwinGranted, r.LiveGranted, r.TwinRefused, r.LiveRefused, r.TwinMaxServed, r.LiveMaxServed, tl)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

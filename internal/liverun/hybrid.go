@@ -69,18 +69,19 @@ func (h *hybrid) mapReplicas(sc *scenarios.Scenario) error {
 		}
 	}
 	h.nodes = h.nodes[:0]
-	for _, p := range sc.Pools {
+	for i, p := range sc.Pools {
+		n := twin.PoolReplicas(&sc.Pools[i])
 		if ext, isExt := h.external[p.Name]; isExt {
-			if len(ext) != p.Replicas {
-				return fmt.Errorf("live: pool %s has %d endpoints but %d replicas (a harness bug)", p.Name, len(ext), p.Replicas)
+			if len(ext) != n {
+				return fmt.Errorf("live: pool %s has %d endpoints but %d replicas (a harness bug)", p.Name, len(ext), n)
 			}
 			for range ext {
 				h.nodes = append(h.nodes, nil)
 			}
 			continue
 		}
-		if len(byPool[p.Name]) != p.Replicas {
-			return fmt.Errorf("live: pool %s has %d nodes but %d replicas (a harness bug)", p.Name, len(byPool[p.Name]), p.Replicas)
+		if len(byPool[p.Name]) != n {
+			return fmt.Errorf("live: pool %s has %d nodes but %d replicas (a harness bug)", p.Name, len(byPool[p.Name]), n)
 		}
 		h.nodes = append(h.nodes, byPool[p.Name]...)
 	}
@@ -202,4 +203,41 @@ func (h *hybrid) disruptAll(ctx context.Context, sc *scenarios.Scenario, gw *gat
 		return nil, err
 	}
 	return func(ctx context.Context) error { return run(ctx, "start") }, nil
+}
+
+// provisioner starts and stops an autoscaled pool's emulated nodes for
+// the gateway's scalers (gateway.Provisioner); an external endpoint is
+// a server fleetdrill neither starts nor stops: it only routes to it once
+// granted.
+type provisioner struct{ h *hybrid }
+
+func (p provisioner) node(pool string, k int) *livefleet.Node {
+	if p.h.fl == nil {
+		return nil
+	}
+	for _, n := range p.h.fl.Nodes {
+		if n.Pool == pool {
+			if k == 0 {
+				return n
+			}
+			k--
+		}
+	}
+	return nil
+}
+
+// Start implements gateway.Provisioner.
+func (p provisioner) Start(ctx context.Context, pool string, k int) error {
+	if n := p.node(pool, k); n != nil {
+		return p.h.fl.StartNode(ctx, n)
+	}
+	return nil
+}
+
+// Stop implements gateway.Provisioner.
+func (p provisioner) Stop(ctx context.Context, pool string, k int) error {
+	if n := p.node(pool, k); n != nil {
+		return p.h.fl.StopNode(ctx, n)
+	}
+	return nil
 }

@@ -100,9 +100,9 @@ func incompatible(sc *scenarios.Scenario, pool, driver, runtime string) []string
 // twin, the fleet and the gateway number them.
 func replicaPools(sc *scenarios.Scenario) []string {
 	var out []string
-	for _, p := range sc.Pools {
-		for range p.Replicas {
-			out = append(out, p.Name)
+	for i := range sc.Pools {
+		for range twin.PoolReplicas(&sc.Pools[i]) {
+			out = append(out, sc.Pools[i].Name)
 		}
 	}
 	return out
@@ -114,6 +114,22 @@ func replicaPools(sc *scenarios.Scenario) []string {
 // (toxiproxy, containers). The undo removes both.
 func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
 	live := spec.Kind.Traits().Live
+	if live&faults.LiveAcquisition != 0 {
+		// The provider answers the pools' scalers under the fault:
+		// nothing on the replicas themselves.
+		var pools []string
+		names := replicaPools(sc)
+		for _, ri := range replicas {
+			if !slices.Contains(pools, names[ri]) {
+				pools = append(pools, names[ri])
+			}
+		}
+		rm, err := gw.InjectAcquisition(pools, spec)
+		if err != nil {
+			return nil, err
+		}
+		return func(context.Context) error { rm(); return nil }, nil
+	}
 	var removes []func()
 	undo := func(ctx context.Context) error {
 		for _, rm := range slices.Backward(removes) {

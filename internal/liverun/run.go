@@ -102,11 +102,24 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 	sets := append([]string(nil), opts.Sets...)
 	for _, p := range base.Pools {
 		n := p.Replicas
-		if ext, isExt := opts.Backends[p.Name]; isExt {
+		ext, isExt := opts.Backends[p.Name]
+		switch {
+		case isExt && p.Autoscale != nil:
+			// An autoscaled pool's endpoints are the replicas it may
+			// have: its maximum, and no more at the start or floor.
+			m := len(ext)
+			n = min(n, m)
+			sets = append(sets, fmt.Sprintf("pools.%s.autoscale.max_replicas=%d", p.Name, m),
+				fmt.Sprintf("pools.%s.autoscale.min_replicas=%d", p.Name, min(p.Autoscale.MinReplicas, m)))
+		case isExt:
 			n = len(ext) // an external pool has the replicas it has
-		} else if p.Service != nil || (len(p.Profiles) == 0 && !p.Derives()) {
+		case p.Service != nil || (len(p.Profiles) == 0 && !p.Derives()):
 			n = 0
-		} else if opts.Replicas > 0 {
+			if p.Autoscale != nil {
+				sets = append(sets, fmt.Sprintf("pools.%s.autoscale=null", p.Name), fmt.Sprintf("pools.%s.acquisition=null", p.Name))
+			}
+		case opts.Replicas > 0 && p.Autoscale == nil:
+			// An autoscaled pool keeps its bounds: its scaler decides.
 			n = min(n, opts.Replicas)
 		}
 		if n != p.Replicas {
@@ -254,6 +267,7 @@ func (r *replay) run(ctx context.Context, fl *hybrid, plans []twin.FaultPlan, ar
 	// The canaries' schedule counts from the replay's start, as the
 	// twin's from its run's (outside mu: the gateway's lock comes first).
 	r.gw.StartCanaries(t0)
+	r.gw.StartAutoscale(t0)
 
 	// Requests get a context that the end of the drain cancels: what is
 	// still running then is in flight at the end.
@@ -378,6 +392,9 @@ func (r *replay) runFaults(ctx context.Context, fl *hybrid, plans []twin.FaultPl
 			errs = append(errs, fmt.Errorf("%s: %w", s.what, err))
 		}
 	}
+	// A fault with no end holds to the replay's end (ctx is cancelled
+	// then), as in the twin: not only to the last step.
+	<-ctx.Done()
 	// Undo whatever is still injected, whatever happened.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()

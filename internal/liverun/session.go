@@ -133,7 +133,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		n := 0
 		for _, p := range sc.Pools {
 			if slices.Contains(pools, p.Name) {
-				n += p.Replicas
+				n += p.Replicas // an autoscaled pool's others start when granted
 			}
 		}
 		progress("%s %d emulated replica(s) in Docker for %d pool(s)", what, n, len(pools))
@@ -209,6 +209,16 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 				s.timeline = append(s.timeline, ev)
 			})
 		},
+		// An autoscaled pool's scale, grant, refusal and replica-ready,
+		// as the twin's timeline has them; ev.At is on the replay's
+		// clock (StartAutoscale at its t0).
+		Autoscale: func(_ time.Duration, ev sched.ScalerEvent) {
+			r.mark(func(time.Duration) {
+				te := twin.Event(ev.At, ev.Kind, ev.Detail)
+				rec.Event(te)
+				s.timeline = append(s.timeline, te)
+			})
+		},
 		Ladder: func(at time.Duration, ch sched.LadderChange) {
 			kind := "restore" // the twin's timeline kinds
 			if ch.Engaged {
@@ -218,7 +228,8 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		},
 	}
 	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.h.backends(), Keys: keys, Seed: sc.Seed, ReplaySecret: r.secret,
-		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D(), HoldCanaries: true}); err != nil {
+		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D(), HoldCanaries: true,
+		HoldAutoscale: true, Provisioner: provisioner{s.h}, Logger: log}); err != nil {
 		return nil, err
 	}
 	if err := checkReplicas(sc, s.h, s.gw); err != nil {
@@ -533,9 +544,15 @@ func (s *Session) Report() (*twin.Report, error) {
 		s.gw.CanaryInputs(func(ro *sched.Rollouts, cfg *sched.Config, residency uint64) {
 			canaries = twin.CanaryReports(s.sc, ro, cfg, spans, residency)
 		})
+		// The autoscaled pools' scalers, up to the replay's end.
+		scalers := map[string]twin.ScalerSnapshot{}
+		s.gw.Autoscalers(func(pool string, sc *sched.Scaler, now time.Duration) {
+			scalers[pool] = twin.SnapshotScaler(sc, min(now, s.end))
+		})
 		s.r.mu.Lock()
 		defer s.r.mu.Unlock()
 		s.rec.SetCanaries(canaries)
+		s.rec.SetAutoscaling(scalers)
 		s.report, s.reportErr = s.rec.Report(s.end, s.streams)
 		if s.reportErr != nil {
 			s.reportErr = fmt.Errorf("live report: %w", s.reportErr)
@@ -558,11 +575,21 @@ func (s *Session) Snapshot() twin.Snapshot {
 	snap := twin.Snapshot{Scenario: sc.Name, Seed: sc.Seed, Now: now, End: s.End(), Duration: sc.Duration.D(), Done: s.Done(),
 		Degradation: s.gw.Ladder()}
 	var replicaPool []int
-	for pi, p := range sc.Pools {
-		for range p.Replicas {
+	for pi := range sc.Pools {
+		for range twin.PoolReplicas(&sc.Pools[pi]) {
 			replicaPool = append(replicaPool, pi)
 		}
 	}
+	views := map[string]*twin.AutoscaleState{}
+	s.gw.Autoscalers(func(pool string, sc *sched.Scaler, now time.Duration) { views[pool] = twin.AutoscaleView(sc, now) })
+	defer func() {
+		for i := range snap.Regions {
+			for j := range snap.Regions[i].Pools {
+				ps := &snap.Regions[i].Pools[j]
+				ps.Autoscale = views[ps.Name]
+			}
+		}
+	}()
 	s.gw.View(func(core *sched.Core, cnow time.Duration) {
 		snap.Regions = twin.FleetState(sc, core, cnow, replicaPool, nil, true)
 		for m, model := range sc.Models {

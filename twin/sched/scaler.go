@@ -3,7 +3,6 @@ package sched
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"strings"
 	"time"
 )
@@ -31,7 +30,7 @@ import (
 // The driver calls Advance at NextAt (and may call it at any time: it
 // does what is due). Transitions reach the driver through ScalerEnv; like
 // the core, a Scaler reads no clock, and draws only from the stream it is
-// given. It is not safe for concurrent use.
+// given (ScalerConfig.Draw). It is not safe for concurrent use.
 
 // Reasons a provider refuses a scale-up.
 const (
@@ -66,8 +65,8 @@ type ScalerConfig struct {
 	Reserved int
 	BurstCap int
 	// Delay draws an on-demand replica's provisioning delay from the
-	// Scaler's stream; nil: none.
-	Delay      func(*rand.Rand) time.Duration
+	// acquisition stream; nil: none.
+	Delay      func() time.Duration
 	ColdStart  time.Duration
 	RetryAfter time.Duration // after a refusal; 0: the sync period
 	// GPUsPerReplica, for a quota-cap's free GPUs.
@@ -76,15 +75,17 @@ type ScalerConfig struct {
 	MaxBatch int
 	// End: no sync or ask after it (the run's end).
 	End time.Duration
-	// Rand is the acquisition stream: stockout grants and delays.
-	Rand *rand.Rand
+	// Draw is the acquisition stream's uniform draw in [0,1), for a
+	// stockout's grants; Delay draws from the same stream. The driver
+	// owns the stream (the core draws no random number of its own).
+	Draw func() float64
 }
 
 // Offer is what the provider does with an ask now: the active
 // acquisition faults' effect.
 type Offer struct {
 	Stocked bool    // a stockout holds...
-	Grant   float64 // ...and grants each on-demand replica with this chance
+	Grant   float64 // ...and grants this share of each ask (rounded at random)
 	Factor  float64 // provisioning delay multiplier (slow-provisioning); 0 means 1
 	// FreeGPUs is what a quota-cap leaves the account; math.MaxInt: none.
 	FreeGPUs int
@@ -201,7 +202,7 @@ func NewScaler(cfg ScalerConfig, duration time.Duration) (*Scaler, error) {
 	if cfg.Replicas > cfg.Max {
 		return nil, fmt.Errorf("pool %s: %d replicas at the start, room for %d", cfg.Pool, cfg.Replicas, cfg.Max)
 	}
-	if cfg.Rand == nil {
+	if cfg.Draw == nil {
 		return nil, fmt.Errorf("pool %s: a scaler needs its acquisition stream", cfg.Pool)
 	}
 	n := cfg.Max
@@ -444,7 +445,7 @@ func (s *Scaler) acquire(now time.Duration, env ScalerEnv) {
 		if onDemand > 0 && offer.Grant > 0 {
 			whole, frac := math.Modf(float64(onDemand) * min(offer.Grant, 1))
 			g = int(whole)
-			if s.cfg.Rand.Float64() < frac {
+			if s.cfg.Draw() < frac {
 				g++
 			}
 		}
@@ -515,7 +516,7 @@ func (s *Scaler) grant(reserved bool, factor float64, now time.Duration) {
 	s.askedFrom = s.askedFrom[1:]
 	delay := time.Duration(0)
 	if s.cfg.Delay != nil && !reserved {
-		delay = time.Duration(float64(s.cfg.Delay(s.cfg.Rand)) * factor)
+		delay = time.Duration(float64(s.cfg.Delay()) * factor)
 	}
 	s.after(now, delay, k)
 }
