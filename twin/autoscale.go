@@ -140,7 +140,7 @@ func (r *runner) initAutoscale() error {
 				sc.reps = append(sc.reps, i)
 			}
 		}
-		cfg := ScalerConfig(ps, r.p.core.Replicas[sc.reps[0]].MaxBatch, r.end, r.s.Rand(AcquisitionStream(ps.Name)))
+		cfg := ScalerConfig(ps, r.p.core.Replicas[sc.reps[0]].MaxBatch, r.duration, r.s.Rand(AcquisitionStream(ps.Name)))
 		var err error
 		if sc.sc, err = sched.NewScaler(cfg, r.duration); err != nil {
 			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)

@@ -66,7 +66,7 @@ type asRef struct {
 // gateway's copy, its replicas cut to the backends); called by New.
 func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
 	g.asOf = make([]*asRef, len(g.replicas))
-	end := sc.Duration.D() + sc.Drain.D()
+	end := sc.Duration.D() // the twin's: no ask after the arrivals
 	for pi := range sc.Pools {
 		ps := &sc.Pools[pi]
 		if ps.Autoscale == nil || len(g.byPool[ps.Name]) == 0 {

@@ -73,7 +73,10 @@ type ScalerConfig struct {
 	GPUsPerReplica int
 	// MaxBatch is a replica's batch slots, for the utilization metric.
 	MaxBatch int
-	// End: no sync or ask after it (the run's end).
+	// End: no sync or ask after it: the end of the run's arrivals, so
+	// that what the pool asks for answers the run's load, and a drain
+	// (as long as the twin's or the live replay's requests take) asks
+	// nothing. Its transitions and releases still happen.
 	End time.Duration
 	// Draw is the acquisition stream's uniform draw in [0,1), for a
 	// stockout's grants; Delay draws from the same stream. The driver
