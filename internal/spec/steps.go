@@ -49,7 +49,7 @@ const scope = `((?: during| after) .+)?`
 var steps []*step
 
 func table() []*step {
-	return []*step{
+	return slices.Concat([]*step{
 		// The fleet.
 		{keyword: "Given", pattern: `^the (?:fleet|scenario) "([^"]+)"$`,
 			doc:     "Start from a library scenario (`fleetdrill scenarios list`) or a YAML file, relative to the feature file. Its faults and expectations come with it.",
@@ -175,7 +175,7 @@ func table() []*step {
 			doc:     "Mirror a share of the eligible traffic to the candidate pool: the shadow of its canary, or a shadow-only route (no canary share) when the steps added none. Copies' answers are discarded, outside the tenants' quotas and the run's request counts, and the first shed.",
 			example: `Given shadow traffic of 10% to "neo-h100"`,
 			do:      addShadow},
-
+	}, autoscaleGivens(), []*step{
 		// Faults. Times are from the start of the run; a fault without "for"
 		// lasts to the end.
 		{keyword: "When", pattern: `^region (\S+) goes down at (\S+)(?: for (\S+))?$`,
@@ -253,6 +253,7 @@ func table() []*step {
 			doc:     "Any fault, as a line of the fault syntax (docs/faults.md).",
 			example: `When the fault "brownout region=us-east at=10m for=5m fail=0.2" is injected`,
 			do:      func(_ context.Context, w *world, a []string) error { return w.addFault(a[0]) }},
+	}, autoscaleFaults(), []*step{
 
 		// Outcomes. The first outcome runs the scenario on the twin; a window
 		// ("during the outage", "after the outage + 5m", "after recovery")
@@ -453,6 +454,7 @@ func table() []*step {
 			doc:     "Shadow copies are invisible to clients: the run's requests, classes and tenants count exactly the requests the clients sent, no copy was served outside its tenant's jurisdiction, and with every canary's share held at 0 the scenario run with its shadows and without them gives byte-identical requests, classes and tenants (two more twin runs).",
 			example: "Then shadow traffic never reaches the tenant",
 			do:      shadowInvisible},
+	}, autoscaleOutcomes(), []*step{
 		{keyword: "Then", pattern: `^the report shows (.+)$`,
 			doc:     "Any expectation of the scenario syntax (docs/scenarios.md#expect), scoped or not.",
 			example: "Then the report shows during regional-outage(us-east): requests.timed_out <= 100",
@@ -471,7 +473,7 @@ func table() []*step {
 			doc:     "The scenario's own expect list passes, as fleetdrill run would judge it.",
 			example: "Then every expectation of the scenario holds",
 			exprs:   func(w *world, _ []string) ([]string, error) { return w.baseExpect(), nil }},
-	}
+	})
 }
 
 func init() {

@@ -179,7 +179,7 @@ func (w *world) labelFor(what string) (string, error) {
 	}
 	kind, ok := faultWords[strings.TrimPrefix(what, "the ")]
 	if !ok {
-		return "", fmt.Errorf("%q names no fault; write the outage, the quota exhaustion, the retirement, the driver upgrade, the node loss, the brownout, the latency fault, the error burst, the cold-start storm, the fault, or a label like regional-outage(us-east)", what)
+		return "", fmt.Errorf("%q names no fault; write the outage, the quota exhaustion, the retirement, the driver upgrade, the node loss, the brownout, the latency fault, the error burst, the cold-start storm, the stockout, the quota cap, the slow provisioning, the fault, or a label like regional-outage(us-east)", what)
 	}
 	specs, err := faults.ParseAll(w.faults)
 	if err != nil {
@@ -223,6 +223,9 @@ var faultWords = map[string]string{
 	"error burst":       "error-burst",
 	"latency fault":     "latency",
 	"latency injection": "latency",
+	"stockout":          "stockout",
+	"quota cap":         "quota-cap",
+	"slow provisioning": "slow-provisioning",
 }
 
 // run runs the twin once, at the first outcome step. The scoped
