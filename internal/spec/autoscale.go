@@ -3,6 +3,7 @@ package spec
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -307,8 +308,9 @@ func scaledNote(i int) func(w *world, a []string) string {
 	}
 }
 
-// acquisitionFault is the label of the first acquisition fault (stockout,
-// quota cap, slow provisioning), for the timeline excerpt.
+// acquisitionFault is the label of the last stockout, else the last quota
+// cap, else the last slow provisioning, for the timeline excerpt (the
+// asks, grants and refusals around it).
 func acquisitionFault(w *world, _ []string) string {
 	for _, kind := range []string{"stockout", "quota cap", "slow provisioning"} {
 		if l, err := w.labelFor("the " + kind); err == nil {
@@ -330,18 +332,27 @@ func (w *world) autoscaleStory(p string) string {
 		start = ps.Replicas
 	}
 	peak, peakAt := peakRequested(ar, start)
-	s := fmt.Sprintf("pool %s scaled up %d times and down %d; it started with %d replicas and asked for at most %d", p, ar.ScaleUps, ar.ScaleDowns, start, peak)
+	s := fmt.Sprintf("pool %s scaled up %s, down %s; it started with %d replicas and asked for at most %d", p, times(ar.ScaleUps), times(ar.ScaleDowns), start, peak)
 	if peakAt >= 0 {
 		s += " (from " + at(peakAt) + ")"
 	}
 	s += fmt.Sprintf("; the provider was asked %d times for a replica, granted %d (%d reserved) and refused %d", ar.Asked, ar.Granted, ar.Reserved, ar.Refused)
 	if ar.Refused > 0 {
-		s += " (" + counts(ar.RefusedBy) + ")"
+		var by []string
+		for _, r := range slices.Sorted(maps.Keys(ar.RefusedBy)) {
+			if n := ar.RefusedBy[r]; n > 0 {
+				by = append(by, fmt.Sprintf("%s %d", r, n))
+			}
+		}
+		s += " (" + strings.Join(by, ", ") + ")"
 	}
 	s += fmt.Sprintf("; serving %d to %d replicas", ar.MinServing, ar.MaxServing)
 	if ar.ToServing.Count > 0 {
-		s += fmt.Sprintf("; %d new replicas served, %s to %s after they were asked for (p50 %s)", ar.ToServing.Count,
-			at(readySoonest(w.rep, p)), at(ar.ToServing.Max), at(ar.ToServing.P50))
+		took := at(ar.ToServing.Max)
+		if soonest := readySoonest(w.rep, p); soonest >= 0 && at(soonest) != took {
+			took = fmt.Sprintf("%s to %s (p50 %s)", at(soonest), took, at(ar.ToServing.P50))
+		}
+		s += fmt.Sprintf("; %d new replicas served, %s after they were asked for", ar.ToServing.Count, took)
 	} else {
 		s += "; no new replica served"
 	}
@@ -358,6 +369,19 @@ func peakRequested(ar *twin.AutoscaleReport, start int) (int, float64) {
 		}
 	}
 	return peak, when
+}
+
+// times says how many times: never, once, twice, 3 times.
+func times(n uint64) string {
+	switch n {
+	case 0:
+		return "never"
+	case 1:
+		return "once"
+	case 2:
+		return "twice"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 // readyRe matches the timeline's replica-ready entries (sched.Scaler).
