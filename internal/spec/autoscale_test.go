@@ -2,6 +2,7 @@ package spec
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -208,4 +209,22 @@ func outcome(t *testing.T, w *world, text string) error {
 		note = func() string { return s.note(w, a) }
 	}
 	return w.check(context.Background(), exprs, label, note)
+}
+
+// TestAutoscaleStepSuggestions: a mistyped autoscaling step is suggested
+// back with the user's values, quoted pool names kept.
+func TestAutoscaleStepSuggestions(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"pool usw-h100-8b autoscale on queue depth 4 between 3 and 11 replicas",
+			"Given pool usw-h100-8b autoscales on queue depth 4 between 3 and 11 replicas    ("},
+		{`pool "usw-h100-8b" is grantd at most 2 replicas`, `Then pool "usw-h100-8b" is granted at most 2 replicas    (`},
+		{"the provider gpu-cloud-b is out of stok from 11m", "When the provider gpu-cloud-b is out of stock from 11m    ("},
+		{"the provider refuse replicas for stockout", "Then the provider refuses replicas for stockout    ("},
+	} {
+		t.Run(tc.text, func(t *testing.T) {
+			msg := undefined(tc.text).Error()
+			_, first, _ := strings.Cut(msg, "did you mean:\n    ")
+			require.True(t, strings.HasPrefix(first, tc.want), "first suggestion of\n%s", msg)
+		})
+	}
 }
