@@ -276,7 +276,7 @@ func autoscaling(ew *errWriter, rep *twin.Report) {
 		if len(why) > 0 {
 			note += "; refused: " + strings.Join(why, ", ")
 		}
-		notes = append(notes, note, shortfall(name, a, rep.ArrivalsS))
+		notes = append(notes, note, shortfall(name, a, rep.ArrivalsS, rep.WarmupS))
 	}
 	tw.Flush()
 	for _, n := range notes {
@@ -286,9 +286,9 @@ func autoscaling(ew *errWriter, rep *twin.Report) {
 
 // shortfall is pool name's line on its shortfall (serving fewer replicas
 // than it asked for) over the run's arrivals (of duration s), and the SLO
-// attainment of each tenant with requests that arrived while it was short,
-// short against not.
-func shortfall(name string, a *twin.AutoscaleReport, duration float64) string {
+// attainment of each tenant with measured requests (after warmup s) that
+// arrived while it was short, short against not.
+func shortfall(name string, a *twin.AutoscaleReport, duration, warmup float64) string {
 	if a.ShortS == 0 {
 		return name + ": never short (serving what it asked for throughout)"
 	}
@@ -301,7 +301,10 @@ func shortfall(name string, a *twin.AutoscaleReport, duration float64) string {
 				st.ArrivedShort, share(st.SLOAttainmentNotShort, st.FinishedNotShort), st.Arrived-st.ArrivedShort))
 		}
 	}
-	if len(by) == 0 {
+	switch {
+	case len(by) == 0 && warmup > 0:
+		return line + " no request arrived while short after the warm-up"
+	case len(by) == 0:
 		return line + " no request arrived while short"
 	}
 	return line + " " + strings.Join(by, "; ")
