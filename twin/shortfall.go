@@ -124,7 +124,16 @@ func anyTrue(bs []bool) bool {
 // short at t: serving fewer replicas than requested.
 func ShortAt(series []ReplicaCount, t time.Duration) bool {
 	ts := math.Round(t.Seconds()*1e6) / 1e6 // as the series' timestamps
-	i := sort.Search(len(series), func(i int) bool { return series[i].TS > ts }) - 1
+	// The entry in force at ts: the twin asks of a request that ended
+	// just now, so mostly the last or one before; else a binary search.
+	i := len(series) - 1
+	for n := 0; i >= 0 && series[i].TS > ts; n++ {
+		if n == 4 {
+			i = sort.Search(i, func(j int) bool { return series[j].TS > ts }) - 1
+			break
+		}
+		i--
+	}
 	return i >= 0 && series[i].Serving < series[i].Requested
 }
 
