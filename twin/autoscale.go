@@ -84,6 +84,17 @@ type AutoscaleReport struct {
 	BurstHours    float64 `json:"burst_replica_hours"`
 	ReservedCost  float64 `json:"reserved_cost"`
 	BurstCost     float64 `json:"burst_cost"`
+	// The pool's shortfall within the scenario's duration: the seconds it
+	// served fewer replicas than it asked for (serving < requested),
+	// those replicas times the seconds (∫ requested − serving dt), and
+	// its longest short stretch.
+	ShortS        float64 `json:"short_s"`
+	ShortReplicaS float64 `json:"short_replica_s"`
+	LongestShortS float64 `json:"longest_short_s"`
+	// Tenants is what the shortfall did to each tenant the pool may
+	// serve: SLO attainment of its requests that arrived while the pool
+	// was short and while it was not (ShortfallTenant; measured requests).
+	Tenants map[string]ShortfallTenant `json:"tenants"`
 	// Series is the pool's replicas at each change.
 	Series []ReplicaCount `json:"series"`
 }
@@ -148,6 +159,9 @@ func (r *runner) initAutoscale() error {
 		for k, ri := range sc.reps {
 			r.replicas[ri].absent = k >= ps.Replicas
 		}
+		// A request is counted when it ends, after its arrival: the
+		// series so far has the pool's counts then.
+		r.tally.watchShortfall(r.p, pi, func(t time.Duration) bool { return ShortAt(sc.sc.Tally().Series, t) })
 		r.scalers = append(r.scalers, sc)
 	}
 	return nil
@@ -316,7 +330,7 @@ func drawDelay(rng *rand.Rand, d *scenarios.Delay) time.Duration {
 func (r *runner) autoscaleReports(rep *Report) {
 	for _, sc := range r.scalers {
 		ps := r.p.pools[sc.pool].spec
-		AutoscaleInto(rep, ps, SnapshotScaler(sc.sc, r.s.Now()), r.tally.succeeded)
+		autoscaleInto(rep, ps, SnapshotScaler(sc.sc, r.s.Now()), &r.tally)
 	}
 }
 
@@ -336,11 +350,13 @@ func SnapshotScaler(s *sched.Scaler, now time.Duration) ScalerSnapshot {
 	return ScalerSnapshot{Tally: t, ReservedHours: res, BurstHours: burst, UpHours: up}
 }
 
-// AutoscaleInto adds pool ps's scaler, as snap has it, to rep: its section
-// of rep.Autoscaling, and the pool's cost and utilization from the
-// replicas paid for. succeeded is the run's successful requests, for the
-// cost per success. The live report is made by the same code.
-func AutoscaleInto(rep *Report, ps *scenarios.Pool, snap ScalerSnapshot, succeeded uint64) {
+// autoscaleInto adds pool ps's scaler, as snap has it, to rep: its section
+// of rep.Autoscaling (its shortfall from snap's series, its tenants' from
+// t), and the pool's cost and utilization from the replicas paid for; t's
+// successful requests give the cost per success. The live report is made
+// by the same code.
+func autoscaleInto(rep *Report, ps *scenarios.Pool, snap ScalerSnapshot, t *tally) {
+	succeeded := t.succeeded
 	if rep.Autoscaling == nil {
 		rep.Autoscaling = map[string]*AutoscaleReport{}
 	}
@@ -350,16 +366,19 @@ func AutoscaleInto(rep *Report, ps *scenarios.Pool, snap ScalerSnapshot, succeed
 	if q := ps.Acquisition; q != nil && q.BurstPrice > 0 {
 		burstPrice *= q.BurstPrice
 	}
-	t := snap.Tally
+	st := snap.Tally
 	var sk stats.Sketch
-	for _, d := range t.ToServing {
+	for _, d := range st.ToServing {
 		sk.Add(d.Seconds())
 	}
-	ar := &AutoscaleReport{MinServing: t.MinServing, MaxServing: t.MaxServing, ScaleUps: t.ScaleUps, ScaleDowns: t.ScaleDowns,
-		Asked: t.Asked, Granted: t.Granted, Reserved: t.Reserved, Refused: t.Refused, RefusedBy: maps.Clone(t.RefusedBy),
-		ToServing: sk.Summary(), Series: slices.Clone(t.Series),
+	ar := &AutoscaleReport{MinServing: st.MinServing, MaxServing: st.MaxServing, ScaleUps: st.ScaleUps, ScaleDowns: st.ScaleDowns,
+		Asked: st.Asked, Granted: st.Granted, Reserved: st.Reserved, Refused: st.Refused, RefusedBy: maps.Clone(st.RefusedBy),
+		ToServing: sk.Summary(), Series: slices.Clone(st.Series),
 		ReservedHours: round(resH, 6), BurstHours: round(burstH, 6),
-		ReservedCost: round(resH*price, 6), BurstCost: round(burstH*burstPrice, 6)}
+		ReservedCost: round(resH*price, 6), BurstCost: round(burstH*burstPrice, 6),
+		Tenants: t.shortfallTenants(ps.Name)}
+	short, replicaS, longest := shortfallOf(st.Series, t.sc.Duration.D().Seconds())
+	ar.ShortS, ar.ShortReplicaS, ar.LongestShortS = round(short, 6), round(replicaS, 6), round(longest, 6)
 	if pr := rep.Pools[ps.Name]; pr != nil {
 		if upH > 0 {
 			// Busy over the replica-time there was, not over max_replicas.

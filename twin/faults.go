@@ -799,6 +799,9 @@ func (r *runner) noteEnding(req *request, res Result, reason string, met bool) {
 		e.replica = req.core.Replica
 	}
 	noteEnding(r.p, r.faults, &e)
+	if req.measured {
+		r.tally.ended(e.tenant, e.model, e.arrived, met, false)
+	}
 }
 
 // outcome attributes a request that arrived at arr and finished at now.

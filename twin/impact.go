@@ -89,17 +89,22 @@ func (p *plan) displacedFor(f *faultRT, tenant, model, canary int) bool {
 	if f.eff.onModel() {
 		return slices.Contains(f.models, model)
 	}
-	tj := p.core.Tenants[tenant].Jurisdiction
 	for _, pi := range f.pools {
 		if k := p.candidateOf(pi); k > 0 && k != canary {
 			continue
 		}
-		pool := &p.core.Pools[pi]
-		if pool.Serves[model] && (tj == "" || pool.Jurisdiction == tj || p.core.IgnoreResidency) {
+		if p.mayServe(pi, tenant, model) {
 			return true
 		}
 	}
 	return false
+}
+
+// mayServe reports whether pool may serve a request of tenant for model:
+// it serves the model, in a region the tenant's jurisdiction allows.
+func (p *plan) mayServe(pool, tenant, model int) bool {
+	tj, pl := p.core.Tenants[tenant].Jurisdiction, &p.core.Pools[pool]
+	return pl.Serves[model] && (tj == "" || pl.Jurisdiction == tj || p.core.IgnoreResidency)
 }
 
 // noteEnding attributes a finished request to every fault's impact on its

@@ -134,6 +134,13 @@ func NewRecorder(sc *scenarios.Scenario) (*Recorder, error) {
 		return nil, err
 	}
 	rec := &Recorder{p: p, t: newTally(sc)}
+	for i, pp := range p.pools {
+		if name := pp.spec.Name; pp.spec.Autoscale != nil {
+			// Outcomes are replayed after the replay: the series is the
+			// scaler's to the end (SetAutoscaling), none before.
+			rec.t.watchShortfall(p, i, func(t time.Duration) bool { return ShortAt(rec.scalers[name].Tally.Series, t) })
+		}
+	}
 	rec.faults, err = newFaults(sc.Faults)
 	if err != nil {
 		return nil, err
@@ -335,6 +342,9 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(Timelin
 		}
 	}
 	count(o.Result.count)
+	if measured {
+		rec.t.ended(o.Tenant, o.Model, o.At, met, o.Result == InFlight)
+	}
 	if o.Result == InFlight {
 		return // not finished: no fault attribution
 	}
@@ -356,14 +366,15 @@ func (rec *Recorder) assemble(end time.Duration, dispatched []uint64) *Report {
 	for i := range rec.p.sc.Pools {
 		ps := &rec.p.sc.Pools[i]
 		if snap, ok := rec.scalers[ps.Name]; ok {
-			AutoscaleInto(rep, ps, snap, rec.t.succeeded)
+			autoscaleInto(rep, ps, snap, &rec.t)
 		} else if ps.Autoscale != nil {
 			// Its shape, so that expectations on it resolve before the
 			// replay has a scaler to report.
 			if rep.Autoscaling == nil {
 				rep.Autoscaling = map[string]*AutoscaleReport{}
 			}
-			rep.Autoscaling[ps.Name] = &AutoscaleReport{RefusedBy: map[string]uint64{RefusedReservation: 0, RefusedStockout: 0, RefusedQuota: 0}}
+			rep.Autoscaling[ps.Name] = &AutoscaleReport{RefusedBy: map[string]uint64{RefusedReservation: 0, RefusedStockout: 0, RefusedQuota: 0},
+				Tenants: rec.t.shortfallTenants(ps.Name)}
 		}
 	}
 	rep.Canaries = rec.canaries

@@ -486,6 +486,11 @@ func noData(flat map[string]float64, key, window string) string {
 			if arrived-flat[prefix+".in_flight_at_end"] == 0 {
 				return "no request finished" + where(group)
 			}
+		case rest == "slo_attainment_short" && flat[prefix+".finished_short"] == 0:
+			// An autoscaled pool's tenant (ShortfallTenant).
+			return "no request finished that arrived while the pool was short" + where(group)
+		case rest == "slo_attainment_not_short" && flat[prefix+".finished_not_short"] == 0:
+			return "no request finished that arrived while the pool was not short" + where(group)
 		}
 		return ""
 	}

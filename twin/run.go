@@ -1127,6 +1127,7 @@ func (r *runner) report() *Report {
 	for _, req := range r.reqs {
 		if req.state != stDone && req.measured {
 			r.count(req, func(c *Counts) { c.InFlightAtEnd++ })
+			r.tally.ended(req.core.Tenant, req.core.Model, req.core.Arrived, false, true)
 		}
 	}
 	return r.assemble()

@@ -19,7 +19,8 @@ type tally struct {
 	tenants    []*Group
 	windows    []*window
 	rejections map[string]uint64
-	succeeded  uint64 // all requests that met their SLO, warm-up included
+	succeeded  uint64       // all requests that met their SLO, warm-up included
+	shortfalls []*shortfall // the autoscaled pools' (shortfall.go)
 }
 
 func newTally(sc *scenarios.Scenario) tally {

@@ -276,12 +276,38 @@ func autoscaling(ew *errWriter, rep *twin.Report) {
 		if len(why) > 0 {
 			note += "; refused: " + strings.Join(why, ", ")
 		}
-		notes = append(notes, note)
+		notes = append(notes, note, shortfall(name, a, rep.ArrivalsS, rep.WarmupS))
 	}
 	tw.Flush()
 	for _, n := range notes {
 		ew.printf("  %s\n", wrapText(n, width-2, "      "))
 	}
+}
+
+// shortfall is pool name's line on its shortfall (serving fewer replicas
+// than it asked for) over the run's arrivals (of duration s), and the SLO
+// attainment of each tenant with measured requests (after warmup s) that
+// arrived while it was short, short against not.
+func shortfall(name string, a *twin.AutoscaleReport, duration, warmup float64) string {
+	if a.ShortS == 0 {
+		return name + ": never short (serving what it asked for throughout)"
+	}
+	line := fmt.Sprintf("%s: short %s of %s (%.0f replica-s; longest %s); SLO attainment of requests arriving while short vs not:",
+		name, secs(a.ShortS), secs(duration), a.ShortReplicaS, secs(a.LongestShortS))
+	var by []string
+	for _, t := range slices.Sorted(maps.Keys(a.Tenants)) {
+		if st := a.Tenants[t]; st.ArrivedShort > 0 {
+			by = append(by, fmt.Sprintf("%s %s of %d vs %s of %d", t, share(st.SLOAttainmentShort, st.FinishedShort),
+				st.ArrivedShort, share(st.SLOAttainmentNotShort, st.FinishedNotShort), st.Arrived-st.ArrivedShort))
+		}
+	}
+	switch {
+	case len(by) == 0 && warmup > 0:
+		return line + " no request arrived while short after the warm-up"
+	case len(by) == 0:
+		return line + " no request arrived while short"
+	}
+	return line + " " + strings.Join(by, "; ")
 }
 
 // canaries prints each canary: where it stands, what each route version
