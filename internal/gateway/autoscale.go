@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/faults"
@@ -50,6 +52,12 @@ type gwScaler struct {
 	// generation bumped when it is handed back (a late Start is stale).
 	up, loaded []bool
 	gen        []int
+	// started: a Start is queued or done since the last Stop; op is the
+	// done channel of the replica's last queued Start or Stop: each waits
+	// for the one before, so a replica's instance is never started and
+	// stopped at once.
+	started []bool
+	op      []chan struct{}
 	// acq is the acquisition faults injected on the pool.
 	acq map[int]faults.Spec
 	// exported is the asks counted on the metrics, by outcome.
@@ -66,7 +74,12 @@ type asRef struct {
 // gateway's copy, its replicas cut to the backends); called by New.
 func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
 	g.asOf = make([]*asRef, len(g.replicas))
-	end := sc.Duration.D() // the twin's: no ask after the arrivals
+	// A replay's scalers ask nothing after its arrivals, as the twin's; a
+	// gateway serving for real scales as long as it runs.
+	end := time.Duration(math.MaxInt64)
+	if g.cfg.HoldAutoscale {
+		end = sc.Duration.D()
+	}
 	for pi := range sc.Pools {
 		ps := &sc.Pools[pi]
 		if ps.Autoscale == nil || len(g.byPool[ps.Name]) == 0 {
@@ -81,11 +94,12 @@ func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
 		}
 		n := len(reps)
 		as := &gwScaler{g: g, pool: ps.Name, pi: pi, reps: reps, s: s,
-			up: make([]bool, n), loaded: make([]bool, n), gen: make([]int, n), acq: map[int]faults.Spec{}, exported: map[string]uint64{}}
+			up: make([]bool, n), loaded: make([]bool, n), gen: make([]int, n), started: make([]bool, n), op: make([]chan struct{}, n), acq: map[int]faults.Spec{}, exported: map[string]uint64{}}
 		for k, ri := range reps {
 			g.asOf[ri] = &asRef{as, k}
 			// The starting replicas are running, as a fixed pool's are.
 			as.up[k] = k < ps.Replicas
+			as.started[k] = as.up[k]
 		}
 		g.scalers = append(g.scalers, as)
 	}
@@ -114,6 +128,15 @@ func (g *Gateway) StartAutoscale(at time.Duration) {
 	}
 	g.asOrigin, g.asStarted = at, true
 	g.kickAutoscale()
+}
+
+// StopAutoscale freezes the scalers where they stand: a replay's end,
+// after which its report reads them. Replicas keep serving; nothing more
+// is asked, provisioned, loaded or released.
+func (g *Gateway) StopAutoscale() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.asStopped = true
 }
 
 // kickAutoscale wakes autoscaleLoop to read the next time again.
@@ -166,7 +189,7 @@ func (g *Gateway) autoscaleLoop(ctx context.Context) {
 func (g *Gateway) advanceScalers() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed || !g.asStarted {
+	if g.closed || !g.asStarted || g.asStopped || g.probeCtx.Err() != nil {
 		return
 	}
 	now := g.asNow(g.now())
@@ -256,25 +279,49 @@ func (as *gwScaler) Provisioned(k int) {
 		return
 	}
 	gen := as.gen[k]
-	g.probeWG.Add(1)
-	go func() {
-		defer g.probeWG.Done()
-		err := g.cfg.Provisioner.Start(g.probeCtx, as.pool, k)
+	as.started[k] = true
+	as.queue(k, func(ctx context.Context) {
+		err := g.cfg.Provisioner.Start(ctx, as.pool, k)
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if g.closed || as.gen[k] != gen {
-			return
+		if g.closed || as.gen[k] != gen || g.probeCtx.Err() != nil {
+			return // handed back meanwhile (its Stop is queued), or closing
 		}
 		if err != nil {
+			// Only the error's first line: a container's output stays
+			// in the log.
+			msg, _, _ := strings.Cut(err.Error(), "\n")
 			g.log.Warn("autoscale: replica did not start", "pool", as.pool, "replica", k, "err", err)
 			as.event(sched.ScalerEvent{At: g.asNow(g.now()), Kind: "replica-failed",
-				Detail: fmt.Sprintf("pool %s: replica %d did not start: %v", as.pool, k, err)})
+				Detail: fmt.Sprintf("pool %s: replica %d did not start: %s", as.pool, k, msg)})
+			as.started[k] = false
+			as.s.Failed(g.asNow(g.now()), k, as)
+			as.export()
 			return
 		}
 		as.up[k] = true
 		if as.loaded[k] {
 			as.serve(k)
 		}
+	})
+}
+
+// queue runs op for replica k after the replica's last queued op, in a
+// goroutine the gateway's Close waits for. Called with mu held.
+func (as *gwScaler) queue(k int, op func(ctx context.Context)) {
+	g := as.g
+	prev, done := as.op[k], make(chan struct{})
+	as.op[k] = done
+	g.probeWG.Add(1)
+	go func() {
+		defer g.probeWG.Done()
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		// A Stop outlives a closing gateway (its instance must go); a
+		// Start does not.
+		op(g.probeCtx)
 	}()
 }
 
@@ -308,24 +355,22 @@ func (as *gwScaler) Released(k int) {
 	as.g.core.SetPresent(as.g.now(), as.reps[k], false)
 }
 
-// Gone implements sched.ScalerEnv: the replica's instance is stopped.
+// Gone implements sched.ScalerEnv: the replica's instance is stopped
+// (after its Start, if that still runs).
 func (as *gwScaler) Gone(k int) {
 	g := as.g
 	as.gen[k]++
-	as.loaded[k] = false
-	if g.cfg.Provisioner == nil || !as.up[k] {
+	as.loaded[k], as.up[k] = false, false
+	g.core.SetPresent(g.now(), as.reps[k], false)
+	if g.cfg.Provisioner == nil || !as.started[k] {
 		return
 	}
-	as.up[k] = false
-	g.probeWG.Add(1)
-	go func() {
-		defer g.probeWG.Done()
-		// The instance outlives a cancelled gateway: its Provisioner's
-		// owner removes what remains.
-		if err := g.cfg.Provisioner.Stop(context.WithoutCancel(g.probeCtx), as.pool, k); err != nil {
+	as.started[k] = false
+	as.queue(k, func(ctx context.Context) {
+		if err := g.cfg.Provisioner.Stop(context.WithoutCancel(ctx), as.pool, k); err != nil {
 			g.log.Warn("autoscale: replica did not stop", "pool", as.pool, "replica", k, "err", err)
 		}
-	}()
+	})
 }
 
 // Event implements sched.ScalerEnv.

@@ -236,7 +236,16 @@ func (g *Gateway) Loads() []Load {
 // first request. Served names are the scenario's model names.
 func (g *Gateway) CheckBackends(ctx context.Context) error {
 	var errs []error
+	g.mu.Lock()
+	probed := make([]bool, len(g.replicas))
+	for i := range probed {
+		probed[i] = g.probed(i)
+	}
+	g.mu.Unlock()
 	for i := range g.replicas {
+		if !probed[i] {
+			continue // an autoscaled replica its scaler does not hold: nothing runs there yet
+		}
 		rep := &g.replicas[i]
 		ids, err := g.listModels(ctx, rep.url)
 		if err != nil {

@@ -87,6 +87,7 @@ type Gateway struct {
 	asOf      []*asRef
 	asOrigin  time.Duration
 	asStarted bool
+	asStopped bool // StopAutoscale: frozen
 	asKick    chan struct{}
 	// asAt is the scalers' instant while advanceScalers runs them
 	// (asAdvancing).
@@ -382,7 +383,7 @@ func (g *Gateway) deliver(now time.Duration) {
 	rd := g.core.Ready()
 	for _, tr := range rd.Transitions {
 		g.noteBreaker(now, tr.Replica, tr.To)
-		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil {
+		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.probed(tr.Replica) {
 			// The trial is a probe, sent now (see sched's breakers).
 			// Close cancels probeCtx with mu held, so no Add follows
 			// its Wait.
@@ -691,6 +692,9 @@ func (g *Gateway) probe(ctx context.Context, i int) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if !g.probed(i) {
+		return // an autoscaled replica handed back while it was probed
+	}
 	now := g.now()
 	g.observe(now, i, ok)
 	if scraped {

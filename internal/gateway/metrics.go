@@ -348,6 +348,7 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 	queue := make([]int, len(g.sc.Models))
 	states := make([]sched.BreakerState, len(g.replicas))
 	inflight := make([]int, len(g.replicas))
+	present := make([]bool, len(g.replicas))
 	ejected := make([]bool, len(g.replicas))
 	engaged := 0
 	var loads []Load
@@ -360,6 +361,7 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 		for r := range g.replicas {
 			states[r] = core.BreakerView(now, r)
 			inflight[r] = core.Inflight(r)
+			present[r] = core.Present(r)
 		}
 		if g.ladder != nil {
 			engaged = g.ladder.Engaged()
@@ -401,7 +403,9 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		busy += inflight[r]
-		slots += rep.maxBatch
+		if present[r] { // an autoscaled replica not provisioned has no slots
+			slots += rep.maxBatch
+		}
 	}
 	sat := 0.0
 	if slots > 0 {

@@ -120,6 +120,9 @@ type Node struct {
 	// it provisioned (Container nil until then).
 	Deferred bool
 	seed     int
+	// op serialises what starts and stops the node's container
+	// (StartNode, StopNode, RestartNode, a node-loss fault).
+	op sync.Mutex
 }
 
 // BaseURL is the node's API behind its proxy: http://127.0.0.1:PORT.
@@ -353,6 +356,8 @@ func (f *Fleet) run(ctx context.Context, n *Node) error {
 // scaler has provisioned), or one StopNode stopped, and points its proxy
 // at it once it answers. A started node is a no-op.
 func (f *Fleet) StartNode(ctx context.Context, n *Node) error {
+	n.op.Lock()
+	defer n.op.Unlock()
 	n.mu.Lock()
 	ctr, stopped := n.Container, n.stopped
 	n.mu.Unlock()
@@ -360,7 +365,7 @@ func (f *Fleet) StartNode(ctx context.Context, n *Node) error {
 		if !stopped {
 			return nil
 		}
-		return f.RestartNode(ctx, n)
+		return f.restart(ctx, n)
 	}
 	f.mu.Lock()
 	closed := f.closed
@@ -378,7 +383,12 @@ func (f *Fleet) StartNode(ctx context.Context, n *Node) error {
 	n.mu.Lock()
 	n.adminURL = "http://" + admin
 	n.mu.Unlock()
-	if err := n.proxy.Update(&toxiproxy.Proxy{Listen: n.proxy.Listen, Upstream: up, Enabled: true}); err != nil {
+	// The proxy keeps its state: a node started inside a regional
+	// outage (its proxy disabled) is in the outage too.
+	n.proxy.Lock()
+	enabled := n.proxy.Enabled
+	n.proxy.Unlock()
+	if err := n.proxy.Update(&toxiproxy.Proxy{Listen: n.proxy.Listen, Upstream: up, Enabled: enabled}); err != nil {
 		return fmt.Errorf("livefleet: point proxy %s: %w", n.Name, err)
 	}
 	f.log.Info("node started", "node", n.Name, "upstream", up, "admin", n.adminURL)
@@ -388,6 +398,8 @@ func (f *Fleet) StartNode(ctx context.Context, n *Node) error {
 // StopNode stops a node's container (an autoscaled replica handed back);
 // StartNode starts it again.
 func (f *Fleet) StopNode(ctx context.Context, n *Node) error {
+	n.op.Lock()
+	defer n.op.Unlock()
 	n.mu.Lock()
 	ctr, stopped := n.Container, n.stopped
 	n.mu.Unlock()
@@ -401,6 +413,14 @@ func (f *Fleet) StopNode(ctx context.Context, n *Node) error {
 	n.mu.Lock()
 	n.stopped = true
 	n.mu.Unlock()
+	// Docker may give its host port to another container: the proxy
+	// points at nothing until the node starts again.
+	n.proxy.Lock()
+	enabled := n.proxy.Enabled
+	n.proxy.Unlock()
+	if err := n.proxy.Update(&toxiproxy.Proxy{Listen: n.proxy.Listen, Upstream: "127.0.0.1:1", Enabled: enabled}); err != nil {
+		return fmt.Errorf("livefleet: point proxy %s at nothing: %w", n.Name, err)
+	}
 	f.log.Info("node stopped", "node", n.Name)
 	return nil
 }

@@ -194,19 +194,23 @@ func (f *Fleet) stopNodes(ctx context.Context, nodes []*Node) (Undo, error) {
 		return errors.Join(errs...)
 	}
 	for _, n := range nodes {
+		n.op.Lock()
 		n.mu.Lock()
-		already := n.stopped
+		ctr, already := n.Container, n.stopped
 		n.mu.Unlock()
-		if already {
-			continue
+		if already || ctr == nil {
+			n.op.Unlock()
+			continue // stopped, or an autoscaled pool's replica not started: nothing to lose
 		}
 		d := time.Second
-		if err := n.Container.Stop(ctx, &d); err != nil {
+		if err := ctr.Stop(ctx, &d); err != nil {
+			n.op.Unlock()
 			return nil, errors.Join(fmt.Errorf("livefleet: stop %s: %w", n.Name, err), undo(ctx))
 		}
 		n.mu.Lock()
 		n.stopped = true
 		n.mu.Unlock()
+		n.op.Unlock()
 		stopped = append(stopped, n)
 	}
 	return undo, nil
@@ -216,7 +220,20 @@ func (f *Fleet) stopNodes(ctx context.Context, nodes []*Node) (Undo, error) {
 // and points its proxy at its new published port (Docker assigns new host
 // ports on every start).
 func (f *Fleet) RestartNode(ctx context.Context, n *Node) error {
-	if err := n.Container.Start(ctx); err != nil {
+	n.op.Lock()
+	defer n.op.Unlock()
+	return f.restart(ctx, n)
+}
+
+// restart is RestartNode with n.op held.
+func (f *Fleet) restart(ctx context.Context, n *Node) error {
+	n.mu.Lock()
+	ctr := n.Container
+	n.mu.Unlock()
+	if ctr == nil {
+		return nil // never started: an autoscaled replica's, started by StartNode
+	}
+	if err := ctr.Start(ctx); err != nil {
 		return fmt.Errorf("livefleet: start %s: %w", n.Name, err)
 	}
 	up, admin, err := n.endpoints(ctx)

@@ -312,6 +312,8 @@ func (r *replay) run(ctx context.Context, fl *hybrid, plans []twin.FaultPlan, ar
 	}
 	deadline.Stop()
 	end := r.now()
+	// The report reads the scalers as they stood at the end.
+	r.gw.StopAutoscale()
 	stopRequests()
 	<-done
 	stopFaults()

@@ -285,8 +285,12 @@ func (s *Scaler) NextAt() time.Duration {
 	return at
 }
 
-// Advance does what is due at now: replicas provisioned or loaded, in the
-// order they fell due; then the sync; then a refusal's retry.
+// Advance does what is due at now, in time order, each at its own
+// instant: replicas provisioned or loaded in the order they fell due,
+// syncs and a refusal's retry. At one instant, dues go first, then the
+// sync, then the retry. A driver that calls it late (the live gateway,
+// its timer firing after the instant) gets the decisions of one that
+// calls it on time.
 func (s *Scaler) Advance(now time.Duration, env ScalerEnv) {
 	for {
 		i := -1
@@ -295,37 +299,39 @@ func (s *Scaler) Advance(now time.Duration, env ScalerEnv) {
 				i = j
 			}
 		}
-		if i < 0 {
-			break
+		syncDue := s.nextSync >= 0 && s.nextSync <= now
+		retryDue := s.retryAt >= 0 && s.retryAt <= now
+		switch {
+		case i >= 0 && (!syncDue || s.dues[i].at <= s.nextSync) && (!retryDue || s.dues[i].at <= s.retryAt):
+			d := s.dues[i]
+			s.dues = append(s.dues[:i], s.dues[i+1:]...)
+			if s.gen[d.k] != d.gen {
+				continue
+			}
+			switch s.state[d.k] {
+			case RepProvisioning:
+				s.state[d.k], s.upAt[d.k] = RepWarming, d.at
+				env.Provisioned(d.k)
+				s.after(d.at, s.cfg.ColdStart, d.k)
+				s.record(d.at)
+			case RepWarming:
+				env.Loaded(d.k)
+			}
+		case syncDue && (!retryDue || s.nextSync <= s.retryAt):
+			at := s.nextSync
+			s.sync(at, env)
+			s.nextSync = at + s.cfg.Policy.SyncPeriod
+			if s.nextSync > s.cfg.End || env.Quiet() {
+				s.nextSync = -1
+			}
+		case retryDue:
+			at := s.retryAt
+			s.retryAt = -1
+			s.acquire(at, env)
+			s.record(at)
+		default:
+			return
 		}
-		d := s.dues[i]
-		s.dues = append(s.dues[:i], s.dues[i+1:]...)
-		if s.gen[d.k] != d.gen {
-			continue
-		}
-		switch s.state[d.k] {
-		case RepProvisioning:
-			s.state[d.k], s.upAt[d.k] = RepWarming, d.at
-			env.Provisioned(d.k)
-			s.after(d.at, s.cfg.ColdStart, d.k)
-			s.record(d.at)
-		case RepWarming:
-			env.Loaded(d.k)
-		}
-	}
-	if s.nextSync >= 0 && now >= s.nextSync {
-		at := s.nextSync
-		s.sync(at, env)
-		s.nextSync = at + s.cfg.Policy.SyncPeriod
-		if s.nextSync > s.cfg.End || env.Quiet() {
-			s.nextSync = -1
-		}
-	}
-	if s.retryAt >= 0 && now >= s.retryAt {
-		at := s.retryAt
-		s.retryAt = -1
-		s.acquire(at, env)
-		s.record(at)
 	}
 }
 
@@ -344,6 +350,22 @@ func (s *Scaler) Serving(now time.Duration, k int, env ScalerEnv) {
 	waited := now - s.askedAt[k]
 	s.tally.ToServing = append(s.tally.ToServing, waited)
 	env.Event(ScalerEvent{now, "replica-ready", fmt.Sprintf("pool %s: replica %d serving, %v after it was asked for", s.cfg.Pool, k, waited)})
+	s.record(now)
+}
+
+// Failed: replica k's instance did not start (the live driver's
+// Provisioner failed). It is handed back, paid for up to now, and what
+// the pool still wants is asked for again at the next sync or retry.
+func (s *Scaler) Failed(now time.Duration, k int, env ScalerEnv) {
+	if s.state[k] != RepWarming && s.state[k] != RepProvisioning {
+		return
+	}
+	s.gen[k]++
+	if s.state[k] == RepWarming {
+		s.reservedHours, s.burstHours, s.upHours = s.paid(k, now, s.reservedHours, s.burstHours, s.upHours)
+	}
+	s.state[k] = RepAbsent
+	env.Gone(k)
 	s.record(now)
 }
 
@@ -423,7 +445,15 @@ func (s *Scaler) live() (n, reserved, burst int) {
 // less what an active stockout or quota-cap refuses.
 func (s *Scaler) acquire(now time.Duration, env ScalerEnv) {
 	n, heldRes, heldBurst := s.live()
-	want := s.requested - n
+	// A slot still draining is not free: what it would take waits for
+	// the next sync (or retry) after it is gone, unasked.
+	free := 0
+	for _, st := range s.state {
+		if st == RepAbsent {
+			free++
+		}
+	}
+	want := min(s.requested-n, free)
 	if want <= 0 || (s.retryAt >= 0 && now < s.retryAt) || now > s.cfg.End {
 		return
 	}
@@ -512,7 +542,7 @@ func (s *Scaler) grant(reserved bool, factor float64, now time.Duration) {
 		}
 	}
 	if k < 0 {
-		return // validation keeps requested within Max
+		return // acquire asks for free slots only
 	}
 	s.state[k], s.reserved[k] = RepProvisioning, reserved
 	s.askedAt[k] = s.askedFrom[0]
@@ -562,8 +592,10 @@ func (s *Scaler) gone(k int, now time.Duration, env ScalerEnv) {
 // paid adds replica k's paid time up to until to the given hours: all of
 // it to up, and the part within the duration to reserved or burst.
 func (s *Scaler) paid(k int, until time.Duration, res, burst, up float64) (float64, float64, float64) {
-	up += (until - s.upAt[k]).Hours()
-	h := (min(until, s.duration) - min(s.upAt[k], s.duration)).Hours()
+	// A replica up after until (a report made before it came) costs
+	// nothing yet.
+	up += max(until-s.upAt[k], 0).Hours()
+	h := max(min(until, s.duration)-min(s.upAt[k], s.duration), 0).Hours()
 	if s.reserved[k] {
 		return res + h, burst, up
 	}

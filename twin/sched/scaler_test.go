@@ -125,3 +125,79 @@ func TestScalerReleasesWhatHasNotArrivedFirst(t *testing.T) {
 	require.EqualValues(t, 1, s.Tally().ScaleDowns)
 	require.Equal(t, 2, s.Held())
 }
+
+// A driver late past a sync does what fell due before the sync first, and
+// the sync at its own instant: a scale-down at 30 s gives back the
+// replicas granted at 15 s that would have been up at 30.5 s, for the
+// late driver as for the exact one; nothing is provisioned, the series
+// never goes back in time and nothing is paid for less than nothing.
+func TestScalerLateAcrossASync(t *testing.T) {
+	run := func(late time.Duration) (*Scaler, *scalerEnv) {
+		s, err := NewScaler(ScalerConfig{Pool: "p",
+			Policy:   AutoscalePolicy{Metric: MetricQueue, Target: 4, Min: 2, Max: 10, SyncPeriod: 15 * time.Second},
+			Replicas: 2, Max: 10, BurstCap: -1, ColdStart: 12 * time.Second, MaxBatch: 8,
+			Delay: func() time.Duration { return 15500 * time.Millisecond }, End: 10 * time.Minute, Draw: seq()}, 10*time.Minute)
+		require.NoError(t, err)
+		var now time.Duration
+		env := &scalerEnv{queued: 200, offer: NoFaults, now: func() time.Duration { return now }, s: s}
+		for at := s.NextAt(); at >= 0 && at <= 2*time.Minute; at = s.NextAt() {
+			now = at + late
+			if at >= 30*time.Second {
+				env.queued = 0
+			}
+			s.Advance(now, env)
+		}
+		return s, env
+	}
+	for _, late := range []time.Duration{0, time.Second} {
+		s, env := run(late)
+		require.Empty(t, env.started, "late %v: the scale-down at 30 s came before the grants were up", late)
+		series := s.Tally().Series
+		for i := 1; i < len(series); i++ {
+			require.GreaterOrEqual(t, series[i].TS, series[i-1].TS, "late %v: the series goes forward", late)
+		}
+		res, burst, up := s.Paid(2 * time.Minute)
+		require.GreaterOrEqual(t, min(res, burst, up), 0.0)
+	}
+}
+
+// drainingEnv holds every released replica draining (its work never
+// finishes) until let go.
+type drainingEnv struct {
+	scalerEnv
+	busy bool
+}
+
+func (e *drainingEnv) Inflight(int) int {
+	if e.busy {
+		return 1
+	}
+	return 0
+}
+
+// A slot still draining is not free: a scale-up while released replicas
+// drain asks only for the free slots, and asks for the rest once they are
+// gone; nothing is counted granted that was not provisioned.
+func TestScalerDrainingSlotsAreNotFree(t *testing.T) {
+	s, err := NewScaler(ScalerConfig{Pool: "p",
+		Policy:   AutoscalePolicy{Metric: MetricQueue, Target: 4, Min: 1, Max: 4, SyncPeriod: 15 * time.Second},
+		Replicas: 4, Max: 4, BurstCap: -1, ColdStart: 0, MaxBatch: 8, End: 10 * time.Minute, Draw: seq()}, 10*time.Minute)
+	require.NoError(t, err)
+	var now time.Duration
+	env := &drainingEnv{scalerEnv: scalerEnv{queued: 0, offer: NoFaults, now: func() time.Duration { return now }}, busy: true}
+	env.s = s
+	now = 15 * time.Second
+	s.Advance(now, env) // 4 → 1: three draining
+	require.Equal(t, ReplicaCount{TS: 15, Requested: 1, Serving: 1, Draining: 3}, s.Counts(now))
+	env.queued = 100
+	now = 30 * time.Second
+	s.Advance(now, env) // back to 4, no slot free
+	require.Equal(t, 4, s.Requested())
+	require.Zero(t, s.Tally().Granted, "nothing granted into a slot still draining")
+	env.busy = false
+	now = 45 * time.Second
+	s.Advance(now, env) // gone, then asked for
+	require.EqualValues(t, 3, s.Tally().Granted)
+	require.Len(t, env.started, 3)
+	require.Equal(t, 4, s.Counts(now).Serving)
+}
