@@ -22,6 +22,9 @@ build: ## Build the fleetdrill binary into bin/
 # two live fleets never share the two cores, beside the other packages'
 # tests (a live test mostly waits on its containers and the wall clock).
 LIVE_RE ?= /internal/livefleet$$|/internal/liverun$$|/features$$
+# Live tests that run alone, after every other group (FLEETDRILL_LIVE_ALONE):
+# what they compare depends on how fast the fleet serves.
+ALONE_RE ?= TestLiveAutoscaleTimelineMatchesTwin
 
 # Packages of pure computation on the caller's goroutine — the simulation
 # kernel, the twin, the scenario loader, the trace readers —
@@ -62,7 +65,10 @@ test: ## Run every test: each group runs whatever another's outcome, failures li
 	if [ -n "$$pure" ]; then echo "make test: single-goroutine packages"; \
 		$(GO) test -count=1 $$pure 2>&1 | tee -a "$$dir/log" || failed="$$failed pure"; fi; \
 	if [ -n "$$live" ]; then echo "make test: waiting for the live packages"; wait $$livepid; livepid=; \
-		cat "$$dir/live"; cat "$$dir/live" >> "$$dir/log"; [ ! -e "$$dir/live.failed" ] || failed="$$failed live"; fi; \
+		cat "$$dir/live"; cat "$$dir/live" >> "$$dir/log"; [ ! -e "$$dir/live.failed" ] || failed="$$failed live"; \
+		if echo "$$live" | grep -q '/internal/liverun$$'; then \
+			echo "make test: the live comparisons that need the machine to themselves (their fleets' speed decides what they measure), alone"; \
+			FLEETDRILL_LIVE_ALONE=1 $(GO) test -count=1 -run '$(ALONE_RE)' ./internal/liverun/ 2>&1 | tee -a "$$dir/log" || failed="$$failed alone"; fi; fi; \
 	if [ -n "$$failed" ]; then \
 		echo; echo "make test: FAILED in the groups:$$failed; every group ran. The failures:"; \
 		grep -a -E '^(--- FAIL|FAIL|panic:)' "$$dir/log" | sort -u; exit 1; \

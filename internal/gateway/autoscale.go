@@ -150,14 +150,9 @@ func (g *Gateway) kickAutoscale() {
 // autoscaleLoop advances the scalers at their NextAt (model time) until
 // ctx ends; started with the gateway when it has autoscaled pools.
 func (g *Gateway) autoscaleLoop(ctx context.Context) {
-	defer g.probeWG.Done()
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	defer t.Stop()
-	for {
-		g.mu.Lock()
-		wait := time.Duration(-1) // none due: wait for a kick
-		if g.asStarted {
+	g.runAt(ctx, g.asKick, func() time.Duration {
+		wait := time.Duration(-1) // none due: wait for StartAutoscale
+		if g.asStarted && !g.asStopped {
 			for _, as := range g.scalers {
 				if next := as.s.NextAt(); next >= 0 {
 					w := max(g.clk.wall(next-g.asNow(g.now())), 0)
@@ -167,22 +162,8 @@ func (g *Gateway) autoscaleLoop(ctx context.Context) {
 				}
 			}
 		}
-		g.mu.Unlock()
-		var tc <-chan time.Time
-		if wait >= 0 {
-			t.Reset(wait)
-			tc = t.C
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-g.asKick:
-			t.Stop()
-			continue
-		case <-tc:
-		}
-		g.advanceScalers()
-	}
+		return wait
+	}, g.advanceScalers)
 }
 
 // advanceScalers does what is due of every scaler, in pool order.

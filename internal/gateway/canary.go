@@ -95,33 +95,42 @@ func (g *Gateway) StartCanaries(at time.Duration) {
 // canaryLoop evaluates the rollouts at their NextAt (model time) until ctx
 // ends; started with the gateway when it has canaries.
 func (g *Gateway) canaryLoop(ctx context.Context) {
+	g.runAt(ctx, g.roKick, func() time.Duration {
+		if g.roStarted {
+			if next := g.ro.NextAt(); next != math.MaxInt64 {
+				return max(g.clk.wall(next-g.roNow(g.now())), 0)
+			}
+		}
+		return -1 // none due: wait for StartCanaries
+	}, g.evaluateCanaries)
+}
+
+// runAt calls fire when wait says (wall time, read with mu held; -1:
+// nothing due, wait for a kick), and reads wait again after each fire or
+// kick, until ctx ends. It is the loop of a goroutine counted in probeWG.
+func (g *Gateway) runAt(ctx context.Context, kick <-chan struct{}, wait func() time.Duration, fire func()) {
 	defer g.probeWG.Done()
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	defer t.Stop()
 	for {
 		g.mu.Lock()
-		wait := time.Duration(-1) // none due: wait for StartCanaries
-		if g.roStarted {
-			if next := g.ro.NextAt(); next != math.MaxInt64 {
-				wait = max(g.clk.wall(next-g.roNow(g.now())), 0)
-			}
-		}
+		w := wait()
 		g.mu.Unlock()
 		var tc <-chan time.Time
-		if wait >= 0 {
-			t.Reset(wait)
+		if w >= 0 {
+			t.Reset(w)
 			tc = t.C
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-g.roKick:
+		case <-kick:
 			t.Stop()
 			continue
 		case <-tc:
 		}
-		g.evaluateCanaries()
+		fire()
 	}
 }
 

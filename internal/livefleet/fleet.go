@@ -376,22 +376,39 @@ func (f *Fleet) StartNode(ctx context.Context, n *Node) error {
 	if err := f.run(ctx, n); err != nil {
 		return err
 	}
-	up, admin, err := n.endpoints(ctx)
+	up, err := n.attach(ctx)
 	if err != nil {
 		return err
 	}
+	f.log.Info("node started", "node", n.Name, "upstream", up, "admin", n.AdminURL())
+	return nil
+}
+
+// attach points the node's proxy at its container's published port
+// (Docker assigns new host ports on every start) and notes its admin
+// address; it returns the upstream. The proxy keeps its state: a node
+// started inside a regional outage (its proxy disabled) is in the outage
+// too.
+func (n *Node) attach(ctx context.Context) (string, error) {
+	up, admin, err := n.endpoints(ctx)
+	if err != nil {
+		return "", err
+	}
 	n.mu.Lock()
 	n.adminURL = "http://" + admin
+	n.stopped = false
 	n.mu.Unlock()
-	// The proxy keeps its state: a node started inside a regional
-	// outage (its proxy disabled) is in the outage too.
+	return up, n.repoint(up)
+}
+
+// repoint points the node's proxy at upstream, enabled as it was.
+func (n *Node) repoint(upstream string) error {
 	n.proxy.Lock()
 	enabled := n.proxy.Enabled
 	n.proxy.Unlock()
-	if err := n.proxy.Update(&toxiproxy.Proxy{Listen: n.proxy.Listen, Upstream: up, Enabled: enabled}); err != nil {
-		return fmt.Errorf("livefleet: point proxy %s: %w", n.Name, err)
+	if err := n.proxy.Update(&toxiproxy.Proxy{Listen: n.proxy.Listen, Upstream: upstream, Enabled: enabled}); err != nil {
+		return fmt.Errorf("livefleet: point proxy %s at %s: %w", n.Name, upstream, err)
 	}
-	f.log.Info("node started", "node", n.Name, "upstream", up, "admin", n.adminURL)
 	return nil
 }
 
@@ -415,11 +432,8 @@ func (f *Fleet) StopNode(ctx context.Context, n *Node) error {
 	n.mu.Unlock()
 	// Docker may give its host port to another container: the proxy
 	// points at nothing until the node starts again.
-	n.proxy.Lock()
-	enabled := n.proxy.Enabled
-	n.proxy.Unlock()
-	if err := n.proxy.Update(&toxiproxy.Proxy{Listen: n.proxy.Listen, Upstream: "127.0.0.1:1", Enabled: enabled}); err != nil {
-		return fmt.Errorf("livefleet: point proxy %s at nothing: %w", n.Name, err)
+	if err := n.repoint("127.0.0.1:1"); err != nil {
+		return err
 	}
 	f.log.Info("node stopped", "node", n.Name)
 	return nil

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/node"
 )
@@ -236,20 +234,10 @@ func (f *Fleet) restart(ctx context.Context, n *Node) error {
 	if err := ctr.Start(ctx); err != nil {
 		return fmt.Errorf("livefleet: start %s: %w", n.Name, err)
 	}
-	up, admin, err := n.endpoints(ctx)
+	up, err := n.attach(ctx)
 	if err != nil {
 		return err
 	}
-	n.mu.Lock()
-	n.adminURL = "http://" + admin
-	n.stopped = false
-	n.mu.Unlock()
-	n.proxy.Lock()
-	enabled := n.proxy.Enabled
-	n.proxy.Unlock()
-	if err := n.proxy.Update(&toxiproxy.Proxy{Listen: n.proxy.Listen, Upstream: up, Enabled: enabled}); err != nil {
-		return fmt.Errorf("livefleet: re-point proxy %s: %w", n.Name, err)
-	}
-	f.log.Info("node restarted", "node", n.Name, "upstream", up, "admin", n.adminURL)
+	f.log.Info("node restarted", "node", n.Name, "upstream", up, "admin", n.AdminURL())
 	return nil
 }

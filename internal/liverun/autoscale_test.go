@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -14,20 +15,21 @@ import (
 
 // autoscaleSets compress the signature game day (gameday-autoscale-
 // stockout) from 30 minutes to 150 seconds, its rates and replicas as
-// shipped: us-east goes dark at 40 s, and us-west's autoscaler asks for 8
-// H100s at its first sync once the queue has built (60 s); for 30 s the
-// provider grants a quarter of each ask (2 of 8: one draw rounds, the
-// twin's and the gateway's alike), then nothing to the end. The granted
-// replicas are up 36 s later and load for 20 s (a container starts well
-// within it, even on a loaded machine); every refusal is asked again 30 s
-// on.
+// shipped: us-east goes dark at 31 s, just after a sync (30 s), so that
+// the sync before sees no queue and the next (45 s) a queue ten times the
+// target, twin and live alike however loaded the machine: us-west's
+// autoscaler asks for 8 H100s there. For 30 s the provider grants a
+// quarter of each ask (2 of 8: one draw rounds, the twin's and the
+// gateway's alike), then nothing to the end. The granted replicas are up
+// 36 s later and load for 20 s (a container starts well within it, even
+// on a loaded machine); every refusal is asked again 30 s on.
 var autoscaleSets = []string{
 	"duration=150s", "warmup=20s", "expect=[]",
 	"workload[0].diurnal.period=150s", "workload[0].diurnal.peak=48s",
 	"workload[1].diurnal.period=150s", "workload[1].diurnal.peak=48s",
 	"pools.usw-h100-8b.cold_start=20s", "pools.usw-h100-8b.acquisition.delay.mean=36s",
 	"pools.usw-h100-8b.acquisition.retry_after=30s",
-	`faults=["regional-outage region=us-east at=40s for=90s", "stockout pool=usw-h100-8b at=40s for=30s grant=0.25", "stockout pool=usw-h100-8b at=70s"]`,
+	`faults=["regional-outage region=us-east at=31s for=99s", "stockout pool=usw-h100-8b at=31s for=30s grant=0.25", "stockout pool=usw-h100-8b at=61s"]`,
 }
 
 // lineFilter keeps the log lines that contain one of its words.
@@ -62,6 +64,13 @@ func TestLiveAutoscaleTimelineMatchesTwin(t *testing.T) {
 	requireDocker(t)
 	if testing.Short() {
 		t.Skip("a 150 s replay at speed 1")
+	}
+	if os.Getenv("FLEETDRILL_LIVE_ALONE") == "" {
+		// The queue the live autoscaler measures depends on how fast the
+		// emulated nodes serve: on a machine busy with other tests they
+		// fall behind and the pool scales before the outage. make test
+		// runs it after every other group, alone.
+		t.Skip("runs alone: FLEETDRILL_LIVE_ALONE=1 (make test runs it after the other groups)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
