@@ -104,9 +104,9 @@ type AutoscaleReport struct {
 // draining.
 type ReplicaCount = sched.ReplicaCount
 
-// autoscaledReplicas is how many replicas build gives pool ps: its
-// autoscaling maximum, or its count.
-func autoscaledReplicas(ps *scenarios.Pool) int {
+// PoolReplicas is how many replicas pool ps has in the core's numbering
+// (build's, and the live fleet's): its autoscaling maximum, or its count.
+func PoolReplicas(ps *scenarios.Pool) int {
 	if a := ps.Autoscale; a != nil {
 		return max(ps.Replicas, a.MaxReplicas)
 	}
@@ -118,7 +118,7 @@ func autoscaledReplicas(ps *scenarios.Pool) int {
 // build their Scaler from.
 func ScalerConfig(ps *scenarios.Pool, maxBatch int, end time.Duration, rng *rand.Rand) sched.ScalerConfig {
 	cfg := sched.ScalerConfig{Pool: ps.Name, Policy: scenarios.AutoscalePolicy(ps.Autoscale), Draw: rng.Float64,
-		Replicas: ps.Replicas, Max: autoscaledReplicas(ps), BurstCap: -1,
+		Replicas: ps.Replicas, Max: PoolReplicas(ps), BurstCap: -1,
 		ColdStart: ps.ColdStart.D(), GPUsPerReplica: ps.GPUsPerReplica, MaxBatch: maxBatch, End: end}
 	if q := ps.Acquisition; q != nil {
 		cfg.Reserved, cfg.RetryAfter = q.Reserved, q.RetryAfter.D()
@@ -393,7 +393,3 @@ func autoscaleInto(rep *Report, ps *scenarios.Pool, snap ScalerSnapshot, t *tall
 		rep.Cost.PerSuccessfulTask = round(rep.Cost.Total/float64(succeeded), 9)
 	}
 }
-
-// PoolReplicas is how many replicas pool ps has in the core's numbering
-// (and the live fleet's): its autoscaling maximum, or its count.
-func PoolReplicas(ps *scenarios.Pool) int { return autoscaledReplicas(ps) }

@@ -157,7 +157,7 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 				serve = append(serve, mi)
 			}
 		}
-		for r := 0; r < autoscaledReplicas(ps) && len(serve) > 0; r++ {
+		for r := 0; r < PoolReplicas(ps) && len(serve) > 0; r++ {
 			mi := serve[r%len(serve)]
 			maxBatch := ps.MaxBatch
 			if ps.Service != nil {

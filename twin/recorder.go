@@ -373,7 +373,7 @@ func (rec *Recorder) assemble(end time.Duration, dispatched []uint64) *Report {
 			if rep.Autoscaling == nil {
 				rep.Autoscaling = map[string]*AutoscaleReport{}
 			}
-			rep.Autoscaling[ps.Name] = &AutoscaleReport{RefusedBy: map[string]uint64{RefusedReservation: 0, RefusedStockout: 0, RefusedQuota: 0},
+			rep.Autoscaling[ps.Name] = &AutoscaleReport{RefusedBy: sched.NoRefusals(),
 				Tenants: rec.t.shortfallTenants(ps.Name)}
 		}
 	}

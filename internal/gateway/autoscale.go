@@ -273,7 +273,7 @@ func (as *gwScaler) Provisioned(k int) {
 			// in the log.
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			g.log.Warn("autoscale: replica did not start", "pool", as.pool, "replica", k, "err", err)
-			as.event(sched.ScalerEvent{At: g.asNow(g.now()), Kind: "replica-failed",
+			as.Event(sched.ScalerEvent{At: g.asNow(g.now()), Kind: "replica-failed",
 				Detail: fmt.Sprintf("pool %s: replica %d did not start: %s", as.pool, k, msg)})
 			as.started[k] = false
 			as.s.Failed(g.asNow(g.now()), k, as)
@@ -354,10 +354,8 @@ func (as *gwScaler) Gone(k int) {
 	})
 }
 
-// Event implements sched.ScalerEnv.
-func (as *gwScaler) Event(ev sched.ScalerEvent) { as.event(ev) }
-
-func (as *gwScaler) event(ev sched.ScalerEvent) {
+// Event implements sched.ScalerEnv: the log, and the observer.
+func (as *gwScaler) Event(ev sched.ScalerEvent) {
 	g := as.g
 	g.log.Info("autoscale", "pool", as.pool, "kind", ev.Kind, "detail", ev.Detail)
 	if g.obs.Autoscale != nil {

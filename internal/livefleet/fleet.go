@@ -417,26 +417,31 @@ func (n *Node) repoint(upstream string) error {
 func (f *Fleet) StopNode(ctx context.Context, n *Node) error {
 	n.op.Lock()
 	defer n.op.Unlock()
+	stopped, err := f.stop(ctx, n)
+	if stopped {
+		f.log.Info("node stopped", "node", n.Name)
+	}
+	return err
+}
+
+// stop stops n's container, with n.op held, and points its proxy at
+// nothing: Docker may give its host port to another container. It says
+// whether it stopped one (false: none ran).
+func (f *Fleet) stop(ctx context.Context, n *Node) (bool, error) {
 	n.mu.Lock()
 	ctr, stopped := n.Container, n.stopped
 	n.mu.Unlock()
 	if ctr == nil || stopped {
-		return nil
+		return false, nil
 	}
 	d := time.Second
 	if err := ctr.Stop(ctx, &d); err != nil {
-		return fmt.Errorf("livefleet: stop %s: %w", n.Name, err)
+		return false, fmt.Errorf("livefleet: stop %s: %w", n.Name, err)
 	}
 	n.mu.Lock()
 	n.stopped = true
 	n.mu.Unlock()
-	// Docker may give its host port to another container: the proxy
-	// points at nothing until the node starts again.
-	if err := n.repoint("127.0.0.1:1"); err != nil {
-		return err
-	}
-	f.log.Info("node stopped", "node", n.Name)
-	return nil
+	return true, n.repoint("127.0.0.1:1")
 }
 
 // endpoints returns the node's published API and admin addresses.

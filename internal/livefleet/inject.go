@@ -192,24 +192,16 @@ func (f *Fleet) stopNodes(ctx context.Context, nodes []*Node) (Undo, error) {
 		return errors.Join(errs...)
 	}
 	for _, n := range nodes {
+		// An autoscaled pool's replica not started has nothing to lose.
 		n.op.Lock()
-		n.mu.Lock()
-		ctr, already := n.Container, n.stopped
-		n.mu.Unlock()
-		if already || ctr == nil {
-			n.op.Unlock()
-			continue // stopped, or an autoscaled pool's replica not started: nothing to lose
-		}
-		d := time.Second
-		if err := ctr.Stop(ctx, &d); err != nil {
-			n.op.Unlock()
-			return nil, errors.Join(fmt.Errorf("livefleet: stop %s: %w", n.Name, err), undo(ctx))
-		}
-		n.mu.Lock()
-		n.stopped = true
-		n.mu.Unlock()
+		did, err := f.stop(ctx, n)
 		n.op.Unlock()
-		stopped = append(stopped, n)
+		if did {
+			stopped = append(stopped, n)
+		}
+		if err != nil {
+			return nil, errors.Join(err, undo(ctx))
+		}
 	}
 	return undo, nil
 }

@@ -241,63 +241,65 @@ func (c *Comparison) MaxRelErr(q string) float64 {
 
 // Text writes the comparison as tables.
 func (c *Comparison) Text(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "class\tmetric\tquantile\ttwin\tlive\terror\t")
-	for _, r := range c.Latency {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Class, r.Metric, r.Quantile, secs(r.TwinS), secs(r.LiveS), pct(r.RelErr))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(c.Faults) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "fault\tdetect twin/live\tmitigate twin/live\trecover twin/live\tlost twin/live\tSLO during twin/live\t")
-		for _, r := range c.Faults {
-			fmt.Fprintf(tw, "%s\t%s / %s\t%s / %s\t%s / %s\t%d / %d\t%.3f / %.3f\t\n", r.Fault,
+	err := table(w, false, "class\tmetric\tquantile\ttwin\tlive\terror\t", len(c.Latency), func(i int) string {
+		r := c.Latency[i]
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t", r.Class, r.Metric, r.Quantile, secs(r.TwinS), secs(r.LiveS), pct(r.RelErr))
+	})
+	if err == nil {
+		err = table(w, true, "fault\tdetect twin/live\tmitigate twin/live\trecover twin/live\tlost twin/live\tSLO during twin/live\t", len(c.Faults), func(i int) string {
+			r := c.Faults[i]
+			return fmt.Sprintf("%s\t%s / %s\t%s / %s\t%s / %s\t%d / %d\t%.3f / %.3f\t", r.Fault,
 				opt(r.TwinDetectS), opt(r.LiveDetectS), opt(r.TwinMitigateS), opt(r.LiveMitigateS),
 				opt(r.TwinRecoverS), opt(r.LiveRecoverS), r.TwinLost, r.LiveLost, r.TwinSLODuring, r.LiveSLODuring)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		})
 	}
-	if len(c.Canaries) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "canary\trolled back twin/live\terror\tstate twin/live\tattempts twin/live\tfailed twin/live\tshadow sent twin/live\t")
-		for _, r := range c.Canaries {
-			fmt.Fprintf(tw, "%s\t%s / %s\t%s\t%s / %s\t%d / %d\t%d / %d\t%d / %d\t\n", r.Canary,
+	if err == nil {
+		err = table(w, true, "canary\trolled back twin/live\terror\tstate twin/live\tattempts twin/live\tfailed twin/live\tshadow sent twin/live\t", len(c.Canaries), func(i int) string {
+			r := c.Canaries[i]
+			return fmt.Sprintf("%s\t%s / %s\t%s\t%s / %s\t%d / %d\t%d / %d\t%d / %d\t", r.Canary,
 				opt(r.TwinRollbackS), opt(r.LiveRollbackS), pct(r.RollbackRelErr), r.TwinState, r.LiveState,
 				r.TwinAttempts, r.LiveAttempts, r.TwinFailed, r.LiveFailed, r.TwinShadowSent, r.LiveShadowSent)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		})
 	}
-	if len(c.Autoscaling) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "autoscaled pool\tasked twin/live\tgranted twin/live\trefused twin/live\tmax serving twin/live\treplica timeline\t")
-		for _, r := range c.Autoscaling {
+	if err == nil {
+		err = table(w, true, "autoscaled pool\tasked twin/live\tgranted twin/live\trefused twin/live\tmax serving twin/live\treplica timeline\t", len(c.Autoscaling), func(i int) string {
+			r := c.Autoscaling[i]
 			tl := fmt.Sprintf("%d changes agree within %.3fs", r.TwinChanges, r.MaxOffsetS)
 			if !r.Agree {
 				tl = "differ: " + r.Diverge
 			}
-			fmt.Fprintf(tw, "%s\t%d / %d\t%d / %d\t%d / %d\t%d / %d\t%s\t\n", r.Pool, r.TwinAsked, r.LiveAsked,
+			return fmt.Sprintf("%s\t%d / %d\t%d / %d\t%d / %d\t%d / %d\t%s\t", r.Pool, r.TwinAsked, r.LiveAsked,
 				r.TwinGranted, r.LiveGranted, r.TwinRefused, r.LiveRefused, r.TwinMaxServed, r.LiveMaxServed, tl)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+		})
+	}
+	if err != nil {
+		return err
 	}
 	fmt.Fprintln(w)
 	var parts []string
 	for _, r := range c.Counts {
 		parts = append(parts, fmt.Sprintf("%s %d/%d", r.Count, r.Twin, r.Live))
 	}
-	_, err := fmt.Fprintf(w, "requests twin/live: %s\n", strings.Join(parts, ", "))
+	_, err = fmt.Fprintf(w, "requests twin/live: %s\n", strings.Join(parts, ", "))
 	return err
+}
+
+// table writes a right-aligned table of n rows under header (cells
+// tab-terminated). A spaced table follows a blank line and is left out
+// when it has no rows.
+func table(w io.Writer, spaced bool, header string, n int, row func(i int) string) error {
+	if spaced {
+		if n == 0 {
+			return nil
+		}
+		fmt.Fprintln(w)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, header)
+	for i := range n {
+		fmt.Fprintln(tw, row(i))
+	}
+	return tw.Flush()
 }
 
 func secs(s float64) string {

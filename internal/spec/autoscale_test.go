@@ -193,22 +193,7 @@ func outcome(t *testing.T, w *world, text string) error {
 	t.Helper()
 	s, a := match(text)
 	require.NotNil(t, s, "no step matches %q", text)
-	if s.do != nil {
-		return s.do(context.Background(), w, a)
-	}
-	exprs, err := s.exprs(w, a)
-	if err != nil {
-		return err
-	}
-	label := ""
-	if s.fault != nil {
-		label = s.fault(w, a)
-	}
-	var note func() string
-	if s.note != nil {
-		note = func() string { return s.note(w, a) }
-	}
-	return w.check(context.Background(), exprs, label, note)
+	return w.perform(context.Background(), s, a)
 }
 
 // TestAutoscaleStepSuggestions: a mistyped autoscaling step is suggested

@@ -95,6 +95,28 @@ func Initializer(out io.Writer, tally *Tally) func(*godog.ScenarioContext) {
 	}
 }
 
+// perform runs step s with its captures a: its action, or its outcome's
+// expectations checked against the run, with its fault's window and its
+// note.
+func (w *world) perform(ctx context.Context, s *step, a []string) error {
+	if s.do != nil {
+		return s.do(ctx, w, a)
+	}
+	exprs, err := s.exprs(w, a)
+	if err != nil {
+		return err
+	}
+	label := ""
+	if s.fault != nil {
+		label = s.fault(w, a)
+	}
+	var note func() string
+	if s.note != nil {
+		note = func() string { return s.note(w, a) }
+	}
+	return w.check(ctx, exprs, label, note)
+}
+
 // handler adapts a table row to the function godog calls, which must take
 // one string per capture group.
 func handler(w *world, s *step) any {
@@ -102,22 +124,7 @@ func handler(w *world, s *step) any {
 		if w.skipped != "" {
 			return w.skip(w.skipped)
 		}
-		if s.do != nil {
-			return s.do(ctx, w, a)
-		}
-		exprs, err := s.exprs(w, a)
-		if err != nil {
-			return err
-		}
-		label := ""
-		if s.fault != nil {
-			label = s.fault(w, a)
-		}
-		var note func() string
-		if s.note != nil {
-			note = func() string { return s.note(w, a) }
-		}
-		return w.check(ctx, exprs, label, note)
+		return w.perform(ctx, s, a)
 	}
 	switch s.re.NumSubexp() {
 	case 0:

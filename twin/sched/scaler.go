@@ -42,6 +42,16 @@ const (
 // RefusalReasons lists them in the order reports give them.
 var RefusalReasons = []string{RefusedReservation, RefusedStockout, RefusedQuota}
 
+// NoRefusals is a RefusedBy with every reason at 0, so that an expectation
+// may name a reason that never happened.
+func NoRefusals() map[string]uint64 {
+	m := make(map[string]uint64, len(RefusalReasons))
+	for _, why := range RefusalReasons {
+		m[why] = 0
+	}
+	return m
+}
+
 // ReplicaState is an autoscaled replica's place in its life.
 type ReplicaState uint8
 
@@ -215,7 +225,7 @@ func NewScaler(cfg ScalerConfig, duration time.Duration) (*Scaler, error) {
 		tally: ScalerTally{MinServing: cfg.Replicas, MaxServing: cfg.Replicas,
 			// Every reason, so that an expectation may name one that never
 			// happened.
-			RefusedBy: map[string]uint64{RefusedReservation: 0, RefusedStockout: 0, RefusedQuota: 0}}}
+			RefusedBy: NoRefusals()}}
 	for k := range cfg.Replicas {
 		s.state[k], s.reserved[k] = RepServing, k < cfg.Reserved
 	}
@@ -226,9 +236,6 @@ func NewScaler(cfg ScalerConfig, duration time.Duration) (*Scaler, error) {
 
 // Policy returns the pool's autoscaling policy.
 func (s *Scaler) Policy() AutoscalePolicy { return s.cfg.Policy }
-
-// Config returns the Scaler's configuration.
-func (s *Scaler) Config() ScalerConfig { return s.cfg }
 
 // Requested is the count the pool asks for.
 func (s *Scaler) Requested() int { return s.requested }
@@ -368,10 +375,6 @@ func (s *Scaler) Failed(now time.Duration, k int, env ScalerEnv) {
 	env.Gone(k)
 	s.record(now)
 }
-
-// Loading says replica k is up and loading (warming) or loaded and not
-// yet serving: the driver holds it unready.
-func (s *Scaler) Loading(k int) bool { return s.state[k] == RepWarming }
 
 // measure is the policy's metric now.
 func (s *Scaler) measure(now time.Duration, env ScalerEnv) float64 {
