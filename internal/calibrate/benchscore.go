@@ -39,16 +39,23 @@ type BenchSummary struct {
 type BenchScore struct {
 	// Coeffs are the coefficients every experiment ran with; null when
 	// each ran with its GPU family's built-in ones.
-	Coeffs  *latency.Coeffs `json:"coefficients"`
-	Rows    []BenchRow      `json:"rows"`
-	Summary []BenchSummary  `json:"summary"`
+	Coeffs *latency.Coeffs `json:"coefficients"`
+	BenchFigures
+
+	Predictions []*BenchPrediction `json:"-"`
+}
+
+// BenchFigures are the rows and summary of experiments scored against
+// their predictions, however those were made (one set of coefficients for
+// all, or one per cross-validation fold).
+type BenchFigures struct {
+	Rows    []BenchRow     `json:"rows"`
+	Summary []BenchSummary `json:"summary"`
 	// BackedUp counts the experiments where the twin's queue was still
 	// growing at the end of a stage though the measurement's was not
 	// (measured TTFT mean under measuredBackedUpMS); Names lists them.
 	BackedUp      int      `json:"backed_up"`
 	BackedUpNames []string `json:"backed_up_experiments"`
-
-	Predictions []*BenchPrediction `json:"-"`
 }
 
 // measuredBackedUpMS: a measured stage whose TTFT mean passes this backed
@@ -93,7 +100,25 @@ func ScoreBenchmarks(ctx context.Context, setups []*BenchSetup, c *latency.Coeff
 	if err != nil {
 		return nil, err
 	}
-	sc := &BenchScore{Coeffs: c, Predictions: preds}
+	return &BenchScore{Coeffs: c, BenchFigures: benchFigures(setups, preds), Predictions: preds}, nil
+}
+
+// benchFigures scores each experiment's prediction (preds[i] is
+// setups[i]'s) against its measurements: the rows, their summary and the
+// backlog. ScoreBenchmarks and CrossValidate share it so that in-sample
+// and cross-validated figures are computed the same way.
+func benchFigures(setups []*BenchSetup, preds []*BenchPrediction) BenchFigures {
+	var f BenchFigures
+	f.Rows, f.BackedUpNames = benchRows(setups, preds)
+	f.BackedUp = len(f.BackedUpNames)
+	f.Summary = benchSummary(f.Rows)
+	return f
+}
+
+// benchRows compares every measured stage figure with its prediction, in
+// experiment, stage and metric order, and lists the experiments where the
+// twin backed up though the engine did not.
+func benchRows(setups []*BenchSetup, preds []*BenchPrediction) (rows []BenchRow, backedUp []string) {
 	for i, s := range setups {
 		p := preds[i]
 		for _, st := range stageKeys(s.Measured) {
@@ -106,22 +131,29 @@ func ScoreBenchmarks(ctx context.Context, setups []*BenchSetup, c *latency.Coeff
 				if !ok {
 					continue
 				}
-				sc.Rows = append(sc.Rows, BenchRow{Experiment: s.Name, Stage: st, Metric: m, Measured: round4(meas),
+				rows = append(rows, BenchRow{Experiment: s.Name, Stage: st, Metric: m, Measured: round4(meas),
 					Predicted: round4(pred), Error: round4((pred - meas) / meas)})
 			}
 		}
 		for _, st := range p.BackedUp {
 			if s.Measured[st]["ttft_mean"] < measuredBackedUpMS {
-				sc.BackedUp++
-				sc.BackedUpNames = append(sc.BackedUpNames, s.Name)
+				backedUp = append(backedUp, s.Name)
 				break
 			}
 		}
 	}
+	return rows, backedUp
+}
+
+// benchSummary is, per metric, the whole-run (stage -1) errors of rows
+// summarised over experiments: the median absolute error the sim-to-real
+// study reports, the mean signed error and the worst.
+func benchSummary(rows []BenchRow) []BenchSummary {
+	var out []BenchSummary
 	for _, m := range BenchMetrics {
 		var errs []float64
 		sum := BenchSummary{Metric: m}
-		for _, r := range sc.Rows {
+		for _, r := range rows {
 			if r.Metric != m || r.Stage != "-1" {
 				continue
 			}
@@ -138,14 +170,14 @@ func ScoreBenchmarks(ctx context.Context, setups []*BenchSetup, c *latency.Coeff
 		sum.MedianAbs = round4(median(errs))
 		sum.MeanSigned = round4(sum.MeanSigned / float64(len(errs)))
 		sum.Worst = round4(sum.Worst)
-		sc.Summary = append(sc.Summary, sum)
+		out = append(out, sum)
 	}
-	return sc, nil
+	return out
 }
 
 // SummaryOf returns a metric's summary, and false when no experiment
 // measured it.
-func (sc *BenchScore) SummaryOf(metric string) (BenchSummary, bool) {
+func (sc *BenchFigures) SummaryOf(metric string) (BenchSummary, bool) {
 	for _, s := range sc.Summary {
 		if s.Metric == metric {
 			return s, true
