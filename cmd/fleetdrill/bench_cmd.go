@@ -18,39 +18,57 @@ import (
 // the sim-to-real study publishes.
 var goalMetrics = []string{"e2e_mean", "e2e_p99", "ttft_mean", "itl_mean"}
 
-// calibrateBenchmarks fits the physical model's coefficients jointly over
-// benchmark experiments (`calibrate --benchmark`).
-func calibrateBenchmarks(cmd *cobra.Command, paths []string, start, free string, evals int, out string) error {
+// benchFitInput is what calibrate --benchmark fits from: the experiments,
+// one GPU family's, and the starting coefficients.
+type benchFitInput struct {
+	setups []*calibrate.BenchSetup
+	family string
+	start  latency.Coeffs
+	how    string // where start comes from
+	free   []string
+}
+
+func loadBenchFitInput(paths []string, start, free string) (*benchFitInput, error) {
 	setups, err := calibrate.LoadSetups(paths...)
 	if err != nil {
-		return &exitError{code: exitInvalid, err: err}
+		return nil, &exitError{code: exitInvalid, err: err}
 	}
 	family := setups[0].Placement.GPU.Family
 	for _, s := range setups[1:] {
 		if s.Placement.GPU.Family != family {
-			return &exitError{code: exitInvalid, err: fmt.Errorf("--benchmark: %s runs on %s (%s) and %s on %s (%s): coefficients are fitted per GPU family; calibrate each family on its own",
+			return nil, &exitError{code: exitInvalid, err: fmt.Errorf("--benchmark: %s runs on %s (%s) and %s on %s (%s): coefficients are fitted per GPU family; calibrate each family on its own",
 				setups[0].Name, setups[0].Placement.GPU.Name, family, s.Name, s.Placement.GPU.Name, s.Placement.GPU.Family)}
 		}
 	}
-	c, how := latency.CoeffsFor(setups[0].Placement.GPU)
+	in := &benchFitInput{setups: setups, family: family}
+	in.start, in.how = latency.CoeffsFor(setups[0].Placement.GPU)
 	if start != "" {
 		f, err := calibrate.ReadCoeffsFile(start)
 		if err != nil {
-			return &exitError{code: exitInvalid, err: fmt.Errorf("--start: %w", err)}
+			return nil, &exitError{code: exitInvalid, err: fmt.Errorf("--start: %w", err)}
 		}
-		c, how = f.Coefficients, start
+		in.start, in.how = f.Coefficients, start
 	}
-	var freeList []string
 	if free != "" {
-		freeList = strings.Split(free, ",")
+		in.free = strings.Split(free, ",")
+	}
+	return in, nil
+}
+
+// calibrateBenchmarks fits the physical model's coefficients jointly over
+// benchmark experiments (`calibrate --benchmark`).
+func calibrateBenchmarks(cmd *cobra.Command, paths []string, start, free string, evals int, out string) error {
+	in, err := loadBenchFitInput(paths, start, free)
+	if err != nil {
+		return err
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "fitting %d experiments (%s family) from %s, %d replays at most\n", len(setups), family, how, evals)
-	fitted, loss, err := calibrate.FitCoeffs(cmd.Context(), setups, c, freeList, evals)
+	fmt.Fprintf(w, "fitting %d experiments (%s family) from %s, %d replays at most\n", len(in.setups), in.family, in.how, evals)
+	fitted, loss, err := calibrate.FitCoeffs(cmd.Context(), in.setups, in.start, in.free, evals)
 	if err != nil {
 		return &exitError{code: exitInvalid, err: err}
 	}
-	sc, err := calibrate.ScoreBenchmarks(cmd.Context(), setups, &fitted)
+	sc, err := calibrate.ScoreBenchmarks(cmd.Context(), in.setups, &fitted)
 	if err != nil {
 		return &exitError{code: exitInvalid, err: err}
 	}
@@ -59,22 +77,125 @@ func calibrateBenchmarks(cmd *cobra.Command, paths []string, start, free string,
 	fmt.Fprintln(w, "\nin-sample (the experiments it was fitted on):")
 	writeBenchSummary(w, sc)
 	if out != "" {
-		f := &calibrate.CoeffsFile{Family: family, Coefficients: roundCoeffs(fitted), Fit: calibrate.CoeffsFit{
-			Method:      "Nelder-Mead (gonum) on log coefficients; loss: per experiment the weighted mean of squared log errors of its measured stage figures, then the RMS over experiments",
-			Free:        freeList,
-			Evaluations: evals, Loss: round4(loss), InSample: map[string]float64{}, BackedUp: sc.BackedUp}}
-		for _, s := range setups {
-			f.CalibratedOn = append(f.CalibratedOn, s.Name)
+		if err := writeBenchCoeffsFile(w, out, in, evals, loss, sc, nil); err != nil {
+			return err
 		}
-		for _, s := range sc.Summary {
-			f.Fit.InSample[s.Metric] = s.MedianAbs
-		}
-		if err := calibrate.WriteCoeffsFile(out, f); err != nil {
-			return &exitError{code: exitInvalid, err: fmt.Errorf("--out: %w", err)}
-		}
-		fmt.Fprintf(w, "wrote %s\n", out)
 	}
 	return nil
+}
+
+// writeBenchCoeffsFile writes the fit on all experiments (sc scores it
+// in-sample) and, when cv is not nil, its cross-validated figures.
+func writeBenchCoeffsFile(w io.Writer, out string, in *benchFitInput, evals int, loss float64, sc *calibrate.BenchScore, cv *calibrate.CVResult) error {
+	f := &calibrate.CoeffsFile{Family: in.family, Coefficients: roundCoeffs(*sc.Coeffs), Fit: calibrate.CoeffsFit{
+		Method:      "Nelder-Mead (gonum) on log coefficients; loss: per experiment the weighted mean of squared log errors of its measured stage figures, then the RMS over experiments",
+		Free:        in.free,
+		Evaluations: evals, Loss: round4(loss), InSample: map[string]float64{}, BackedUp: sc.BackedUp}}
+	for _, s := range in.setups {
+		f.CalibratedOn = append(f.CalibratedOn, s.Name)
+	}
+	for _, s := range sc.Summary {
+		f.Fit.InSample[s.Metric] = s.MedianAbs
+	}
+	if cv != nil {
+		f.Fit.CVBy = string(cv.By)
+		f.Fit.CrossValidated = map[string]float64{}
+		for _, s := range cv.CrossValidated.Summary {
+			f.Fit.CrossValidated[s.Metric] = s.MedianAbs
+		}
+	}
+	if err := calibrate.WriteCoeffsFile(out, f); err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("--out: %w", err)}
+	}
+	fmt.Fprintf(w, "wrote %s\n", out)
+	return nil
+}
+
+// crossValidateBenchmarks fits the coefficients once per held-out group
+// and once on all experiments, and prints the cross-validated figures next
+// to the in-sample ones (`calibrate --benchmark --cv`).
+func crossValidateBenchmarks(cmd *cobra.Command, paths []string, start, free string, evals int, by calibrate.CVGroup, out, jsonPath string) error {
+	in, err := loadBenchFitInput(paths, start, free)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "cross-validating the fit by %s over %d experiments (%s family) from %s, %d replays at most per fit\n",
+		by, len(in.setups), in.family, in.how, evals)
+	res, err := calibrate.CrossValidate(cmd.Context(), in.setups, in.start, in.free, evals, by)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	writeCVFolds(w, res)
+	fmt.Fprintf(w, "\nfit on all %d experiments: loss %.4f\n", len(in.setups), res.Loss)
+	writeCoeffs(w, res.Coeffs)
+	fmt.Fprintln(w)
+	writeCVSummary(w, res)
+	if jsonPath != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
+			return &exitError{code: exitInvalid, err: fmt.Errorf("--json: %w", err)}
+		}
+		fmt.Fprintf(w, "wrote %s\n", jsonPath)
+	}
+	if out != "" {
+		return writeBenchCoeffsFile(w, out, in, evals, res.Loss, res.InSample, res)
+	}
+	return nil
+}
+
+// writeCVFolds prints, per fold, the group held out and its experiments'
+// whole-run E2E and ITL mean errors under the coefficients fitted without
+// them.
+func writeCVFolds(w io.Writer, res *calibrate.CVResult) {
+	errs := map[string]map[string]float64{}
+	for _, r := range res.CrossValidated.Rows {
+		if r.Stage != "-1" {
+			continue
+		}
+		if errs[r.Experiment] == nil {
+			errs[r.Experiment] = map[string]float64{}
+		}
+		errs[r.Experiment][r.Metric] = r.Error
+	}
+	fig := func(e, m string) string {
+		if v, ok := errs[e][m]; ok {
+			return fmt.Sprintf("%+.1f%%", 100*v)
+		}
+		return "—"
+	}
+	for k, f := range res.Folds {
+		fmt.Fprintf(w, "fold %d/%d, %s held out (fitted on %d, loss %.4f):", k+1, len(res.Folds), f.Group, len(f.FitOn), f.Loss)
+		for _, e := range f.HeldOut {
+			fmt.Fprintf(w, " %s E2E mean %s ITL mean %s;", e, fig(e, "e2e_mean"), fig(e, "itl_mean"))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// writeCVSummary prints each metric's in-sample and cross-validated
+// median |error| and their ratio.
+func writeCVSummary(w io.Writer, res *calibrate.CVResult) {
+	fmt.Fprintf(w, "%-10s %-22s %-28s %s\n", "metric", "in-sample median |err|", "cross-validated median |err|", "ratio")
+	for _, cv := range res.CrossValidated.Summary {
+		in, ok := res.InSample.SummaryOf(cv.Metric)
+		if !ok {
+			continue
+		}
+		ratio := "—"
+		if r, ok := res.Ratio[cv.Metric]; ok {
+			ratio = fmt.Sprintf("%.2f", r)
+		}
+		fmt.Fprintf(w, "%-10s %-22s %-28s %s\n", cv.Metric, fmt.Sprintf("%.1f%%", 100*in.MedianAbs), fmt.Sprintf("%.1f%%", 100*cv.MedianAbs), ratio)
+	}
+	fmt.Fprintf(w, "backs up where the engine kept up: in-sample %d, cross-validated %d", res.InSample.BackedUp, res.CrossValidated.BackedUp)
+	if len(res.CrossValidated.BackedUpNames) > 0 {
+		fmt.Fprintf(w, " (%s)", strings.Join(res.CrossValidated.BackedUpNames, ", "))
+	}
+	fmt.Fprintln(w)
 }
 
 func roundCoeffs(c latency.Coeffs) latency.Coeffs {

@@ -19,7 +19,7 @@ func newCalibrateCmd() *cobra.Command {
 		tp, dp, maxSeqs, chunk    int
 		evals                     int
 		benchmarks                []string
-		start, free               string
+		start, free, cv, jsonPath string
 		physics                   bool
 	)
 	cmd := &cobra.Command{
@@ -38,10 +38,18 @@ With --benchmark FILE|DIR (repeatable), fit the coefficients of the physical ste
 (docs/profiles.md) jointly to published aggregate results instead: benchmark experiment files
 (docs/fidelity.md gives the format), each replayed through the twin for every candidate. All
 experiments must run on one GPU family; --out writes the coefficients for fidelity --profile
-and a scenario pool's coefficients key.`,
+and a scenario pool's coefficients key.
+
+With --benchmark and --cv model|experiment, cross-validate the fit as well: once per model
+(its runs at every TP degree and workload together) or per experiment, fit on all the other
+experiments and predict the held-out ones, then print the in-sample and cross-validated median
+|error| per metric side by side. --json writes every fold, both scores and their ratio; --out
+writes the fit on all experiments with the cross-validated figures. Each fold costs a fit: expect
+(groups + 1) × --refine-evals replays.`,
 		Example: `  fleetdrill calibrate ../shared/profiles/vllm_measured_llmservingsim/RTXPRO6000_Llama-3.1-8B --out pro6000-8b.yaml
   fleetdrill calibrate --requests gateway.csv --gpu RTXPRO6000 --model meta-llama/Llama-3.1-8B --max-seqs 128 --out my.yaml
-  fleetdrill calibrate --benchmark internal/benchmark/testdata/simtoreal --out hopper.yaml`,
+  fleetdrill calibrate --benchmark internal/benchmark/testdata/simtoreal --out hopper.yaml
+  fleetdrill calibrate --benchmark internal/benchmark/testdata/simtoreal --cv model --json cv.json`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(benchmarks) > 0 {
@@ -51,7 +59,20 @@ and a scenario pool's coefficients key.`,
 				if physics {
 					return &exitError{code: exitInvalid, err: fmt.Errorf("--physics: --benchmark always fits the physical model; leave --physics out")}
 				}
+				if cv != "" {
+					by, err := calibrate.ParseCVGroup(cv)
+					if err != nil {
+						return &exitError{code: exitInvalid, err: fmt.Errorf("--cv: %w", err)}
+					}
+					return crossValidateBenchmarks(cmd, benchmarks, start, free, evals, by, out, jsonPath)
+				}
+				if jsonPath != "" {
+					return &exitError{code: exitInvalid, err: fmt.Errorf("--json writes a cross-validation: add --cv model or --cv experiment")}
+				}
 				return calibrateBenchmarks(cmd, benchmarks, start, free, evals, out)
+			}
+			if cv != "" || jsonPath != "" {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("--cv and --json cross-validate a benchmark fit: use them with --benchmark")}
 			}
 			if !physics && (start != "" || free != "") {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("--start and --free set the physical model's coefficients: use them with --benchmark or --physics")}
@@ -107,6 +128,8 @@ and a scenario pool's coefficients key.`,
 	f.StringArrayVar(&benchmarks, "benchmark", nil, "fit the physical model to benchmark experiment `FILE`s or directories of them (repeatable)")
 	f.StringVar(&start, "start", "", "with --benchmark or --physics: start from the coefficients in `FILE` (default: the family's built-in ones)")
 	f.StringVar(&free, "free", "", "with --benchmark or --physics: fit only these coefficients, comma-separated (e.g. request_us,kv_eff; default: all with --benchmark, the device's efficiencies and overheads with --physics)")
+	f.StringVar(&cv, "cv", "", "with --benchmark: also cross-validate the fit, holding out one `GROUP` at a time: model or experiment")
+	f.StringVar(&jsonPath, "json", "", "with --cv: write the cross-validation (folds, in-sample and cross-validated scores) to `FILE` (JSON)")
 	f.BoolVar(&physics, "physics", false, "fit the physical model's coefficients to RUN_DIR (a device's efficiencies and overheads) instead of a linear profile")
 	return cmd
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/internal/calibrate"
 )
 
 const calRun = "../../internal/calibrate/testdata/RTXPRO6000_Llama-3.1-8B"
@@ -183,4 +185,61 @@ func TestBenchmarkImport(t *testing.T) {
 	code, _, errs = runCLI(t, "benchmark", "import", res, "--into", filepath.Join(trainVal, "17-llama-4-scout-17b-16e-tp2-general-lite-2-1.json"), "--out", out)
 	require.Equal(t, exitInvalid, code)
 	require.Contains(t, errs, "one stage")
+}
+
+// TestCalibrateBenchmarkCV cross-validates a tiny fit over three committed
+// experiments, leaving one out at a time, and writes it.
+func TestCalibrateBenchmarkCV(t *testing.T) {
+	dir := t.TempDir()
+	out, js := filepath.Join(dir, "c.yaml"), filepath.Join(dir, "cv.json")
+	var args []string
+	for _, f := range []string{"64-qwen2-5-7b-instruct-tp1-roleplay-1-1.json", "62-mistral-nemo-12b-tp2-general-lite-2-1.json",
+		"65-01-ai-yi-34b-tp2-general-lite-2-1.json"} {
+		args = append(args, "--benchmark", filepath.Join(trainVal, f))
+	}
+	code, stdout, errs := runCLI(t, append([]string{"calibrate", "--cv", "experiment", "--refine-evals", "4", "--free", "step_us",
+		"--json", js, "--out", out}, args...)...)
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, stdout, "cross-validating the fit by experiment over 3 experiments")
+	require.Contains(t, stdout, "fold 1/3, 64-qwen2-5-7b-instruct-tp1-roleplay-1-1 held out (fitted on 2")
+	require.Contains(t, stdout, "fold 3/3, 65-01-ai-yi-34b-tp2-general-lite-2-1 held out")
+	require.Regexp(t, `e2e_mean +\d+\.\d% +\d+\.\d% +\d\.\d\d`, stdout)
+
+	b, err := os.ReadFile(js)
+	require.NoError(t, err)
+	var res calibrate.CVResult
+	require.NoError(t, json.Unmarshal(b, &res))
+	require.Equal(t, calibrate.CVByExperiment, res.By)
+	require.Len(t, res.Folds, 3)
+	s, ok := res.CrossValidated.SummaryOf("e2e_mean")
+	require.True(t, ok)
+	require.Equal(t, 3, s.Experiments)
+
+	f, err := calibrate.ReadCoeffsFile(out)
+	require.NoError(t, err)
+	require.Equal(t, "experiment", f.Fit.CVBy)
+	require.Equal(t, s.MedianAbs, f.Fit.CrossValidated["e2e_mean"])
+	require.Contains(t, f.Fit.InSample, "e2e_mean")
+	require.Len(t, f.CalibratedOn, 3)
+}
+
+func TestCalibrateBenchmarkCVErrors(t *testing.T) {
+	one := filepath.Join(trainVal, "64-qwen2-5-7b-instruct-tp1-roleplay-1-1.json")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bad grouping", []string{"--benchmark", one, "--cv", "gpu"}, `--cv: "gpu" is not a cross-validation grouping; use model (leave one model out) or experiment`},
+		{"one experiment", []string{"--benchmark", one, "--cv", "experiment", "--refine-evals", "2"}, "at least two experiments"},
+		{"json without cv", []string{"--benchmark", one, "--json", "x.json"}, "--json writes a cross-validation: add --cv"},
+		{"cv without benchmark", []string{calRun, "--cv", "model"}, "use them with --benchmark"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errs := runCLI(t, append([]string{"calibrate"}, tt.args...)...)
+			require.Equal(t, exitInvalid, code)
+			require.Contains(t, errs, tt.want)
+		})
+	}
 }

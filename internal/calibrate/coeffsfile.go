@@ -34,6 +34,11 @@ type CoeffsFit struct {
 	// prediction.
 	InSample map[string]float64 `yaml:"in_sample_median_abs_error"`
 	BackedUp int                `yaml:"backed_up"`
+	// CrossValidated is the median absolute error per metric when each
+	// experiment is predicted by coefficients fitted without its group
+	// (CVBy: model or experiment; calibrate --cv): out of sample.
+	CrossValidated map[string]float64 `yaml:"cross_validated_median_abs_error,omitempty"`
+	CVBy           string             `yaml:"cv_by,omitempty"`
 }
 
 // WriteCoeffsFile writes f as YAML with a header comment.

@@ -116,8 +116,11 @@ func crossValidate(ctx context.Context, setups []*BenchSetup, start latency.Coef
 	}
 	names, folds := cvFolds(setups, by)
 	if len(folds) < 2 {
-		return nil, fmt.Errorf("calibrate: cross-validation by %s needs experiments of at least two %ss to hold one out; %d experiments make %d",
-			by, by, len(setups), len(folds))
+		if by == CVByModel && len(setups) > 0 {
+			return nil, fmt.Errorf("calibrate: cross-validation by model needs experiments of at least two models, to fit on the others while one is held out; the %d given all run %s (use --cv experiment, or add experiments of other models)",
+				len(setups), names[0])
+		}
+		return nil, fmt.Errorf("calibrate: cross-validation needs at least two experiments, to fit on the others while one is held out; got %d", len(setups))
 	}
 	res := &CVResult{By: by, Free: free, Evaluations: evals}
 	preds := make([]*BenchPrediction, len(setups))

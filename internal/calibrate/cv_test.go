@@ -174,7 +174,7 @@ func TestCrossValidateErrors(t *testing.T) {
 		by     CVGroup
 		want   string
 	}{
-		{"one model", setups, CVByModel, "at least two models"},
+		{"one model", setups, CVByModel, "at least two models, to fit on the others while one is held out; the 3 given all run llama-3.1-8b"},
 		{"one experiment", setups[:1], CVByExperiment, "at least two experiments"},
 		{"unknown grouping", setups, "gpu", `"gpu" is not a cross-validation grouping; use model`},
 	}
