@@ -47,6 +47,9 @@ type BenchScore struct {
 	// (measured TTFT mean under measuredBackedUpMS); Names lists them.
 	BackedUp      int      `json:"backed_up"`
 	BackedUpNames []string `json:"backed_up_experiments"`
+	// Sustainable is the experiments' sustainable rates, in the order of
+	// the setups, as far as AddSustainable (sustain.go) searched them.
+	Sustainable []BenchSustainable `json:"sustainable,omitempty"`
 
 	Predictions []*BenchPrediction `json:"-"`
 }
