@@ -224,7 +224,7 @@ func writeCoeffs(w io.Writer, c latency.Coeffs) {
 
 // fidelityBenchmarks scores the twin on benchmark experiments
 // (`fidelity --benchmark`).
-func fidelityBenchmarks(cmd *cobra.Command, paths []string, profile, jsonPath string, maxErr, maxTTFT float64) error {
+func fidelityBenchmarks(cmd *cobra.Command, paths []string, profile, jsonPath string, maxErr, maxTTFT float64, sustainable bool) error {
 	setups, err := calibrate.LoadSetups(paths...)
 	if err != nil {
 		return &exitError{code: exitInvalid, err: err}
@@ -242,11 +242,20 @@ func fidelityBenchmarks(cmd *cobra.Command, paths []string, profile, jsonPath st
 	if err != nil {
 		return &exitError{code: exitInvalid, err: err}
 	}
+	// Without --sustainable only the experiments that back up at their own
+	// load are searched (below 1×, cheap): the failure rule needs no more.
+	if err := sc.AddSustainable(cmd.Context(), setups, sustainable); err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "fidelity of the twin on %d benchmark experiments, with %s\n\n", len(setups), how)
 	writeBenchRows(w, sc)
 	fmt.Fprintln(w)
 	writeBenchSummary(w, sc)
+	if sustainable {
+		fmt.Fprintln(w)
+		writeBenchSustainable(w, sc)
+	}
 	if jsonPath != "" {
 		b, err := json.MarshalIndent(sc, "", "  ")
 		if err != nil {
@@ -263,8 +272,8 @@ func fidelityBenchmarks(cmd *cobra.Command, paths []string, profile, jsonPath st
 				fails = append(fails, fmt.Sprintf("%s median |error| %.1f%% > %.1f%%", m, 100*s.MedianAbs, 100*maxErr))
 			}
 		}
-		if sc.BackedUp > 0 {
-			fails = append(fails, fmt.Sprintf("the twin backs up on %d experiments the engine kept up with", sc.BackedUp))
+		if names := sc.Collapsed(); len(names) > 0 {
+			fails = append(fails, fmt.Sprintf("the twin backs up on %d experiments the engine kept up with: %s", len(names), collapsedRates(sc, names)))
 		}
 	}
 	if maxTTFT > 0 {
@@ -322,12 +331,66 @@ func writeBenchSummary(w io.Writer, sc *calibrate.BenchScore) {
 		fmt.Fprintf(w, "%-10s %-12d %-18s %-14s %.1f%% (%s)\n", s.Metric, s.Experiments,
 			fmt.Sprintf("%.1f%%", 100*s.MedianAbs), fmt.Sprintf("%+.1f%%", 100*s.MeanSigned), 100*s.Worst, s.WorstName)
 	}
-	fmt.Fprintf(w, "backs up where the engine kept up: %d", sc.BackedUp)
-	if len(sc.BackedUpNames) > 0 {
-		fmt.Fprintf(w, " (%s)", strings.Join(sc.BackedUpNames, ", "))
+	names := sc.Collapsed()
+	fmt.Fprintf(w, "backs up where the engine kept up: %d", len(names))
+	if len(names) > 0 {
+		fmt.Fprintf(w, " (%s)", collapsedRates(sc, names))
 	}
 	fmt.Fprintln(w)
 }
+
+// collapsedRates names experiments with their offered rate and the twin's
+// sustainable rate, where it was searched.
+func collapsedRates(sc *calibrate.BenchScore, names []string) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = n
+		for _, b := range sc.Sustainable {
+			if b.Experiment == n {
+				parts[i] += fmt.Sprintf(" (offered %s req/s, twin sustains %s)", rateFig(b.Offered), sustainableFig(b))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// writeBenchSustainable prints each experiment's offered rate against the
+// twin's sustainable rate; "✗" marks where the twin backs up though the
+// engine kept up.
+func writeBenchSustainable(w io.Writer, sc *calibrate.BenchScore) {
+	fmt.Fprintf(w, "%-48s %-14s %-24s %-10s %s\n", "experiment", "offered req/s", "twin sustainable req/s", "headroom", "measured kept up")
+	for _, b := range sc.Sustainable {
+		name := b.Experiment
+		if len(name) > 47 {
+			name = name[:46] + "…"
+		}
+		head := fmt.Sprintf("%.2f×", b.Headroom)
+		if b.AtLeast {
+			head = "≥ " + head
+		}
+		kept := "no"
+		if b.MeasuredKeptUp {
+			kept = "yes"
+		}
+		if b.Collapses {
+			kept += "  ✗ the twin backs up"
+		}
+		fmt.Fprintf(w, "%-48s %-14s %-24s %-10s %s\n", name, rateFig(b.Offered), sustainableFig(b), head, kept)
+	}
+}
+
+func sustainableFig(b calibrate.BenchSustainable) string {
+	if b.AtLeast {
+		return "≥ " + rateFig(b.Sustainable)
+	}
+	if b.Sustainable == 0 {
+		return fmt.Sprintf("< %s", rateFig(b.Offered*calibrate.SustainableFloor))
+	}
+	return rateFig(b.Sustainable)
+}
+
+// rateFig prints a rate with three significant figures.
+func rateFig(x float64) string { return fmt.Sprintf("%.3g", x) }
 
 // msFig prints milliseconds with three significant figures, and whole
 // milliseconds from 1000 up (no exponents).

@@ -181,6 +181,7 @@ func newFidelityCmd() *cobra.Command {
 		profile, jsonPath, plotPath string
 		maxErr, maxTTFT             float64
 		benchmarks                  []string
+		sustainable                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "fidelity (RUN_DIR --profile FILE | --benchmark FILE...)",
@@ -200,10 +201,15 @@ every measured stage figure compared. --profile then names a coefficients file (
 per experiment, stage and metric, measured, predicted and signed error, and the summary: the
 median absolute error per metric and the experiments where the twin backs up though vLLM did not.
 --max-error fails (exit 1) when the median |error| of E2E mean, E2E p99 or ITL mean exceeds it or
-the twin backs up anywhere; --max-ttft-error does the same for TTFT mean.`,
+the twin backs up where vLLM kept up, naming those experiments with their offered rate and the
+twin's sustainable rate; --max-ttft-error does the same for TTFT mean. --sustainable finds every
+experiment's sustainable rate in the twin (the highest rate, all stages scaled alike, at which
+its queue stays bounded) and prints it against the offered rate: about 8 replays an experiment
+at the sustainable load, so some 30 times the cost of the scoring.`,
 		Example: `  fleetdrill fidelity ../shared/profiles/vllm_measured_llmservingsim/RTX4090_Llama-3.1-8B \
       --profile pro6000-8b.yaml --json fid.json --plot fid.png --max-error 0.15
-  fleetdrill fidelity --benchmark internal/benchmark/testdata/simtoreal --json bench.json --max-error 0.08`,
+  fleetdrill fidelity --benchmark internal/benchmark/testdata/simtoreal --json bench.json --max-error 0.08
+  fleetdrill fidelity --benchmark internal/benchmark/testdata/simtoreal --sustainable`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(benchmarks) > 0 {
@@ -213,7 +219,10 @@ the twin backs up anywhere; --max-ttft-error does the same for TTFT mean.`,
 				if plotPath != "" {
 					return &exitError{code: exitInvalid, err: fmt.Errorf("--plot: a benchmark has no per-request samples to draw; use --json")}
 				}
-				return fidelityBenchmarks(cmd, benchmarks, profile, jsonPath, maxErr, maxTTFT)
+				return fidelityBenchmarks(cmd, benchmarks, profile, jsonPath, maxErr, maxTTFT, sustainable)
+			}
+			if sustainable {
+				return &exitError{code: exitInvalid, err: fmt.Errorf("--sustainable: a measured run has no load stages to scale; use it with --benchmark")}
 			}
 			if len(args) != 1 {
 				return &exitError{code: exitInvalid, err: fmt.Errorf("give RUN_DIR (a measured run) or --benchmark FILE")}
@@ -280,6 +289,7 @@ the twin backs up anywhere; --max-ttft-error does the same for TTFT mean.`,
 	f.Float64Var(&maxErr, "max-error", 0, "fail (exit 1) when the p50 or p95 end-to-end relative error exceeds this, e.g. 0.1 (with --benchmark: the median |error| of E2E mean, E2E p99 or ITL mean, or any backlog)")
 	f.Float64Var(&maxTTFT, "max-ttft-error", 0, "with --benchmark: fail (exit 1) when the median |error| of TTFT mean exceeds this")
 	f.StringArrayVar(&benchmarks, "benchmark", nil, "score the twin on benchmark experiment `FILE`s or directories of them (repeatable)")
+	f.BoolVar(&sustainable, "sustainable", false, "with --benchmark: find and print each experiment's sustainable rate in the twin (about 30 times the scoring's cost)")
 	return cmd
 }
 

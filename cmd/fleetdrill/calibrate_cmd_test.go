@@ -243,3 +243,33 @@ func TestCalibrateBenchmarkCVErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestFidelityBenchmarkCollapse: an experiment vLLM kept up with, its rate
+// made ten times the twin's capacity, fails --max-error with exit 1 and a
+// message naming it with its offered and sustainable rates; --sustainable
+// prints the table.
+func TestFidelityBenchmarkCollapse(t *testing.T) {
+	src := filepath.Join(trainVal, "64-qwen2-5-7b-instruct-tp1-roleplay-1-1.json")
+	var e map[string]any
+	b, err := os.ReadFile(src)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &e))
+	cfg, err := filepath.Abs(filepath.Join(trainVal, e["model_config"].(string)))
+	require.NoError(t, err)
+	e["model_config"] = cfg
+	e["name"] = "64-at-60"
+	stages := e["workload"].(map[string]any)["stages"].([]any)
+	st := stages[0].(map[string]any)
+	st["rate"] = st["rate"].(float64) * 10 // 60 req/s; the twin sustains some 7 times 6
+	st["duration_s"] = 120.0
+	b, err = json.Marshal(e)
+	require.NoError(t, err)
+	exp := filepath.Join(t.TempDir(), "64-at-60.json")
+	require.NoError(t, os.WriteFile(exp, b, 0o644))
+
+	code, out, errs := runCLI(t, "fidelity", "--benchmark", exp, "--max-error", "10", "--sustainable")
+	require.Equal(t, exitFailed, code, errs)
+	require.Regexp(t, `the twin backs up on 1 experiments the engine kept up with: 64-at-60 \(offered 60 req/s, twin sustains [0-9.]+\)`, errs)
+	require.Contains(t, out, "twin sustainable req/s")
+	require.Regexp(t, `64-at-60 +60 +[0-9.]+ +0\.[0-9]+× +yes  ✗ the twin backs up`, out)
+}

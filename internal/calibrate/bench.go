@@ -150,6 +150,21 @@ func (w BenchWorkload) generate(blockSize int) []benchReq {
 // ReplayBenchmark replays one experiment through the twin's engine with the
 // physical step-time model built from coefficients c.
 func ReplayBenchmark(s *BenchSetup, c latency.Coeffs) (*BenchPrediction, error) {
+	return replayBenchmark(s, c, false)
+}
+
+// backsUp is the twin's backlog criterion for a stage: at its end more
+// requests wait for the engine than arrive in a second, and more than at
+// its midpoint (a queue that is long and still growing).
+func backsUp(st BenchStage, mid, end int) bool {
+	return float64(end) > st.Rate && end > mid
+}
+
+// replayBenchmark is ReplayBenchmark; with stopAtBackup it gives up at the
+// first stage end where the twin backs up and returns a prediction with
+// only BackedUp and Requests set: a search for the sustainable rate needs
+// no more, and draining an overloaded queue costs as much as filling it.
+func replayBenchmark(s *BenchSetup, c latency.Coeffs, stopAtBackup bool) (*BenchPrediction, error) {
 	ph, err := latency.NewPhysics(s.Placement, c)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name, err)
@@ -224,6 +239,9 @@ func ReplayBenchmark(s *BenchSetup, c latency.Coeffs) (*BenchPrediction, error) 
 		}
 		for mi < len(marks) && (kind < 0 || marks[mi] <= at) {
 			waitingAt[mi] = waiting(marks[mi])
+			if si := mi / 2; stopAtBackup && mi%2 == 1 && backsUp(s.Workload.Stages[si], waitingAt[mi-1], waitingAt[mi]) {
+				return &BenchPrediction{BackedUp: []string{fmt.Sprint(si)}, Requests: len(reqs)}, nil
+			}
 			mi++
 		}
 		if kind < 0 {
@@ -261,8 +279,7 @@ func ReplayBenchmark(s *BenchSetup, c latency.Coeffs) (*BenchPrediction, error) 
 		p.Stages[fmt.Sprint(si)] = stageMetrics(reqs, si, max(s.TokensPerChunk, 1))
 	}
 	for si, st := range s.Workload.Stages {
-		mid, end := waitingAt[2*si], waitingAt[2*si+1]
-		if float64(end) > st.Rate && end > mid {
+		if backsUp(st, waitingAt[2*si], waitingAt[2*si+1]) {
 			p.BackedUp = append(p.BackedUp, fmt.Sprint(si))
 		}
 	}

@@ -41,6 +41,9 @@ type BenchScore struct {
 	// each ran with its GPU family's built-in ones.
 	Coeffs *latency.Coeffs `json:"coefficients"`
 	BenchFigures
+	// Sustainable is the experiments' sustainable rates, in the order of
+	// the setups, as far as AddSustainable (sustain.go) searched them.
+	Sustainable []BenchSustainable `json:"sustainable,omitempty"`
 
 	Predictions []*BenchPrediction `json:"-"`
 }
