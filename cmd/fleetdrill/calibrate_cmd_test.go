@@ -64,7 +64,7 @@ const trainVal = "../../internal/benchmark/testdata/simtoreal"
 // in the JSON, a summary, and the exit codes --max-error gives.
 func TestFidelityBenchmark(t *testing.T) {
 	js := filepath.Join(t.TempDir(), "b.json")
-	code, out, errs := runCLI(t, "fidelity", "--benchmark", trainVal, "--json", js, "--max-error", "0.08")
+	code, out, errs := runCLI(t, "fidelity", "--benchmark", trainVal, "--json", js, "--max-error", "0.12")
 	require.Equal(t, exitOK, code, errs)
 	require.Contains(t, out, "fidelity of the twin on 13 benchmark experiments, with the built-in coefficients")
 	require.Contains(t, out, "backs up where the engine kept up: 0")

@@ -53,10 +53,6 @@ type BenchSetup struct {
 	BlockSize        int
 	PrefixCaching    bool
 	Workload         BenchWorkload
-	// TokensPerChunk is how many tokens a streamed chunk carries on
-	// average (latency.TokensPerStreamChunk): a client's ITL is per chunk.
-	// 0 is 1.
-	TokensPerChunk float64
 	// Measured figures in ms: stage index ("-1" the whole run) → metric
 	// (ttft_mean, e2e_p99, itl_mean, …).
 	Measured map[string]map[string]float64
@@ -276,7 +272,7 @@ func replayBenchmark(s *BenchSetup, c latency.Coeffs, stopAtBackup bool) (*Bench
 		p.Counts["-1"]++
 	}
 	for si := -1; si < len(s.Workload.Stages); si++ {
-		p.Stages[fmt.Sprint(si)] = stageMetrics(reqs, si, max(s.TokensPerChunk, 1))
+		p.Stages[fmt.Sprint(si)] = stageMetrics(reqs, si)
 	}
 	for si, st := range s.Workload.Stages {
 		if backsUp(st, waitingAt[2*si], waitingAt[2*si+1]) {
@@ -288,8 +284,8 @@ func replayBenchmark(s *BenchSetup, c latency.Coeffs, stopAtBackup bool) (*Bench
 
 // stageMetrics computes a stage's figures (all stages for -1) in ms: TTFT
 // and E2E from the client's send time, ITL as the mean gap between tokens
-// over all the stage's streamed chunks (perChunk tokens each).
-func stageMetrics(reqs []benchReq, stage int, perChunk float64) map[string]float64 {
+// over all the stage's streamed tokens.
+func stageMetrics(reqs []benchReq, stage int) map[string]float64 {
 	var ttft, e2e, tpot stats.Sketch
 	var gaps, n float64
 	for i := range reqs {
@@ -313,9 +309,8 @@ func stageMetrics(reqs []benchReq, stage int, perChunk float64) map[string]float
 		"e2e_mean": e2e.Mean(), "e2e_p50": e2e.Quantile(0.5), "e2e_p90": e2e.Quantile(0.9), "e2e_p99": e2e.Quantile(0.99),
 	}
 	if n > 0 {
-		// Both per counted token (see BenchSetup.TokensPerChunk).
-		m["itl_mean"] = gaps / n * perChunk
-		m["tpot_mean"] = tpot.Mean() * perChunk
+		m["itl_mean"] = gaps / n
+		m["tpot_mean"] = tpot.Mean()
 	}
 	return m
 }

@@ -2,6 +2,9 @@ package calibrate
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,14 +26,18 @@ func loadTrainVal(t *testing.T) []*BenchSetup {
 	return setups
 }
 
-// TestBenchmarkFidelityRegression: the built-in Hopper coefficients on the
+// TestBenchmarkFidelityRegression: the built-in engine coefficients on the
 // experiments they were fitted on (in-sample, so this guards against
-// regressions; docs/fidelity.md has the figures). Bounds are the fitted
-// figures with a small margin.
+// regressions; docs/fidelity.md has the figures), and the leave-one-model-
+// out cross-validation: each held-out model replayed with the coefficients
+// its fold fitted without it (testdata/cv-model-folds.json, written by the
+// command in docs/fidelity.md), so a change to the model that loses what
+// the folds generalised fails here without refitting six folds. Bounds are
+// the measured figures with a small margin.
 func TestBenchmarkFidelityRegression(t *testing.T) {
 	sc, err := ScoreBenchmarks(context.Background(), loadTrainVal(t), nil)
 	require.NoError(t, err)
-	bounds := map[string]float64{"e2e_mean": 0.045, "itl_mean": 0.062, "e2e_p99": 0.058, "ttft_mean": 0.13}
+	bounds := map[string]float64{"e2e_mean": 0.066, "itl_mean": 0.097, "e2e_p99": 0.116, "ttft_mean": 0.148}
 	for m, b := range bounds {
 		s, ok := sc.SummaryOf(m)
 		require.True(t, ok, m)
@@ -38,6 +45,39 @@ func TestBenchmarkFidelityRegression(t *testing.T) {
 		require.LessOrEqual(t, s.MedianAbs, b, "%s median |error| over the train/val experiments", m)
 	}
 	require.Zero(t, sc.BackedUp, "the twin backs up on %v", sc.BackedUpNames)
+
+	cv := crossValidatedFromFolds(t, "testdata/cv-model-folds.json")
+	cvBounds := map[string]float64{"e2e_mean": 0.082, "itl_mean": 0.111, "e2e_p99": 0.128, "ttft_mean": 0.22}
+	for m, b := range cvBounds {
+		s, ok := cv.SummaryOf(m)
+		require.True(t, ok, m)
+		require.Equal(t, 13, s.Experiments, m)
+		require.LessOrEqual(t, s.MedianAbs, b, "%s cross-validated median |error| (leave one model out)", m)
+	}
+	require.Zero(t, cv.BackedUp, "cross-validated, the twin backs up on %v", cv.BackedUpNames)
+}
+
+// crossValidatedFromFolds scores every train/val experiment with the
+// coefficients of the fold that held it out.
+func crossValidatedFromFolds(t *testing.T, path string) BenchFigures {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var res CVResult
+	require.NoError(t, json.Unmarshal(b, &res))
+	setups := loadTrainVal(t)
+	fold := map[string]latency.Coeffs{}
+	for _, f := range res.Folds {
+		for _, name := range f.HeldOut {
+			fold[name] = f.Coeffs
+		}
+	}
+	for _, s := range setups {
+		require.Contains(t, fold, s.Name, "no fold holds out %s: rerun the cross-validation", s.Name)
+	}
+	preds, err := replayAll(context.Background(), setups, func(s *BenchSetup) latency.Coeffs { return fold[s.Name] })
+	require.NoError(t, err)
+	return benchFigures(setups, preds)
 }
 
 // smallSetup is a short, light experiment: Llama-3.1-8B on one H100.
@@ -142,12 +182,12 @@ func TestFitRecoversKnownCoefficients(t *testing.T) {
 		setups = append(setups, s)
 	}
 	start := truth
-	start.Weights *= 0.7
+	start.Step *= 0.7
 	start.Request *= 1.6
-	got, loss, err := FitCoeffs(context.Background(), setups, start, []string{"weight_eff", "request_us"}, 200)
+	got, loss, err := FitCoeffs(context.Background(), setups, start, []string{"step_us", "request_us"}, 200)
 	require.NoError(t, err)
 	require.Less(t, loss, 0.01)
-	require.InEpsilon(t, truth.Weights, got.Weights, 0.05)
+	require.InEpsilon(t, truth.Step, got.Step, 0.05)
 	require.InEpsilon(t, truth.Request, got.Request, 0.10)
 
 	_, _, err = FitCoeffs(context.Background(), setups, start, []string{"no_such"}, 10)
@@ -177,21 +217,22 @@ func BenchmarkReplayTrainVal(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N)/float64(len(setups)), "ms/experiment")
 }
 
-// TestTokensPerChunkIsMeasured: latency.TokensPerStreamChunk's Llama-2
-// figure is the one the train/val measurements give, (output − 1) ÷ the
-// tokens the client counted, (E2E − TTFT) / ITL, on both Llama-2 runs; every
-// other model's runs count what they generate (the factor is 1).
-func TestTokensPerChunkIsMeasured(t *testing.T) {
-	llama2 := 0
+// TestLlama2CountsFewerTokens records the observation the removed Llama-2
+// token-counting correction rested on, so that it is not forgotten: on
+// both Llama-2 runs the client's (E2E − TTFT) / ITL is about 0.78 of the
+// requested output, where every other model's runs give 0.98–1.01. The
+// twin does not correct for it (no independent measurement of the
+// mechanism: docs/fidelity.md); this test fails if the data say otherwise.
+func TestLlama2CountsFewerTokens(t *testing.T) {
 	for _, s := range loadTrainVal(t) {
 		m := s.Measured["-1"]
-		gaps := (m["e2e_mean"] - m["ttft_mean"]) / m["itl_mean"] // counted output − 1
-		ratio := float64(s.Workload.OutputLen-1) / gaps
-		want := latency.TokensPerStreamChunk(s.Placement.Model)
-		require.InEpsilon(t, want, ratio, 0.02, "%s: generated / counted tokens", s.Name)
-		if want != 1 {
-			llama2++
+		counted := (m["e2e_mean"]-m["ttft_mean"])/m["itl_mean"] + 1
+		ratio := counted / float64(s.Workload.OutputLen)
+		llama2 := strings.HasPrefix(s.Placement.Model.Name, "llama-2")
+		if llama2 {
+			require.InDelta(t, 0.78, ratio, 0.02, "%s", s.Name)
+		} else {
+			require.InDelta(t, 1, ratio, 0.025, "%s", s.Name)
 		}
 	}
-	require.Equal(t, 2, llama2, "the two Llama-2 runs")
 }

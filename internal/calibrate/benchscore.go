@@ -243,10 +243,9 @@ func benchLoss(setups []*BenchSetup, preds []*BenchPrediction) float64 {
 	return math.Sqrt(total / float64(len(setups)))
 }
 
-// FitCoeffs fits the coefficients named in free (all when empty) jointly
-// over the experiments, starting from start, by Nelder-Mead on their
-// logarithms (they are all positive; moe_imbalance is fitted as its excess
-// over 1). It returns the coefficients and the loss (RMS of log errors).
+// FitCoeffs fits the coefficients named in free (latency.EngineFitted when
+// empty) jointly over the experiments, starting from start, by Nelder-Mead
+// on their logarithms (they are all positive). It returns the coefficients and the loss (RMS of log errors).
 func FitCoeffs(ctx context.Context, setups []*BenchSetup, start latency.Coeffs, free []string, evaluations int) (latency.Coeffs, float64, error) {
 	x0, set, err := coeffSpace(start, free)
 	if err != nil {

@@ -36,8 +36,8 @@ func SetupFromExperiment(e *benchmark.Experiment) (*BenchSetup, error) {
 	}
 	s := &BenchSetup{Name: e.Name, Placement: pl, DP: max(e.DP, 1), MaxSeqs: e.Engine.MaxNumSeqs,
 		MaxBatchedTokens: e.Engine.MaxNumBatchedTokens, KVTokens: e.Engine.TotalKVBlocks * block, BlockSize: block,
-		PrefixCaching: e.Engine.PrefixCaching, TokensPerChunk: latency.TokensPerStreamChunk(m),
-		Measured: map[string]map[string]float64{}}
+		PrefixCaching: e.Engine.PrefixCaching,
+		Measured:      map[string]map[string]float64{}}
 	seqs, chunk := latency.EngineDefaults(gpu)
 	if s.MaxSeqs <= 0 {
 		s.MaxSeqs = seqs

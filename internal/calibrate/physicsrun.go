@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
@@ -74,10 +75,11 @@ func RefineCoeffs(ctx context.Context, run *Run, start latency.Coeffs, free []st
 	return set(res.X), res.F, nil
 }
 
-// coeffSpace maps the coefficients of start named in free (all when
-// empty) to the unconstrained vector the fits search, and back: logarithms
-// keep every coefficient positive; moe_imbalance is fitted as its excess
-// over 1. The others stay at start's values.
+// coeffSpace maps the coefficients of start named in free (the engine's,
+// latency.EngineFitted, when empty) to the unconstrained vector the fits
+// search, and back: logarithms keep every coefficient positive. An
+// override left at 0 (the device's measured figure) starts from 0.7 for
+// an efficiency, 1 for a multiplier. The others stay at start's values.
 func coeffSpace(start latency.Coeffs, free []string) (x0 []float64, set func([]float64) latency.Coeffs, err error) {
 	var all []string
 	for _, f := range start.Fields() {
@@ -88,12 +90,17 @@ func coeffSpace(start latency.Coeffs, free []string) (x0 []float64, set func([]f
 			return nil, nil, fmt.Errorf("calibrate: no coefficient %q to fit; want some of %v", f, all)
 		}
 	}
-	fitted := func(name string) bool { return len(free) == 0 || slices.Contains(free, name) }
+	if len(free) == 0 {
+		free = latency.EngineFitted
+	}
+	fitted := func(name string) bool { return slices.Contains(free, name) }
 	for _, f := range start.Fields() {
 		if fitted(f.Name) {
 			v := *f.P
-			if f.Name == "moe_imbalance" {
-				v--
+			if v == 0 && strings.HasSuffix(f.Name, "_eff") {
+				v = 0.7
+			} else if v == 0 && strings.HasSuffix(f.Name, "_x") {
+				v = 1
 			}
 			x0 = append(x0, math.Log(max(v, 1e-3)))
 		}
@@ -104,9 +111,6 @@ func coeffSpace(start latency.Coeffs, free []string) (x0 []float64, set func([]f
 		for _, f := range c.Fields() {
 			if fitted(f.Name) {
 				*f.P = math.Exp(x[j])
-				if f.Name == "moe_imbalance" {
-					*f.P++
-				}
 				j++
 			}
 		}

@@ -9,19 +9,26 @@ import (
 // This file is the twin's physical step-time model: the time of one engine
 // iteration from what is in its batch, for any model (a Hugging Face
 // config.json) on any accelerator of the table (gpus.go) at any
-// tensor-parallel degree, with a handful of coefficients per GPU family
-// fitted jointly across models (internal/calibrate). docs/profiles.md says
-// why each term is there and what it costs when it is wrong.
+// tensor-parallel degree. It has two kinds of coefficients, fixed by two
+// kinds of measurement (docs/profiles.md says why each term is there):
+//
+//   - the device's (DeviceCoeffs, devices.go): how close each kind of
+//     kernel comes to the spec sheet, fitted per GPU to op-level timings of
+//     vLLM's own kernels (GEMMs, paged and flash attention, fused MoE,
+//     custom all-reduce), never to end-to-end runs;
+//   - the engine's (Coeffs): the host's per-step, per-layer and
+//     per-sequence costs around those kernels and the client's per-request
+//     cost, fitted to end-to-end benchmark runs (internal/calibrate).
 //
 // Per step, per GPU of the tensor-parallel group:
 //
-//	step = c.Step + c.Layer·L + c.Seq·S                       host and launch overheads
-//	     + max(FLOPs_linear / (peak·c.Compute),                GEMMs: compute- or
-//	           bytes_weights / (BW·c.Weights))                 memory-bound, per phase
-//	     + FLOPs_attn_prefill / (peak_bf16·c.Compute)          prefill attention (quadratic)
-//	     + bytes_KV_read / (BW·c.KV)                           decode (and chunk) attention
-//	     + 2·L·allreduce(N tokens)                             tensor parallelism
-//	     + L_moe·c.MoELayer                                    MoE routing and permutation
+//	step = c.Step + c.Layer·L + c.Seq·S                         host and launch gaps
+//	     + G·L·gemm_fixed + max(FLOPs/(peak·ec), bytes/(BW·ew))   GEMMs (dense, attention projections, LM head)
+//	     + activation bytes/(BW·ew)                               norms, RoPE, SiLU, residuals
+//	     + L·(prefill_fixed + FLOPs_attn/(peak16·ea))             flash attention of prefill chunks
+//	     + L·(decode_fixed + KV bytes/(BW·ekv))                   paged attention (decode, chunks' context)
+//	     + 2·L·allreduce(message)                                 tensor parallelism (measured table)
+//	     + L_moe·(moe_fixed + max(FLOPs/(peak·ecm·m/(m+mh)), touched experts' bytes/(BW·ewm)))
 //
 // for S sequences in the step (decoders and prefill chunks) and N tokens
 // through the GEMMs. The GEMM term is one roofline over the whole batch, so
@@ -29,27 +36,45 @@ import (
 // what they really cost: almost nothing until the batch's arithmetic
 // intensity crosses the ridge point.
 
-// Coeffs are the fitted efficiencies and overheads of one GPU family
-// running one engine. Efficiencies are fractions of the spec sheet's peak;
-// overheads are in µs.
+// Coeffs are the engine's coefficients (fitted to end-to-end runs) and,
+// optionally, overrides of the device's measured efficiencies. Overheads
+// are in µs.
 type Coeffs struct {
-	Compute float64 `yaml:"compute_eff" json:"compute_eff"` // share of dense peak FLOP/s GEMMs and prefill attention reach
-	Weights float64 `yaml:"weight_eff" json:"weight_eff"`   // share of memory bandwidth weight reads reach
-	KV      float64 `yaml:"kv_eff" json:"kv_eff"`           // share of memory bandwidth paged-attention KV reads reach
-	Link    float64 `yaml:"link_eff" json:"link_eff"`       // share of link bandwidth the all-reduce reaches
+	// Compute, Weights and KV override the device's measured GEMM compute,
+	// weight-streaming and paged-attention KV efficiencies (shares of the
+	// spec sheet's peak) when set; 0 takes the GPU's measured kernels
+	// (DeviceFor). `calibrate RUN --physics` fits them for a GPU that has
+	// no kernel measurements.
+	Compute float64 `yaml:"compute_eff,omitempty" json:"compute_eff,omitempty"`
+	Weights float64 `yaml:"weight_eff,omitempty" json:"weight_eff,omitempty"`
+	KV      float64 `yaml:"kv_eff,omitempty" json:"kv_eff,omitempty"`
+	// Link and AllReduce model an all-reduce where no measured table
+	// covers the GPU and tensor-parallel degree: a fixed cost per
+	// all-reduce (at NVLink's latency, scaled by the link's) and a share
+	// of the link's bandwidth.
+	Link      float64 `yaml:"link_eff" json:"link_eff"`
+	AllReduce float64 `yaml:"allreduce_us" json:"allreduce_us"`
 
-	Step      float64 `yaml:"step_us" json:"step_us"`             // per step: scheduling, sampling, input preparation
-	Layer     float64 `yaml:"layer_us" json:"layer_us"`           // per layer per step: kernel launches
-	Seq       float64 `yaml:"seq_us" json:"seq_us"`               // per sequence per step: metadata, sampling, detokenising
-	AllReduce float64 `yaml:"allreduce_us" json:"allreduce_us"`   // fixed cost of one all-reduce on NVLink (scaled by the link's latency elsewhere)
-	MoELayer  float64 `yaml:"moe_layer_us" json:"moe_layer_us"`   // per MoE layer per step: routing, token permutation
-	Imbalance float64 `yaml:"moe_imbalance" json:"moe_imbalance"` // expert GEMM time over a perfectly balanced split (>= 1)
-	// Spread is how evenly a router spreads a batch over its experts, in
-	// (0, 1]: the experts a batch of n tokens touches are those n·Spread
-	// tokens would touch under uniform routing. Real routers favour some
-	// experts, so a growing batch reaches new experts more slowly than
-	// uniform routing says (1 is uniform).
-	Spread float64 `yaml:"moe_spread" json:"moe_spread"`
+	// ComputeX, WeightsX and KVX scale the measured kernels' times inside
+	// the engine: GEMM and attention compute, weight streaming and KV
+	// reads (1, or 0, is as measured). A microbenchmark runs one kernel
+	// over and over, alone, on a cool GPU; in a serving step its
+	// neighbours share the L2 and the memory system, and clocks settle
+	// under sustained load. One set for every GPU: each GPU's kernels stay
+	// its own, these say how the engine's use of them differs.
+	ComputeX float64 `yaml:"compute_x,omitempty" json:"compute_x,omitempty"`
+	WeightsX float64 `yaml:"weights_x,omitempty" json:"weights_x,omitempty"`
+	KVX      float64 `yaml:"kv_x,omitempty" json:"kv_x,omitempty"`
+	// FixedX scales the kernels' measured fixed costs (launch and tail):
+	// a microbenchmark launches each kernel on its own, where vLLM replays
+	// a decode step's kernels from a CUDA graph, which hides most of the
+	// launch (1, or 0, is as measured).
+	FixedX float64 `yaml:"fixed_x,omitempty" json:"fixed_x,omitempty"`
+
+	Step     float64 `yaml:"step_us" json:"step_us"`           // per step: scheduling, sampling, input preparation
+	Layer    float64 `yaml:"layer_us" json:"layer_us"`         // per layer per step: the small kernels' launches and gaps
+	Seq      float64 `yaml:"seq_us" json:"seq_us"`             // per sequence per step: metadata, sampling, detokenising
+	MoELayer float64 `yaml:"moe_layer_us" json:"moe_layer_us"` // per MoE layer per step beyond the fused kernel (routing)
 
 	// Request is the client-side cost of a request outside the engine
 	// (HTTP, tokenisation, the first detokenised chunk), µs: it delays
@@ -67,8 +92,9 @@ func (c *Coeffs) Fields() []struct {
 		P    *float64
 	}{
 		{"compute_eff", &c.Compute}, {"weight_eff", &c.Weights}, {"kv_eff", &c.KV}, {"link_eff", &c.Link},
+		{"compute_x", &c.ComputeX}, {"weights_x", &c.WeightsX}, {"kv_x", &c.KVX}, {"fixed_x", &c.FixedX},
 		{"step_us", &c.Step}, {"layer_us", &c.Layer}, {"seq_us", &c.Seq}, {"allreduce_us", &c.AllReduce},
-		{"moe_layer_us", &c.MoELayer}, {"moe_imbalance", &c.Imbalance}, {"moe_spread", &c.Spread}, {"request_us", &c.Request},
+		{"moe_layer_us", &c.MoELayer}, {"request_us", &c.Request},
 	}
 }
 
@@ -83,13 +109,13 @@ func (c Coeffs) Check() error {
 	for _, e := range []struct {
 		name string
 		v    float64
-	}{{"compute_eff", c.Compute}, {"weight_eff", c.Weights}, {"kv_eff", c.KV}, {"link_eff", c.Link}, {"moe_spread", c.Spread}} {
-		if e.v <= 0 || e.v > 1 {
-			return fmt.Errorf("coefficient %s = %g: want an efficiency in (0, 1]: a share of the spec sheet's peak", e.name, e.v)
+	}{{"compute_eff", c.Compute}, {"weight_eff", c.Weights}, {"kv_eff", c.KV}} {
+		if e.v > 1 {
+			return fmt.Errorf("coefficient %s = %g: want an efficiency in (0, 1] (a share of the spec sheet's peak), or 0 for the GPU's measured kernels", e.name, e.v)
 		}
 	}
-	if c.Imbalance < 1 {
-		return fmt.Errorf("coefficient moe_imbalance = %g: want >= 1 (1 is a perfectly balanced expert split)", c.Imbalance)
+	if c.Link <= 0 || c.Link > 1 {
+		return fmt.Errorf("coefficient link_eff = %g: want an efficiency in (0, 1]: a share of the link's bandwidth", c.Link)
 	}
 	return nil
 }
@@ -230,30 +256,41 @@ func (p Placement) KVTokens(memUtil float64) int {
 // to the constants the hot path needs.
 type Physics struct {
 	coeffs Coeffs
+	dev    DeviceCoeffs
 	desc   string
 
-	overhead   float64 // µs per step: Step + Layer·L + MoE layers
+	overhead   float64 // µs per step: Step + Layer·L + MoE layers + GEMM launches
 	seqUS      float64 // µs per sequence
 	denseBytes float64 // weight bytes per GPU read every step (everything but routed experts)
+	actBytes   float64 // elementwise activation bytes per token per GPU (norms, RoPE, SiLU, residuals)
 	expertB    float64 // bytes per GPU of one routed expert in one layer
 	localExp   float64 // routed experts per MoE layer on this GPU
 	tokScale   float64 // tokens reaching the experts per token of this replica (EP/TP replicas share them)
 	moeLayers  float64
 	experts    float64 // routed experts per MoE layer
 	topK       float64
-	flopsTok   float64 // linear FLOPs per token per GPU (active parameters)
-	expFlopTok float64 // of which routed experts' (before imbalance)
+	flopsTok   float64 // dense linear FLOPs per token per GPU
+	expFlopTok float64 // routed experts' FLOPs per token per GPU
 	lmHeadFlop float64 // FLOPs per GPU per token that produces logits
 	attnFlop   float64 // prefill attention FLOPs per GPU per (token × context token)
 	kvBytes    float64 // bytes per GPU per KV token read
-	bw         float64 // bytes per µs of memory bandwidth
-	peak       float64 // FLOPs per µs of the GEMMs' precision
-	peakAttn   float64 // FLOPs per µs of attention (16-bit)
-	tp         float64
-	arBytesTok float64 // all-reduce bytes per token (hidden × 2)
-	arFixed    float64 // µs per all-reduce
-	linkBW     float64 // bytes per µs
+	bw         float64 // bytes per µs of weight streaming
 	kvBW       float64 // bytes per µs of paged-attention KV reads
+	peak       float64 // FLOPs per µs the GEMMs reach
+	attnPeak   float64 // FLOPs per µs prefill attention reaches
+	attnFixed  float64 // µs per step with prefill chunks (L launches)
+	decFixed   float64 // µs per step with KV to read (L launches)
+	moePeak    float64 // FLOPs per µs the fused MoE kernel reaches with many tokens per expert
+	moeHalf    float64 // tokens per expert at which it reaches half of that
+	moeBW      float64 // bytes per µs of its expert reads
+	moeFixed   float64 // µs per MoE layer
+	tp         float64
+	arBytesTok float64 // all-reduce message bytes per token (hidden × 2)
+	ar         []ARPoint
+	arScale    float64 // message bytes per byte of the table's link
+	arFixed    float64 // µs per all-reduce (link model, where nothing is measured)
+	linkBW     float64 // bytes per µs (link model)
+	ringShare  float64 // share of the message each GPU sends in a ring (link model)
 	layers     float64
 	a2aBytes   float64 // all-to-all bytes per routed token per MoE layer (expert parallel), 0 otherwise
 }
@@ -262,7 +299,12 @@ type Physics struct {
 // at (NVLink 4 on H100): a slower link's fixed cost scales with its own.
 const nvlinkLatencyUS = 3.0
 
-// NewPhysics reduces a placement and coefficients to a step-time model.
+// gemmsPerLayer is how many GEMM kernels a layer launches: QKV, O, and the
+// MLP's fused gate-up and down.
+const gemmsPerLayer = 4
+
+// NewPhysics reduces a placement and coefficients to a step-time model,
+// with the GPU's measured kernels (DeviceFor).
 func NewPhysics(pl Placement, c Coeffs) (*Physics, error) {
 	if err := pl.Normalize(); err != nil {
 		return nil, err
@@ -270,6 +312,7 @@ func NewPhysics(pl Placement, c Coeffs) (*Physics, error) {
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
+	dev, devNote := DeviceFor(pl.GPU)
 	m := pl.Model
 	tp := float64(pl.TP)
 	wb := pl.weightBytes()
@@ -283,8 +326,19 @@ func NewPhysics(pl Placement, c Coeffs) (*Physics, error) {
 	// shared experts, and the LM head (the input embedding is a lookup).
 	lm := float64(m.Vocab) * float64(m.Hidden)
 	always := L*m.AttnParams() + denseL*m.DenseMLPParams() + moeL*m.SharedExpertParams()
-	ph := &Physics{coeffs: c, layers: L, tp: tp, moeLayers: moeL}
+	ph := &Physics{coeffs: c, dev: dev, layers: L, tp: tp, moeLayers: moeL}
 	ph.denseBytes = (always*wb + lm*2) / tp
+	h := float64(m.Hidden)
+	hd := m.headDim()
+	qkv := (float64(max(m.Heads, 1)) + 2*m.kvHeads()) * hd
+	inter := float64(m.Intermediate)
+	if moeL > 0 && denseL == 0 {
+		inter = float64(m.SharedExperts * m.SharedIntermediate)
+	}
+	// Per token per layer, 16-bit: two fused residual-add RMSNorms (read
+	// two vectors, write two), RoPE over Q and K, SiLU-and-mul over the
+	// gated MLP's two halves; split over TP where the tensor is.
+	ph.actBytes = L * 2 * (8*h + (2*qkv+3*inter)/tp)
 	if moeL > 0 {
 		ph.experts = float64(m.Experts)
 		ph.topK = float64(max(m.ExpertsPerToken, 1))
@@ -292,35 +346,61 @@ func NewPhysics(pl Placement, c Coeffs) (*Physics, error) {
 		ph.localExp, ph.tokScale = ph.experts, 1
 		// Expert work per GPU is the same either way: sliced, every GPU
 		// does 1/TP of each token's; spread, 1/EP of EP/TP replicas'.
-		ph.expFlopTok = 2 * moeL * ph.topK * m.ExpertParams() / tp
+		ph.expFlopTok = 2 * ph.topK * m.ExpertParams() / tp
 		if ep := float64(max(pl.EP, 1)); ep > 1 {
 			ph.expertB = m.ExpertParams() * wb
 			ph.localExp = ph.experts / ep
 			ph.tokScale = ep / tp
 			// Each routed 16-bit activation leaves for another GPU with
 			// probability (EP−1)/EP; step charges dispatch and combine.
-			ph.a2aBytes = float64(m.Hidden) * 2 * (ep - 1) / ep
+			ph.a2aBytes = h * 2 * (ep - 1) / ep
 		}
 	}
 	ph.flopsTok = 2 * always / tp
 	ph.lmHeadFlop = 2 * lm / tp
 	heads := float64(max(m.Heads, 1))
-	hd := float64(max(m.HeadDim, 1))
 	// QKᵀ and AV: 2 FLOPs per multiply-add, two matmuls, per head and
 	// layer, for each (query token, context token) pair.
 	ph.attnFlop = 4 * L * heads * hd / tp
 	ph.kvBytes = pl.KVBytesPerTokenPerGPU()
-	ph.kvBW = pl.GPU.BandwidthGBs * 1e3 * c.KV
-	ph.bw = pl.GPU.BandwidthGBs * 1e3 * c.Weights // GB/s → bytes/µs; weights' efficiency
-	peak := pl.GPU.BF16TFLOPs
-	if pl.Precision == "fp8" && pl.GPU.FP8TFLOPs > 0 {
-		peak = pl.GPU.FP8TFLOPs
+
+	bw := pl.GPU.BandwidthGBs * 1e3 // GB/s → bytes/µs
+	peak, ec, ecm, ew := pl.GPU.BF16TFLOPs, dev.GEMMCompute, dev.MoECompute, dev.GEMMWeights
+	if pl.Precision == "fp8" && pl.GPU.FP8TFLOPs > 0 && dev.GEMMComputeFP8 > 0 {
+		// FP8 GEMMs (activations quantised on the fly) at their measured
+		// share of the FP8 peak; weights stream as 16-bit ones do.
+		peak, ec, ecm = pl.GPU.FP8TFLOPs, dev.GEMMComputeFP8, dev.MoEComputeFP8
 	}
-	ph.peak = peak * 1e6 * c.Compute // TFLOP/s → FLOP/µs
-	ph.peakAttn = pl.GPU.BF16TFLOPs * 1e6 * c.Compute
-	ph.overhead = c.Step + c.Layer*L + c.MoELayer*moeL
+	ekv := dev.AttnKV
+	if c.Compute > 0 {
+		ec, ecm = c.Compute, c.Compute*dev.MoECompute/dev.GEMMCompute
+	}
+	if c.Weights > 0 {
+		ew = c.Weights
+	}
+	if c.KV > 0 {
+		ekv = c.KV
+	}
+	cx, wx, kx := orOne(c.ComputeX), orOne(c.WeightsX), orOne(c.KVX)
+	ph.bw = bw * ew / wx
+	ph.kvBW = bw * ekv / kx
+	ph.peak = peak * 1e6 * ec / cx // TFLOP/s → FLOP/µs
+	ph.attnPeak = pl.GPU.BF16TFLOPs * 1e6 * dev.AttnPrefill / cx
+	fx := orOne(c.FixedX)
+	ph.attnFixed = L * dev.AttnPrefillFixedUS * fx
+	ph.decFixed = L * dev.AttnDecodeFixedUS * fx
+	ph.moePeak = peak * 1e6 * ecm / cx
+	ph.moeHalf = dev.MoEHalfTokens
+	ph.moeBW = bw * dev.MoEWeights * ew / dev.GEMMWeights / wx
+	ph.moeFixed = moeL * dev.MoEFixedUS * fx
+	gemms := gemmsPerLayer*denseL + 2*moeL + 1 // MoE layers: QKV and O (the experts are the fused kernel)
+	if m.SharedExperts > 0 {
+		gemms += 2 * moeL
+	}
+	ph.overhead = c.Step + c.Layer*L + c.MoELayer*moeL + gemms*dev.GEMMFixedUS*fx
 	ph.seqUS = c.Seq
 	if group := max(pl.TP, pl.EP); group > 1 {
+		ph.ar, ph.arScale = dev.allReduceAt(pl.TP), orOne(dev.ARBytesScale)
 		lat := pl.GPU.LinkLatencyUS
 		if lat <= 0 {
 			lat = nvlinkLatencyUS
@@ -329,15 +409,27 @@ func NewPhysics(pl Placement, c Coeffs) (*Physics, error) {
 		ph.linkBW = max(pl.GPU.TPLinkGBs(group), 1) * 1e3 * c.Link
 	}
 	if pl.TP > 1 {
-		ph.arBytesTok = float64(m.Hidden) * 2 * 2 * (tp - 1) / tp // ring: 2(TP−1)/TP of the message, 16-bit activations
+		ph.arBytesTok = h * 2
+		ph.ringShare = 2 * (tp - 1) / tp // ring: 2(TP−1)/TP of the message
 	}
-	ph.desc = fmt.Sprintf("physics: %s × %s tp%d %s (weights %.1f GB/GPU, KV %.0f B/token/GPU)",
-		pl.GPU.Name, m.Name, pl.TP, pl.Precision, ph.denseBytes/1e9+ph.expertB*ph.localExp*moeL/1e9, ph.kvBytes)
+	ph.desc = fmt.Sprintf("physics: %s × %s tp%d %s (weights %.1f GB/GPU, KV %.0f B/token/GPU; %s)",
+		pl.GPU.Name, m.Name, pl.TP, pl.Precision, ph.denseBytes/1e9+ph.expertB*ph.localExp*moeL/1e9, ph.kvBytes, devNote)
 	return ph, nil
+}
+
+// orOne is x, or 1 when x is 0 (a multiplier left out).
+func orOne(x float64) float64 {
+	if x == 0 {
+		return 1
+	}
+	return x
 }
 
 // Coeffs returns the coefficients the model was built with.
 func (ph *Physics) Coeffs() Coeffs { return ph.coeffs }
+
+// Device returns the device coefficients the model was built with.
+func (ph *Physics) Device() DeviceCoeffs { return ph.dev }
 
 // String says what the model describes.
 func (ph *Physics) String() string { return ph.desc }
@@ -373,6 +465,20 @@ func (ph *Physics) Step(b Batch) float64 {
 	return ph.step(n, seqs, logits, attn, kv)
 }
 
+// customAllReduceMax is the largest message vLLM's custom all-reduce
+// takes (its max_size, 8 MiB); larger ones go to NCCL, which the link
+// model stands for.
+const customAllReduceMax = 8 << 20
+
+// allReduce is one all-reduce of a message of bytes, µs: the measured
+// custom all-reduce where it applies, else a ring over the link.
+func (ph *Physics) allReduce(bytes float64) float64 {
+	if len(ph.ar) > 0 && bytes <= customAllReduceMax {
+		return interpAR(ph.ar, bytes*ph.arScale)
+	}
+	return ph.arFixed + bytes*ph.ringShare/ph.linkBW
+}
+
 func (ph *Physics) step(n, seqs, logits, attnPairs, kv float64) float64 {
 	if n <= 0 {
 		return 0
@@ -380,22 +486,28 @@ func (ph *Physics) step(n, seqs, logits, attnPairs, kv float64) float64 {
 	bytes := ph.denseBytes
 	flops := ph.flopsTok*n + ph.lmHeadFlop*logits
 	t := ph.overhead + ph.seqUS*seqs
+	t += math.Max(flops/ph.peak, bytes/ph.bw) + n*ph.actBytes/ph.bw
 	if ph.moeLayers > 0 {
-		// Experts touched by n tokens each picking topK of E: under
-		// uniform routing E·(1 − (1 − k/E)^n) per layer; a real router's
-		// skew reaches new experts as n·Spread uniform tokens would.
-		touched := ph.localExp * (1 - math.Pow(1-ph.topK/ph.experts, n*ph.tokScale*ph.coeffs.Spread))
-		bytes += ph.moeLayers * touched * ph.expertB
-		flops += ph.expFlopTok * n * ph.coeffs.Imbalance
+		// Experts touched by the routed tokens, each picking topK of E,
+		// under uniform routing: E·(1 − (1 − k/E)^n) per layer. The
+		// kernel's efficiency grows with the tokens each expert gets.
+		routed := n * ph.tokScale
+		touched := ph.localExp * (1 - math.Pow(1-ph.topK/ph.experts, routed))
+		perExpert := routed * ph.topK / ph.experts
+		eff := perExpert / (perExpert + ph.moeHalf)
+		t += ph.moeFixed + ph.moeLayers*math.Max(ph.expFlopTok*n/(ph.moePeak*eff), touched*ph.expertB/ph.moeBW)
 		if ph.a2aBytes > 0 {
 			t += ph.moeLayers * 2 * (ph.arFixed + ph.topK*n*ph.a2aBytes/ph.linkBW)
 		}
 	}
-	t += math.Max(flops/ph.peak, bytes/ph.bw)
-	t += ph.attnFlop * attnPairs / ph.peakAttn
-	t += kv * ph.kvBytes / ph.kvBW
+	if attnPairs > 0 {
+		t += ph.attnFixed + ph.attnFlop*attnPairs/ph.attnPeak
+	}
+	if kv > 0 {
+		t += ph.decFixed + kv*ph.kvBytes/ph.kvBW
+	}
 	if ph.tp > 1 {
-		t += 2 * ph.layers * (ph.arFixed + n*ph.arBytesTok/ph.linkBW)
+		t += 2 * ph.layers * ph.allReduce(n*ph.arBytesTok)
 	}
 	return t
 }

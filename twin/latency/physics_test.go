@@ -20,7 +20,7 @@ func placement(t *testing.T, gpu, model string, tp int, precision string) Placem
 
 func physics(t *testing.T, pl Placement) *Physics {
 	t.Helper()
-	ph, err := NewPhysics(pl, hopperCoeffs)
+	ph, err := NewPhysics(pl, engineCoeffs)
 	require.NoError(t, err)
 	return ph
 }
@@ -116,8 +116,13 @@ func TestFP8(t *testing.T) {
 
 	a100 := physics(t, placement(t, "A100-80GB", "llama-3.1-8b-instruct", 1, "fp8"))
 	h100 := physics(t, placement(t, "H100", "llama-3.1-8b-instruct", 1, "fp8"))
-	require.Equal(t, a100.peakAttn, a100.peak, "A100 has no FP8 tensor cores: GEMMs run at 16-bit peak")
-	require.Greater(t, h100.peak, h100.peakAttn)
+	a100b := physics(t, placement(t, "A100-80GB", "llama-3.1-8b-instruct", 1, "bf16"))
+	require.Equal(t, a100b.peak, a100.peak, "A100 has no FP8 tensor cores: GEMMs run at their 16-bit rate")
+	// vLLM 0.14's per-tensor FP8 GEMMs on H100 measure no faster than
+	// BF16 ones once compute-bound (710–806 TFLOP/s at m ≥ 2,048 against
+	// 800–860): the model takes the measurement, not the spec sheet's 2×.
+	d, _ := DeviceFor(h100.dev.gpu())
+	require.InEpsilon(t, 1978.9e6*d.GEMMComputeFP8, h100.peak, 1e-9)
 
 	m, err := LookupModel("llama-4-scout-17b-16e-instruct-fp8-dynamic")
 	require.NoError(t, err)
@@ -151,15 +156,15 @@ func TestKVTokensDerived(t *testing.T) {
 }
 
 func TestCoeffsCheck(t *testing.T) {
-	require.NoError(t, hopperCoeffs.Check())
+	require.NoError(t, engineCoeffs.Check())
 	for _, bad := range []func(*Coeffs){
-		func(c *Coeffs) { c.Compute = 0 },
+		func(c *Coeffs) { c.Link = 0 },
 		func(c *Coeffs) { c.KV = 1.2 },
 		func(c *Coeffs) { c.Step = -1 },
-		func(c *Coeffs) { c.Imbalance = 0.5 },
+		func(c *Coeffs) { c.WeightsX = -0.5 },
 		func(c *Coeffs) { c.Request = math.NaN() },
 	} {
-		c := hopperCoeffs
+		c := engineCoeffs
 		bad(&c)
 		require.Error(t, c.Check())
 	}
