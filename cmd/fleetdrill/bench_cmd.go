@@ -28,7 +28,11 @@ type benchFitInput struct {
 	free   []string
 }
 
-func loadBenchFitInput(paths []string, start, free string) (*benchFitInput, error) {
+// loadBenchFitInput loads the experiments and the start: --start's file
+// ("neutral": latency.NeutralCoeffs), else the built-in coefficients, or, when neutral (a cross-validation),
+// latency.NeutralCoeffs: a fold must not start from figures fitted on the
+// model it holds out.
+func loadBenchFitInput(paths []string, start, free string, neutral bool) (*benchFitInput, error) {
 	setups, err := calibrate.LoadSetups(paths...)
 	if err != nil {
 		return nil, &exitError{code: exitInvalid, err: err}
@@ -42,7 +46,12 @@ func loadBenchFitInput(paths []string, start, free string) (*benchFitInput, erro
 	}
 	in := &benchFitInput{setups: setups, family: family}
 	in.start, in.how = latency.CoeffsFor(setups[0].Placement.GPU)
-	if start != "" {
+	if neutral {
+		in.start, in.how = latency.NeutralCoeffs, "the neutral start (kernels as measured, round overheads: fitted on nothing)"
+	}
+	if start == "neutral" {
+		in.start, in.how = latency.NeutralCoeffs, "the neutral start (kernels as measured, round overheads: fitted on nothing)"
+	} else if start != "" {
 		f, err := calibrate.ReadCoeffsFile(start)
 		if err != nil {
 			return nil, &exitError{code: exitInvalid, err: fmt.Errorf("--start: %w", err)}
@@ -58,7 +67,7 @@ func loadBenchFitInput(paths []string, start, free string) (*benchFitInput, erro
 // calibrateBenchmarks fits the physical model's coefficients jointly over
 // benchmark experiments (`calibrate --benchmark`).
 func calibrateBenchmarks(cmd *cobra.Command, paths []string, start, free string, evals int, out string) error {
-	in, err := loadBenchFitInput(paths, start, free)
+	in, err := loadBenchFitInput(paths, start, free, false)
 	if err != nil {
 		return err
 	}
@@ -115,7 +124,7 @@ func writeBenchCoeffsFile(w io.Writer, out string, in *benchFitInput, evals int,
 // and once on all experiments, and prints the cross-validated figures next
 // to the in-sample ones (`calibrate --benchmark --cv`).
 func crossValidateBenchmarks(cmd *cobra.Command, paths []string, start, free string, evals int, by calibrate.CVGroup, out, jsonPath string) error {
-	in, err := loadBenchFitInput(paths, start, free)
+	in, err := loadBenchFitInput(paths, start, free, true)
 	if err != nil {
 		return err
 	}

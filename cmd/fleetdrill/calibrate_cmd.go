@@ -126,7 +126,7 @@ writes the fit on all experiments with the cross-validated figures. Each fold co
 	f.IntVar(&chunk, "max-batched-tokens", 2048, "with --requests: the engine's max_num_batched_tokens")
 	f.IntVar(&evals, "refine-evals", 150, "replays the refining fit may use (0: linear fit only; with --benchmark, replays of the whole set)")
 	f.StringArrayVar(&benchmarks, "benchmark", nil, "fit the physical model to benchmark experiment `FILE`s or directories of them (repeatable)")
-	f.StringVar(&start, "start", "", "with --benchmark or --physics: start from the coefficients in `FILE` (default: the family's built-in ones)")
+	f.StringVar(&start, "start", "", "with --benchmark or --physics: start from the coefficients in `FILE`, or neutral (every in-engine factor 1, round overheads: fitted on nothing; --cv starts there) (default: the built-in ones)")
 	f.StringVar(&free, "free", "", "with --benchmark or --physics: fit only these coefficients, comma-separated (e.g. request_us,kv_eff; default: all with --benchmark, the device's efficiencies and overheads with --physics)")
 	f.StringVar(&cv, "cv", "", "with --benchmark: also cross-validate the fit, holding out one `GROUP` at a time: model or experiment")
 	f.StringVar(&jsonPath, "json", "", "with --cv: write the cross-validation (folds, in-sample and cross-validated scores) to `FILE` (JSON)")

@@ -200,7 +200,8 @@ func TestCalibrateBenchmarkCV(t *testing.T) {
 	code, stdout, errs := runCLI(t, append([]string{"calibrate", "--cv", "experiment", "--refine-evals", "4", "--free", "step_us",
 		"--json", js, "--out", out}, args...)...)
 	require.Equal(t, exitOK, code, errs)
-	require.Contains(t, stdout, "cross-validating the fit by experiment over 3 experiments")
+	require.Contains(t, stdout, "cross-validating the fit by experiment over 3 experiments (hopper family) from the neutral start",
+		"a fold must not start from coefficients fitted on what it holds out")
 	require.Contains(t, stdout, "fold 1/3, 64-qwen2-5-7b-instruct-tp1-roleplay-1-1 held out (fitted on 2")
 	require.Contains(t, stdout, "fold 3/3, 65-01-ai-yi-34b-tp2-general-lite-2-1 held out")
 	require.Regexp(t, `e2e_mean +\d+\.\d% +\d+\.\d% +\d\.\d\d`, stdout)

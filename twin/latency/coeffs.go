@@ -16,8 +16,8 @@ var EngineCoeffs = engineCoeffs
 //	fleetdrill calibrate --benchmark internal/benchmark/testdata/simtoreal \
 //	  --free step_us,layer_us,seq_us,request_us,weights_x,kv_x,fixed_x --refine-evals 400
 //
-// from internal/calibrate/testdata/neutral-start.yaml (every factor 1,
-// step 270 µs, layer 2, seq 3.9, request 8,000 µs), to a loss (RMS of log
+// from NeutralCoeffs (every factor 1, step 270 µs, layer 2, seq 3.9,
+// request 8,000 µs), to a loss (RMS of log
 // errors) of 0.1604. As physics: weights stream in the engine as in the
 // microbenchmark (weights_x 1.00: 89 % of an H100's bandwidth), KV reads
 // take 0.88 of the benchmark's time (86 % of the bandwidth, the paged
@@ -37,6 +37,17 @@ var engineCoeffs = Coeffs{
 	WeightsX: 1.0028, KVX: 0.87801, FixedX: 0.42912,
 	Step: 1006.8, Layer: 3.195, Seq: 5.2382,
 	Request: 995.4,
+}
+
+// NeutralCoeffs are where a fit of the engine's coefficients starts when
+// it must not lean on the built-in ones (a cross-validation fold): the
+// kernels as measured (every factor 1) and round overheads, fitted on
+// nothing. The built-in coefficients were fitted from them.
+var NeutralCoeffs = Coeffs{
+	Link: 0.9, AllReduce: 4.3,
+	ComputeX: 1, WeightsX: 1, KVX: 1, FixedX: 1,
+	Step: 270, Layer: 2, Seq: 3.9,
+	Request: 8000,
 }
 
 // EngineFitted are the coefficients `calibrate --benchmark` fits unless
