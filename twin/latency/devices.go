@@ -112,9 +112,3 @@ func interpAR(pts []ARPoint, bytes float64) float64 {
 	a, b := pts[i-1], pts[i]
 	return a.US + (b.US-a.US)*(bytes-a.Bytes)/(b.Bytes-a.Bytes)
 }
-
-// gpu returns the spec-table row the coefficients were measured on.
-func (d DeviceCoeffs) gpu() GPU {
-	g, _ := LookupGPU(d.GPU)
-	return g
-}

@@ -121,7 +121,9 @@ func TestFP8(t *testing.T) {
 	// vLLM 0.14's per-tensor FP8 GEMMs on H100 measure no faster than
 	// BF16 ones once compute-bound (710–806 TFLOP/s at m ≥ 2,048 against
 	// 800–860): the model takes the measurement, not the spec sheet's 2×.
-	d, _ := DeviceFor(h100.dev.gpu())
+	h100g, err := LookupGPU("H100")
+	require.NoError(t, err)
+	d, _ := DeviceFor(h100g)
 	require.InEpsilon(t, 1978.9e6*d.GEMMComputeFP8, h100.peak, 1e-9)
 
 	m, err := LookupModel("llama-4-scout-17b-16e-instruct-fp8-dynamic")
