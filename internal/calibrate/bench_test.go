@@ -37,24 +37,24 @@ func loadTrainVal(t *testing.T) []*BenchSetup {
 func TestBenchmarkFidelityRegression(t *testing.T) {
 	sc, err := ScoreBenchmarks(context.Background(), loadTrainVal(t), nil)
 	require.NoError(t, err)
-	bounds := map[string]float64{"e2e_mean": 0.066, "itl_mean": 0.097, "e2e_p99": 0.116, "ttft_mean": 0.148}
-	for m, b := range bounds {
-		s, ok := sc.SummaryOf(m)
-		require.True(t, ok, m)
-		require.Equal(t, 13, s.Experiments, m)
-		require.LessOrEqual(t, s.MedianAbs, b, "%s median |error| over the train/val experiments", m)
-	}
-	require.Zero(t, sc.BackedUp, "the twin backs up on %v", sc.BackedUpNames)
-
+	requireWithin(t, "in-sample", &sc.BenchFigures,
+		map[string]float64{"e2e_mean": 0.066, "itl_mean": 0.097, "e2e_p99": 0.116, "ttft_mean": 0.148})
 	cv := crossValidatedFromFolds(t, "testdata/cv-model-folds.json")
-	cvBounds := map[string]float64{"e2e_mean": 0.082, "itl_mean": 0.111, "e2e_p99": 0.128, "ttft_mean": 0.22}
-	for m, b := range cvBounds {
-		s, ok := cv.SummaryOf(m)
+	requireWithin(t, "cross-validated (leave one model out)", &cv,
+		map[string]float64{"e2e_mean": 0.082, "itl_mean": 0.111, "e2e_p99": 0.128, "ttft_mean": 0.22})
+}
+
+// requireWithin fails unless every metric's median |error| over the 13
+// experiments is within its bound and none backs up.
+func requireWithin(t *testing.T, what string, f *BenchFigures, bounds map[string]float64) {
+	t.Helper()
+	for m, b := range bounds {
+		s, ok := f.SummaryOf(m)
 		require.True(t, ok, m)
 		require.Equal(t, 13, s.Experiments, m)
-		require.LessOrEqual(t, s.MedianAbs, b, "%s cross-validated median |error| (leave one model out)", m)
+		require.LessOrEqual(t, s.MedianAbs, b, "%s: %s median |error| over the train/val experiments", what, m)
 	}
-	require.Zero(t, cv.BackedUp, "cross-validated, the twin backs up on %v", cv.BackedUpNames)
+	require.Zero(t, f.BackedUp, "%s: the twin backs up on %v", what, f.BackedUpNames)
 }
 
 // crossValidatedFromFolds scores every train/val experiment with the
