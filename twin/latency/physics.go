@@ -20,14 +20,16 @@ import (
 //     per-sequence costs around those kernels and the client's per-request
 //     cost, fitted to end-to-end benchmark runs (internal/calibrate).
 //
-// Per step, per GPU of the tensor-parallel group:
+// Per step, per GPU of the tensor-parallel group (the device's kernels'
+// times scaled by the engine's in-engine factors: fixed costs by FixedX,
+// weight streaming by WeightsX, KV reads by KVX, compute by ComputeX):
 //
 //	step = c.Step + c.Layer·L + c.Seq·S                         host and launch gaps
-//	     + G·L·gemm_fixed + max(FLOPs/(peak·ec), bytes/(BW·ew))   GEMMs (dense, attention projections, LM head)
+//	     + G·gemm_fixed + max(FLOPs/(peak·ec), bytes/(BW·ew))     GEMMs (dense, attention projections, LM head)
 //	     + activation bytes/(BW·ew)                               norms, RoPE, SiLU, residuals
 //	     + L·(prefill_fixed + FLOPs_attn/(peak16·ea))             flash attention of prefill chunks
 //	     + L·(decode_fixed + KV bytes/(BW·ekv))                   paged attention (decode, chunks' context)
-//	     + 2·L·allreduce(message)                                 tensor parallelism (measured table)
+//	     + 2·L·allreduce(message)                                 tensor parallelism (measured table ≤ 8 MiB)
 //	     + L_moe·(moe_fixed + max(FLOPs/(peak·ecm·m/(m+mh)), touched experts' bytes/(BW·ewm)))
 //
 // for S sequences in the step (decoders and prefill chunks) and N tokens
