@@ -3,6 +3,7 @@ package calibrate
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -171,16 +172,7 @@ func TestBackedUpIsDetected(t *testing.T) {
 // known coefficients are fitted back from a perturbed start.
 func TestFitRecoversKnownCoefficients(t *testing.T) {
 	truth, _ := latency.CoeffsFor(latency.GPU{Family: "hopper"})
-	var setups []*BenchSetup
-	for i, rate := range []float64{2, 6} {
-		s := smallSetup(t, rate)
-		s.Workload.Seed = uint64(i + 1)
-		s.Workload.Stages = []BenchStage{{Rate: rate, Duration: 40 * time.Second}}
-		p, err := ReplayBenchmark(s, truth)
-		require.NoError(t, err)
-		s.Measured = p.Stages
-		setups = append(setups, s)
-	}
+	setups := measuredBy(t, truth, 40*time.Second, 2, 6)
 	start := truth
 	start.Step *= 0.7
 	start.Request *= 1.6
@@ -192,6 +184,24 @@ func TestFitRecoversKnownCoefficients(t *testing.T) {
 
 	_, _, err = FitCoeffs(context.Background(), setups, start, []string{"no_such"}, 10)
 	require.ErrorContains(t, err, `no coefficient "no_such"`)
+}
+
+// measuredBy makes one small experiment per rate, one stage of d each,
+// "measured" by replaying coefficients truth: a fit must find them again.
+func measuredBy(t *testing.T, truth latency.Coeffs, d time.Duration, rates ...float64) []*BenchSetup {
+	t.Helper()
+	var setups []*BenchSetup
+	for i, rate := range rates {
+		s := smallSetup(t, rate)
+		s.Name = fmt.Sprintf("small-%d", i)
+		s.Workload.Seed = uint64(i + 1)
+		s.Workload.Stages = []BenchStage{{Rate: rate, Duration: d}}
+		p, err := ReplayBenchmark(s, truth)
+		require.NoError(t, err)
+		s.Measured = p.Stages
+		setups = append(setups, s)
+	}
+	return setups
 }
 
 // BenchmarkReplayTrainVal replays the 13 train/val experiments (74,246

@@ -2,7 +2,6 @@ package calibrate
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -120,18 +119,7 @@ func cvSetups(t *testing.T) []*BenchSetup {
 	t.Helper()
 	truth, _ := latency.CoeffsFor(latency.GPU{Family: "hopper"})
 	*coeffField(t, &truth, "step_us") *= 1.5
-	var setups []*BenchSetup
-	for i, rate := range []float64{2, 4, 6} {
-		s := smallSetup(t, rate)
-		s.Name = fmt.Sprintf("small-%d", i)
-		s.Workload.Seed = uint64(i + 1)
-		s.Workload.Stages = []BenchStage{{Rate: rate, Duration: 20 * time.Second}}
-		p, err := ReplayBenchmark(s, truth)
-		require.NoError(t, err)
-		s.Measured = p.Stages
-		setups = append(setups, s)
-	}
-	return setups
+	return measuredBy(t, truth, 20*time.Second, 2, 4, 6)
 }
 
 // TestCrossValidateRuns: a real fit with a tiny budget runs, gives the

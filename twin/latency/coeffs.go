@@ -1,6 +1,6 @@
 package latency
 
-// EngineCoeffs are the built-in engine coefficients of the physical
+// engineCoeffs are the built-in engine coefficients of the physical
 // step-time model for vLLM 0.15 (chunked prefill, prefix caching, CUDA
 // graphs): the host's costs around the kernels and the client's per-request
 // cost. They are software costs, the same on every GPU: each GPU's kernels
@@ -9,9 +9,8 @@ package latency
 // sim-to-real study (H100; dense and MoE; TP 1, 2, 4; FP16 and FP8) with
 // only the engine's terms free; docs/fidelity.md gives the command, the
 // in-sample and the cross-validated errors.
-var EngineCoeffs = engineCoeffs
-
-// engineCoeffs: fitted (see EngineCoeffs) with
+//
+// They were fitted with
 //
 //	fleetdrill calibrate --benchmark internal/benchmark/testdata/simtoreal \
 //	  --free step_us,layer_us,seq_us,request_us,weights_x,kv_x,fixed_x --refine-evals 400

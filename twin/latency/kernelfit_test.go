@@ -45,8 +45,9 @@ var kernelGPUs = []struct {
 }
 
 // readKernelCSV reads one converted table: header → column index, rows,
-// and each row's first column as text. Other columns must be numbers,
-// but those named in text, which read as NaN.
+// and each row's first column as text (a dtype, or a number read into the
+// row too). Other columns must be numbers, but those named in text, which
+// read as NaN.
 func readKernelCSV(t testing.TB, name string, text ...string) (map[string]int, [][]float64, []string) {
 	t.Helper()
 	f, err := os.Open(filepath.Join("testdata", "kernels", name))
@@ -63,20 +64,17 @@ func readKernelCSV(t testing.TB, name string, text ...string) (map[string]int, [
 	var dtypes []string
 	for li, r := range recs[1:] {
 		row := make([]float64, len(r))
+		dtypes = append(dtypes, r[0])
 		for i, v := range r {
-			if x, err := strconv.ParseFloat(v, 64); err == nil {
+			x, err := strconv.ParseFloat(v, 64)
+			switch {
+			case err == nil:
 				row[i] = x
-			} else if i == 0 {
-				dtypes = append(dtypes, v)
-				continue
-			} else if slices.Contains(text, recs[0][i]) {
+			case i == 0 || slices.Contains(text, recs[0][i]): // the first column may be text (a dtype)
 				row[i] = math.NaN()
-			} else {
+			default:
 				t.Fatalf("%s:%d: column %s: %q is not a number", name, li+2, recs[0][i], v)
 			}
-		}
-		if len(dtypes) < len(rows)+1 {
-			dtypes = append(dtypes, "")
 		}
 		rows = append(rows, row)
 	}
@@ -232,7 +230,7 @@ func fitDevice(t testing.TB, prefix string, g GPU, l2 float64) kernelFit {
 	// which a serving step's KV is, at the batch sizes an engine runs
 	// (8 to 512 sequences: below, too few blocks fill the GPU; above,
 	// beyond any max_num_seqs here).
-	var sel, small [][]float64
+	var sel [][]float64
 	var smallUS []float64
 	for i, r := range rows {
 		if dt[i] != "bf16" {
@@ -242,7 +240,6 @@ func fitDevice(t testing.TB, prefix string, g GPU, l2 float64) kernelFit {
 			sel = append(sel, r)
 		}
 		if kvBytesOf(col, r) < 1e6 {
-			small = append(small, r)
 			smallUS = append(smallUS, r[col["us"]])
 		}
 	}
@@ -252,7 +249,6 @@ func fitDevice(t testing.TB, prefix string, g GPU, l2 float64) kernelFit {
 		return d.AttnDecodeFixedUS + kvBytes(sel[i])/(g.BandwidthGBs*1e3*p[0])
 	}, func(i int) float64 { return sel[i][col["us"]] })
 	d.AttnKV = p[0]
-	_ = small
 	kf.errs["decode_attention"] = med
 
 	// Prefill attention (16-bit, causal: half the square).
