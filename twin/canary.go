@@ -10,15 +10,14 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/engine"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// Canaries and shadow traffic in the twin. The routing (who goes to the
-// candidate) is the core's, the schedule and the triggers are
-// sched.Rollouts', both shared with the live gateway; the twin evaluates
-// the rollouts at their times of simulated time, feeds them every attempt
-// of a canary's model, sends a retry after a failed canary attempt to the
-// baseline, and plays the shadow copies on the candidate's replicas.
+// Canaries and shadow traffic in the twin: what to do is the request
+// engine's (reqengine.Canaries, which the live gateway drives too); the twin
+// schedules the rollouts' evaluations in simulated time, says when each
+// attempt ended, and plays the shadow copies on the candidate's replicas.
 //
 // A shadow copy is a request of its own in the slab, flagged shadow: it
 // never reaches the tally, the metrics, the tenant's quotas or the report's
@@ -26,11 +25,8 @@ import (
 // candidate's faults as any other, and its figures go to the canary's
 // report only.
 
-// shadowIDBase keeps copies' IDs apart from the requests'.
-const shadowIDBase = 1 << 62
-
 func (r *runner) initRollouts() {
-	r.rollouts = sched.NewRollouts(&r.p.core)
+	r.canaries = reqengine.NewCanaries(r.p.sc, &r.p.core, false)
 	r.shadowRand = r.s.Rand("shadows")
 }
 
@@ -52,23 +48,22 @@ func (r *runner) fateDraw(req *request) float64 {
 }
 
 func (r *runner) startRollouts() {
-	if r.rollouts == nil {
+	if r.canaries == nil {
 		return
 	}
-	if at := r.rollouts.NextAt(); at <= r.end {
+	if at, ok := r.canaries.NextAt(); ok && at <= r.end {
 		r.s.At(at, r.evaluateRollouts)
 	}
 }
 
 func (r *runner) evaluateRollouts() {
 	now := r.s.Now()
-	for _, d := range r.rollouts.Evaluate(now) {
-		r.core.SetCanaryShare(now, d.Canary, d.To)
+	for _, d := range r.canaries.Evaluate(now, r.core) {
 		r.addEvent(CanaryEvent(now, d))
 		r.canaryActed(now, d)
 	}
 	r.dispatch()
-	if at := r.rollouts.NextAt(); at <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
+	if at, ok := r.canaries.NextAt(); ok && at <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
 		r.s.At(at, r.evaluateRollouts)
 	}
 }
@@ -100,51 +95,37 @@ func (r *runner) canaryActed(now time.Duration, d sched.RolloutDecision) {
 // observeAttempt feeds the rollouts an attempt of req that ended now on
 // replica ri: answered (ok) or not.
 func (r *runner) observeAttempt(req *request, ri int, ok, met bool) {
-	if r.rollouts == nil {
+	if r.canaries == nil {
 		return
 	}
-	now := r.s.Now()
-	// From the attempt's offer to the core: the wait for the route's
-	// replicas counts, as it does against the class's SLO. A copy is
-	// offered when it arrives.
+	// A copy is offered when it arrives.
 	from := req.offeredAt
 	if req.shadow {
 		from = req.core.Arrived
 	}
-	ttft := time.Duration(0)
-	if req.firstAt >= from {
-		// (A retry's first token may be an earlier attempt's: then the
-		// attempt's own is not known, and 0 is recorded.)
-		ttft = req.firstAt - from
-	}
-	r.rollouts.Observe(now, &req.core, ri, ok, ttft, now-from, met)
-	if !ok && !req.shadow && req.core.Route > 0 {
-		// A failed canary attempt is retried on the baseline: the canary
-		// costs the client latency, not its answer.
-		req.core.NoCanary = true
-	}
+	r.canaries.AttemptEnded(r.s.Now(), &req.core, ri, ok, from, req.firstAt, met)
 }
 
-// mirror sends a shadow copy of req, just admitted, to canary k's
-// candidate.
-func (r *runner) mirror(req *request, k int) {
+// mirror sends a shadow copy of req, just admitted, to a canary's
+// candidate when the request engine says so.
+func (r *runner) mirror(req *request) {
 	now := r.s.Now()
+	cp, _, ok := r.canaries.Mirror(now, r.core, &req.core)
+	if !ok {
+		return
+	}
 	// Not alloc: a copy is no client's request, so it is outside the
 	// lifecycle's count of live requests (the retry budget's base).
 	sh := r.entry()
 	sh.shadow = true
-	sh.core = sched.Request{ID: shadowIDBase + r.shadows, Tenant: req.core.Tenant, Class: req.core.Class,
-		Model: req.core.Model, Served: req.core.Model, Input: req.core.Input, Output: req.core.Output, Arrived: now,
-		Shadow: true, Route: k + 1}
-	r.shadows++
+	sh.core = cp
 	sh.seq = r.newSeq()
 	*sh.seq = engine.Seq{Tag: sh.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
 	sh.link, sh.linkID, sh.linked = req.idx, req.core.ID, true
 	req.link, req.linkID, req.linked = sh.idx, sh.core.ID, true
-	r.rollouts.ShadowSent(k)
 	sh.state = stWaiting
-	if d := r.core.Arrive(now, &sh.core); d.Outcome == sched.Rejected {
-		r.endShadow(sh, false)
+	if !r.canaries.OfferShadow(now, r.core, &sh.core) {
+		r.finishShadow(sh)
 		return
 	}
 	r.dispatch()
@@ -154,9 +135,7 @@ func (r *runner) mirror(req *request, k int) {
 // faults as any attempt does.
 func (r *runner) startShadow(sh *request, ri int) {
 	pp := &r.p.pools[r.replicas[ri].pool]
-	if tj := r.p.sc.Tenants[sh.core.Tenant].Jurisdiction; tj != "" && pp.region.Jurisdiction != tj {
-		r.shadowResidency++
-	}
+	r.canaries.ShadowDispatched(&sh.core, pp.region.Jurisdiction)
 	if r.faultState != nil {
 		if fate := r.faultAtDispatch(sh, ri); fate.fail {
 			r.failAttempt(sh, ri, fate)
@@ -198,7 +177,7 @@ func (r *runner) endShadow(sh *request, cancelled bool) {
 	case stFailing:
 		sh.attemptTimer.Stop()
 	}
-	r.rollouts.ShadowEnded(sh.core.Route-1, cancelled)
+	r.canaries.ShadowEnded(&sh.core, cancelled)
 	r.finishShadow(sh)
 }
 
@@ -242,7 +221,7 @@ func (r *runner) primaryDone(req *request) {
 		return
 	}
 	sh.linked = false
-	if r.p.sc.Canaries[sh.core.Route-1].Shadow.CancelWithPrimary {
+	if r.canaries.CancelsWithPrimary(&sh.core) {
 		r.endShadow(sh, true)
 	}
 }
@@ -411,7 +390,7 @@ func versionReport(v sched.RolloutVersion, shadow bool) VersionReport {
 
 // canaryReports is the run's.
 func (r *runner) canaryReports() map[string]*CanaryReport {
-	if r.rollouts == nil {
+	if r.canaries == nil {
 		return nil
 	}
 	var spans []FaultSpan
@@ -420,7 +399,7 @@ func (r *runner) canaryReports() map[string]*CanaryReport {
 			spans = append(spans, FaultSpan{Start: f.start, Pools: f.pools})
 		}
 	}
-	return CanaryReports(r.p.sc, r.rollouts, &r.p.core, spans, r.shadowResidency)
+	return CanaryReports(r.p.sc, r.canaries.Rollouts(), &r.p.core, spans, r.canaries.Residency())
 }
 
 func allOf(xs []int, f func(int) bool) bool {

@@ -616,14 +616,15 @@ func (r *runner) sampleMetrics() {
 // them; nothing without canaries. A copy still running is in no outcome
 // yet.
 func (r *runner) sampleCanaries() {
-	if r.rollouts == nil {
+	if r.canaries == nil {
 		return
 	}
 	m := r.metrics
-	for k := range r.rollouts.Len() {
+	ro := r.canaries.Rollouts()
+	for k := range ro.Len() {
 		ck := int32(k)
 		m.set(mCanaryShare, cellKey{ck}, r.core.CanaryShare(k))
-		rep := r.rollouts.Report(k)
+		rep := ro.Report(k)
 		var acts [len(canaryActions)]float64
 		for _, d := range rep.Decisions {
 			if a := slices.Index(canaryActions[:], d.Action); a >= 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim"
 	"github.com/fleetdrill/fleetdrill/twin/engine"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -192,14 +193,11 @@ type runner struct {
 
 	jobs   jobsRT
 	ladder *sched.Ladder
-	// Canaries (canary.go): the rollouts, copies sent, and copies that
-	// reached a pool outside their tenant's jurisdiction (a bug).
-	rollouts        *sched.Rollouts
-	shadows         uint64
-	shadowResidency uint64
-	shadowRand      *rand.Rand // copies' fault fates and service times: never the clients' draws
-	shq             []shedCopy // copies shed, being ended (see dispatch)
-	ladderRand      *rand.Rand
+	// Canaries (canary.go): the request engine's rollouts and copies.
+	canaries   *reqengine.Canaries
+	shadowRand *rand.Rand // copies' fault fates and service times: never the clients' draws
+	shq        []shedCopy // copies shed, being ended (see dispatch)
+	ladderRand *rand.Rand
 
 	faults       []*faultRT
 	faultState   []replicaFault
@@ -567,10 +565,8 @@ func (r *runner) offer(req *request) {
 		if d.Outcome == sched.Queued {
 			r.preemptFor(req.core.Served)
 		}
-		if next.FirstAdmit && r.rollouts != nil && req.state != stDone {
-			if k, ok := r.core.Shadow(&req.core); ok {
-				r.mirror(req, k)
-			}
+		if next.FirstAdmit && r.canaries != nil && req.state != stDone {
+			r.mirror(req)
 		}
 	case sched.Reoffer:
 		if next.Retry {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -75,10 +76,7 @@ func (s *served) tpot() time.Duration {
 
 // met reports whether s completed within every objective of its class.
 func (t *tally) met(s *served) bool {
-	slo := t.sc.Classes[s.class].SLO
-	return (slo.TTFT == 0 || s.ttft <= slo.TTFT.D()) &&
-		(slo.E2E == 0 || s.e2e <= slo.E2E.D()) &&
-		(slo.TPOT == 0 || s.output <= 1 || s.tpot() <= slo.TPOT.D())
+	return reqengine.MetSLO(t.sc.Classes[s.class].SLO, s.ttft, s.e2e, s.output)
 }
 
 // complete records a completed request's timings; measured is false for a

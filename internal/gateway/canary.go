@@ -4,32 +4,26 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math"
 	"strconv"
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// Canaries and shadow traffic, live. The routing is the core's (a new
-// request of a canary's model is drawn onto the canary by its share, a
-// candidate pool is reachable only through its canary), the schedule and
-// the rollback triggers are sched.Rollouts', the twin's too
-// (twin/canary.go drives them the same way). The gateway:
+// Canaries and shadow traffic, live. What to do is the request engine's
+// (reqengine.Canaries, which the twin drives too): the rollouts' clock and
+// decisions, what an attempt's end tells them, the retry of a failed
+// canary attempt on the baseline, the shadow copies' IDs and accounting.
+// The gateway carries it out:
 //
-//   - evaluates the rollouts at their NextAt, in model time, and applies
-//     each decision's share (Core.SetCanaryShare): logged, counted,
-//     reported to the Observer;
-//   - feeds Rollouts.Observe the end of every attempt of an original (ok
-//     or failed, its time to first byte and end to end from dispatch,
-//     whether it met its class's SLO), and sends the retry of a failed
-//     canary attempt to the baseline (NoCanary): the canary costs the
-//     client latency, never its answer;
-//   - mirrors an original, once first admitted, when Core.Shadow says so:
-//     a copy of the same body, offered to the core as a shadow of the
-//     canary (its own ID space, no tenant quota, candidate replicas only,
-//     the first shed), sent upstream while the core holds it, its answer
-//     read and discarded. A copy is never answered to a client and never
+//   - evaluates the rollouts at their NextAt, in model time, on its canary
+//     loop: each decision logged, counted, reported to the Observer;
+//   - says when every attempt of an original ended (ok or failed, on which
+//     replica, its first byte, whether it met its class's SLO);
+//   - sends an original's shadow copy, once first admitted, when the
+//     engine builds one: the same body, sent upstream while the core holds
+//     it, its answer read and discarded. A copy is never answered to a client and never
 //     counted in the request series, the tenant's quotas or the
 //     lifecycle; its figures go to the canary's (Rollouts.Observe and
 //     ShadowEnded) and to fleetdrill_shadow_requests_total. When the
@@ -40,10 +34,6 @@ import (
 // and the core dispatches at most ShadowSlots copies per canary at once;
 // a queued copy is a map entry, so copies never grow the gateway's
 // goroutines beyond that bound, whatever the load.
-
-// shadowIDBase keeps copies' IDs apart from the originals' (g.nextID), as
-// the twin's.
-const shadowIDBase = 1 << 62
 
 // Outcomes of a shadow copy, each counted once when it ends.
 const (
@@ -57,10 +47,14 @@ const (
 // guarded by the gateway's mu, bar q and body, which are set before the
 // copy is offered and then only read.
 type shadow struct {
-	k       int // the canary
-	req     sched.Request
-	q       request // what call needs: path, body, stream, class, the key
-	running bool
+	k   int // the canary
+	req sched.Request
+	// dispatched is when the core dispatched it, on the gateway's clock
+	// (model time) and on the wall's.
+	dispatched     time.Duration
+	dispatchedWall time.Time
+	q              request // what call needs: path, body, stream, class, the key
+	running        bool
 	// cancelled: its original ended and its canary cancels copies with
 	// their primary; stop ends a running copy's call.
 	cancelled bool
@@ -68,24 +62,19 @@ type shadow struct {
 	ended     bool
 }
 
-// roNow is the canaries' clock: model time since their origin. Called
-// with mu held.
-func (g *Gateway) roNow(now time.Duration) time.Duration { return now - g.roOrigin }
-
 // StartCanaries starts the canaries' schedule with its origin at, on the
 // gateway's clock (Now): a canary's start and steps, and the times its
 // report gives, count from there. Only with Config.HoldCanaries; a second
 // call does nothing.
 func (g *Gateway) StartCanaries(at time.Duration) {
-	if g.ro == nil {
+	if g.can == nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.roStarted {
+	if !g.can.Start(at) {
 		return
 	}
-	g.roOrigin, g.roStarted = at, true
 	select {
 	case g.roKick <- struct{}{}:
 	default:
@@ -96,10 +85,8 @@ func (g *Gateway) StartCanaries(at time.Duration) {
 // ends; started with the gateway when it has canaries.
 func (g *Gateway) canaryLoop(ctx context.Context) {
 	g.runAt(ctx, g.roKick, func() time.Duration {
-		if g.roStarted {
-			if next := g.ro.NextAt(); next != math.MaxInt64 {
-				return max(g.clk.wall(next-g.roNow(g.now())), 0)
-			}
+		if next, ok := g.can.NextAt(); ok {
+			return max(g.clk.wall(next-g.now()), 0)
 		}
 		return -1 // none due: wait for StartCanaries
 	}, g.evaluateCanaries)
@@ -139,12 +126,11 @@ func (g *Gateway) runAt(ctx context.Context, kick <-chan struct{}, wait func() t
 func (g *Gateway) evaluateCanaries() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed || !g.roStarted {
+	if g.closed {
 		return
 	}
 	now := g.now()
-	for _, d := range g.ro.Evaluate(g.roNow(now)) {
-		g.core.SetCanaryShare(now, d.Canary, d.To)
+	for _, d := range g.can.Evaluate(now, g.core) {
 		g.log.Info("canary", "canary", d.Name, "action", d.Action, "from", d.From, "to", d.To, "why", d.Why)
 		g.metrics.canaryShare.WithLabelValues(d.Name).Set(d.To)
 		g.metrics.canaryDecisions.WithLabelValues(d.Name, d.Action).Inc()
@@ -161,39 +147,26 @@ func (g *Gateway) evaluateCanaries() {
 // rep that ended now: answered (ok) or not. A failed canary attempt's
 // retry goes to the baseline.
 func (g *Gateway) attemptEnded(q *request, rep int, ok bool) {
-	if g.ro == nil {
+	if g.can == nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !ok && q.c.req.Route > 0 {
-		q.c.req.NoCanary = true
-	}
-	if !g.roStarted {
-		return
-	}
 	now := g.now()
 	c := &q.c
-	// From the attempt's offer to the core, as the twin gives them: the
-	// wait for the route's replicas counts, as it does against the SLO.
-	e2e := now - c.offered
-	var ttft time.Duration
-	met := false
-	if ok {
-		// q.ttft counts from arrival.
-		if q.ttft > 0 {
-			ttft = max(q.ttft-(c.offered-c.req.Arrived), 0)
-		}
-		met = g.metSLO(c.req.Class, q.ttft, now-c.req.Arrived, c.req.Output)
+	first := time.Duration(-1) // none
+	if q.ttft > 0 {
+		first = c.req.Arrived + q.ttft // q.ttft counts from arrival
 	}
-	g.ro.Observe(g.roNow(now), &c.req, rep, ok, ttft, e2e, met)
+	met := ok && reqengine.MetSLO(g.sc.Classes[c.req.Class].SLO, q.ttft, now-c.req.Arrived, c.req.Output)
+	g.can.AttemptEnded(now, &c.req, rep, ok, c.offered, first, met)
 }
 
 // waitedInVain feeds the rollouts a canary request that timed out waiting
 // for the candidate (replica -1), as the twin's expiry of a queued one;
 // nothing when its client went away (gone).
 func (g *Gateway) waitedInVain(q *request, gone bool) {
-	if gone || g.ro == nil {
+	if gone || g.can == nil {
 		return
 	}
 	g.mu.Lock()
@@ -214,45 +187,32 @@ func (g *Gateway) cancelledAttempt(ctx context.Context, q *request, rep int) {
 	}
 }
 
-// metSLO reports whether a request of class that answered with these
-// timings (from arrival, model time) and output tokens met every objective
-// of its class, as the twin's tally judges it.
-func (g *Gateway) metSLO(class int, ttft, e2e time.Duration, output int) bool {
-	slo := g.sc.Classes[class].SLO
-	tpotOK := slo.TPOT == 0 || output <= 1 || (e2e-ttft)/time.Duration(output-1) <= slo.TPOT.D()
-	return (slo.TTFT == 0 || ttft <= slo.TTFT.D()) && (slo.E2E == 0 || e2e <= slo.E2E.D()) && tpotOK
-}
-
 // mirror sends a copy of q, an original just admitted for the first time,
 // to a canary's candidate when the core says so.
 func (g *Gateway) mirror(q *request) {
-	if g.ro == nil {
+	if g.can == nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.closed || !g.roStarted || g.probeCtx.Err() != nil {
-		return
-	}
-	k, ok := g.core.Shadow(&q.c.req)
-	if !ok {
+	if g.closed || g.probeCtx.Err() != nil {
 		return
 	}
 	now := g.now()
-	g.nextShadow++
-	id := shadowIDBase + g.nextShadow
-	sh := &shadow{k: k, req: sched.Request{ID: id, Tenant: q.c.req.Tenant, Class: q.c.req.Class, Model: q.c.req.Model,
-		Input: q.c.req.Input, Output: q.c.req.Output, Arrived: now, Shadow: true, Route: k + 1}}
+	cp, seq, ok := g.can.Mirror(now, g.core, &q.c.req)
+	if !ok {
+		return
+	}
+	sh := &shadow{k: cp.Route - 1, req: cp}
 	// The same body, its own idempotency key: an upstream that
 	// deduplicates must not answer the copy with the original's answer.
 	sh.q = request{path: q.path, body: q.body, stream: q.stream, tenant: q.tenant, class: q.class, model: q.model,
 		served: g.sc.Models[q.c.req.Model].Name}
-	sh.q.c.life.Key = g.nonce + "-shadow-" + strconv.FormatUint(g.nextShadow, 10)
-	g.ro.ShadowSent(k)
+	sh.q.c.life.Key = g.nonce + "-shadow-" + strconv.FormatUint(seq, 10)
 	q.shadow = sh
-	g.shadows[id] = sh
-	if d := g.core.Arrive(now, &sh.req); d.Outcome == sched.Rejected {
-		g.endShadowLocked(sh, shadowShed)
+	g.shadows[sh.req.ID] = sh
+	if !g.can.OfferShadow(now, g.core, &sh.req) {
+		g.letGoShadowLocked(sh, shadowShed) // shed at once: the engine knows
 	}
 	g.deliver(now)
 }
@@ -267,7 +227,7 @@ func (g *Gateway) primaryDone(q *request) {
 	defer g.mu.Unlock()
 	sh := q.shadow
 	q.shadow = nil
-	if sh.ended || !g.sc.Canaries[sh.k].Shadow.CancelWithPrimary {
+	if sh.ended || !g.can.CancelsWithPrimary(&sh.req) {
 		return
 	}
 	if !sh.running {
@@ -289,20 +249,18 @@ func (g *Gateway) startShadow(sh *shadow, rep int) {
 		g.endShadowLocked(sh, shadowCancelled)
 		return
 	}
-	if tj := g.sc.Tenants[sh.req.Tenant].Jurisdiction; tj != "" && g.jurisdiction(rep) != tj {
-		g.shadowResidency++
-	}
+	g.can.ShadowDispatched(&sh.req, g.jurisdiction(rep))
 	sh.running = true
 	ctx, stop := context.WithCancel(g.probeCtx)
 	sh.stop = stop
-	dispatched := time.Now()
+	sh.dispatched, sh.dispatchedWall = g.now(), time.Now()
 	// Close cancels probeCtx with mu held, so no Add follows its Wait.
 	g.shadowWG.Add(1)
 	go func() {
 		defer g.shadowWG.Done()
 		defer stop()
 		ok, first := g.sendShadow(ctx, sh, rep)
-		g.shadowDone(sh, rep, ok, dispatched, first)
+		g.shadowDone(sh, rep, ok, first)
 	}()
 }
 
@@ -354,7 +312,7 @@ func (g *Gateway) sendShadow(ctx context.Context, sh *shadow, rep int) (ok bool,
 
 // shadowDone ends a copy that was sent: its figures go to its canary
 // unless it was cancelled (with its primary, or by Close).
-func (g *Gateway) shadowDone(sh *shadow, rep int, ok bool, dispatched, first time.Time) {
+func (g *Gateway) shadowDone(sh *shadow, rep int, ok bool, first time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
@@ -362,11 +320,11 @@ func (g *Gateway) shadowDone(sh *shadow, rep int, ok bool, dispatched, first tim
 	case sh.cancelled || g.probeCtx.Err() != nil:
 		g.endShadowLocked(sh, shadowCancelled)
 	default:
-		var ttft time.Duration
+		at := time.Duration(-1) // its first bytes, model time (none)
 		if ok && !first.IsZero() {
-			ttft = g.clk.model(first.Sub(dispatched))
+			at = sh.dispatched + g.clk.model(first.Sub(sh.dispatchedWall))
 		}
-		g.ro.Observe(g.roNow(now), &sh.req, rep, ok, ttft, g.clk.model(time.Since(dispatched)), false)
+		g.can.AttemptEnded(now, &sh.req, rep, ok, sh.req.Arrived, at, false)
 		outcome := shadowFailed
 		if ok {
 			outcome = shadowCompleted
@@ -386,14 +344,23 @@ func (g *Gateway) endShadowLocked(sh *shadow, outcome string) {
 	if sh.ended {
 		return
 	}
-	sh.ended = true
-	delete(g.shadows, sh.req.ID)
 	switch outcome {
 	case shadowShed:
-		g.ro.ShadowEnded(sh.k, false)
+		g.can.ShadowEnded(&sh.req, false)
 	case shadowCancelled:
-		g.ro.ShadowEnded(sh.k, true)
+		g.can.ShadowEnded(&sh.req, true)
 	}
+	g.letGoShadowLocked(sh, outcome)
+}
+
+// letGoShadowLocked forgets a copy that ended with outcome, the request
+// engine told. Called with mu held.
+func (g *Gateway) letGoShadowLocked(sh *shadow, outcome string) {
+	if sh.ended {
+		return
+	}
+	sh.ended = true
+	delete(g.shadows, sh.req.ID)
 	g.metrics.shadows.WithLabelValues(g.sc.Canaries[sh.k].Name, outcome).Inc()
 }
 
@@ -414,12 +381,12 @@ func (g *Gateway) deliverShadow(d sched.Dispatch) bool {
 // jurisdiction. fn must only read and return quickly. It is not called
 // without canaries.
 func (g *Gateway) CanaryInputs(fn func(ro *sched.Rollouts, cfg *sched.Config, shadowResidency uint64)) {
-	if g.ro == nil {
+	if g.can == nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	fn(g.ro, &g.coreCfg, g.shadowResidency)
+	fn(g.can.Rollouts(), &g.coreCfg, g.can.Residency())
 }
 
 // CanaryShare is canary name's share of eligible traffic now; false when

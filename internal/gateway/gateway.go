@@ -23,6 +23,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -71,14 +72,10 @@ type Gateway struct {
 
 	// Canaries (canary.go): the rollouts (nil without canaries) over the
 	// core's configuration, their clock's origin, the copies in the core.
-	coreCfg         sched.Config
-	ro              *sched.Rollouts
-	roOrigin        time.Duration // on the gateway's clock
-	roStarted       bool
-	roKick          chan struct{} // StartCanaries wakes canaryLoop
-	shadows         map[uint64]*shadow
-	nextShadow      uint64
-	shadowResidency uint64 // copies served outside their tenant's jurisdiction
+	coreCfg sched.Config
+	can     *reqengine.Canaries // the request engine's canaries (canary.go)
+	roKick  chan struct{}       // StartCanaries wakes canaryLoop
+	shadows map[uint64]*shadow
 
 	// Autoscaling (autoscale.go): a scaler per autoscaled pool, each
 	// replica's (nil: not autoscaled), their clock's origin, the
@@ -284,9 +281,8 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g.ladder = sched.NewLadder(core)
 	g.coreCfg = core
-	if g.ro = sched.NewRollouts(&g.coreCfg); g.ro != nil {
+	if g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries); g.can != nil {
 		g.shadows, g.roKick = map[uint64]*shadow{}, make(chan struct{}, 1)
-		g.roStarted = !cfg.HoldCanaries
 	}
 	g.wake = time.AfterFunc(time.Hour, g.onWake)
 	g.wake.Stop()
@@ -305,7 +301,7 @@ func New(cfg Config) (*Gateway, error) {
 		g.probeWG.Add(1)
 		go g.ladderLoop(ctx)
 	}
-	if g.ro != nil {
+	if g.can != nil {
 		g.probeWG.Add(1)
 		go g.canaryLoop(ctx)
 	}

@@ -1,0 +1,19 @@
+// Package reqengine is the request engine in front of the scheduler core:
+// what happens to a request between its arrival and its answer that is
+// neither the core's admission and routing (twin/sched) nor a driver's
+// carrying out (the twin in virtual time, internal/gateway on the wall
+// clock). Each feature here is written once and both drivers call it, so
+// that the twin and the gateway cannot drift apart; docs/architecture.md
+// says where a new feature goes.
+//
+// It holds, so far, canary rollouts and their shadow copies (canary.go):
+// the rollouts' clock, the copies' ID space and construction, the rule
+// that a failed canary attempt retries on the baseline, what an attempt's
+// end tells a rollout, and whether a request met its class's objectives
+// (MetSLO, which the reports' tallies use too).
+//
+// Like the core, it reads no clock, draws no random number, starts no
+// goroutine and does no I/O: every method takes the driver's now. It must
+// not import sim, the twin's root package or any live package; it reads
+// the scenario's types (internal/layering_test.go holds both rules).
+package reqengine
