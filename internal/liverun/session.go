@@ -17,6 +17,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -576,7 +577,7 @@ func (s *Session) Snapshot() twin.Snapshot {
 		Degradation: s.gw.Ladder()}
 	var replicaPool []int
 	for pi := range sc.Pools {
-		for range twin.PoolReplicas(&sc.Pools[pi]) {
+		for range compile.PoolReplicas(&sc.Pools[pi]) {
 			replicaPool = append(replicaPool, pi)
 		}
 	}
