@@ -33,7 +33,7 @@ ALONE_RE ?= TestLiveAutoscaleTimelineMatchesTwin
 # 65 s). internal/layering_test.go checks that none of them starts a
 # goroutine; the twin's concurrent use (the console's driver) is raced in
 # internal/tui. Everything else runs with the detector.
-PURE_PKGS := sim sim/stats twin twin/dispatch twin/engine twin/fleet twin/latency twin/reqengine twin/sched scenarios internal/trace internal/openmetrics
+PURE_PKGS := sim sim/stats twin twin/compile twin/dispatch twin/engine twin/fleet twin/latency twin/reqengine twin/sched scenarios internal/trace internal/openmetrics
 
 # go-nvml's headers mark much of NVML deprecated: every cgo build of
 # internal/gpu printed some sixty lines of warnings about code that is not

@@ -5,7 +5,7 @@
 //
 // # The tree
 //
-// The core and what it stands on (docs/DESIGN.md):
+// The core and what it stands on (docs/architecture.md):
 //
 //	sim/             discrete-event kernel: virtual clock, timers, seeded streams, pacing
 //	sim/stats        streaming statistics (DDSketch quantiles), a leaf
@@ -14,6 +14,7 @@
 //	twin/engine      one replica's continuous batching, KV cache and preemption
 //	twin/latency     step-time models (linear profiles, the physical model), GPU table, model shapes
 //	twin/fleet       the compatibility registry: can pool P serve model M
+//	twin/compile     a scenario compiled: the core's config, registry, profiles, canary routes, scaler config
 //	twin             the simulator driver: runs, drills, faults, reports, the live recorder
 //	scenarios        the scenario schema, loader, validator and library
 //	faults           the fault catalogue
@@ -40,6 +41,10 @@
 //	internal/livefleet    containers of nodes behind toxiproxy, and live fault injectors
 //	internal/liverun      run --live: replay, live report, twin-versus-live comparison
 //	internal/gpu          NVML inventory and agent (cgo)
+//
+// The gateway, the node and the live fleet take their configuration from
+// twin/compile and must not import the twin (twin, the root package);
+// internal/liverun, which drives both, may.
 //
 // Tools built on the twin:
 //

@@ -61,7 +61,18 @@ var layerRules = []layerRule{
 	// The twin is one of the two drivers of the scheduler core; it must not
 	// reach the live one.
 	{"twin", []string{module + "/internal/gateway", module + "/internal/node", module + "/internal/livefleet", module + "/internal/liverun"}, true,
-		"docs/DESIGN.md: the simulator and the live gateway are two drivers of one core"},
+		"docs/architecture.md: the simulator and the live gateway are two drivers of one core"},
+	// Nor the live one the twin: both configure themselves from twin/compile.
+	// module+"/twin" is the root package only; its sub-packages are allowed.
+	{"internal/gateway", []string{module + "/twin"}, true,
+		"internal/gateway/doc.go: must not import the twin (twin, the root package)"},
+	{"internal/node", []string{module + "/twin"}, true,
+		"internal/node/doc.go: must not import the twin (twin, the root package)"},
+	{"internal/livefleet", []string{module + "/twin"}, true,
+		"internal/livefleet/doc.go: must not import the twin (twin, the root package)"},
+	{"twin/compile", []string{module + "/twin", module + "/sim", module + "/sim/...", module + "/internal/gateway", module + "/internal/node",
+		module + "/internal/livefleet", module + "/internal/liverun"}, true,
+		"twin/compile/doc.go: must not import the twin (twin, the root package), sim, or any live package"},
 }
 
 // TestLayering holds the import rules the doc comments state.
@@ -174,7 +185,7 @@ func TestLayeringCatchesAViolation(t *testing.T) {
 // time. A package here that starts a goroutine must leave the list, and
 // the Makefile's, to be raced again.
 var singleGoroutine = []string{
-	"sim", "sim/stats", "twin", "twin/dispatch", "twin/engine", "twin/fleet", "twin/latency", "twin/reqengine", "twin/sched",
+	"sim", "sim/stats", "twin", "twin/compile", "twin/dispatch", "twin/engine", "twin/fleet", "twin/latency", "twin/reqengine", "twin/sched",
 	"scenarios", "internal/trace", "internal/openmetrics",
 }
 

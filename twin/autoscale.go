@@ -3,14 +3,12 @@ package twin
 import (
 	"fmt"
 	"maps"
-	"math"
-	"math/rand/v2"
 	"slices"
 	"time"
 
-	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -104,40 +102,6 @@ type AutoscaleReport struct {
 // draining.
 type ReplicaCount = sched.ReplicaCount
 
-// PoolReplicas is how many replicas pool ps has in the core's numbering
-// (build's, and the live fleet's): its autoscaling maximum, or its count.
-func PoolReplicas(ps *scenarios.Pool) int {
-	if a := ps.Autoscale; a != nil {
-		return max(ps.Replicas, a.MaxReplicas)
-	}
-	return ps.Replicas
-}
-
-// ScalerConfig is pool ps's sched.ScalerConfig, drawing from rng (the
-// pool's AcquisitionStream): what the twin and the live gateway both
-// build their Scaler from.
-func ScalerConfig(ps *scenarios.Pool, maxBatch int, end time.Duration, rng *rand.Rand) sched.ScalerConfig {
-	cfg := sched.ScalerConfig{Pool: ps.Name, Policy: scenarios.AutoscalePolicy(ps.Autoscale), Draw: rng.Float64,
-		Replicas: ps.Replicas, Max: PoolReplicas(ps), BurstCap: -1,
-		ColdStart: ps.ColdStart.D(), GPUsPerReplica: ps.GPUsPerReplica, MaxBatch: maxBatch, End: end}
-	if q := ps.Acquisition; q != nil {
-		cfg.Reserved, cfg.RetryAfter = q.Reserved, q.RetryAfter.D()
-		if q.Burst != nil {
-			cfg.BurstCap = *q.Burst
-		}
-		if d := q.Delay; d != nil {
-			cfg.Delay = func() time.Duration { return drawDelay(rng, d) }
-		}
-	}
-	return cfg
-}
-
-// AcquisitionStream is the name of pool's acquisition stream (its
-// stockout grants and provisioning delays): one per pool, so that one
-// pool's asks never change another's draws, and the live gateway draws
-// what the twin does (sim.NewSource(seed, name)).
-func AcquisitionStream(pool string) string { return "acquisition/" + pool }
-
 // initAutoscale builds a scaler for each autoscaled pool.
 func (r *runner) initAutoscale() error {
 	for pi := range r.p.pools {
@@ -151,7 +115,7 @@ func (r *runner) initAutoscale() error {
 				sc.reps = append(sc.reps, i)
 			}
 		}
-		cfg := ScalerConfig(ps, r.p.core.Replicas[sc.reps[0]].MaxBatch, r.duration, r.s.Rand(AcquisitionStream(ps.Name)))
+		cfg := compile.ScalerConfig(ps, r.p.core.Replicas[sc.reps[0]].MaxBatch, r.duration, r.s.Rand(compile.AcquisitionStream(ps.Name)))
 		var err error
 		if sc.sc, err = sched.NewScaler(cfg, r.duration); err != nil {
 			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
@@ -211,26 +175,8 @@ func (sc *scaler) Offer() sched.Offer {
 	o := sched.NoFaults
 	for _, f := range sc.r.faults {
 		if f.active && slices.Contains(f.pools, sc.pool) {
-			o = OfferUnder(o, f.spec, func() int { return sc.r.freeGPUs(f) })
+			o = compile.OfferUnder(o, f.spec, func() int { return sc.r.freeGPUs(f) })
 		}
-	}
-	return o
-}
-
-// OfferUnder is o with acquisition fault spec's effect added (a fault of
-// another kind changes nothing); free is what a quota-cap leaves the
-// account, asked only for one.
-func OfferUnder(o sched.Offer, spec faults.Spec, free func() int) sched.Offer {
-	switch spec.Kind {
-	case faults.Stockout:
-		if !o.Stocked || spec.Grant < o.Grant {
-			o.Grant = spec.Grant
-		}
-		o.Stocked = true
-	case faults.SlowProvisioning:
-		o.Factor *= spec.Factor
-	case faults.QuotaCap:
-		o.FreeGPUs = min(o.FreeGPUs, free())
 	}
 	return o
 }
@@ -281,19 +227,7 @@ func (r *runner) freeGPUs(f *faultRT) int {
 		}
 		return r.p.pools[pi].spec.Replicas
 	}
-	return FreeGPUs(r.p.sc, f.spec, held)
-}
-
-// FreeGPUs is what quota-cap spec leaves of its provider's GPUs in sc,
-// when pool i holds held(i) replicas.
-func FreeGPUs(sc *scenarios.Scenario, spec faults.Spec, held func(pool int) int) int {
-	used := 0
-	for pi, ps := range sc.Pools {
-		if ps.Provider == spec.Target.Provider {
-			used += held(pi) * ps.GPUsPerReplica
-		}
-	}
-	return spec.GPUs - used
+	return compile.FreeGPUs(r.p.sc, f.spec, held)
 }
 
 // view is the scaler's counts now, for a snapshot (PoolState.Autoscale).
@@ -306,23 +240,6 @@ func AutoscaleView(s *sched.Scaler, now time.Duration) *AutoscaleState {
 	return &AutoscaleState{Requested: c.Requested, Provisioning: c.Provisioning, Warming: c.Warming,
 		Serving: c.Serving, Draining: c.Draining, Refused: t.Refused,
 		LastRefused: t.LastRefused, LastRefusedAt: t.LastRefusedAt, LastRefusedWhy: t.LastRefusedWhy}
-}
-
-// drawDelay draws a provisioning delay.
-func drawDelay(rng *rand.Rand, d *scenarios.Delay) time.Duration {
-	mean := d.Mean.D().Seconds()
-	var s float64
-	switch d.Distribution {
-	case "exponential":
-		s = rng.ExpFloat64() * mean
-	case "lognormal":
-		// Mean m: mu = ln m − σ²/2.
-		sigma := d.Sigma
-		s = math.Exp(math.Log(mean) - sigma*sigma/2 + sigma*rng.NormFloat64())
-	default:
-		s = mean
-	}
-	return time.Duration(s * float64(time.Second))
 }
 
 // autoscaleReports finishes each scaler's report, and sets its pool's

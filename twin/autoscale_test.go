@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/stretchr/testify/require"
 )
 
@@ -289,7 +290,7 @@ func TestAutoscaleNodeLossHitsPresentReplicas(t *testing.T) {
 // the gateway's scaler provisions them.
 func TestCoreConfigAutoscaledPoolAbsent(t *testing.T) {
 	sc := acqScenario(nil)
-	cfg, err := CoreConfig(sc)
+	cfg, err := compile.CoreConfig(sc)
 	require.NoError(t, err)
 	ps := sc.Pools[0]
 	require.Len(t, cfg.Replicas, ps.Autoscale.MaxReplicas)

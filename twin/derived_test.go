@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 )
 
 // TestDerivedPoolPredictsMeasuredITL: a pool that gives only gpu,
@@ -28,7 +29,7 @@ func TestDerivedPoolPredictsMeasuredITL(t *testing.T) {
 	w.InputTokens.Mean, w.OutputTokens.Mean = 850, 251
 	sc.Classes[0].Deadline = 0
 
-	profs, errs := PoolProfiles(sc, pl, "pools[0]")
+	profs, errs := compile.PoolProfiles(sc, pl, "pools[0]")
 	require.Empty(t, errs)
 	prof := profs["m"]
 	require.NotNil(t, prof.Physics, "a derived pool runs on the physical model")

@@ -13,12 +13,17 @@
 //   - twin/sched: admission, queues, routing, fallback; its Ready is the
 //     core's one output; its Lifecycle decides a request's next step
 //     (wait, re-offer, retry, refuse, give up) for this driver and the
-//     gateway alike, so neither holds any logic of a request's life.
+//     gateway alike, so neither holds any logic of a request's life;
+//   - twin/compile: a scenario compiled into the core's configuration, the
+//     registry, the pools' profiles and the autoscalers' configuration,
+//     which the live gateway and node take from it too (its only I/O is
+//     reading a pool's model_config).
 //
-// Start reading at Run (run.go), then build.go for how a scenario becomes a
-// fleet, and report.go for what a run reports. metrics.go records the
-// operational series of internal/signals in simulated time (fleetdrill run
-// --openmetrics), and forecast.go the demand forecast every report scores.
+// Start reading at Run (run.go), then twin/compile (Compile) for how a
+// scenario becomes a fleet, and report.go for what a run reports.
+// metrics.go records the operational series of internal/signals in
+// simulated time (fleetdrill run --openmetrics), and forecast.go the
+// demand forecast every report scores.
 // Every request is accounted for exactly once; Run fails loudly if the
 // invariant breaks.
 //

@@ -316,11 +316,7 @@ func (d *Drill) Snapshot() Snapshot {
 		snap.Models = append(snap.Models, ms)
 	}
 	if l := r.ladder; l != nil {
-		ls := &LadderState{Engaged: l.Engaged()}
-		for _, st := range l.Rungs() {
-			ls.Steps = append(ls.Steps, st.Name)
-		}
-		snap.Degradation = ls
+		snap.Degradation = LadderView(l)
 	}
 	since := func(t, from time.Duration) time.Duration {
 		if t < 0 {

@@ -213,6 +213,16 @@ type LadderState struct {
 	Engaged int      // rungs engaged
 }
 
+// LadderView is ladder l's state now, for a snapshot
+// (Snapshot.Degradation): the twin's and the live console's.
+func LadderView(l *sched.Ladder) *LadderState {
+	ls := &LadderState{Engaged: l.Engaged()}
+	for _, r := range l.Rungs() {
+		ls.Steps = append(ls.Steps, r.Name)
+	}
+	return ls
+}
+
 // FaultState is one fault of the drill.
 type FaultState struct {
 	Label  string

@@ -14,7 +14,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/internal/signals"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim"
-	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -25,7 +25,7 @@ import (
 // provisioned (the Provisioner starts its instance: a container) and
 // loaded (cold_start of model time, and the instance answering). The
 // scaler draws its grants and delays from the stream the twin's draws
-// from (twin.AcquisitionStream, seeded with Config.Seed), and asks the
+// from (compile.AcquisitionStream, seeded with Config.Seed), and asks the
 // provider under the acquisition faults injected with
 // InjectAcquisition: with the same measurements the live pool is granted,
 // refused and served as the twin's is.
@@ -86,8 +86,8 @@ func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
 			continue
 		}
 		reps := g.byPool[ps.Name]
-		cfg := twin.ScalerConfig(ps, g.replicas[reps[0]].maxBatch, end,
-			rand.New(sim.NewSource(g.cfg.Seed, twin.AcquisitionStream(ps.Name))))
+		cfg := compile.ScalerConfig(ps, g.replicas[reps[0]].maxBatch, end,
+			rand.New(sim.NewSource(g.cfg.Seed, compile.AcquisitionStream(ps.Name))))
 		s, err := sched.NewScaler(cfg, sc.Duration.D())
 		if err != nil {
 			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
@@ -229,8 +229,8 @@ func (as *gwScaler) Quiet() bool { return false }
 func (as *gwScaler) Offer() sched.Offer {
 	o := sched.NoFaults
 	for _, id := range slices.Sorted(maps.Keys(as.acq)) {
-		o = twin.OfferUnder(o, as.acq[id], func() int {
-			return twin.FreeGPUs(as.g.sc, as.acq[id], as.g.heldReplicas)
+		o = compile.OfferUnder(o, as.acq[id], func() int {
+			return compile.FreeGPUs(as.g.sc, as.acq[id], as.g.heldReplicas)
 		})
 	}
 	return o

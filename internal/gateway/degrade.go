@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fleetdrill/fleetdrill/twin"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -87,19 +86,16 @@ func (g *Gateway) noteAttempt(ok bool) {
 	}
 }
 
-// Ladder is the degradation ladder's state now: its rungs, bottom first,
-// and how many are engaged; nil without policy.degradation.
-func (g *Gateway) Ladder() *twin.LadderState {
+// Ladder calls fn with the degradation ladder, under the gateway's lock:
+// for a console (twin.LadderView); not at all without policy.degradation.
+// fn must only read.
+func (g *Gateway) Ladder(fn func(l *sched.Ladder)) {
 	if g.ladder == nil {
-		return nil
+		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	ls := &twin.LadderState{Engaged: g.ladder.Engaged()}
-	for _, r := range g.ladder.Rungs() {
-		ls.Steps = append(ls.Steps, r.Name)
-	}
-	return ls
+	fn(g.ladder)
 }
 
 // degrade applies the engaged rungs to q, a new request, before its first

@@ -6,6 +6,16 @@
 // error objects with OpenAI's string codes, and a stream that fails midway
 // ends with an error event (see Errors).
 //
+// # Imports
+//
+// The gateway takes its configuration from twin/compile (the core's config,
+// the retry policy, the autoscalers') and drives twin/sched. It must not
+// import the twin (twin, the root package): the two are drivers of one
+// core, and what a report or a console needs of the gateway (the ladder,
+// the scalers, the canaries' inputs) it hands through callbacks
+// ([Gateway.Ladder], [Gateway.Autoscalers], [Gateway.CanaryInputs]) that
+// its caller (internal/liverun) turns into the twin's types.
+//
 // # How the wall clock drives the core
 //
 // One mutex owns the core. Every input carries now, the model time since

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
-	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
@@ -157,7 +157,7 @@ func New(cfg Config) (*Gateway, error) {
 		}
 		ps.StartCold = false
 	}
-	core, err := twin.CoreConfig(&sc)
+	core, err := compile.CoreConfig(&sc)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -170,7 +170,7 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, clk: clock{start: time.Now(), speed: cfg.Speed}, reg: cfg.Registry,
 		models: map[string]int{}, classes: map[string]int{}, waiting: map[uint64]*call{}, byPool: map[string][]int{},
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6761746577617921)),
-		lc:  sched.NewLifecycle(twin.RetryPolicy(&sc), sc.Policy.Retries.RetryRejected)}
+		lc:  sched.NewLifecycle(compile.RetryPolicy(&sc), sc.Policy.Retries.RetryRejected)}
 	g.draw = g.rng.Float64
 	// Not from the seeded stream: keys must differ between two gateways
 	// started with the same seed.

@@ -26,6 +26,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/internal/gpu/gpumock"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
 )
 
@@ -152,7 +153,7 @@ func TestOldDriverRefusedEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	sc, err := pasteInto(t, text)
 	require.NoError(t, err, "pasted:\n%s", text)
-	reg := twin.Registry(sc)
+	reg := compile.Registry(sc)
 	ps := sc.Pools[0]
 	pool := fleet.Pool{Name: ps.Name, Region: ps.Region, Accelerator: ps.Accelerator, GPUsPerReplica: ps.GPUsPerReplica,
 		Runtime: ps.Runtime, Driver: ps.Driver, Models: ps.Models}

@@ -2,6 +2,9 @@
 // scenario and injects faults into it: the live counterpart of the twin's
 // fault injector.
 //
+// It numbers a pool's replicas as the core does (twin/compile's
+// PoolReplicas) and must not import the twin (twin, the root package).
+//
 // # Topology
 //
 // Build builds the node image once per process (a static fleetdrill binary

@@ -26,7 +26,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
-	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 )
 
 // Labels on every container and network of a live fleet.
@@ -240,7 +240,7 @@ func Build(ctx context.Context, opts Options) (_ *Fleet, err error) {
 			// An autoscaled pool has a node for each replica it may
 			// have; those beyond `replicas` start when its scaler has
 			// them provisioned.
-			reps = twin.PoolReplicas(&p)
+			reps = compile.PoolReplicas(&p)
 		} else if opts.Replicas > 0 {
 			reps = min(reps, opts.Replicas)
 			start = reps

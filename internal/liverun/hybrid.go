@@ -15,6 +15,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 )
 
 // A hybrid fleet: each pool of the scenario is either emulated (nodes in
@@ -70,7 +71,7 @@ func (h *hybrid) mapReplicas(sc *scenarios.Scenario) error {
 	}
 	h.nodes = h.nodes[:0]
 	for i, p := range sc.Pools {
-		n := twin.PoolReplicas(&sc.Pools[i])
+		n := compile.PoolReplicas(&sc.Pools[i])
 		if ext, isExt := h.external[p.Name]; isExt {
 			if len(ext) != n {
 				return fmt.Errorf("live: pool %s has %d endpoints but %d replicas (a harness bug)", p.Name, len(ext), n)

@@ -12,7 +12,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
-	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
 )
 
@@ -86,7 +86,7 @@ func incompatible(sc *scenarios.Scenario, pool, driver, runtime string) []string
 	if runtime != "" {
 		fp.Runtime = runtime
 	}
-	reg := twin.Registry(sc)
+	reg := compile.Registry(sc)
 	var out []string
 	for _, m := range ps.Models {
 		if !reg.Check(&fp, m).Servable {
@@ -101,7 +101,7 @@ func incompatible(sc *scenarios.Scenario, pool, driver, runtime string) []string
 func replicaPools(sc *scenarios.Scenario) []string {
 	var out []string
 	for i := range sc.Pools {
-		for range twin.PoolReplicas(&sc.Pools[i]) {
+		for range compile.PoolReplicas(&sc.Pools[i]) {
 			out = append(out, sc.Pools[i].Name)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -572,11 +573,11 @@ func (s *Session) Recorded() []string {
 func (s *Session) Snapshot() twin.Snapshot {
 	now := s.Now()
 	sc := s.sc
-	snap := twin.Snapshot{Scenario: sc.Name, Seed: sc.Seed, Now: now, End: s.End(), Duration: sc.Duration.D(), Done: s.Done(),
-		Degradation: s.gw.Ladder()}
+	snap := twin.Snapshot{Scenario: sc.Name, Seed: sc.Seed, Now: now, End: s.End(), Duration: sc.Duration.D(), Done: s.Done()}
+	s.gw.Ladder(func(l *sched.Ladder) { snap.Degradation = twin.LadderView(l) })
 	var replicaPool []int
 	for pi := range sc.Pools {
-		for range twin.PoolReplicas(&sc.Pools[pi]) {
+		for range compile.PoolReplicas(&sc.Pools[pi]) {
 			replicaPool = append(replicaPool, pi)
 		}
 	}

@@ -8,6 +8,10 @@
 // stands in for a vLLM/TGI replica in live drills: in a FROM scratch
 // container behind toxiproxy, or in-process in tests.
 //
+// It configures itself from a scenario with twin/compile (FromScenario:
+// the compatibility registry and the pool's profiles, as the twin resolves
+// them) and must not import the twin (twin, the root package).
+//
 // # Timing
 //
 // One goroutine (the loop, loop.go) owns one engine.Replica per served

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
-	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
@@ -30,13 +30,13 @@ func FromScenario(sc *scenarios.Scenario, pool string) (Config, error) {
 		return cfg, fmt.Errorf("node: scenario %s has no pool %q (have %s)", sc.Name, pool, strings.Join(names, ", "))
 	}
 	ps := sc.Pools[i]
-	reg := twin.Registry(sc)
+	reg := compile.Registry(sc)
 	fp := fleet.Pool{Name: ps.Name, Region: ps.Region, Accelerator: ps.Accelerator, GPUsPerReplica: ps.GPUsPerReplica,
 		Runtime: ps.Runtime, Driver: ps.Driver, Models: ps.Models, Profiles: map[string]latency.Profile{},
 		Service: ps.Service != nil}
 	var errs []error
 	var first *latency.Profile
-	profs, perrs := twin.PoolProfiles(sc, &ps, fmt.Sprintf("pools[%d]", i))
+	profs, perrs := compile.PoolProfiles(sc, &ps, fmt.Sprintf("pools[%d]", i))
 	for _, err := range perrs {
 		errs = append(errs, fmt.Errorf("node: %w", err))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
 	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 )
 
 // drills runs the twin drills of one scorecard.
@@ -868,7 +869,7 @@ type FallbackDrill struct {
 
 func (d *drills) fallback() (*Fallback, error) {
 	f := &Fallback{Canaries: []CanaryDrill{}}
-	reg := twin.Registry(d.base)
+	reg := compile.Registry(d.base)
 	start, length := d.window()
 	at, span := start+length/4, length/2
 	var models []string

@@ -17,7 +17,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/scenarios"
-	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
 )
 
@@ -347,13 +347,13 @@ type ParityCheck struct {
 func fleetPool(sc *scenarios.Scenario, p scenarios.Pool) *fleet.Pool {
 	// A profile that does not resolve is untested here; the scenario's
 	// validation reports why.
-	profiles, _ := twin.PoolProfiles(sc, &p, p.Name)
+	profiles, _ := compile.PoolProfiles(sc, &p, p.Name)
 	return &fleet.Pool{Name: p.Name, Region: p.Region, Accelerator: p.Accelerator, GPUsPerReplica: p.GPUsPerReplica,
 		Runtime: p.Runtime, Driver: p.Driver, Models: p.Models, Profiles: profiles}
 }
 
 func parity(sc *scenarios.Scenario, provider string) *Parity {
-	reg := twin.Registry(sc)
+	reg := compile.Registry(sc)
 	par := &Parity{Pass: true}
 	elsewhere := map[string][]scenarios.Pool{} // model -> other providers' pools
 	var models []string

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
-	"github.com/fleetdrill/fleetdrill/twin"
+	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestExplain(t *testing.T) {
 	sc, err := scenarios.LoadNamedWithSets("default", []string{"policy.health.threshold=1"})
 	require.NoError(t, err)
-	cfg, err := twin.CoreConfig(sc)
+	cfg, err := compile.CoreConfig(sc)
 	require.NoError(t, err)
 	c, err := sched.New(cfg)
 	require.NoError(t, err)

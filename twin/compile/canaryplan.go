@@ -1,4 +1,4 @@
-package twin
+package compile
 
 import (
 	"hash/fnv"
@@ -15,16 +15,16 @@ import (
 // jurisdiction), so residency holds for every canary and shadow request by
 // construction; the core checks it again per request. A trigger against
 // the SLO takes the tightest objective of the eligible classes.
-func canaryRoutes(sc *scenarios.Scenario, p *plan) []sched.CanaryRoute {
+func canaryRoutes(sc *scenarios.Scenario, p *Plan) []sched.CanaryRoute {
 	var out []sched.CanaryRoute
 	for _, c := range sc.Canaries {
-		cr := sched.CanaryRoute{Name: c.Name, Model: p.models[c.Model], Seed: canarySeed(sc.Seed, c.Name)}
+		cr := sched.CanaryRoute{Name: c.Name, Model: p.Models[c.Model], Seed: canarySeed(sc.Seed, c.Name)}
 		var jurs []string
 		for _, name := range c.Candidate {
 			for pi := range sc.Pools {
 				if sc.Pools[pi].Name == name {
 					cr.Pools = append(cr.Pools, pi)
-					jurs = append(jurs, p.core.Pools[pi].Jurisdiction)
+					jurs = append(jurs, p.Core.Pools[pi].Jurisdiction)
 				}
 			}
 		}

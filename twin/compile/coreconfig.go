@@ -1,4 +1,4 @@
-package twin
+package compile
 
 import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
@@ -14,9 +14,9 @@ import (
 // An autoscaled pool's replicas are its maximum, those beyond `replicas`
 // absent (sched.Replica.Absent): the gateway's scaler provisions them.
 func CoreConfig(sc *scenarios.Scenario) (sched.Config, error) {
-	p, err := build(sc)
+	p, err := Compile(sc)
 	if err != nil {
 		return sched.Config{}, err
 	}
-	return p.core, nil
+	return p.Core, nil
 }
