@@ -92,31 +92,27 @@ func (c *Core) Explain(now time.Duration, tenant, class, model int) Route {
 	return rt
 }
 
-// poolVerdict is why pool pi cannot take work now ("" when it can): every
-// replica's breaker open (or loading), or its provider quota spent. It
-// reads state without advancing it.
+// poolVerdict is why pool pi cannot take work now ("" when it can): no
+// replica can (the reason of the one expected back first, availability.go),
+// or its provider's quota is spent or throttled. It reads state without
+// advancing it.
 func (c *Core) poolVerdict(now time.Duration, pi int) string {
-	n, open, notReady := 0, 0, 0
+	why, first := SkipNotReady, noReturn
 	for r := range c.replicas {
-		rs := &c.replicas[r]
-		if c.cfg.Replicas[r].Pool != pi || rs.absent {
+		if c.cfg.Replicas[r].Pool != pi {
 			continue
 		}
-		n++
-		switch {
-		case !rs.ready:
-			notReady++
-		case rs.br.state == Open && now-rs.br.openedAt < c.health.OpenFor:
-			open++
+		w, back := c.availableAt(now, r)
+		if w == "" {
+			why = ""
+			break
+		}
+		if back < first {
+			why, first = w, back
 		}
 	}
-	switch {
-	case n == 0:
-		return SkipNotReady
-	case open+notReady == n && open > 0:
-		return SkipCircuitOpen
-	case notReady == n:
-		return SkipNotReady
+	if why != "" {
+		return why
 	}
 	if c.QuotaSpent(now, pi) {
 		return SkipQuota

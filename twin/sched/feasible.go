@@ -83,23 +83,15 @@ func (c *Core) groupBack(now time.Duration, gi int) (time.Duration, string) {
 	g := &c.groups[gi]
 	f := &c.feas[gi]
 	up := false
-	half := time.Duration(math.MaxInt64) // earliest expected half-open
+	half := noReturn // earliest expected back (half-open, ejection over)
 	for _, r := range g.heap {
-		rs := &c.replicas[r]
-		if !rs.ready || rs.absent {
-			continue // loading, lost or not provisioned: no known return
-		}
-		switch b := &rs.br; {
-		case b.state == Closed:
+		// One judgement with routing and Explain (availability.go); only a
+		// closed breaker proves the group up: a half-open one is a chance.
+		why, b := c.availableAt(now, r)
+		if why == "" && c.BreakerView(now, r) == Closed {
 			up = true
-		case b.state == Open && now-b.openedAt < c.health.OpenFor:
-			half = min(half, b.openedAt+c.health.OpenFor)
-		case b.state == HalfOpen && b.trial:
-			// A trial in flight: its answer decides; no sooner than now.
-			half = min(half, now)
-		default: // half-open, or due to be at the next word of it
-			half = min(half, now)
 		}
+		half = min(half, b)
 	}
 	back, why := now, ""
 	if up {
@@ -111,7 +103,7 @@ func (c *Core) groupBack(now time.Duration, gi int) (time.Duration, string) {
 		// Expected back no sooner than a half-open breaker, and no sooner
 		// than the outage has lasted again (see the file comment).
 		back, why = max(half, now+(now-f.downSince)), ReasonUnavailable
-		if half == math.MaxInt64 {
+		if half == noReturn {
 			back = now + (now - f.downSince)
 		}
 	}

@@ -137,21 +137,6 @@ func (c *Core) Breaker(now time.Duration, r int) BreakerState {
 	return c.replicas[r].br.state
 }
 
-// routable reports whether the breaker lets a request through to replica r
-// now: closed, or half-open without a trial in flight.
-func (rs *replicaState) routable() bool {
-	if rs.out.ejected {
-		return false
-	}
-	switch rs.br.state {
-	case Closed:
-		return true
-	case HalfOpen:
-		return !rs.br.trial
-	}
-	return false
-}
-
 // SetServes changes whether pool p may serve model m (a model retired from
 // it, a driver upgrade that made the pairing incompatible, or the reverse).
 // The route table's version increases; requests already queued for m stay

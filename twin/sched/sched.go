@@ -355,8 +355,10 @@ type replicaState struct {
 	out      outlierState
 }
 
+// hasRoom reports whether the replica takes a request now and has a free
+// slot (availability.go judges the first).
 func (rs *replicaState) hasRoom() bool {
-	return rs.ready && !rs.absent && !rs.blocked && rs.inflight < rs.MaxBatch && rs.routable()
+	return !rs.blocked && rs.inflight < rs.MaxBatch && rs.routable()
 }
 
 type poolState struct {
@@ -1186,8 +1188,8 @@ type group struct {
 
 func (c *Core) lessReplica(a, b int) bool {
 	ra, rb := &c.replicas[a], &c.replicas[b]
-	ua := !ra.ready || ra.absent || ra.blocked || !ra.routable()
-	ub := !rb.ready || rb.absent || rb.blocked || !rb.routable()
+	ua := ra.blocked || !ra.routable()
+	ub := rb.blocked || !rb.routable()
 	if ua != ub {
 		return ub
 	}
