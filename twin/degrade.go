@@ -47,36 +47,33 @@ func (r *runner) evaluateLadder() {
 	}
 }
 
-// degrade applies the engaged rungs to a new request before admission. It
-// reports true when the request was handled (shed, deferred or answered
-// from cache) and must not be offered.
+// degrade applies the engaged rungs to a request the ladder judges (before
+// its first offer, or back from a ladder's deferral; the lifecycle says
+// which and what follows). It reports true when the request was handled
+// (shed, deferred or answered from cache) and must not be offered.
 func (r *runner) degrade(req *request) bool {
 	l := r.ladder
-	// New requests, and requests the ladder deferred coming back (they
-	// stay deferred while their class is still shed).
-	if l == nil || (req.life.Attempts > 0 && !req.shed) {
+	if l == nil || !req.life.LadderJudges() {
 		return false
 	}
 	// The cache's draw is taken from the ladder's own stream, only when a
 	// cached-answers rung covers the request's class.
-	e := l.Apply(req.core.Class, req.core.Model, req.core.Output, req.shed, r.ladderRand.Float64)
+	e := l.Apply(req.core.Class, req.core.Model, req.core.Output, req.life.Shed > 0, r.ladderRand.Float64)
 	if req.measured {
 		l.Count(e)
 	}
-	switch e.Verdict {
-	case sched.Defer:
-		req.shed = true
+	switch n := r.lc.Degraded(&req.life, e); n.Action {
+	case sched.Reoffer:
 		if req.measured {
 			r.count(req, func(c *Counts) { c.Deferred++ })
 		}
 		req.state = stDeferred
-		req.retry = r.s.After(e.After, req.onRetry)
+		req.retry = r.s.After(n.After, req.onRetry)
 		return true
-	case sched.Shed:
-		req.shed = true
-		r.reject(req, sched.Decision{Outcome: sched.Rejected, Reason: sched.ReasonLoadShed})
+	case sched.Refuse:
+		r.reject(req, sched.Decision{Outcome: sched.Rejected, Reason: n.Reason, RetryAfter: n.RetryAfter})
 		return true
-	case sched.Cache:
+	case sched.AnswerCached:
 		// Answered from the cache at once; its age is disclosed with the
 		// answer (the report and the timeline say which age).
 		now := r.s.Now()

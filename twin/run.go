@@ -251,7 +251,6 @@ type request struct {
 	firstAt      time.Duration
 	life         sched.Life  // attempts, admission, the retry budget (see sched.Lifecycle)
 	held         bool        // finished, but an engine holds its sequence until Dropped
-	shed         bool        // deferred by the degradation ladder
 	rejected     bool        // finished by a rejection
 	hedgeSeq     *engine.Seq // a hedged duplicate attempt's sequence, on hedgeAt
 	hedgeAt      int
@@ -1085,8 +1084,8 @@ func (r *runner) entry() *request {
 	req.onHedge = func() { r.hedge(req) }
 	req.onStart = func() { r.startOn(req, req.startAt) }
 	req.onRetry = func() {
-		if req.shed && r.degrade(req) {
-			return // still shed: deferred again
+		if r.degrade(req) {
+			return // back from the ladder's deferral, and still shed
 		}
 		// A deferred request coming back is not a retry: it was never
 		// refused or failed (the deferrals are counted apart).

@@ -99,36 +99,41 @@ func (g *Gateway) Ladder(fn func(l *sched.Ladder)) {
 }
 
 // degrade applies the engaged rungs to q, a new request, before its first
-// offer. It reports done when q was answered (refused, or its deferral
-// ended by its deadline or its client), with the outcome and status; else
-// q goes on, its output capped or its model substituted as the rungs say.
+// offer (the lifecycle says what follows each verdict). It reports done
+// when q was answered (refused, or its deferral ended by its deadline or
+// its client), with the outcome and status; else q goes on, its output
+// capped or its model substituted as the rungs say.
 func (g *Gateway) degrade(ctx context.Context, w http.ResponseWriter, q *request) (outcome string, status int, done bool) {
 	if g.ladder == nil {
 		return "", 0, false
 	}
-	for again := false; ; again = true {
+	for {
 		g.mu.Lock()
+		if !q.c.life.LadderJudges() {
+			g.mu.Unlock()
+			return "", 0, false
+		}
 		// No draw: the cache's is the only one, and New refuses
 		// cached-answers.
+		again := q.c.life.Shed > 0
 		e := g.ladder.Apply(q.c.req.Class, q.c.req.Model, q.c.req.Output, again, nil)
 		g.ladder.Count(e)
+		n := g.lc.Degraded(&q.c.life, e)
 		g.mu.Unlock()
-		switch e.Verdict {
-		case sched.Shed:
+		switch n.Action {
+		case sched.Refuse:
 			g.metrics.degraded.WithLabelValues(degradedShed).Inc()
-			// The ladder moves at its next evaluation at the earliest.
-			setRetryAfter(w, sched.LadderEvery)
-			return outRejected, q.fail(w, outRejected, sched.ReasonLoadShed,
-				rateLimited(sched.ReasonLoadShed, "request refused: "+sched.ReasonLoadShed)), true
-		case sched.Defer:
+			setRetryAfter(w, n.RetryAfter)
+			return outRejected, q.fail(w, outRejected, n.Reason,
+				rateLimited(n.Reason, "request refused: "+n.Reason)), true
+		case sched.Reoffer:
 			if !again {
 				g.metrics.degraded.WithLabelValues(degradedShed).Inc()
 			}
 			// A deferral, as the core's: X-Fleetdrill-Deferrals and
-			// the attempts count it (an offer that was deferred).
-			q.shed++
-			g.metrics.deferrals.WithLabelValues(q.tenant, q.class, sched.ReasonLoadShed).Inc()
-			if !g.sleep(ctx, e.After) {
+			// the attempts count it (Life.Offers, Life.AllDeferrals).
+			g.metrics.deferrals.WithLabelValues(q.tenant, q.class, n.Reason).Inc()
+			if !g.sleep(ctx, n.After) {
 				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q), true
 			}
 			continue
@@ -140,7 +145,7 @@ func (g *Gateway) degrade(ctx context.Context, w http.ResponseWriter, q *request
 		if e.Substituted {
 			g.metrics.degraded.WithLabelValues(degradedSubstituted).Inc()
 			q.c.req.Model = e.Model
-			// Counted under the model it now asks for, as in the twin.
+			// Counted under the model it now asks for.
 			q.model = g.sc.Models[e.Model].Name
 		}
 		if e.Capped || e.Substituted {

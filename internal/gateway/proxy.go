@@ -221,7 +221,6 @@ type request struct {
 	lastMsg    string
 	ttft       time.Duration // model time
 	reason     string        // of a rejection (X-Fleetdrill-Reason)
-	shed       int           // deferrals by the degradation ladder (degrade.go), before any offer
 	shadow     *shadow       // its copy to a canary's candidate, while it may be cancelled with it (canary.go)
 
 	// Where the last attempt went (scenario names), for the metrics.
@@ -251,10 +250,10 @@ func (q *request) setHeaders(w http.ResponseWriter, outcome, reason string) {
 		h.Set(hdrReason, reason)
 	}
 	// A deferral by the ladder is counted as the core's: an offer, deferred.
-	if n := q.c.life.Deferrals + q.shed; n > 0 {
+	if n := q.c.life.AllDeferrals(); n > 0 {
 		h.Set(hdrDeferrals, strconv.Itoa(n))
 	}
-	h.Set(hdrAttempts, strconv.Itoa(q.c.life.Attempts+q.shed))
+	h.Set(hdrAttempts, strconv.Itoa(q.c.life.Offers()))
 	if q.c.life.Admitted {
 		h.Set(hdrAdmitted, "1")
 	}
@@ -359,7 +358,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	g.mu.Unlock()
 	g.metrics.ended(q, outcome)
 	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", cr.Model, "stream", q.stream,
-		"outcome", outcome, "status", status, "attempts", q.c.life.Attempts+q.shed, "deferrals", q.c.life.Deferrals+q.shed,
+		"outcome", outcome, "status", status, "attempts", q.c.life.Offers(), "deferrals", q.c.life.AllDeferrals(),
 		"input_tokens_est", in, "max_output_tokens", q.c.req.Output, "duration", g.clk.model(time.Since(arrived)))
 }
 

@@ -6,11 +6,13 @@ import "time"
 //
 // The core decides where a request goes; what the driver does with each
 // answer — wait for a dispatch, offer again after a deferral, back off and
-// retry after a refusal or a failed attempt, give up — is decided here, so
-// the twin (timers in virtual time) and the gateway (an HTTP handler on the
-// wall clock) only carry actions out. The retry budget, the attempt count,
-// what "admitted" means and the reason a request finally fails with live in
-// this file and nowhere else.
+// retry after a refusal or a failed attempt, give up, and what follows the
+// degradation ladder's verdict on a new request (Degraded) — is decided
+// here, so the twin (timers in virtual time) and the gateway (an HTTP
+// handler on the wall clock) only carry actions out. The retry budget, the
+// attempt and deferral counts (the ladder's included), what "admitted"
+// means and the reason a request finally fails with live in this file and
+// nowhere else.
 //
 //	lc.Begin()                      // a request arrives
 //	next := lc.Offered(&life, core.Arrive(now, req), draw)
@@ -29,6 +31,7 @@ import "time"
 type Life struct {
 	Attempts  int  // offers to the core, the first included (deferred re-offers count)
 	Deferrals int  // times the core deferred it
+	Shed      int  // times the degradation ladder deferred it, before its first offer
 	Retries   int  // re-offers after a refusal or a failed attempt
 	Admitted  bool // the core dispatched or queued it at least once
 	InRetry   bool // counted among the requests retrying (the budget)
@@ -54,10 +57,14 @@ const (
 	// GiveUp: it failed for good; Next.Reason is ReasonUpstreamQuota when
 	// the provider's quota refused its last attempt, else "".
 	GiveUp
+	// OfferNow: offer it to the core now (the ladder let it through).
+	OfferNow
+	// AnswerCached: answer it from the cache now (a cached-answers rung).
+	AnswerCached
 )
 
 func (a Action) String() string {
-	return [...]string{"", "wait", "reoffer", "refuse", "give-up"}[a]
+	return [...]string{"", "wait", "reoffer", "refuse", "give-up", "offer", "answer-cached"}[a]
 }
 
 // ReasonUpstreamQuota is the reason of a request whose attempts the
@@ -110,6 +117,38 @@ func (lc *Lifecycle) Policy() RetryPolicy { return lc.policy }
 
 // Begin counts a new request in flight.
 func (lc *Lifecycle) Begin() { lc.live++ }
+
+// LadderJudges reports whether the degradation ladder judges l's request
+// now: before its first offer to the core, which is also each time it comes
+// back from a ladder's deferral; never its retries.
+func (l *Life) LadderJudges() bool { return l.Attempts == 0 }
+
+// Offers is how many times the request was offered, to the core or to the
+// ladder (a ladder's deferral is an offer that was deferred): what a client
+// is told (X-Fleetdrill-Attempts).
+func (l *Life) Offers() int { return l.Attempts + l.Shed }
+
+// AllDeferrals is how many times it was deferred, by the core or the ladder
+// (X-Fleetdrill-Deferrals).
+func (l *Life) AllDeferrals() int { return l.Deferrals + l.Shed }
+
+// Degraded answers what to do after the degradation ladder's effect e on
+// l's request (Ladder.Apply, when LadderJudges): offer it (its output or
+// model as e says), defer it and judge it again after Next.After, refuse it
+// (shed: the ladder moves at its next evaluation at the earliest, which is
+// the client's hint), or answer it from the cache.
+func (lc *Lifecycle) Degraded(l *Life, e Effect) Next {
+	switch e.Verdict {
+	case Defer:
+		l.Shed++
+		return Next{Action: Reoffer, After: e.After, Reason: ReasonLoadShed}
+	case Shed:
+		return Next{Action: Refuse, Reason: ReasonLoadShed, RetryAfter: LadderEvery}
+	case Cache:
+		return Next{Action: AnswerCached}
+	}
+	return Next{Action: OfferNow}
+}
 
 // Offered answers what to do after the core decided d on l's request; draw
 // gives a uniform [0, 1) draw from the driver's seeded stream, and is called

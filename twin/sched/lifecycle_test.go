@@ -149,3 +149,37 @@ func TestLifecycleIgnoreRetryAfter(t *testing.T) {
 	require.Equal(t, Next{Action: Reoffer, Retry: true, Reason: ReasonQueueFull}, n)
 	require.True(t, l.InRetry, "storming requests still count as retrying")
 }
+
+// The ladder's verdicts go through the lifecycle as the core's do: a
+// deferral is an offer deferred (counted in Offers and AllDeferrals, not in
+// the core's Attempts, so the retry budget is the core's alone), and the
+// ladder judges a request until its first offer to the core, never its
+// retries.
+func TestLadderVerdictsInTheLifecycle(t *testing.T) {
+	lc := NewLifecycle(RetryPolicy{MaxAttempts: 3, Backoff: time.Second, MaxBackoff: 8 * time.Second, Budget: 0.2}, true)
+	var l Life
+	require.True(t, l.LadderJudges(), "a new request")
+	for _, tc := range []struct {
+		e    Effect
+		want Next
+	}{
+		{Effect{Verdict: Defer, After: 30 * time.Second}, Next{Action: Reoffer, After: 30 * time.Second, Reason: ReasonLoadShed}},
+		{Effect{Verdict: Defer, After: 30 * time.Second}, Next{Action: Reoffer, After: 30 * time.Second, Reason: ReasonLoadShed}},
+		{Effect{Verdict: Shed}, Next{Action: Refuse, Reason: ReasonLoadShed, RetryAfter: LadderEvery}},
+		{Effect{Verdict: Cache}, Next{Action: AnswerCached}},
+		{Effect{Verdict: Pass, Output: 64, Capped: true}, Next{Action: OfferNow}},
+	} {
+		require.Equal(t, tc.want, lc.Degraded(&l, tc.e), "%v", tc.e.Verdict)
+	}
+	require.Equal(t, 2, l.Shed)
+	require.True(t, l.LadderJudges(), "back from the ladder's deferrals, still before its first offer")
+	require.Equal(t, 2, l.Offers())
+	require.Equal(t, 2, l.AllDeferrals())
+
+	d := lc.Offered(&l, Decision{Outcome: Deferred, RetryAfter: time.Second, Reason: "tenant-concurrency"}, func() float64 { return 0 })
+	require.Equal(t, Reoffer, d.Action)
+	require.False(t, l.LadderJudges(), "offered to the core: its re-offers and retries skip the ladder")
+	require.Equal(t, 1, l.Attempts, "the core's attempts, which the retry budget counts")
+	require.Equal(t, 3, l.Offers())
+	require.Equal(t, 3, l.AllDeferrals())
+}
