@@ -12,6 +12,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/sim"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -403,9 +404,9 @@ func (r *runner) failReplicaWork(ri int) {
 		if req.state == stRunning && req.hedgeSeq != nil && req.hedgeAt == ri {
 			// A duplicate on the failed replica is lost; the original
 			// carries on.
-			r.cancelSeq(ri, req.hedgeSeq)
-			req.hedgeSeq = nil
-			r.core.EndHedge(r.s.Now(), &req.core, false)
+			reqengine.SettleHedge(r.s.Now(), r.core, &req.core, reqengine.DuplicateLost, func(s reqengine.Settlement) {
+				r.cancelLeg(req, req.core.Replica, s.Cancel)
+			})
 		}
 	}
 	for _, req := range victims {
@@ -556,7 +557,7 @@ func (r *runner) faultAtDispatch(req *request, ri int) attemptFate {
 func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 	// A duplicate in flight dies with the attempt: the retry starts over.
 	r.dropHedge(req)
-	r.core.EndHedge(r.s.Now(), &req.core, false)
+	reqengine.SettleHedge(r.s.Now(), r.core, &req.core, reqengine.FirstFailed, nil)
 	r.dispatch()
 	req.state = stFailing
 	req.attemptTimer = r.s.After(fate.delay, func() {

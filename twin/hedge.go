@@ -1,12 +1,15 @@
 package twin
 
-import "github.com/fleetdrill/fleetdrill/twin/engine"
+import (
+	"github.com/fleetdrill/fleetdrill/twin/engine"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
+)
 
-// Hedged requests: when a route enables them (routing.hedge_after), a
-// request with no first token after that long gets a duplicate attempt on a
-// second replica; the first attempt to produce a token wins and the other
-// is cancelled at once, freeing its slot and KV. The duplicate costs a
-// replica slot and its prefill: the report counts what was sent and won.
+// Hedged requests (routing.hedge_after): how a race ends is the request
+// engine's (reqengine.SettleHedge, the gateway's too); the twin runs the
+// duplicate as a second engine sequence and cancels the loser's. The
+// duplicate costs a replica slot and its prefill: the report counts what
+// was sent and won.
 
 // HedgeReport counts hedged duplicates.
 type HedgeReport struct {
@@ -33,18 +36,19 @@ func (r *runner) hedge(req *request) {
 		if fate := r.faultAtDispatch(req, h); fate.fail || r.replicas[h].eng == nil {
 			// The duplicate went to a failing replica: it is lost, and
 			// the gateway hears of the failure (or of the 429).
-			if fate.throttle > 0 {
-				r.throttled(h, fate.throttle)
-			} else {
-				r.core.Observe(now, h, false)
-			}
-			r.core.EndHedge(now, &req.core, false)
+			reqengine.SettleHedge(now, r.core, &req.core, reqengine.DuplicateFailed, func(reqengine.Settlement) {
+				if fate.throttle > 0 {
+					r.throttled(h, fate.throttle)
+				} else {
+					r.core.Observe(now, h, false)
+				}
+			})
 			r.dispatch()
 			return
 		}
 	}
 	if r.replicas[h].eng == nil {
-		r.core.EndHedge(now, &req.core, false)
+		reqengine.SettleHedge(now, r.core, &req.core, reqengine.DuplicateLost, nil)
 		r.dispatch()
 		return
 	}
@@ -58,26 +62,38 @@ func (r *runner) hedge(req *request) {
 	r.rearm(h)
 }
 
-// settleHedge ends a hedge race: the loser is cancelled.
+// settleHedge ends a hedge race decided by a first token: the loser is
+// cancelled (reqengine.SettleHedge).
 func (r *runner) settleHedge(req *request, hedgeWon bool) {
 	if req.hedgeSeq == nil || req.state != stRunning {
 		return
 	}
-	now := r.s.Now()
-	primary := req.core.Replica
+	end := reqengine.FirstAnswered
 	if hedgeWon {
-		if req.measured {
+		end = reqengine.DuplicateAnswered
+	}
+	primary := req.core.Replica
+	reqengine.SettleHedge(r.s.Now(), r.core, &req.core, end, func(s reqengine.Settlement) {
+		if s.Won && req.measured {
 			r.hedges.Won++
 		}
+		r.cancelLeg(req, primary, s.Cancel)
+	})
+	r.dispatch()
+}
+
+// cancelLeg cancels one attempt of req's hedge race (the first on replica
+// primary, or the duplicate); a cancelled first leaves the duplicate as the
+// request's attempt.
+func (r *runner) cancelLeg(req *request, primary int, leg reqengine.Leg) {
+	switch leg {
+	case reqengine.FirstLeg:
 		r.cancelSeq(primary, req.seq)
 		req.seq, req.hedgeSeq = req.hedgeSeq, nil
-		r.core.EndHedge(now, &req.core, true)
-	} else {
+	case reqengine.Duplicate:
 		r.cancelSeq(req.hedgeAt, req.hedgeSeq)
 		req.hedgeSeq = nil
-		r.core.EndHedge(now, &req.core, false)
 	}
-	r.dispatch()
 }
 
 // dropHedge cancels a finishing request's duplicate, if any.

@@ -535,14 +535,19 @@ func (g *Gateway) hedge(c *call) int {
 	return h
 }
 
-// endHedge settles c's hedge race: keep when the duplicate won. failed is
-// a duplicate that failed: the core hears of it as of any attempt (a 429
-// throttles its pool, anything else counts against its breaker).
-func (g *Gateway) endHedge(c *call, keep bool, failed *upstream) {
+// endHedge settles c's hedge race as end says (reqengine.SettleHedge,
+// the twin's too); failed is the duplicate that failed, which the core
+// hears of as of any attempt (a 429 throttles its pool, anything else
+// counts against its breaker).
+func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, failed *upstream) reqengine.Settlement {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
-	if u := failed; u != nil {
+	s := reqengine.SettleHedge(now, g.core, &c.req, end, func(s reqengine.Settlement) {
+		u := failed
+		if !s.ReportFailure || u == nil {
+			return
+		}
 		pool := g.replicas[u.rep].pool
 		if u.resp != nil && u.resp.StatusCode == http.StatusTooManyRequests {
 			g.metrics.attempts.WithLabelValues(pool, "throttled").Inc()
@@ -551,9 +556,9 @@ func (g *Gateway) endHedge(c *call, keep bool, failed *upstream) {
 			g.metrics.attempts.WithLabelValues(pool, "error").Inc()
 			g.observe(now, u.rep, false)
 		}
-	}
-	g.core.EndHedge(now, &c.req, keep)
+	})
 	g.deliver(now)
+	return s
 }
 
 // observe feeds a result or probe of replica r to its breaker. Called with

@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fleetdrill/fleetdrill/internal/openai"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -620,11 +621,11 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 
 // race runs one attempt of q on replica rep, and when the route hedges
 // (policy.routing.hedge_after) and no answer has come after that long, a
-// duplicate on a second replica the core picks (Core.Hedge), as the twin
-// does: the first to answer wins and the other is cancelled
-// (Core.EndHedge); a duplicate that fails is dropped and the core hears of
-// its failure; a first attempt that fails takes its duplicate with it, and
-// the request is retried. It returns the attempt that answered or failed.
+// duplicate on a second replica the core picks (Core.Hedge). How the race
+// ends is reqengine.SettleHedge's: the first to answer wins and the other is
+// cancelled; a first attempt that fails takes its duplicate with it (the
+// request is retried); a duplicate that fails is dropped and the core hears
+// of its failure. It returns the attempt that answered or failed.
 func (g *Gateway) race(ctx context.Context, q *request, rep int, body []byte) *upstream {
 	after := g.sc.Policy.Routing.HedgeAfter.D()
 	if after <= 0 {
@@ -645,38 +646,43 @@ func (g *Gateway) race(ctx context.Context, q *request, rep int, body []byte) *u
 	}
 	g.metrics.hedges.WithLabelValues("sent").Inc()
 	go func() { results <- g.call(ctx, q, h, body, true) }()
-	for pending := 2; ; {
-		u := <-results
-		pending--
-		switch {
-		case u.answered():
-			if pending > 0 {
-				go func() { (<-results).close() }() // the loser, cancelled below
-			}
-			if u.hedge {
-				g.metrics.hedges.WithLabelValues("won").Inc()
-			}
-			g.endHedge(&q.c, u.hedge, nil)
-			return u
-		case !u.hedge:
-			// The first attempt failed: its duplicate dies with it and
-			// the request starts over, as in the twin.
-			if pending > 0 {
-				go func() { (<-results).close() }()
-			}
-			g.endHedge(&q.c, false, nil)
-			return u
-		default:
-			// The duplicate failed: the core hears of it (unless the
-			// client went away), and the first attempt goes on alone.
-			if ctx.Err() != nil {
-				g.endHedge(&q.c, false, nil)
-			} else {
-				g.endHedge(&q.c, false, u)
-			}
-			u.close()
-		}
+	// The first result decides the race (reqengine.SettleHedge).
+	u := <-results
+	var end reqengine.RaceEnd
+	switch {
+	case u.answered() && u.hedge:
+		end = reqengine.DuplicateAnswered
+	case u.answered():
+		end = reqengine.FirstAnswered
+	case !u.hedge:
+		end = reqengine.FirstFailed
+	case ctx.Err() != nil:
+		end = reqengine.DuplicateLost // its client went away
+	default:
+		end = reqengine.DuplicateFailed
 	}
+	failed := u
+	if end != reqengine.DuplicateFailed {
+		failed = nil
+	}
+	s := g.endHedge(&q.c, end, failed)
+	if s.Won {
+		g.metrics.hedges.WithLabelValues("won").Inc()
+	}
+	leg := reqengine.FirstLeg
+	if u.hedge {
+		leg = reqengine.Duplicate
+	}
+	if s.Cancel == reqengine.NoLeg || s.Cancel == leg {
+		// The duplicate failed or was lost: the first attempt goes on
+		// alone, the race over.
+		u.close()
+		return <-results
+	}
+	// The other attempt is the loser: cancelled with ctx's end, its result
+	// read and closed.
+	go func() { (<-results).close() }()
+	return u
 }
 
 // forward runs one attempt of q on replica rep (and its hedged duplicate)

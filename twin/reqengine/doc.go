@@ -6,11 +6,18 @@
 // that the twin and the gateway cannot drift apart; docs/architecture.md
 // says where a new feature goes.
 //
-// It holds, so far, canary rollouts and their shadow copies (canary.go):
-// the rollouts' clock, the copies' ID space and construction, the rule
-// that a failed canary attempt retries on the baseline, what an attempt's
-// end tells a rollout, and whether a request met its class's objectives
-// (MetSLO, which the reports' tallies use too).
+// It holds, so far:
+//
+//   - canary rollouts and their shadow copies (canary.go): the rollouts'
+//     clock, the copies' ID space and construction, the rule that a failed
+//     canary attempt retries on the baseline, what an attempt's end tells
+//     a rollout, and whether a request met its class's objectives (MetSLO,
+//     which the reports' tallies use too);
+//   - how a hedge race ends (hedge.go): which attempt is cancelled, which
+//     goes on, and whether the core hears of a failed duplicate.
+//
+// The degradation ladder's verdicts and the retries are the lifecycle's
+// (sched.Lifecycle), which both drivers drive the same way.
 //
 // Like the core, it reads no clock, draws no random number, starts no
 // goroutine and does no I/O: every method takes the driver's now. It must
