@@ -41,6 +41,10 @@ type entry struct {
 	traits Traits // what the backends need to know of it (traits.go)
 }
 
+// consoleDriver is the driver the console's driver-upgrade key upgrades
+// to (its Console spec, and its help line says so).
+const consoleDriver = "535.104"
+
 // catalogue lists every kind in the order Kinds returns them and the docs
 // table lists them.
 //
@@ -56,7 +60,9 @@ var catalogue = []entry{
 		usage:  "region=NAME at=D [for=D]",
 		takes:  []string{"region", "at", "for"},
 		target: []string{"region"},
-		traits: Traits{Live: LiveProxy, ConsoleOn: "region"}},
+		traits: Traits{Live: LiveProxy, ConsoleOn: "region",
+			ConsoleKey: ConsoleKey{Key: "o", Label: "outage", Help: "regional outage (pool's region)", Rank: 1},
+			Words:      []string{"outage", "regional outage"}}},
 	{kind: Brownout, effect: "a region or pool fails a fraction of requests and/or slows every request",
 		usage:  "region=NAME|pool=NAME at=D [for=D] fail=F and/or latency=D",
 		takes:  []string{"region", "pool", "at", "for", "fail", "latency"},
@@ -69,7 +75,9 @@ var catalogue = []entry{
 		// The console's brownout is a sick region, not a dead one: a fifth
 		// of requests fail and every one takes 200 ms longer.
 		traits: Traits{Live: LiveProxy | LiveGateway, ConsoleOn: "region",
-			Console: Spec{FailRate: 0.2, AddLatency: 200 * time.Millisecond}}},
+			Console:    Spec{FailRate: 0.2, AddLatency: 200 * time.Millisecond},
+			ConsoleKey: ConsoleKey{Key: "b", Label: "brownout", Help: "brownout (pool's region)", Rank: 2},
+			Words:      []string{"brownout"}}},
 	{kind: QuotaExhaustion, effect: "a provider's or pool's rate limit drops to rpm/tpm (zero when left out)",
 		usage:  "pool=NAME|provider=NAME at=D [for=D] [rpm=X tpm=X]",
 		takes:  []string{"pool", "provider", "at", "for", "rpm", "tpm"},
@@ -90,6 +98,8 @@ var catalogue = []entry{
 			}
 		},
 		traits: Traits{Live: LiveGateway, DetectStatus: 429, ConsoleOn: "provider",
+			ConsoleKey: ConsoleKey{Key: "x", Label: "quota", Help: "quota exhaustion (pool's provider)", Rank: 3},
+			Words:      []string{"quota exhaustion"},
 			liveLimit: func(s Spec) string {
 				if s.QuotaRPM != 0 || s.QuotaTPM != 0 {
 					return "the live gateway emulates a quota of zero only"
@@ -100,7 +110,9 @@ var catalogue = []entry{
 		usage:  "model=NAME [pool=NAME] at=D [for=D] [notice=D]",
 		takes:  []string{"pool", "model", "at", "for", "notice"},
 		target: []string{"model"},
-		traits: Traits{Live: LiveGateway, DetectStatus: 404, FromNotice: true, ConsoleOn: "model"}},
+		traits: Traits{Live: LiveGateway, DetectStatus: 404, FromNotice: true, ConsoleOn: "model",
+			ConsoleKey: ConsoleKey{Key: "r", Label: "retire", Help: "model retirement (route's model)", Rank: 6},
+			Words:      []string{"retirement", "model retirement"}}},
 	{kind: DriverUpgrade, effect: "a pool's replicas restart on a new driver (and runtime), rolled back after for=",
 		usage:  "pool=NAME at=D [for=D] driver=VERSION [runtime=NAME]",
 		takes:  []string{"pool", "at", "for", "driver", "runtime"},
@@ -114,7 +126,9 @@ var catalogue = []entry{
 		// needs (vllm-0.6.3, the runtime of the library's scenarios), so the
 		// upgraded pool can serve nothing: the botched rollout an operator
 		// rehearses. A pool whose runtime accepts it just restarts.
-		traits: Traits{Live: LiveGateway, ConsoleOn: "pool", Console: Spec{Driver: "535.104"},
+		traits: Traits{Live: LiveGateway, ConsoleOn: "pool", Console: Spec{Driver: consoleDriver},
+			ConsoleKey: ConsoleKey{Key: "d", Label: "driver", Help: "driver upgrade to " + consoleDriver + " (pool)", Rank: 5},
+			Words:      []string{"driver upgrade", "upgrade"},
 			liveLimit: func(s Spec) string {
 				if s.Driver == "" {
 					return "a runtime-only upgrade has no live emulation"
@@ -134,7 +148,9 @@ var catalogue = []entry{
 			}
 		},
 		radius: Radius{Count: 1},
-		traits: Traits{Live: LiveContainer, ConsoleOn: "pool", Console: Spec{Radius: Radius{Count: 1}}}},
+		traits: Traits{Live: LiveContainer, ConsoleOn: "pool", Console: Spec{Radius: Radius{Count: 1}},
+			ConsoleKey: ConsoleKey{Key: "n", Label: "node", Help: "node loss (1 replica of the pool)", Rank: 4},
+			Words:      []string{"node loss"}}},
 	{kind: Latency, effect: "requests to a region, pool or model take longer",
 		usage:  "region=NAME|pool=NAME|model=NAME at=D [for=D] latency=D",
 		takes:  []string{"region", "pool", "model", "at", "for", "latency"},
@@ -146,7 +162,9 @@ var catalogue = []entry{
 		},
 		// Two seconds: as much as the interactive TTFT SLO of the library,
 		// so that it shows.
-		traits: Traits{Live: LiveProxy, ConsoleOn: "pool", Console: Spec{AddLatency: 2 * time.Second}}},
+		traits: Traits{Live: LiveProxy, ConsoleOn: "pool", Console: Spec{AddLatency: 2 * time.Second},
+			ConsoleKey: ConsoleKey{Key: "l", Label: "latency", Help: "latency +2s (pool)", Rank: 7},
+			Words:      []string{"latency fault", "latency injection"}}},
 	{kind: ErrorBurst, effect: "a fraction of requests to a region, pool or model fail",
 		usage:  "region=NAME|pool=NAME|model=NAME at=D [for=D] fail=F",
 		takes:  []string{"region", "pool", "model", "at", "for", "fail"},
@@ -156,17 +174,22 @@ var catalogue = []entry{
 				add("fail", "", "error-burst needs fail= (the fraction of requests that fail, 0 < fail <= 1)")
 			}
 		},
-		traits: Traits{Live: LiveGateway, ConsoleOn: "pool", Console: Spec{FailRate: 0.5}}},
+		traits: Traits{Live: LiveGateway, ConsoleOn: "pool", Console: Spec{FailRate: 0.5},
+			ConsoleKey: ConsoleKey{Key: "f", Label: "errors", Help: "error burst 50% (pool)", Rank: 8},
+			Words:      []string{"error burst"}}},
 	{kind: ColdStartStorm, effect: "replicas of a pool or region reload their model at once (all unless count= or percent= says otherwise)",
 		usage:  "region=NAME|pool=NAME at=D [count=N|percent=P]",
 		takes:  []string{"region", "pool", "at", "count", "percent"},
 		target: []string{"region", "pool"},
-		traits: Traits{NotLive: "cold-start storms have no live emulation (nodes cannot reload a model)", ConsoleOn: "pool"}},
+		traits: Traits{NotLive: "cold-start storms have no live emulation (nodes cannot reload a model)", ConsoleOn: "pool",
+			ConsoleKey: ConsoleKey{Key: "c", Label: "cold", Help: "cold-start storm (pool)", Rank: 9},
+			Words:      []string{"cold-start storm"}}},
 	{kind: Stockout, effect: "an autoscaled pool's provider grants no new replicas (or only grant= of them)",
 		usage:  "region=NAME|pool=NAME|provider=NAME [accelerator=NAME] at=D [for=D] [grant=F]",
 		takes:  []string{"region", "pool", "provider", "accelerator", "at", "for", "grant"},
 		target: []string{"region", "pool", "provider"},
-		traits: Traits{Live: LiveAcquisition, ConsoleOn: "provider"}},
+		traits: Traits{Live: LiveAcquisition, ConsoleOn: "provider",
+			Words: []string{"stockout"}}},
 	{kind: QuotaCap, effect: "the account's GPUs at a provider are capped at gpus=: scale-ups beyond it are refused",
 		usage:  "provider=NAME at=D [for=D] gpus=N",
 		takes:  []string{"provider", "at", "for", "gpus"},
@@ -177,7 +200,8 @@ var catalogue = []entry{
 			}
 		},
 		traits: Traits{Live: LiveAcquisition, ConsoleOn: "provider",
-			Console: Spec{GPUs: 8}}},
+			Console: Spec{GPUs: 8},
+			Words:   []string{"quota cap"}}},
 	{kind: SlowProvisioning, effect: "an autoscaled pool's provisioning delay is multiplied by factor=",
 		usage:  "pool=NAME|provider=NAME at=D [for=D] factor=F",
 		takes:  []string{"pool", "provider", "at", "for", "factor"},
@@ -188,7 +212,8 @@ var catalogue = []entry{
 			}
 		},
 		traits: Traits{Live: LiveAcquisition, ConsoleOn: "pool",
-			Console: Spec{Factor: 4}}},
+			Console: Spec{Factor: 4},
+			Words:   []string{"slow provisioning"}}},
 }
 
 func lookup(k Kind) (entry, bool) {

@@ -35,9 +35,13 @@
 // run emulates it (Live: toxiproxy, the live gateway's fault layer,
 // container stop/start, or none and why), the HTTP status whose first answer detects
 // it (DetectStatus: 429, 404), whether it starts at a notice (FromNotice,
-// which Spec.Start and Spec.StartingAt honour), and the spec the game-day
-// console injects for it (ConsoleSpec). Spec.LiveGap says why a live fleet
-// cannot emulate a spec.
+// which Spec.Start and Spec.StartingAt honour), whether it acts on
+// acquisition (OnAcquisition), the spec the game-day console injects for
+// it (ConsoleSpec) and the console's key for it (ConsoleKey: key, help-bar
+// word, help line, place), and the words a Gherkin step names it by
+// (Words). Spec.LiveGap says why a live fleet cannot emulate a spec. The
+// entry is the kind's one description: no other package keeps a copy of
+// any of this.
 //
 // # What is not here
 //
@@ -53,25 +57,38 @@
 //
 // # Adding a kind
 //
-//  1. Here: its Kind constant (spec.go) and its catalogue entry
-//     (catalogue.go): effect, usage, the keys it takes and its target, its
-//     own rules and default radius if any, and its Traits; a row in
-//     docs/faults.md's catalogue and "in the twin" tables and an example
-//     there (docs_test.go checks the catalogue row and the example), and
-//     the kind in catalogue_test.go's TestKinds. A new key also needs its
-//     place in keyOrder, a Spec field, its cases in parse.go's set and
-//     print.go's value, and a row in the docs' keys table.
-//  2. The twin: its effect type and its row in the effects table
-//     (twin/effects.go), and its row in effects_test.go's table.
-//  3. If Traits.Live says a live run emulates it: with LiveProxy or
-//     LiveContainer, its injector type and its row in the injectors table
-//     (internal/livefleet/injectors.go); with LiveGateway, its row in the
-//     gateway faults table (internal/liverun/inject.go). Nothing else
-//     switches on the kind: the rest of internal/liverun and internal/tui
-//     read the Traits. A console key for it is a row in internal/tui's
-//     keys.go.
+//  1. Here, its descriptor: its Kind constant (spec.go) and its catalogue
+//     entry (catalogue.go): effect, usage, the keys it takes and its
+//     target, its own rules and default radius if any, and its Traits
+//     (how a live run emulates it or why not, detection, notice, console
+//     spec and key, Gherkin words); a row in docs/faults.md's catalogue
+//     and "in the twin" tables and an example there (docs_test.go checks
+//     the catalogue row and the example), and the kind in
+//     catalogue_test.go's TestKinds. A new key also needs its place in
+//     keyOrder, a Spec field, its cases in parse.go's set and print.go's
+//     value, and a row in the docs' keys table.
+//  2. Then each implementation table the descriptor asks for, below; a
+//     test in the table's package fails, naming the kind and the file,
+//     until the kind has its row there.
 //
-// Tests in each package fail while one of these is missing.
+// The implementation tables, keyed by Kind:
+//
+//   - every kind: its effect type and row in twin/effects.go
+//     (TestEffectsCoverCatalogue);
+//   - OnAcquisition: its row in twin/compile/scaler.go's
+//     acquisitionEffects (TestAcquisitionEffectsMatchTraits);
+//   - LiveProxy or LiveContainer: its injector type and row in
+//     internal/livefleet/injectors.go (TestInjectorsMatchTraits);
+//   - LiveGateway: its row in internal/liverun/inject.go's gatewayFaults
+//     (TestGatewayFaultsMatchTraits);
+//   - LiveProxy: its row in internal/liverun/hybrid.go's externalFaults,
+//     for external endpoints, which have no proxy
+//     (TestExternalFaultsMatchTraits).
+//
+// Nothing else switches on the kind: internal/tui builds its keys from
+// ConsoleKey (TestInjectKeysMatchTraits), internal/spec its fault words
+// from Words, and the rest of internal/liverun and internal/scorecard read
+// the Traits.
 //
 // # Imports
 //

@@ -83,10 +83,38 @@ type Traits struct {
 	// ConsoleOn is the target key the game-day console's key for the kind
 	// fills from the operator's selection ("region", "pool", "provider" or
 	// "model"); Console is the rest of the spec it injects: its values and
-	// radius (ConsoleSpec).
+	// radius (ConsoleSpec). The operator's fault lines typed at the
+	// console's command line start from it too.
 	ConsoleOn string
 	Console   Spec
+	// ConsoleKey is the console's key that injects Console on the
+	// selection; the zero ConsoleKey when the kind has none (it is typed
+	// at the command line). internal/tui builds its bindings from it.
+	ConsoleKey ConsoleKey
+
+	// Words are how a Gherkin step names the last fault of the kind, after
+	// "the" ("during the outage", "after the quota exhaustion + 5m"): the
+	// first is the one help texts and errors show. No word names two
+	// kinds; internal/spec reads them. Shared: do not modify.
+	Words []string
 }
+
+// ConsoleKey is the game-day console's key for a kind of fault.
+type ConsoleKey struct {
+	Key   string // the key pressed, e.g. "o"
+	Label string // its word on the help bar, e.g. "outage"
+	Help  string // its line in the help overlay: what it injects, on what of the selection
+	// Rank is its place among the inject keys, most used first, from 1:
+	// the help bar shows as many as fit its width, in this order.
+	Rank int
+}
+
+// OnAcquisition reports whether the kind acts on what an autoscaled
+// pool's provider answers a scale-up (stockout, quota-cap,
+// slow-provisioning) rather than on replicas: the twin's and the live
+// gateway's scalers carry it out (twin/compile's OfferUnder), so its Live
+// is LiveAcquisition.
+func (t Traits) OnAcquisition() bool { return t.Live&LiveAcquisition != 0 }
 
 // Traits returns the kind's traits; the zero Traits for a kind not in the
 // catalogue.

@@ -1,6 +1,7 @@
 package faults
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -31,9 +32,57 @@ func TestTraitsComplete(t *testing.T) {
 			if tr.FromNotice {
 				require.Contains(t, e.takes, "notice")
 			}
+			require.NotEmpty(t, tr.Words, "no words for a Gherkin step to name it by")
+			if k := tr.ConsoleKey; k != (ConsoleKey{}) {
+				require.Len(t, []rune(k.Key), 1, "the console key is one key")
+				require.NotEmpty(t, k.Label, "the console key's word on the help bar")
+				require.NotEmpty(t, k.Help, "the console key's line in the help overlay")
+				require.Positive(t, k.Rank, "the console key's place on the help bar")
+			}
+			require.Equal(t, tr.Live&LiveAcquisition != 0, tr.OnAcquisition())
+			if tr.OnAcquisition() {
+				require.Equal(t, LiveAcquisition, tr.Live, "an acquisition fault has no part on replicas")
+			}
 		})
 	}
 	require.Zero(t, Kind("no-such-kind").Traits())
+}
+
+// TestWordsAndKeysUnique: a Gherkin word names one kind, a console key,
+// its label and its rank belong to one kind, and the ranks run from 1
+// with no gap.
+func TestWordsAndKeysUnique(t *testing.T) {
+	words := map[string]Kind{}
+	keys := map[string]Kind{}
+	labels := map[string]Kind{}
+	ranks := map[int]Kind{}
+	for _, e := range catalogue {
+		for _, w := range e.traits.Words {
+			require.Equal(t, strings.ToLower(strings.TrimSpace(w)), w, "%s: word %q", e.kind, w)
+			require.False(t, strings.HasPrefix(w, "the "), "%s: word %q: steps add the", e.kind, w)
+			if k, dup := words[w]; dup {
+				t.Errorf("word %q names %s and %s", w, k, e.kind)
+			}
+			words[w] = e.kind
+		}
+		ck := e.traits.ConsoleKey
+		if ck == (ConsoleKey{}) {
+			continue
+		}
+		for m, v := range map[*map[string]Kind]string{&keys: ck.Key, &labels: ck.Label} {
+			if k, dup := (*m)[v]; dup {
+				t.Errorf("console %q is %s's and %s's", v, k, e.kind)
+			}
+			(*m)[v] = e.kind
+		}
+		if k, dup := ranks[ck.Rank]; dup {
+			t.Errorf("console rank %d is %s's and %s's", ck.Rank, k, e.kind)
+		}
+		ranks[ck.Rank] = e.kind
+	}
+	for r := 1; r <= len(ranks); r++ {
+		require.Contains(t, ranks, r, "console ranks %v have a gap", ranks)
+	}
 }
 
 func TestConsoleSpec(t *testing.T) {

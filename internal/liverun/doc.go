@@ -53,6 +53,9 @@
 // through Gateway.SetRetiring, as the twin's gateway is told. Faults the
 // harness cannot emulate (faults.Spec.LiveGap: cold-start storms, tenant
 // targets, non-zero quota cuts, a runtime-only driver upgrade) are refused
-// before anything starts, with the fault named. Only inject.go's table of
-// gateway faults, one row per LiveGateway kind, switches on a fault's kind.
+// before anything starts, with the fault named. Only two tables here are
+// keyed by a fault's kind: inject.go's gateway faults, one row per
+// LiveGateway kind, and hybrid.go's external faults (the proxies' part on
+// an endpoint with no proxy), one row per LiveProxy kind; tests hold both
+// to the traits. Everything else reads the kind's faults.Traits.
 package liverun

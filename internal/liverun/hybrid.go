@@ -117,9 +117,11 @@ func (h *hybrid) split(replicas []int) (nodes []int, external []int) {
 
 // externalFaults gives the fleet-level part of a kind (what toxiproxy does
 // to an emulated node) on an external endpoint, which has no proxy in
-// front of it: the gateway's fault layer does it on the way out. A node
-// loss stops a server, which only the operator's --allow-disrupt command
-// may do (disrupt).
+// front of it: the gateway's fault layer does it on the way out. A row
+// for each kind whose faults.Traits.Live has LiveProxy
+// (TestExternalFaultsMatchTraits). A node loss (LiveContainer) stops a
+// server, which only the operator's --allow-disrupt command may do
+// (disrupt).
 var externalFaults = map[faults.Kind]func(faults.Spec) (gateway.UpstreamFault, bool){
 	// Swallowed, as the twin's outage and the proxies' timeout toxic:
 	// attempts and probes get no answer within the health timeout.

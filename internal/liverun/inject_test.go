@@ -23,10 +23,42 @@ func TestGatewayFaultsMatchTraits(t *testing.T) {
 		kind := faults.Kind(k)
 		want := kind.Traits().Live&faults.LiveGateway != 0
 		if _, ok := gatewayFaults[kind]; ok != want {
-			t.Errorf("%s: gateway fault %v, but its traits say %s", k, ok, kind.Traits().Live)
+			t.Errorf("%s: a row in internal/liverun/inject.go's gatewayFaults %v, but its traits say %s", k, ok, kind.Traits().Live)
 		}
 	}
-	require.Len(t, gatewayFaults, 5)
+	for k := range gatewayFaults {
+		if k.Traits().Live&faults.LiveGateway == 0 {
+			t.Errorf("internal/liverun/inject.go's gatewayFaults has %q, not a LiveGateway kind of the catalogue", k)
+		}
+	}
+}
+
+// TestExternalFaultsMatchTraits holds the external faults table to the
+// catalogue: a row exactly for the kinds whose traits say toxiproxy
+// emulates them on a node (LiveProxy), since an external endpoint has no
+// proxy and the gateway's fault layer does it instead; a LiveContainer
+// kind stops the endpoint with --allow-disrupt.
+func TestExternalFaultsMatchTraits(t *testing.T) {
+	sel := faults.Target{Region: "r", Pool: "p", Provider: "v", Model: "m"}
+	for _, k := range faults.Kinds() {
+		kind := faults.Kind(k)
+		want := kind.Traits().Live&faults.LiveProxy != 0
+		mk, ok := externalFaults[kind]
+		if ok != want {
+			t.Errorf("%s: a row in internal/liverun/hybrid.go's externalFaults %v, but its traits say %s", k, ok, kind.Traits().Live)
+			continue
+		}
+		if ok {
+			if f, on := mk(faults.ConsoleSpec(kind, sel)); !on || f.Kind != k {
+				t.Errorf("%s: its external fault on the console's spec is %+v (%v), want one of kind %s", k, f, on, k)
+			}
+		}
+	}
+	for k := range externalFaults {
+		if k.Traits().Live&faults.LiveProxy == 0 {
+			t.Errorf("internal/liverun/hybrid.go's externalFaults has %q, not a LiveProxy kind of the catalogue", k)
+		}
+	}
 }
 
 // The models a driver upgrade takes from a pool are those the twin's

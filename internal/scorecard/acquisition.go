@@ -441,8 +441,29 @@ func (d *drills) acqStep(lat *Latency) (float64, string) {
 	return last.Multiplier, fmt.Sprintf("the first multiplier at which stage 3 found the provider's replicas break an SLO (%s)", strings.Join(last.Breaches, "; "))
 }
 
-// acqKinds are the faults that act on acquisition.
-var acqKinds = []faults.Kind{faults.Stockout, faults.QuotaCap, faults.SlowProvisioning}
+// acqKinds are the faults that act on acquisition
+// (faults.Traits.OnAcquisition), in catalogue order.
+var acqKinds = func() []faults.Kind {
+	var out []faults.Kind
+	for _, k := range faults.Kinds() {
+		if faults.Kind(k).Traits().OnAcquisition() {
+			out = append(out, faults.Kind(k))
+		}
+	}
+	return out
+}()
+
+// acqKindList names acqKinds for an error: "a, b or c".
+func acqKindList() string {
+	names := make([]string, len(acqKinds))
+	for i, k := range acqKinds {
+		names[i] = string(k)
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // acqFaults are the drill's faults: the scenario's acquisition faults
 // that reach the provider's pools, moved together so that the first starts
@@ -471,7 +492,7 @@ func (d *drills) acqFaults() ([]string, error) {
 			return nil, &InvalidError{fmt.Errorf("scorecard: --acquisition-fault %q: %w", line, err)}
 		}
 		if !slices.Contains(acqKinds, sp.Kind) {
-			return nil, &InvalidError{fmt.Errorf("scorecard: --acquisition-fault %q: kind %s does not act on acquisition: want stockout, quota-cap or slow-provisioning", line, sp.Kind)}
+			return nil, &InvalidError{fmt.Errorf("scorecard: --acquisition-fault %q: kind %s does not act on acquisition: want %s", line, sp.Kind, acqKindList())}
 		}
 		out = append(out, sp.String())
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
@@ -124,7 +125,7 @@ func stockout(w *world, where, name, accel, grant, at, dur string) error {
 			g = "grant=" + strconv.FormatFloat(v, 'g', -1, 64)
 		}
 	}
-	return w.addFault(fault("stockout", key+"="+name, opt("accelerator", accel), "at="+at, opt("for", dur), g))
+	return w.addFault(fault(faults.Stockout, key+"="+name, opt("accelerator", accel), "at="+at, opt("for", dur), g))
 }
 
 // acquisitionTarget checks an acquisition fault's target: a pool, region
@@ -192,7 +193,7 @@ func quotaCap(_ context.Context, w *world, a []string) error {
 	if at == "" {
 		at = "0s"
 	}
-	return w.addFault(fault("quota-cap", "provider="+a[0], "gpus="+a[1], "at="+at, opt("for", a[3])))
+	return w.addFault(fault(faults.QuotaCap, "provider="+a[0], "gpus="+a[1], "at="+at, opt("for", a[3])))
 }
 
 // slowProvisioning is the step `provisioning at provider P|for pool P
@@ -208,7 +209,7 @@ func slowProvisioning(_ context.Context, w *world, a []string) error {
 	if v, err := strconv.ParseFloat(a[2], 64); err != nil || !(v > 0) {
 		return fmt.Errorf("%q times as long: want a factor above 0 (3, or 1.5)", a[2])
 	}
-	return w.addFault(fault("slow-provisioning", key+"="+a[1], "factor="+a[2], "at="+a[3], opt("for", a[4])))
+	return w.addFault(fault(faults.SlowProvisioning, key+"="+a[1], "factor="+a[2], "at="+a[3], opt("for", a[4])))
 }
 
 // pool is the fleet's pool called name, or an error with the nearest name.
@@ -308,12 +309,17 @@ func scaledNote(i int) func(w *world, a []string) string {
 	}
 }
 
-// acquisitionFault is the label of the last stockout, else the last quota
-// cap, else the last slow provisioning, for the timeline excerpt (the
-// asks, grants and refusals around it).
+// acquisitionFault is the label of the last fault of the first
+// acquisition kind (faults.Traits.OnAcquisition, in catalogue order: the
+// last stockout, else the last quota cap, else the last slow
+// provisioning) the scenario has, for the timeline excerpt (the asks,
+// grants and refusals around it).
 func acquisitionFault(w *world, _ []string) string {
-	for _, kind := range []string{"stockout", "quota cap", "slow provisioning"} {
-		if l, err := w.labelFor("the " + kind); err == nil {
+	for _, k := range faults.Kinds() {
+		if !faults.Kind(k).Traits().OnAcquisition() {
+			continue
+		}
+		if l, err := w.lastLabel(faults.Kind(k)); err == nil {
 			return l
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
@@ -182,43 +183,43 @@ func table() []*step {
 			doc:     "A regional outage: every replica of the region's pools goes down and swallows connections.",
 			example: "When region us-east goes down at 10m for 15m",
 			do: func(_ context.Context, w *world, a []string) error {
-				return w.addFault(fault("regional-outage", "region="+a[0], "at="+a[1], opt("for", a[2])))
+				return w.addFault(fault(faults.RegionalOutage, "region="+a[0], "at="+a[1], opt("for", a[2])))
 			}},
 		{keyword: "When", pattern: `^the quota of provider (\S+) is exhausted at (\S+)(?: for (\S+))?$`,
 			doc:     "Quota exhaustion: the provider's rate limit drops to zero; requests over it are refused with a 429.",
 			example: "When the quota of provider gpu-cloud-a is exhausted at 20m for 10m",
 			do: func(_ context.Context, w *world, a []string) error {
-				return w.addFault(fault("quota-exhaustion", "provider="+a[0], "at="+a[1], opt("for", a[2])))
+				return w.addFault(fault(faults.QuotaExhaustion, "provider="+a[0], "at="+a[1], opt("for", a[2])))
 			}},
 		{keyword: "When", pattern: `^the quota of (provider|pool) (\S+) drops to (\S+) requests and (\S+) tokens per minute at (\S+)(?: for (\S+))?$`,
 			doc:     "A quota cut rather than to zero: the provider's or pool's limits drop to these rates.",
 			example: "When the quota of pool use-h100-8b drops to 60 requests and 90000 tokens per minute at 5m for 10m",
 			do: func(_ context.Context, w *world, a []string) error {
-				return w.addFault(fault("quota-exhaustion", a[0]+"="+a[1], "rpm="+a[2], "tpm="+a[3], "at="+a[4], opt("for", a[5])))
+				return w.addFault(fault(faults.QuotaExhaustion, a[0]+"="+a[1], "rpm="+a[2], "tpm="+a[3], "at="+a[4], opt("for", a[5])))
 			}},
 		{keyword: "When", pattern: `^model (\S+) is retired at (\S+)(?: with (\S+) notice)?$`,
 			doc:     "Model retirement: the model is withdrawn from every pool at the time; with notice, new requests are steered to its fallbacks that long before.",
 			example: "When model llama-3.1-70b is retired at 30m with 10m notice",
 			do: func(_ context.Context, w *world, a []string) error {
-				return w.addFault(fault("model-retirement", "model="+a[0], "at="+a[1], opt("notice", a[2])))
+				return w.addFault(fault(faults.ModelRetirement, "model="+a[0], "at="+a[1], opt("notice", a[2])))
 			}},
 		{keyword: "When", pattern: `^pool (\S+) upgrades its driver to (\S+) at (\S+)(?: for (\S+))?$`,
 			doc:     "Driver upgrade: the pool's replicas restart on the new driver; models it cannot serve are dropped. \"for\" rolls it back.",
 			example: "When pool use-h100-8b upgrades its driver to 560.28 at 40m",
 			do: func(_ context.Context, w *world, a []string) error {
-				return w.addFault(fault("driver-upgrade", "pool="+a[0], "driver="+a[1], "at="+a[2], opt("for", a[3])))
+				return w.addFault(fault(faults.DriverUpgrade, "pool="+a[0], "driver="+a[1], "at="+a[2], opt("for", a[3])))
 			}},
 		{keyword: "When", pattern: `^pool (\S+) upgrades its driver to (\S+) and its runtime to (\S+) at (\S+)(?: for (\S+))?$`,
 			doc:     "Driver and runtime upgrade together (the runtime must be one of the scenario's).",
 			example: "When pool use-h100-8b upgrades its driver to 570.124.06 and its runtime to vllm-0.8.5 at 10m",
 			do: func(_ context.Context, w *world, a []string) error {
-				return w.addFault(fault("driver-upgrade", "pool="+a[0], "driver="+a[1], "runtime="+a[2], "at="+a[3], opt("for", a[4])))
+				return w.addFault(fault(faults.DriverUpgrade, "pool="+a[0], "driver="+a[1], "runtime="+a[2], "at="+a[3], opt("for", a[4])))
 			}},
 		{keyword: "When", pattern: `^(\d+) replicas? of pool (\S+) (?:is|are) lost at (\S+)(?: for (\S+))?$`,
 			doc:     "Node loss: replicas fail and refuse connections; after \"for\" they come back and cold-start.",
 			example: "When 2 replicas of pool use-h100-8b are lost at 12m for 20m",
 			do: func(_ context.Context, w *world, a []string) error {
-				return w.addFault(fault("node-loss", "pool="+a[1], "count="+a[0], "at="+a[2], opt("for", a[3])))
+				return w.addFault(fault(faults.NodeLoss, "pool="+a[1], "count="+a[0], "at="+a[2], opt("for", a[3])))
 			}},
 		{keyword: "When", pattern: `^(region|pool) (\S+) browns out at (\S+)(?: for (\S+))?(?: with (\S+) of requests failing)?(?: (?:with|and) (\S+) added latency)?$`,
 			doc:     "A brownout: the region or pool fails a share of requests (a fraction or a percentage) and/or adds latency to every one; say either or both.",
@@ -231,13 +232,13 @@ func table() []*step {
 				if err != nil {
 					return err
 				}
-				return w.addFault(fault("brownout", a[0]+"="+a[1], "at="+a[2], opt("for", a[3]), opt("fail", fail), opt("latency", a[5])))
+				return w.addFault(fault(faults.Brownout, a[0]+"="+a[1], "at="+a[2], opt("for", a[3]), opt("fail", fail), opt("latency", a[5])))
 			}},
 		{keyword: "When", pattern: `^(region|pool|model) (\S+) adds (\S+) (?:of )?latency at (\S+)(?: for (\S+))?$`,
 			doc:     "Latency injection: every request to the region, pool or model takes this much longer.",
 			example: "When pool use-h100-8b adds 500ms latency at 5m for 5m",
 			do: func(_ context.Context, w *world, a []string) error {
-				return w.addFault(fault("latency", a[0]+"="+a[1], "latency="+a[2], "at="+a[3], opt("for", a[4])))
+				return w.addFault(fault(faults.Latency, a[0]+"="+a[1], "latency="+a[2], "at="+a[3], opt("for", a[4])))
 			}},
 		{keyword: "When", pattern: `^(region|pool|model) (\S+) fails (\S+) of requests at (\S+)(?: for (\S+))?$`,
 			doc:     "An error burst: a share of the requests to the region, pool or model fail (a fraction or a percentage).",
@@ -247,7 +248,7 @@ func table() []*step {
 				if err != nil {
 					return err
 				}
-				return w.addFault(fault("error-burst", a[0]+"="+a[1], "fail="+fail, "at="+a[3], opt("for", a[4])))
+				return w.addFault(fault(faults.ErrorBurst, a[0]+"="+a[1], "fail="+fail, "at="+a[3], opt("for", a[4])))
 			}},
 		{keyword: "When", pattern: `^the fault "([^"]+)" is injected$`,
 			doc:     "Any fault, as a line of the fault syntax (docs/faults.md).",
@@ -500,8 +501,8 @@ func exampleText(s *step) string {
 	return rest
 }
 
-func fault(kind string, kv ...string) string {
-	parts := []string{kind}
+func fault(kind faults.Kind, kv ...string) string {
+	parts := []string{string(kind)}
 	for _, s := range kv {
 		if s != "" {
 			parts = append(parts, s)

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/faults"
 )
 
 // TestTenantOutcomesOnAnEUOutage runs testdata/steps/tenants.feature:
@@ -200,5 +202,31 @@ func TestUndefinedStepSuggestionsUseTheUsersValues(t *testing.T) {
 			_, first, _ := strings.Cut(msg, "did you mean:\n    ")
 			require.True(t, strings.HasPrefix(first, tc.want), "first suggestion of\n%s", msg)
 		})
+	}
+}
+
+// TestFaultWordsMatchTraits: every word of every kind's faults.Traits.Words
+// names that kind in a step's window ("during the outage"), none is
+// shadowed by the words for any kind, and docs/specs.md lists each kind's
+// first word.
+func TestFaultWordsMatchTraits(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "specs.md"))
+	require.NoError(t, err)
+	flat := strings.Join(strings.Fields(string(doc)), " ")
+	for _, name := range faults.Kinds() {
+		k := faults.Kind(name)
+		for _, word := range k.Traits().Words {
+			if got, ok := faultWord(word); !ok || got != k {
+				t.Errorf("%s: step word %q names %q (%v)", k, word, got, ok)
+			}
+		}
+		if first := "the " + k.Traits().Words[0]; !strings.Contains(flat, first) {
+			t.Errorf("%s: docs/specs.md does not list its word %q among the kinds' words", k, first)
+		}
+	}
+	for _, word := range []string{"fault", "last fault"} {
+		if got, ok := faultWord(word); !ok || got != "" {
+			t.Errorf("%q names %q (%v), want any kind", word, got, ok)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -177,10 +178,20 @@ func (w *world) labelFor(what string) (string, error) {
 	if strings.Contains(what, "(") {
 		return what, nil
 	}
-	kind, ok := faultWords[strings.TrimPrefix(what, "the ")]
+	kind, ok := faultWord(strings.TrimPrefix(what, "the "))
 	if !ok {
-		return "", fmt.Errorf("%q names no fault; write the outage, the quota exhaustion, the retirement, the driver upgrade, the node loss, the brownout, the latency fault, the error burst, the cold-start storm, the stockout, the quota cap, the slow provisioning, the fault, or a label like regional-outage(us-east)", what)
+		var words []string
+		for _, k := range faults.Kinds() {
+			words = append(words, "the "+faults.Kind(k).Traits().Words[0])
+		}
+		return "", fmt.Errorf("%q names no fault; write %s, the fault, or a label like regional-outage(us-east)", what, strings.Join(words, ", "))
 	}
+	return w.lastLabel(kind)
+}
+
+// lastLabel is the label of the scenario's last fault of kind, or of any
+// kind for "".
+func (w *world) lastLabel(kind faults.Kind) (string, error) {
 	specs, err := faults.ParseAll(w.faults)
 	if err != nil {
 		return "", err
@@ -197,7 +208,7 @@ func (w *world) labelFor(what string) (string, error) {
 		seen[l]++
 	}
 	for i := len(specs) - 1; i >= 0; i-- {
-		if kind == "" || string(specs[i].Kind) == kind {
+		if kind == "" || specs[i].Kind == kind {
 			return labels[i], nil
 		}
 	}
@@ -207,25 +218,19 @@ func (w *world) labelFor(what string) (string, error) {
 	return "", fmt.Errorf("the scenario has no %s fault (faults: %s)", kind, strings.Join(labels, ", "))
 }
 
-var faultWords = map[string]string{
-	"outage":            "regional-outage",
-	"regional outage":   "regional-outage",
-	"quota exhaustion":  "quota-exhaustion",
-	"retirement":        "model-retirement",
-	"model retirement":  "model-retirement",
-	"upgrade":           "driver-upgrade",
-	"driver upgrade":    "driver-upgrade",
-	"node loss":         "node-loss",
-	"brownout":          "brownout",
-	"fault":             "",
-	"last fault":        "",
-	"cold-start storm":  "cold-start-storm",
-	"error burst":       "error-burst",
-	"latency fault":     "latency",
-	"latency injection": "latency",
-	"stockout":          "stockout",
-	"quota cap":         "quota-cap",
-	"slow provisioning": "slow-provisioning",
+// faultWord is the kind a step's word names ("outage", "quota
+// exhaustion": its faults.Traits.Words), or "" for any kind ("fault",
+// "last fault"); false for a word that names none.
+func faultWord(word string) (faults.Kind, bool) {
+	if word == "fault" || word == "last fault" {
+		return "", true
+	}
+	for _, k := range faults.Kinds() {
+		if slices.Contains(faults.Kind(k).Traits().Words, word) {
+			return faults.Kind(k), true
+		}
+	}
+	return "", false
 }
 
 // run runs the twin once, at the first outcome step. The scoped

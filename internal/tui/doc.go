@@ -21,7 +21,8 @@
 //
 // Run (run.go) wires a Driver to a Model and a tea.Program. Then driver.go
 // for pacing, model.go for keys and state (keys.go: the bindings, the one
-// source of the help bar and the help), palette.go for the ':' command
+// source of the help bar and the help; the inject keys are each fault
+// kind's faults.Traits.ConsoleKey), palette.go for the ':' command
 // line, view.go, panes.go and footer.go for the screen, summary.go for the
 // screen after q, record.go for --record.
 package tui

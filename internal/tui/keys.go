@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"slices"
+
 	"charm.land/bubbles/v2/key"
 
 	"github.com/fleetdrill/fleetdrill/faults"
@@ -14,8 +16,9 @@ type keyMap struct {
 	Up, Down, Focus                        key.Binding
 
 	// Inject holds a key per fault kind the console injects, most used
-	// first (the help bar keeps that order when it runs out of room);
-	// what each injects on the selection is its kind's console spec
+	// first (the help bar keeps that order when it runs out of room):
+	// the kinds with a faults.Traits.ConsoleKey, in its Rank order. What
+	// each injects on the selection is its kind's console spec
 	// (faults.ConsoleSpec, faultLine).
 	Inject   []kindKey
 	EndFault key.Binding
@@ -36,9 +39,6 @@ func newKeyMap() keyMap {
 	b := func(keys []string, k, desc string) key.Binding {
 		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k, desc))
 	}
-	ik := func(kind faults.Kind, k, label, desc string) kindKey {
-		return kindKey{kind, label, b([]string{k}, k, desc)}
-	}
 	return keyMap{
 		Pause:     b([]string{"space", "p"}, "space", "pause/resume"),
 		Step:      b([]string{"s"}, "s", "step a frame"),
@@ -50,17 +50,7 @@ func newKeyMap() keyMap {
 		Down:  b([]string{"down", "j"}, "↓/j", "select down"),
 		Focus: b([]string{"tab", "shift+tab", "left", "right"}, "tab", "pools/routes"),
 
-		Inject: []kindKey{
-			ik(faults.RegionalOutage, "o", "outage", "regional outage (pool's region)"),
-			ik(faults.Brownout, "b", "brownout", "brownout (pool's region)"),
-			ik(faults.QuotaExhaustion, "x", "quota", "quota exhaustion (pool's provider)"),
-			ik(faults.NodeLoss, "n", "node", "node loss (1 replica of the pool)"),
-			ik(faults.DriverUpgrade, "d", "driver", "driver upgrade to "+faults.DriverUpgrade.Traits().Console.Driver+" (pool)"),
-			ik(faults.ModelRetirement, "r", "retire", "model retirement (route's model)"),
-			ik(faults.Latency, "l", "latency", "latency +2s (pool)"),
-			ik(faults.ErrorBurst, "f", "errors", "error burst 50% (pool)"),
-			ik(faults.ColdStartStorm, "c", "cold", "cold-start storm (pool)"),
-		},
+		Inject:   injectKeys(),
 		EndFault: b([]string{"e"}, "e", "end the selection's fault"),
 		Palette:  b([]string{":"}, ":", "type a fault line (tab completes)"),
 
@@ -69,6 +59,25 @@ func newKeyMap() keyMap {
 		Abort: b([]string{"ctrl+c"}, "ctrl+c", "quit now"),
 		Back:  b([]string{"esc"}, "esc", "back"),
 	}
+}
+
+// injectKeys are the keys of the kinds the console injects: those with a
+// faults.Traits.ConsoleKey, in its Rank order.
+func injectKeys() []kindKey {
+	var out []kindKey
+	for _, name := range faults.Kinds() {
+		k := faults.Kind(name)
+		ck := k.Traits().ConsoleKey
+		if ck.Key == "" {
+			continue
+		}
+		out = append(out, kindKey{k, ck.Label,
+			key.NewBinding(key.WithKeys(ck.Key), key.WithHelp(ck.Key, ck.Help))})
+	}
+	slices.SortStableFunc(out, func(a, b kindKey) int {
+		return a.kind.Traits().ConsoleKey.Rank - b.kind.Traits().ConsoleKey.Rank
+	})
+	return out
 }
 
 // ShortHelp is the help bar, most used first: the bar shows as many as fit

@@ -342,3 +342,53 @@ func TestLiveFooterOffersNoPause(t *testing.T) {
 		t.Errorf("drill footer %q lacks the pause", got)
 	}
 }
+
+// TestInjectKeysMatchTraits holds the console's inject keys to the fault
+// catalogue: a key exactly for each kind whose faults.Traits.ConsoleKey
+// gives one, in its rank order, that injects a valid line on a full
+// selection, and no key bound twice across the console.
+func TestInjectKeysMatchTraits(t *testing.T) {
+	km := newKeyMap()
+	var want []faults.Kind
+	for _, name := range faults.Kinds() {
+		k := faults.Kind(name)
+		ck := k.Traits().ConsoleKey
+		if ck.Key == "" {
+			continue
+		}
+		want = append(want, k)
+		i := slices.IndexFunc(km.Inject, func(ik kindKey) bool { return ik.kind == k })
+		if i < 0 {
+			t.Errorf("%s: its traits give console key %q, but internal/tui/keys.go binds none", k, ck.Key)
+			continue
+		}
+		if ik := km.Inject[i]; !slices.Equal(ik.Keys(), []string{ck.Key}) || ik.label != ck.Label || ik.Help().Desc != ck.Help {
+			t.Errorf("%s: bound to %v (%q, %q), its traits say %q (%q, %q)", k, ik.Keys(), ik.label, ik.Help().Desc, ck.Key, ck.Label, ck.Help)
+		}
+		sel := selection{Pool: "p", Region: "r", Provider: "v", Model: "m", Tenant: "t"}
+		if line, why := faultLine(k, sel); line == "" {
+			t.Errorf("%s: its key injects nothing on a full selection: %s", k, why)
+		}
+	}
+	var got []faults.Kind
+	for _, ik := range km.Inject {
+		got = append(got, ik.kind)
+	}
+	slices.SortStableFunc(want, func(a, b faults.Kind) int {
+		return a.Traits().ConsoleKey.Rank - b.Traits().ConsoleKey.Rank
+	})
+	if !slices.Equal(got, want) {
+		t.Errorf("inject keys for %v, want %v (the kinds with a faults.Traits.ConsoleKey, by rank)", got, want)
+	}
+	bound := map[string]string{}
+	for _, col := range km.FullHelp() {
+		for _, b := range col {
+			for _, k := range b.Keys() {
+				if prev, dup := bound[k]; dup {
+					t.Errorf("key %q is bound to %q and %q", k, prev, b.Help().Desc)
+				}
+				bound[k] = b.Help().Desc
+			}
+		}
+	}
+}

@@ -53,18 +53,31 @@ func AcquisitionStream(pool string) string { return "acquisition/" + pool }
 // another kind changes nothing); free is what a quota-cap leaves the
 // account, asked only for one.
 func OfferUnder(o sched.Offer, spec faults.Spec, free func() int) sched.Offer {
-	switch spec.Kind {
-	case faults.Stockout:
+	if eff, ok := acquisitionEffects[spec.Kind]; ok {
+		return eff(o, spec, free)
+	}
+	return o
+}
+
+// acquisitionEffects is what each acquisition fault does to a provider's
+// offer: a row exactly for each kind whose faults.Traits.OnAcquisition
+// (TestAcquisitionEffectsMatchTraits).
+var acquisitionEffects = map[faults.Kind]func(o sched.Offer, spec faults.Spec, free func() int) sched.Offer{
+	faults.Stockout: func(o sched.Offer, spec faults.Spec, _ func() int) sched.Offer {
 		if !o.Stocked || spec.Grant < o.Grant {
 			o.Grant = spec.Grant
 		}
 		o.Stocked = true
-	case faults.SlowProvisioning:
+		return o
+	},
+	faults.SlowProvisioning: func(o sched.Offer, spec faults.Spec, _ func() int) sched.Offer {
 		o.Factor *= spec.Factor
-	case faults.QuotaCap:
+		return o
+	},
+	faults.QuotaCap: func(o sched.Offer, _ faults.Spec, free func() int) sched.Offer {
 		o.FreeGPUs = min(o.FreeGPUs, free())
-	}
-	return o
+		return o
+	},
 }
 
 // FreeGPUs is what quota-cap spec leaves of its provider's GPUs in sc,
