@@ -21,9 +21,9 @@ type effect interface {
 	start(r *runner, f *faultRT)
 	// end undoes it as it ends, before the fault state is recomputed.
 	end(r *runner, f *faultRT)
-	// apply adds the active fault's share to the fault state of one of its
-	// replicas.
-	apply(st *replicaFault, sp faults.Spec)
+	// share is the active fault's share of the condition of each of its
+	// replicas (combined with the others' by faults.Condition.With).
+	share(sp faults.Spec) faults.Condition
 	// onModel reports that the fault is on its model rather than on
 	// replicas: it takes every replica of its pools whatever model they
 	// hold, it is mitigated when a fallback serves the model, and recovered
@@ -65,19 +65,21 @@ type onReplicas struct{}
 
 func (onReplicas) start(*runner, *faultRT)          {}
 func (onReplicas) end(*runner, *faultRT)            {}
-func (onReplicas) apply(*replicaFault, faults.Spec) {}
+func (onReplicas) share(faults.Spec) faults.Condition { return faults.Condition{} }
 func (onReplicas) onModel() bool                    { return false }
 
 // outage: the replicas go down and swallow connections (attempts time out).
 type outage struct{ onReplicas }
 
-func (outage) apply(st *replicaFault, _ faults.Spec) { st.down = true }
+func (outage) share(faults.Spec) faults.Condition { return faults.Condition{Down: true} }
 
 // nodeLoss: the replicas go down and refuse connections (attempts fail at
 // once); lost nodes come back empty and load their model again.
 type nodeLoss struct{ onReplicas }
 
-func (nodeLoss) apply(st *replicaFault, _ faults.Spec) { st.down, st.refuse = true, true }
+func (nodeLoss) share(faults.Spec) faults.Condition {
+	return faults.Condition{Down: true, Refuse: true}
+}
 
 func (nodeLoss) end(r *runner, f *faultRT) {
 	for _, ri := range f.replicas {
@@ -88,22 +90,23 @@ func (nodeLoss) end(r *runner, f *faultRT) {
 // brownout: a share of attempts fail, and every attempt is slower.
 type brownout struct{ onReplicas }
 
-func (brownout) apply(st *replicaFault, sp faults.Spec) {
-	st.failRate = max(st.failRate, sp.FailRate)
-	st.latency += sp.AddLatency
+func (brownout) share(sp faults.Spec) faults.Condition {
+	return faults.Condition{FailRate: sp.FailRate, Latency: sp.AddLatency}
 }
 
 // errorBurst: a share of attempts fail.
 type errorBurst struct{ onReplicas }
 
-func (errorBurst) apply(st *replicaFault, sp faults.Spec) {
-	st.failRate = max(st.failRate, sp.FailRate)
+func (errorBurst) share(sp faults.Spec) faults.Condition {
+	return faults.Condition{FailRate: sp.FailRate}
 }
 
 // addedLatency: every attempt is slower.
 type addedLatency struct{ onReplicas }
 
-func (addedLatency) apply(st *replicaFault, sp faults.Spec) { st.latency += sp.AddLatency }
+func (addedLatency) share(sp faults.Spec) faults.Condition {
+	return faults.Condition{Latency: sp.AddLatency}
+}
 
 // coldStartStorm: the replicas drop their work and reload their model.
 type coldStartStorm struct{ onReplicas }

@@ -32,14 +32,14 @@ func TestEffectApply(t *testing.T) {
 		st      replicaFault
 		onModel bool
 	}{
-		faults.RegionalOutage:  {st: replicaFault{down: true}},
-		faults.Brownout:        {st: replicaFault{failRate: 0.2, latency: 200 * time.Millisecond}},
+		faults.RegionalOutage:  {st: replicaFault{Down: true}},
+		faults.Brownout:        {st: replicaFault{FailRate: 0.2, Latency: 200 * time.Millisecond}},
 		faults.QuotaExhaustion: {}, // the pools' providerQuota, not the replicas' state
 		faults.ModelRetirement: {onModel: true},
 		faults.DriverUpgrade:   {}, // restarts at start and end
-		faults.NodeLoss:        {st: replicaFault{down: true, refuse: true}},
-		faults.Latency:         {st: replicaFault{latency: 2 * time.Second}},
-		faults.ErrorBurst:      {st: replicaFault{failRate: 0.5}},
+		faults.NodeLoss:        {st: replicaFault{Down: true, Refuse: true}},
+		faults.Latency:         {st: replicaFault{Latency: 2 * time.Second}},
+		faults.ErrorBurst:      {st: replicaFault{FailRate: 0.5}},
 		faults.ColdStartStorm:  {}, // restarts at start
 		// What a provider answers a scale-up (autoscale.go's acquire).
 		faults.Stockout:         {},
@@ -53,10 +53,9 @@ func TestEffectApply(t *testing.T) {
 				t.Fatalf("no expected effect of %s in this table", k)
 			}
 			sp := faults.ConsoleSpec(faults.Kind(k), sel)
-			var st replicaFault
-			effectOf(sp.Kind).apply(&st, sp)
+			st := effectOf(sp.Kind).share(sp)
 			if st != w.st {
-				t.Errorf("apply(%s) = %+v, want %+v", sp, st, w.st)
+				t.Errorf("share(%s) = %+v, want %+v", sp, st, w.st)
 			}
 			if got := effectOf(sp.Kind).onModel(); got != w.onModel {
 				t.Errorf("onModel(%s) = %v, want %v", k, got, w.onModel)
@@ -73,9 +72,9 @@ func TestEffectApply(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		effectOf(sp.Kind).apply(&st, sp)
+		st = st.With(effectOf(sp.Kind).share(sp))
 	}
-	if want := (replicaFault{failRate: 0.5, latency: 1100 * time.Millisecond}); st != want {
+	if want := (replicaFault{FailRate: 0.5, Latency: 1100 * time.Millisecond}); st != want {
 		t.Errorf("combined = %+v, want %+v", st, want)
 	}
 }

@@ -168,12 +168,7 @@ func (q *providerQuota) wait(now time.Duration, tokens int) time.Duration {
 }
 
 // replica fault state, recomputed from the active faults.
-type replicaFault struct {
-	down     bool
-	refuse   bool          // down and refusing: attempts fail at once (else they time out)
-	failRate float64       // share of attempts that fail
-	latency  time.Duration // added before the replica starts an attempt
-}
+type replicaFault = faults.Condition
 
 // Label names a fault in reports and scoped expectations: its kind and
 // target, e.g. regional-outage(us-east).
@@ -379,11 +374,11 @@ func (r *runner) applyFaults() {
 			continue
 		}
 		for _, ri := range f.replicas {
-			f.eff.apply(&r.faultState[ri], f.spec)
+			r.faultState[ri] = r.faultState[ri].With(f.eff.share(f.spec))
 		}
 	}
 	for ri := range r.faultState {
-		if r.faultState[ri].down && !prev[ri].down {
+		if r.faultState[ri].Down && !prev[ri].Down {
 			r.failReplicaWork(ri)
 			if r.jobs.byRepl != nil && r.jobs.byRepl[ri] != nil {
 				r.stopJob(r.jobs.byRepl[ri], "(a node under it was lost)")
@@ -425,7 +420,7 @@ func (r *runner) failReplicaWork(ri int) {
 }
 
 func (r *runner) downDelay(ri int) time.Duration {
-	if r.faultState[ri].refuse {
+	if r.faultState[ri].Refuse {
 		return 0
 	}
 	return r.p.sc.Policy.Health.Timeout.D()
@@ -438,9 +433,9 @@ func (r *runner) restartReplica(ri int) {
 	if rt.loading {
 		return
 	}
-	r.faultState[ri].down, r.faultState[ri].refuse = true, true
+	r.faultState[ri].Down, r.faultState[ri].Refuse = true, true
 	r.failReplicaWork(ri)
-	r.faultState[ri].down, r.faultState[ri].refuse = false, false
+	r.faultState[ri].Down, r.faultState[ri].Refuse = false, false
 	rt.loading = true
 	r.core.SetReady(r.s.Now(), ri, false)
 	r.pools[rt.pool].ColdStarts++
@@ -535,19 +530,19 @@ type attemptFate struct {
 // when it runs normally.
 func (r *runner) faultAtDispatch(req *request, ri int) attemptFate {
 	st := &r.faultState[ri]
-	switch {
-	case st.down:
-		return attemptFate{fail: true, delay: r.downDelay(ri)}
-	case st.failRate > 0 && r.fateDraw(req) < st.failRate:
-		return attemptFate{fail: true, delay: st.latency + 20*time.Millisecond}
+	if st.Fails(func() float64 { return r.fateDraw(req) }) {
+		if st.Down {
+			return attemptFate{fail: true, delay: r.downDelay(ri)}
+		}
+		return attemptFate{fail: true, delay: st.Latency + 20*time.Millisecond}
 	}
 	if qs := r.quota[r.replicas[ri].pool]; len(qs) > 0 {
 		if wait := takeAll(qs, r.s.Now(), req.core.Input+req.core.Output); wait > 0 {
 			// A 429 is an answer: it comes back at the network's pace.
-			return attemptFate{fail: true, throttle: wait, delay: st.latency + 20*time.Millisecond}
+			return attemptFate{fail: true, throttle: wait, delay: st.Latency + 20*time.Millisecond}
 		}
 	}
-	return attemptFate{delay: st.latency}
+	return attemptFate{delay: st.Latency}
 }
 
 // failAttempt ends one attempt of req on replica ri as fate says, after its
@@ -706,7 +701,7 @@ func (r *runner) probeReplica(ri int) {
 	if r.replicas[ri].loading || r.replicas[ri].absent {
 		return
 	}
-	if !r.faultState[ri].down {
+	if !r.faultState[ri].Down {
 		// A live replica answers at once: no event, no allocation (the
 		// probe of every replica runs every probe interval).
 		r.observeProbe(ri, true)

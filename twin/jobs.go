@@ -249,7 +249,7 @@ func (r *runner) placeJob(now time.Duration, j *job) bool {
 		var free []int
 		for ri := range r.replicas {
 			// A lost node is no place for a job: it would look idle.
-			down := r.faultState != nil && r.faultState[ri].down
+			down := r.faultState != nil && r.faultState[ri].Down
 			if r.replicas[ri].pool == pi && r.jobs.byRepl[ri] == nil && !r.replicas[ri].loading && !r.replicas[ri].absent && !down {
 				free = append(free, ri)
 			}

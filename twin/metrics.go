@@ -561,7 +561,7 @@ func (r *runner) sampleMetrics() {
 			a.preemptions += rt.eng.Preemptions
 			// A replica loading its model or down has nothing to
 			// allocate (a node that is down exports nothing).
-			if !rt.loading && (r.faultState == nil || !r.faultState[ri].down) {
+			if !rt.loading && (r.faultState == nil || !r.faultState[ri].Down) {
 				a.kv += rt.eng.KVCapacity() - rt.eng.KVUsed()
 			}
 		}

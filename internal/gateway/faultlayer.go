@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetdrill/fleetdrill/faults"
 )
 
 // Down is how the fault layer fails the attempts on a replica it takes
@@ -116,8 +118,8 @@ func (l *faultLayer) init() {
 
 // InjectFault applies f to the attempts sent to the given replicas (as
 // [Gateway.ReplicaIndex] numbers them) from now until remove is called.
-// Faults stack: several on one replica combine as the twin combines them
-// (see faultLayer.decide). remove is idempotent. Each injection and
+// Faults stack: several on one replica combine as faults.Condition does for
+// both drivers (see decide). remove is idempotent. Each injection and
 // removal is logged.
 func (g *Gateway) InjectFault(replicas []int, f UpstreamFault) (remove func(), err error) {
 	if err := g.checkFault(replicas, f); err != nil {
@@ -255,35 +257,27 @@ type verdict struct {
 	delay      time.Duration
 }
 
-// decide combines the faults fs on one replica for an attempt for model,
-// as the twin combines a replica's faults (twin/effects.go apply): down
-// if any fault is (refusing if any refuses, else hanging); latencies and
-// error delays add up; the highest fail rate counts. What answers the
-// attempt, in order: down; else a fault on its model (Models: the model
-// is not there, a 404 or 503, before anything runs), the earliest
-// injected first; else the fail rate, drawn with draw (only then, as in
-// the twin); else a fault on every model (a provider's 429), the earliest
-// first; else the attempt goes to the backend, after the latency.
+// decide combines the faults fs on one replica for an attempt for model as
+// the twin combines a replica's faults (faults.Condition, both drivers'):
+// down if any fault is (refusing if any refuses, else hanging); latencies
+// add up; the highest fail rate counts; the error delays add up. What
+// answers the attempt, in order: down; else a fault on its model (Models:
+// the model is not there, a 404 or 503, before anything runs), the
+// earliest injected first; else the fail rate (Condition.Fails, which
+// draws with draw only then); else a fault on every model (a provider's
+// 429), the earliest first; else the attempt goes to the backend, after
+// the latency.
 func decide(fs []UpstreamFault, model string, draw func() float64) verdict {
-	var v verdict
-	var rate float64
+	var c faults.Condition
+	var delay time.Duration
 	var onModel, onAll *UpstreamFault
 	for i := range fs {
 		f := &fs[i]
 		if len(f.Models) > 0 && !slices.Contains(f.Models, model) {
 			continue
 		}
-		switch f.Down {
-		case DownRefuse:
-			v.down = DownRefuse
-		case DownHang:
-			if v.down == Up {
-				v.down = DownHang
-			}
-		}
-		v.latency += f.Latency
-		v.delay += f.ErrorDelay
-		rate = max(rate, f.FailRate)
+		c = c.With(faults.Condition{Down: f.Down != Up, Refuse: f.Down == DownRefuse, FailRate: f.FailRate, Latency: f.Latency})
+		delay += f.ErrorDelay
 		if f.Status != 0 {
 			if len(f.Models) > 0 && onModel == nil {
 				onModel = f
@@ -292,11 +286,15 @@ func decide(fs []UpstreamFault, model string, draw func() float64) verdict {
 			}
 		}
 	}
-	if v.down != Up {
-		return verdict{down: v.down}
+	switch {
+	case c.Down && c.Refuse:
+		return verdict{down: DownRefuse}
+	case c.Down:
+		return verdict{down: DownHang}
 	}
+	v := verdict{latency: c.Latency, delay: delay}
 	pick := onModel
-	if pick == nil && rate > 0 && draw() < rate {
+	if pick == nil && c.Fails(draw) {
 		v.status, v.code, v.msg = http.StatusInternalServerError, "injected_error",
 			"The server had an error while processing your request (injected fault)."
 		return v

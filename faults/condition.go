@@ -1,0 +1,33 @@
+package faults
+
+import "time"
+
+// Condition is what the faults on one replica do to an attempt there. The
+// twin (its ground truth) and the live gateway's fault layer both combine a
+// replica's faults with With and decide an attempt with Fails, so that a
+// stack of faults means the same in both.
+type Condition struct {
+	Down     bool          // attempts fail: the replica is down
+	Refuse   bool          // down and refusing: they fail at once (else they hang until the health timeout)
+	FailRate float64       // share of the attempts that fail
+	Latency  time.Duration // added before each attempt
+}
+
+// With is c with one more fault's share d on the replica: down if either
+// is (refusing if either refuses, else hanging), the latencies added, the
+// higher fail rate.
+func (c Condition) With(d Condition) Condition {
+	return Condition{Down: c.Down || d.Down, Refuse: c.Refuse || d.Refuse,
+		FailRate: max(c.FailRate, d.FailRate), Latency: c.Latency + d.Latency}
+}
+
+// Fails reports whether an attempt fails under c: always when down, else
+// by the fail rate. draw (uniform in [0, 1), from the driver's seeded
+// stream) is called only for a replica that is up with a fail rate, so the
+// draws never depend on faults that decide without one.
+func (c Condition) Fails(draw func() float64) bool {
+	if c.Down {
+		return true
+	}
+	return c.FailRate > 0 && draw() < c.FailRate
+}
