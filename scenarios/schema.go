@@ -586,6 +586,11 @@ type Admission struct {
 	// DeferFor is how long a deferred (batch) request waits before it is
 	// offered to admission again; zero: 1m.
 	DeferFor Duration `yaml:"defer_for,omitempty"`
+	// QueueTimeout bounds each wait in the core's queue for a replica:
+	// a request still queued that long times out (in the twin and the
+	// live gateway alike, which answers 503 queue_timeout); zero: no bound
+	// but the class deadline.
+	QueueTimeout Duration `yaml:"queue_timeout,omitempty"`
 }
 
 // Routing chooses among the pools that can serve a request.

@@ -924,6 +924,7 @@ func (v *validator) policy() {
 	v.atLeast("policy.admission.queue_limit", pol.Admission.QueueLimit, 0)
 	v.nonNegDuration("policy.admission.retry_after", pol.Admission.RetryAfter)
 	v.nonNegDuration("policy.admission.defer_for", pol.Admission.DeferFor)
+	v.nonNegDuration("policy.admission.queue_timeout", pol.Admission.QueueTimeout)
 	v.enum("policy.routing.strategy", pol.Routing.Strategy, routingStrategies)
 	v.nonNegDuration("policy.routing.hedge_after", pol.Routing.HedgeAfter)
 	v.nonNegDuration("policy.routing.latency_half_life", pol.Routing.LatencyHalfLife)

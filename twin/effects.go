@@ -63,10 +63,10 @@ func effectOf(k faults.Kind) effect {
 // or the end, the fault state is untouched, and the fault is on replicas.
 type onReplicas struct{}
 
-func (onReplicas) start(*runner, *faultRT)          {}
-func (onReplicas) end(*runner, *faultRT)            {}
+func (onReplicas) start(*runner, *faultRT)            {}
+func (onReplicas) end(*runner, *faultRT)              {}
 func (onReplicas) share(faults.Spec) faults.Condition { return faults.Condition{} }
-func (onReplicas) onModel() bool                    { return false }
+func (onReplicas) onModel() bool                      { return false }
 
 // outage: the replicas go down and swallow connections (attempts time out).
 type outage struct{ onReplicas }

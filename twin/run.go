@@ -257,6 +257,7 @@ type request struct {
 	hedgeTimer   sim.Timer
 	attemptTimer sim.Timer
 	startTimer   sim.Timer // a dispatch delayed by injected latency
+	queueTimer   sim.Timer // policy.admission.queue_timeout of its wait in the core's queue
 	startAt      int       // the replica startTimer starts it on
 	// shadow: a copy mirrored to a canary's candidate (canary.go). link
 	// is its original's slab index (an original's: its copy's), linkID
@@ -270,7 +271,7 @@ type request struct {
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a retry allocates nothing.
-	onDeadline, onRetry, onHedge, onStart func()
+	onDeadline, onRetry, onHedge, onStart, onQueueTimeout func()
 }
 
 func newRunner(p *plan) (*runner, error) {
@@ -561,6 +562,9 @@ func (r *runner) offer(req *request) {
 		}
 		req.state = stWaiting
 		r.dispatch()
+		if qt := r.p.sc.Policy.Admission.QueueTimeout.D(); qt > 0 && req.state == stWaiting {
+			req.queueTimer = r.s.After(qt, req.onQueueTimeout)
+		}
 		if d.Outcome == sched.Queued {
 			r.preemptFor(req.core.Served)
 		}
@@ -722,6 +726,7 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 	}
 	rt := &r.replicas[x.Replica]
 	req.state = stRunning
+	req.queueTimer.Stop()
 	req.dispatchedAt = now
 	if req.shadow {
 		r.startShadow(req, x.Replica)
@@ -1017,6 +1022,7 @@ func (r *runner) finish(req *request, res Result, reason string) {
 	req.retry.Stop()
 	req.attemptTimer.Stop()
 	req.startTimer.Stop()
+	req.queueTimer.Stop()
 	if !answered {
 		r.noteOutcome(req, false, true)
 		r.noteEnding(req, res, reason, false)
@@ -1076,13 +1082,19 @@ func (r *runner) entry() *request {
 		i := r.free[n-1]
 		r.free = r.free[:n-1]
 		req := r.reqs[i]
-		*req = request{idx: i, onDeadline: req.onDeadline, onRetry: req.onRetry, onHedge: req.onHedge, onStart: req.onStart}
+		*req = request{idx: i, onDeadline: req.onDeadline, onRetry: req.onRetry, onHedge: req.onHedge, onStart: req.onStart,
+			onQueueTimeout: req.onQueueTimeout}
 		return req
 	}
 	req := &request{idx: len(r.reqs)}
 	req.onDeadline = func() { r.expire(req) }
 	req.onHedge = func() { r.hedge(req) }
 	req.onStart = func() { r.startOn(req, req.startAt) }
+	req.onQueueTimeout = func() {
+		if req.state == stWaiting {
+			r.expire(req) // still queued: it timed out waiting
+		}
+	}
 	req.onRetry = func() {
 		if r.degrade(req) {
 			return // back from the ladder's deferral, and still shed

@@ -84,7 +84,7 @@ header X-Fleetdrill-Class (default: the scenario's first class).
 
 --speed N runs the gateway N times faster than real time, in front of nodes
 started with the same --speed: the scenario's durations (probe interval,
-health timeout, backoff, deadlines) and --queue-timeout are model time, and so
+health timeout, backoff, deadlines, queue timeout) are model time, and so
 are the Retry-After sent and the latencies in /metrics.`,
 		Example: `  fleetdrill gateway eu-residency --keys keys.txt --backends backends.txt
   fleetdrill gateway my-fleet.yaml --keys keys.txt --backend use-h100-8b=vllm+http://127.0.0.1:8001`,
@@ -95,6 +95,14 @@ are the Retry-After sent and the latencies in /metrics.`,
 				name = args[0]
 			}
 			invalid := func(err error) error { return &exitError{code: exitInvalid, err: fmt.Errorf("gateway: %w", err)} }
+			if cmd.Flags().Changed("queue-timeout") {
+				// A shorthand of the scenario's key, so that the twin
+				// replaying this scenario bounds the same waits.
+				if queueTimeout < 0 {
+					return invalid(fmt.Errorf("--queue-timeout: got %v, want a duration ≥ 0 (0: no bound but the class deadline)", queueTimeout))
+				}
+				sets = append(sets, "policy.admission.queue_timeout="+queueTimeout.String())
+			}
 			sc, err := scenarios.LoadNamedWithSets(name, sets)
 			if err != nil {
 				return invalid(err)
@@ -136,7 +144,7 @@ are the Retry-After sent and the latencies in /metrics.`,
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
 			gw, err := gateway.New(gateway.Config{BackendCA: backendPool, BackendKey: backendKey, Scenario: sc, Backends: backends, Keys: keys, DefaultClass: class,
-				DefaultMaxTokens: maxTokens, QueueTimeout: queueTimeout, Speed: speed, Registry: reg, Logger: logger, Seed: sc.Seed,
+				DefaultMaxTokens: maxTokens, Speed: speed, Registry: reg, Logger: logger, Seed: sc.Seed,
 				MaxBodyBytes: maxBody, MaxInflightBodyBytes: maxInflight, StreamWriteTimeout: writeTimeout,
 				MetricsApart: metricsListen != ""})
 			if err != nil {
@@ -179,7 +187,7 @@ are the Retry-After sent and the latencies in /metrics.`,
 	f.StringVar(&metricsListen, "metrics-listen", "", "serve /metrics (tenant names, backend addresses) on this address only, not on --listen")
 	f.StringVar(&class, "class", "", "class of requests without X-Fleetdrill-Class (default: the scenario's first)")
 	f.IntVar(&maxTokens, "default-max-tokens", 256, "output token estimate of a request without max_tokens")
-	f.DurationVar(&queueTimeout, "queue-timeout", 30*time.Second, "longest wait in the core's queue for a replica (model time)")
+	f.DurationVar(&queueTimeout, "queue-timeout", 0, "longest wait in the core's queue for a replica (model time): sets the scenario's policy.admission.queue_timeout (default: the scenario's; none bounds the wait but the class deadline)")
 	f.Float64Var(&speed, "speed", 1, "model seconds per wall second, as the nodes' --speed (1 is real time)")
 	f.Int64Var(&maxBody, "max-body", gateway.DefaultMaxBodyBytes, "largest request body in bytes: 413 beyond it")
 	f.Int64Var(&maxInflight, "max-inflight-body", gateway.DefaultMaxInflightBodyBytes, "request body bytes held at once, all requests together: 429 with Retry-After beyond it")

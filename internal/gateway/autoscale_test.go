@@ -82,7 +82,7 @@ func newAutoscaleHarness(t *testing.T, sets ...string) *autoscaleHarness {
 			c.Speed = 50
 			c.Provisioner = ah.prov
 			c.HoldAutoscale = true
-			c.QueueTimeout = time.Hour
+			withQueueTimeout(time.Hour)(c)
 			c.Keys = []Key{{"retail-us", keyRetail}}
 			c.Observer = &Observer{Autoscale: func(_ time.Duration, ev sched.ScalerEvent) {
 				ah.mu.Lock()

@@ -36,9 +36,6 @@ type Config struct {
 	// DefaultMaxTokens is the output estimate of a request without
 	// max_tokens; default 256.
 	DefaultMaxTokens int
-	// QueueTimeout bounds how long a request waits in the core's queue for
-	// a replica, in model time; default 30s.
-	QueueTimeout time.Duration
 	// Speed is the time compression: model seconds per wall second, as the
 	// emulated nodes' --speed. Every duration the gateway reads from the
 	// scenario or this config is model time, and so are the core's clock,

@@ -45,7 +45,7 @@ func TestDeferral(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			us := newFake(t)
 			h := newHarness(t, testScenario(t, append(quota, tc.sets...)...), map[string][]string{"use-h100-8b": {us.srv.URL}},
-				func(c *Config) { c.Speed = tc.speed; c.QueueTimeout = time.Hour })
+				func(c *Config) { c.Speed = tc.speed; withQueueTimeout(time.Hour)(c) })
 			first, _ := h.mustPost(keyGlobal, chatBody(false, "x"))
 			require.Equal(t, http.StatusOK, first.StatusCode)
 			require.Empty(t, first.Header.Get("X-Fleetdrill-Deferrals"))

@@ -41,7 +41,7 @@ func TestLadderShedsUnderSaturation(t *testing.T) {
 			us := newFake(t)
 			us.mode.Store(modeBlock)
 			h := newHarness(t, testScenario(t, saturatedLadder(t, deferrable)...), map[string][]string{"use-h100-8b": {us.srv.URL}},
-				func(c *Config) { c.Speed = 100; c.QueueTimeout = time.Hour })
+				func(c *Config) { c.Speed = 100; withQueueTimeout(time.Hour)(c) })
 			step := func() float64 { return h.metric(signals.DegradationStep.Name, nil) }
 			engaged := func() float64 {
 				return h.metric("fleetdrill_gateway_degradation_step_engaged", map[string]string{"step": "shed-scrape", "action": "shed-batch"})

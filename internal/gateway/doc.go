@@ -42,7 +42,7 @@
 // ladder's evaluations (every 5 s, at least 1 ms of wall time) and its
 // deferrals (policy.admission.defer_for), the retry backoff, an
 // upstream's Retry-After (a node at the same speed gives it in model
-// seconds), Config.QueueTimeout and the class deadline. What the gateway
+// seconds), policy.admission.queue_timeout and the class deadline. What the gateway
 // reports is model time too: the Retry-After it sends, every latency
 // histogram (gen_ai_server_time_to_first_token_seconds and the rest of the
 // catalogue's, fleetdrill_gateway_ttft_seconds, _e2e_seconds), the TTFT fed
@@ -196,7 +196,8 @@
 //     Retry-After: every pool that may serve it is down now (breakers
 //     open, replicas lost), reason jurisdiction-unavailable, the hint when
 //     the first is expected back; queue_timeout, with Retry-After: no
-//     replica within Config.QueueTimeout.
+//     replica within policy.admission.queue_timeout (the twin's
+//     timeout too).
 //   - 504 server_error deadline_exceeded: the class deadline passed.
 //   - 502 server_error upstream_error: upstream failures outlasted the
 //     retries.

@@ -233,9 +233,11 @@ func newHarness(t testing.TB, sc *scenarios.Scenario, backends map[string][]stri
 	t.Helper()
 	h := &harness{t: t, reg: prometheus.NewPedanticRegistry(), log: &bytes.Buffer{}}
 	cfg := Config{Scenario: sc, Backends: backends, Registry: h.reg, Seed: 1,
-		Keys:         []Key{{"bank-eu", keyEU}, {"global", keyGlobal}},
-		Logger:       slog.New(slog.NewJSONHandler(&lockedWriter{w: h.log}, nil)),
-		QueueTimeout: 5 * time.Second}
+		Keys:   []Key{{"bank-eu", keyEU}, {"global", keyGlobal}},
+		Logger: slog.New(slog.NewJSONHandler(&lockedWriter{w: h.log}, nil))}
+	if sc.Policy.Admission.QueueTimeout == 0 {
+		withQueueTimeout(5 * time.Second)(&cfg) // a queued test request does not hang
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -343,5 +345,15 @@ func eventually(t testing.TB, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// withQueueTimeout sets the scenario's policy.admission.queue_timeout, on
+// a copy of the scenario.
+func withQueueTimeout(d time.Duration) func(*Config) {
+	return func(c *Config) {
+		sc := *c.Scenario
+		sc.Policy.Admission.QueueTimeout = scenarios.Duration(d)
+		c.Scenario = &sc
 	}
 }

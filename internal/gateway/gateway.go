@@ -189,9 +189,6 @@ func New(cfg Config) (*Gateway, error) {
 	if g.cfg.DefaultMaxTokens <= 0 {
 		g.cfg.DefaultMaxTokens = 256
 	}
-	if g.cfg.QueueTimeout <= 0 {
-		g.cfg.QueueTimeout = 30 * time.Second
-	}
 	tr := cfg.Transport
 	if tr == nil {
 		tr = &http.Transport{

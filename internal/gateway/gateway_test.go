@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
 func TestRoutingAndStreaming(t *testing.T) {
@@ -94,7 +96,7 @@ func TestResidency(t *testing.T) {
 	eu.unhealthy.Store(true)
 	h := newHarness(t, testScenario(t, "policy.retries.max_attempts=3"),
 		map[string][]string{"use-h100-8b": {us.srv.URL}, "euw-a100-8b": {eu.srv.URL}})
-	h.gw.cfg.QueueTimeout = 200 * time.Millisecond
+	h.gw.sc.Policy.Admission.QueueTimeout = scenarios.Duration(200 * time.Millisecond)
 	for i := range 6 {
 		resp, _ := h.mustPost(keyEU, chatBody(i%2 == 0, "bonjour"))
 		if resp.StatusCode == http.StatusOK {
@@ -120,7 +122,7 @@ func TestBreakerOpensAndProbesCloseIt(t *testing.T) {
 	us.mode.Store(modeFail)
 	us.unhealthy.Store(true)
 	h := newHarness(t, testScenario(t, "policy.retries.max_attempts=1"), map[string][]string{"use-h100-8b": {us.srv.URL}})
-	h.gw.cfg.QueueTimeout = 100 * time.Millisecond
+	h.gw.sc.Policy.Admission.QueueTimeout = scenarios.Duration(100 * time.Millisecond)
 	if resp, _ := h.mustPost(keyGlobal, chatBody(false, "x")); resp.StatusCode != http.StatusBadGateway {
 		t.Fatalf("failing backend: %d, want 502", resp.StatusCode)
 	}

@@ -25,7 +25,7 @@ func TestQuotaRefillWakesTheCore(t *testing.T) {
 	us := newFake(t)
 	h := newHarness(t, testScenario(t, "pools.use-h100-8b.quota.requests_per_minute=1", "policy.health.probe_interval=1h",
 		"policy.health.timeout=1h", "classes.interactive.deadline=1h"),
-		map[string][]string{"use-h100-8b": {us.srv.URL}}, func(c *Config) { c.Speed = speed; c.QueueTimeout = time.Hour })
+		map[string][]string{"use-h100-8b": {us.srv.URL}}, func(c *Config) { c.Speed = speed; withQueueTimeout(time.Hour)(c) })
 
 	resp, _ := h.mustPost(keyGlobal, chatBody(false, "first"))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -71,7 +71,7 @@ func TestOverloadIsBounded(t *testing.T) {
 	base := runtime.NumGoroutine()
 	h := newHarness(t, testScenario(t, "pools.use-h100-8b.max_batch="+strconv.Itoa(maxBatch),
 		"policy.admission.queue_limit="+strconv.Itoa(queue), "policy.health.timeout=1h"),
-		map[string][]string{"use-h100-8b": {us.srv.URL}}, func(c *Config) { c.QueueTimeout = time.Hour })
+		map[string][]string{"use-h100-8b": {us.srv.URL}}, func(c *Config) { withQueueTimeout(time.Hour)(c) })
 	handler := h.gw.Handler()
 	body := chatBody(false, "flood")
 

@@ -412,18 +412,30 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 		select {
 		case rep = <-q.c.ready:
 		default:
-			t := time.NewTimer(g.clk.wall(g.cfg.QueueTimeout))
+			// policy.admission.queue_timeout bounds the wait, as in the
+			// twin; without it, the class deadline and the client do.
+			var timeout <-chan time.Time
+			t := (*time.Timer)(nil)
+			if qt := g.sc.Policy.Admission.QueueTimeout.D(); qt > 0 {
+				t = time.NewTimer(g.clk.wall(qt))
+				timeout = t.C
+			}
+			stop := func() {
+				if t != nil {
+					t.Stop()
+				}
+			}
 			select {
 			case rep = <-q.c.ready:
-				t.Stop()
-			case <-t.C:
+				stop()
+			case <-timeout:
 				g.waitedInVain(q, false)
 				g.finish(&q.c, -1, false, false, 0)
 				setRetryAfter(w, time.Second)
 				return outTimedOut, q.fail(w, outTimedOut, "",
 					apiError{http.StatusServiceUnavailable, typeServer, "queue_timeout", "", "no replica became free in time"})
 			case <-ctx.Done():
-				t.Stop()
+				stop()
 				g.waitedInVain(q, !errors.Is(ctx.Err(), context.DeadlineExceeded))
 				g.finish(&q.c, -1, false, false, 0)
 				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)

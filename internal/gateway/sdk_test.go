@@ -90,7 +90,7 @@ func TestSDKErrors(t *testing.T) {
 			wantOutcome: "rejected", wantReason: "upstream-quota", wantRetry: true},
 		{name: "queue timeout", sets: []string{"pools.use-h100-8b.max_batch=1"},
 			prep: func(us *fake) { us.mode.Store(modeBlock) }, park: true,
-			cfg:        func(c *Config) { c.QueueTimeout = 1 }, // the smallest wait: it times out once queued
+			cfg:        withQueueTimeout(1), // the smallest wait: it times out once queued
 			wantStatus: 503, wantType: "server_error", wantCode: "queue_timeout",
 			wantOutcome: "timed_out", wantRetry: true},
 		{name: "deadline", sets: []string{"classes.interactive.deadline=50ms"},

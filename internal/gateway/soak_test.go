@@ -91,10 +91,10 @@ func TestSoakGatewayProcess(t *testing.T) {
 	lim := soakLimits()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
-	gw, err := New(Config{Scenario: testScenario(t, "pools.use-h100-8b.max_batch=4096", "policy.admission.queue_limit=100000"),
+	gw, err := New(Config{Scenario: testScenario(t, "pools.use-h100-8b.max_batch=4096", "policy.admission.queue_limit=100000", "policy.admission.queue_timeout=5s"),
 		Backends: map[string][]string{"use-h100-8b": {backend}}, Registry: reg, Seed: 1,
 		Keys:   []Key{{"bank-eu", keyEU}, {"global", keyGlobal}},
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), QueueTimeout: 5 * time.Second})
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ func TestSpeedDurationsAreModelTime(t *testing.T) {
 			tc.prep(us)
 			sets := append([]string{"policy.health.timeout=1h", "policy.health.probe_interval=1h"}, tc.sets...)
 			h := newHarness(t, testScenario(t, sets...), map[string][]string{"use-h100-8b": {us.srv.URL}},
-				func(c *Config) { c.Speed = speed; c.QueueTimeout = tc.queueTO })
+				func(c *Config) { c.Speed = speed; withQueueTimeout(tc.queueTO)(c) })
 			var wg sync.WaitGroup
 			ctx, cancel := context.WithCancel(context.Background())
 			defer func() { cancel(); wg.Wait() }()

@@ -96,9 +96,9 @@ func TestWaitingForFirstToken(t *testing.T) {
 		const speed = 4
 		be := &heldBackend{started: make(chan struct{}, 8)}
 		gw, err := New(Config{Scenario: testScenario(t, "pools.use-h100-8b.max_batch=1",
-			"policy.health.probe_interval=1h", "policy.health.timeout=1h"),
+			"policy.health.probe_interval=1h", "policy.health.timeout=1h", "policy.admission.queue_timeout=1h"),
 			Backends: map[string][]string{"use-h100-8b": {"http://backend.test"}}, Registry: prometheus.NewPedanticRegistry(),
-			Seed: 1, Keys: []Key{{"global", keyGlobal}}, Transport: be, Speed: speed, QueueTimeout: time.Hour})
+			Seed: 1, Keys: []Key{{"global", keyGlobal}}, Transport: be, Speed: speed})
 		require.NoError(t, err)
 		defer gw.Close()
 		answers := make(chan *httptest.ResponseRecorder, 2)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
+	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
 const testKey = "sk-livefleet-test-global"
@@ -63,8 +64,10 @@ func TestRegionalOutageFailsOver(t *testing.T) {
 		t.Fatalf("nodes %d networks %d, want 2 and 2", len(fl.Nodes), len(fl.Networks))
 	}
 
-	gw, err := gateway.New(gateway.Config{Scenario: fl.Scenario, Backends: fl.Backends(), Seed: 1,
-		Keys: []gateway.Key{{Tenant: "global", Key: testKey}}, QueueTimeout: 5 * time.Second})
+	sc := *fl.Scenario
+	sc.Policy.Admission.QueueTimeout = scenarios.Duration(5 * time.Second) // a queued request does not hang the test
+	gw, err := gateway.New(gateway.Config{Scenario: &sc, Backends: fl.Backends(), Seed: 1,
+		Keys: []gateway.Key{{Tenant: "global", Key: testKey}}})
 	if err != nil {
 		t.Fatal(err)
 	}

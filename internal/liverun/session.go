@@ -229,7 +229,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		},
 	}
 	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.h.backends(), Keys: keys, Seed: sc.Seed, ReplaySecret: r.secret,
-		Speed: speed, Observer: obs, QueueTimeout: sc.Duration.D() + sc.Drain.D(), HoldCanaries: true,
+		Speed: speed, Observer: obs, HoldCanaries: true,
 		HoldAutoscale: true, Provisioner: provisioner{s.h}, Logger: log}); err != nil {
 		return nil, err
 	}
