@@ -153,14 +153,7 @@ func (sc *scaler) arm() {
 
 // Measure implements sched.ScalerEnv.
 func (sc *scaler) Measure() (busy float64, queued int, wait time.Duration) {
-	r := sc.r
-	for m, serves := range r.p.core.Pools[sc.pool].Serves {
-		if serves {
-			queued += r.core.QueueLen(m)
-			wait = max(wait, r.core.PredictedWait(m))
-		}
-	}
-	return r.core.PoolBusy(r.s.Now(), sc.pool), queued, wait
+	return sc.r.core.ScalerMeasure(sc.r.s.Now(), sc.pool)
 }
 
 // Inflight implements sched.ScalerEnv.

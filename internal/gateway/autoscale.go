@@ -208,14 +208,7 @@ func (as *gwScaler) export() {
 
 // Measure implements sched.ScalerEnv.
 func (as *gwScaler) Measure() (busy float64, queued int, wait time.Duration) {
-	g := as.g
-	for m, serves := range g.coreCfg.Pools[as.pi].Serves {
-		if serves {
-			queued += g.core.QueueLen(m)
-			wait = max(wait, g.core.PredictedWait(m))
-		}
-	}
-	return g.core.PoolBusy(g.now(), as.pi), queued, wait
+	return as.g.core.ScalerMeasure(as.g.now(), as.pi)
 }
 
 // Inflight implements sched.ScalerEnv.

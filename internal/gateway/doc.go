@@ -141,16 +141,16 @@
 // class deadline or the queue timeout passed).
 //
 // A request of a deferrable class that the core defers (sched.Deferred: its
-// tenant's quota or a full queue) is not refused: as in the twin, it waits
-// the core's retry-after (policy.admission.defer_for at least) and is
+// tenant's quota or a full queue) is not refused (sched.Lifecycle's Reoffer,
+// both drivers'): it waits the core's retry-after (policy.admission.defer_for at least) and is
 // offered again, until it is admitted, its class deadline passes (504,
 // timed_out) or its client goes away. Each deferral is counted in
 // fleetdrill_gateway_deferrals_total{tenant, class, reason}. Every offer to
-// the core counts as an attempt, deferred ones included, as in the twin.
+// the core counts as an attempt, deferred ones included (sched.Life).
 //
 // A failed attempt (transport error, 5xx, no response headers within
 // policy.health.timeout) counts against its backend's breaker (core.Observe)
-// and is retried as in the twin: up to policy.retries.max_attempts, after an
+// and is retried by sched.Lifecycle's rule: up to policy.retries.max_attempts, after an
 // exponential backoff with full jitter, within the retry budget (the
 // requests retrying at once at most budget × requests in flight, or 10).
 // What happens next is sched.Lifecycle's answer, the twin's too: the
@@ -234,8 +234,9 @@
 //
 // # Degradation ladder
 //
-// A scenario's policy.degradation runs as in the twin, from the same code
-// (sched.Ladder; degrade.go carries it out). Every sched.LadderEvery (5 s
+// A scenario's policy.degradation runs from the code the twin runs too
+// (sched.Ladder, and sched.Lifecycle.Degraded for what follows a verdict;
+// degrade.go carries it out). Every sched.LadderEvery (5 s
 // of model time) a goroutine reads the core's oldest queued wait
 // (core.OldestWait) and saturation (core.Saturation) and the error rate of
 // the gateway's own attempts over the last 30 s (an attempt counts where it
@@ -346,9 +347,9 @@
 // the rest of the gateway cannot tell the answer from a backend's: a 429
 // throttles the pool in the core, a 5xx counts against the breaker, a 404
 // is passed to the client, and the Observer hears of each. Faults on one
-// replica stack and combine as the twin's do (down first; a fault on the
-// attempt's model; the highest fail rate; a fault on every model;
-// latencies add up). Health probes do not go through the layer. Each
+// replica stack and combine by faults.Condition, which the twin's use too
+// (down first; a fault on the attempt's model; the highest fail rate; a
+// fault on every model; latencies add up). Health probes do not go through the layer. Each
 // injection and removal is logged ("fault injected", "fault removed");
 // fleetdrill_gateway_injected_faults{pool, kind} counts the faults on
 // each pool's replicas now, fleetdrill_gateway_fault_answers_total{pool,

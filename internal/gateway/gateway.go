@@ -56,7 +56,7 @@ type Gateway struct {
 	waiting  map[uint64]*call // requests the core holds, awaiting dispatch
 	nextID   uint64
 	nonce    string           // this gateway's, for idempotency keys unique across restarts
-	lc       *sched.Lifecycle // requests' lives around the core, as in the twin
+	lc       *sched.Lifecycle // requests' lives around the core (both drivers')
 	rng      *rand.Rand
 	draw     func() float64 // backoff draws from rng
 	wake     *time.Timer

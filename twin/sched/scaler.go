@@ -111,7 +111,7 @@ var NoFaults = Offer{Grant: 1, Factor: 1, FreeGPUs: math.MaxInt}
 type ScalerEnv interface {
 	// Measure returns the pool's busy slot-seconds so far (Core.PoolBusy),
 	// the requests waiting for its models, and their longest predicted
-	// wait.
+	// wait: Core.ScalerMeasure, in both drivers.
 	Measure() (busy float64, queued int, wait time.Duration)
 	// Inflight is what replica k of the pool has in flight.
 	Inflight(k int) int

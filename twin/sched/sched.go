@@ -595,6 +595,20 @@ func (c *Core) poolSlots(now time.Duration, pi, d int) {
 	ps.busyAt, ps.inflight = now, ps.inflight+d
 }
 
+// ScalerMeasure is what pool pi's autoscaler measures at now
+// (ScalerEnv.Measure): its busy slot-seconds so far (PoolBusy), the
+// requests waiting for the models it serves, and their longest predicted
+// wait.
+func (c *Core) ScalerMeasure(now time.Duration, pi int) (busy float64, queued int, wait time.Duration) {
+	for m, serves := range c.cfg.Pools[pi].Serves {
+		if serves {
+			queued += c.QueueLen(m)
+			wait = max(wait, c.PredictedWait(m))
+		}
+	}
+	return c.PoolBusy(now, pi), queued, wait
+}
+
 // PoolBusy returns pool pi's busy batch slots integrated up to now, in
 // slot-seconds: the difference between two calls, divided by the slots
 // and the time between them, is the pool's mean utilization over that
