@@ -104,7 +104,6 @@ func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
 		g.scalers = append(g.scalers, as)
 	}
 	if len(g.scalers) > 0 {
-		g.asKick = make(chan struct{}, 1)
 		g.asStarted = !g.cfg.HoldAutoscale
 	}
 	return nil
@@ -127,7 +126,7 @@ func (g *Gateway) StartAutoscale(at time.Duration) {
 		return
 	}
 	g.asOrigin, g.asStarted = at, true
-	g.kickAutoscale()
+	g.kickSchedule()
 }
 
 // StopAutoscale freezes the scalers where they stand: a replay's end,
@@ -137,33 +136,6 @@ func (g *Gateway) StopAutoscale() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.asStopped = true
-}
-
-// kickAutoscale wakes autoscaleLoop to read the next time again.
-func (g *Gateway) kickAutoscale() {
-	select {
-	case g.asKick <- struct{}{}:
-	default:
-	}
-}
-
-// autoscaleLoop advances the scalers at their NextAt (model time) until
-// ctx ends; started with the gateway when it has autoscaled pools.
-func (g *Gateway) autoscaleLoop(ctx context.Context) {
-	g.runAt(ctx, g.asKick, func() time.Duration {
-		wait := time.Duration(-1) // none due: wait for StartAutoscale
-		if g.asStarted && !g.asStopped {
-			for _, as := range g.scalers {
-				if next := as.s.NextAt(); next >= 0 {
-					w := max(g.clk.wall(next-g.asNow(g.now())), 0)
-					if wait < 0 || w < wait {
-						wait = w
-					}
-				}
-			}
-		}
-		return wait
-	}, g.advanceScalers)
 }
 
 // advanceScalers does what is due of every scaler, in pool order.

@@ -75,50 +75,7 @@ func (g *Gateway) StartCanaries(at time.Duration) {
 	if !g.can.Start(at) {
 		return
 	}
-	select {
-	case g.roKick <- struct{}{}:
-	default:
-	}
-}
-
-// canaryLoop evaluates the rollouts at their NextAt (model time) until ctx
-// ends; started with the gateway when it has canaries.
-func (g *Gateway) canaryLoop(ctx context.Context) {
-	g.runAt(ctx, g.roKick, func() time.Duration {
-		if next, ok := g.can.NextAt(); ok {
-			return max(g.clk.wall(next-g.now()), 0)
-		}
-		return -1 // none due: wait for StartCanaries
-	}, g.evaluateCanaries)
-}
-
-// runAt calls fire when wait says (wall time, read with mu held; -1:
-// nothing due, wait for a kick), and reads wait again after each fire or
-// kick, until ctx ends. It is the loop of a goroutine counted in probeWG.
-func (g *Gateway) runAt(ctx context.Context, kick <-chan struct{}, wait func() time.Duration, fire func()) {
-	defer g.probeWG.Done()
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	defer t.Stop()
-	for {
-		g.mu.Lock()
-		w := wait()
-		g.mu.Unlock()
-		var tc <-chan time.Time
-		if w >= 0 {
-			t.Reset(w)
-			tc = t.C
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-kick:
-			t.Stop()
-			continue
-		case <-tc:
-		}
-		fire()
-	}
+	g.kickSchedule()
 }
 
 // evaluateCanaries runs the rollouts' due evaluations and applies their

@@ -40,23 +40,6 @@ func checkLadder(cfg sched.Config) error {
 	return errors.Join(errs...)
 }
 
-// ladderLoop evaluates the ladder every sched.LadderEvery of model time
-// (at least every millisecond of wall time, whatever the speed) until ctx
-// ends.
-func (g *Gateway) ladderLoop(ctx context.Context) {
-	defer g.probeWG.Done()
-	t := time.NewTicker(max(g.clk.wall(sched.LadderEvery), time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		g.evaluateLadder()
-	}
-}
-
 // evaluateLadder moves the ladder by at most one rung, and logs and reports
 // the change.
 func (g *Gateway) evaluateLadder() {
@@ -66,6 +49,9 @@ func (g *Gateway) evaluateLadder() {
 		return
 	}
 	now := g.now()
+	// Every sched.LadderEvery of model time, as the twin evaluates it, and
+	// at least a millisecond of wall time apart whatever the speed.
+	g.ladderNext = now + max(sched.LadderEvery, g.clk.model(time.Millisecond))
 	ch, ok := g.ladder.Evaluate(now, g.core.OldestWait(now), g.core.Saturation())
 	if !ok {
 		return

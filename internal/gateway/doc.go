@@ -237,7 +237,8 @@
 // A scenario's policy.degradation runs from the code the twin runs too
 // (sched.Ladder, and sched.Lifecycle.Degraded for what follows a verdict;
 // degrade.go carries it out). Every sched.LadderEvery (5 s
-// of model time) a goroutine reads the core's oldest queued wait
+// of model time) the gateway's schedule (schedule.go, its one loop for
+// the ladder, the canaries and the scalers) reads the core's oldest queued wait
 // (core.OldestWait) and saturation (core.Saturation) and the error rate of
 // the gateway's own attempts over the last 30 s (an attempt counts where it
 // tells the breaker how it went: a 2xx or a response passed through is ok,

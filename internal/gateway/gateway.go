@@ -69,12 +69,15 @@ type Gateway struct {
 	held     int                  // requests the core holds (queued or dispatched)
 	heldPeak int                  // most held at once
 	ladder   *sched.Ladder        // the degradation ladder (degrade.go); nil without one
+	// The model-time schedule (schedule.go): its wake-up, and the ladder's
+	// next evaluation (model time).
+	kick       chan struct{}
+	ladderNext time.Duration
 
 	// Canaries (canary.go): the rollouts (nil without canaries) over the
 	// core's configuration, their clock's origin, the copies in the core.
 	coreCfg sched.Config
 	can     *reqengine.Canaries // the request engine's canaries (canary.go)
-	roKick  chan struct{}       // StartCanaries wakes canaryLoop
 	shadows map[uint64]*shadow
 
 	// Autoscaling (autoscale.go): a scaler per autoscaled pool, each
@@ -85,7 +88,6 @@ type Gateway struct {
 	asOrigin  time.Duration
 	asStarted bool
 	asStopped bool // StopAutoscale: frozen
-	asKick    chan struct{}
 	// asAt is the scalers' instant while advanceScalers runs them
 	// (asAdvancing).
 	asAt        time.Duration
@@ -279,7 +281,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.ladder = sched.NewLadder(core)
 	g.coreCfg = core
 	if g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries); g.can != nil {
-		g.shadows, g.roKick = map[uint64]*shadow{}, make(chan struct{}, 1)
+		g.shadows = map[uint64]*shadow{}
 	}
 	g.wake = time.AfterFunc(time.Hour, g.onWake)
 	g.wake.Stop()
@@ -294,17 +296,13 @@ func New(cfg Config) (*Gateway, error) {
 	g.probeCtx, g.probeCancel = ctx, cancel
 	g.probeWG.Add(1)
 	go g.probeLoop(ctx)
-	if g.ladder != nil {
+	if g.ladder != nil || g.can != nil || len(g.scalers) > 0 {
+		g.kick = make(chan struct{}, 1)
+		if g.ladder != nil {
+			g.ladderNext = g.now() + max(sched.LadderEvery, g.clk.model(time.Millisecond))
+		}
 		g.probeWG.Add(1)
-		go g.ladderLoop(ctx)
-	}
-	if g.can != nil {
-		g.probeWG.Add(1)
-		go g.canaryLoop(ctx)
-	}
-	if len(g.scalers) > 0 {
-		g.probeWG.Add(1)
-		go g.autoscaleLoop(ctx)
+		go g.scheduleLoop(ctx)
 	}
 	return g, nil
 }
