@@ -105,7 +105,7 @@ type ReplicaCount = sched.ReplicaCount
 // initAutoscale builds a scaler for each autoscaled pool.
 func (r *runner) initAutoscale() error {
 	for pi := range r.p.pools {
-		ps := r.p.pools[pi].spec
+		ps := r.p.pools[pi].Spec
 		if ps.Autoscale == nil {
 			continue
 		}
@@ -218,7 +218,7 @@ func (r *runner) freeGPUs(f *faultRT) int {
 				return sc.sc.Held()
 			}
 		}
-		return r.p.pools[pi].spec.Replicas
+		return r.p.pools[pi].Spec.Replicas
 	}
 	return compile.FreeGPUs(r.p.sc, f.spec, held)
 }
@@ -239,7 +239,7 @@ func AutoscaleView(s *sched.Scaler, now time.Duration) *AutoscaleState {
 // cost in rep from the replicas paid for rather than a fixed count.
 func (r *runner) autoscaleReports(rep *Report) {
 	for _, sc := range r.scalers {
-		ps := r.p.pools[sc.pool].spec
+		ps := r.p.pools[sc.pool].Spec
 		autoscaleInto(rep, ps, SnapshotScaler(sc.sc, r.s.Now()), &r.tally)
 	}
 }

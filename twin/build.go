@@ -4,7 +4,6 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/compile"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
-	"github.com/fleetdrill/fleetdrill/twin/latency"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -25,19 +24,12 @@ type plan struct {
 	streams  []streamPlan
 }
 
-type poolPlan struct {
-	spec      *scenarios.Pool
-	region    scenarios.Region
-	verdicts  []fleet.Verdict   // per model
-	profiles  []latency.Profile // per model; zero when untested
-	service   *scenarios.Service
-	firstRepl int
-}
+// poolPlan is a compiled pool (compile.Pool: its spec, region, verdicts,
+// profiles and first replica).
+type poolPlan = compile.Pool
 
-type replicaPlan struct {
-	pool  int
-	model int
-}
+// replicaPlan is a compiled replica (compile.Replica: its pool and model).
+type replicaPlan = compile.Replica
 
 type streamPlan struct {
 	spec   *scenarios.Stream
@@ -53,13 +45,7 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 	c, err := compile.Compile(sc)
 	p := &plan{sc: sc, registry: c.Registry, retry: c.Retry, core: c.Core,
 		models: c.Models, tenants: c.Tenants, classes: c.Classes}
-	for _, cp := range c.Pools {
-		p.pools = append(p.pools, poolPlan{spec: cp.Spec, region: cp.Region, verdicts: cp.Verdicts,
-			profiles: cp.Profiles, service: cp.Spec.Service, firstRepl: cp.FirstReplica})
-	}
-	for _, cr := range c.Replicas {
-		p.replicas = append(p.replicas, replicaPlan{pool: cr.Pool, model: cr.Model})
-	}
+	p.pools, p.replicas = c.Pools, c.Replicas
 	for si := range sc.Workload {
 		st := &sc.Workload[si]
 		p.streams = append(p.streams, streamPlan{spec: st, tenant: p.tenants[st.Tenant], class: p.classes[st.Class], model: p.models[st.Model]})

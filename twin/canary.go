@@ -135,7 +135,7 @@ func (r *runner) mirror(req *request) {
 // faults as any attempt does.
 func (r *runner) startShadow(sh *request, ri int) {
 	pp := &r.p.pools[r.replicas[ri].pool]
-	r.canaries.ShadowDispatched(&sh.core, pp.region.Jurisdiction)
+	r.canaries.ShadowDispatched(&sh.core, pp.Region.Jurisdiction)
 	if r.faultState != nil {
 		if fate := r.faultAtDispatch(sh, ri); fate.fail {
 			r.failAttempt(sh, ri, fate)

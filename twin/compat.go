@@ -22,7 +22,7 @@ func Compatibility(sc *scenarios.Scenario) []Pairing {
 	var out []Pairing
 	for pi, pp := range p.pools {
 		for mi, m := range sc.Models {
-			out = append(out, Pairing{Pool: pp.spec.Name, Model: m.Name, Verdict: pp.verdicts[mi],
+			out = append(out, Pairing{Pool: pp.Spec.Name, Model: m.Name, Verdict: pp.Verdicts[mi],
 				Routable: p.core.Pools[pi].Serves[mi]})
 		}
 	}

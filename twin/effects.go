@@ -176,6 +176,6 @@ func (driverUpgrade) start(r *runner, f *faultRT) {
 }
 
 func (driverUpgrade) end(r *runner, f *faultRT) {
-	pp := r.p.pools[f.pools[0]].spec
+	pp := r.p.pools[f.pools[0]].Spec
 	r.upgradeDriver(f, pp.Driver, pp.Runtime)
 }

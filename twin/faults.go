@@ -269,11 +269,11 @@ func (p *plan) resolveFault(f *faultRT) error {
 	t := f.spec.Target
 	for pi, pp := range p.pools {
 		switch {
-		case t.Pool != "" && pp.spec.Name != t.Pool:
-		case t.Region != "" && pp.spec.Region != t.Region:
-		case t.Provider != "" && pp.spec.Provider != t.Provider:
-		case t.Model != "" && !slices.Contains(pp.spec.Models, t.Model):
-		case t.Accelerator != "" && pp.spec.Accelerator != t.Accelerator:
+		case t.Pool != "" && pp.Spec.Name != t.Pool:
+		case t.Region != "" && pp.Spec.Region != t.Region:
+		case t.Provider != "" && pp.Spec.Provider != t.Provider:
+		case t.Model != "" && !slices.Contains(pp.Spec.Models, t.Model):
+		case t.Accelerator != "" && pp.Spec.Accelerator != t.Accelerator:
 		default:
 			f.pools = append(f.pools, pi)
 		}
@@ -319,8 +319,8 @@ func (p *plan) faultReplicas(f *faultRT, rng *rand.Rand, absent func(int) bool) 
 		if some && absent != nil && absent(ri) {
 			continue
 		}
-		if slices.Contains(f.pools, rp.pool) {
-			if len(f.models) > 0 && !f.eff.onModel() && !slices.Contains(f.models, rp.model) {
+		if slices.Contains(f.pools, rp.Pool) {
+			if len(f.models) > 0 && !f.eff.onModel() && !slices.Contains(f.models, rp.Model) {
 				continue
 			}
 			all = append(all, ri)
@@ -439,7 +439,7 @@ func (r *runner) restartReplica(ri int) {
 	rt.loading = true
 	r.core.SetReady(r.s.Now(), ri, false)
 	r.pools[rt.pool].ColdStarts++
-	r.s.After(r.p.pools[rt.pool].spec.ColdStart.D(), func() {
+	r.s.After(r.p.pools[rt.pool].Spec.ColdStart.D(), func() {
 		rt.loading = false
 		if r.jobs.byRepl == nil || r.jobs.byRepl[ri] == nil {
 			r.core.SetReady(r.s.Now(), ri, true)
@@ -471,9 +471,9 @@ func (r *runner) upgradeDriver(f *faultRT, driver, runtime string) {
 	now := r.s.Now()
 	for _, pi := range f.pools {
 		pp := &r.p.pools[pi]
-		fp := fleet.Pool{Name: pp.spec.Name, Region: pp.spec.Region, Accelerator: pp.spec.Accelerator,
-			GPUsPerReplica: pp.spec.GPUsPerReplica, Runtime: pp.spec.Runtime, Driver: driver, Models: pp.spec.Models,
-			Profiles: profilesOf(r.p, pi), Service: pp.service != nil}
+		fp := fleet.Pool{Name: pp.Spec.Name, Region: pp.Spec.Region, Accelerator: pp.Spec.Accelerator,
+			GPUsPerReplica: pp.Spec.GPUsPerReplica, Runtime: pp.Spec.Runtime, Driver: driver, Models: pp.Spec.Models,
+			Profiles: profilesOf(r.p, pi), Service: pp.Spec.Service != nil}
 		if runtime != "" {
 			fp.Runtime = runtime
 		}
@@ -496,7 +496,7 @@ func (r *runner) upgradeDriver(f *faultRT, driver, runtime string) {
 					}
 				}
 				r.event(now, "route-change", fmt.Sprintf("%s: %s on %s %s (route version %d)", f.label,
-					r.p.sc.Models[mi].Name, pp.spec.Name, what, r.core.Ready().RouteVersion))
+					r.p.sc.Models[mi].Name, pp.Spec.Name, what, r.core.Ready().RouteVersion))
 			}
 		}
 	}
@@ -509,8 +509,8 @@ func (r *runner) upgradeDriver(f *faultRT, driver, runtime string) {
 func profilesOf(p *plan, pi int) map[string]latency.Profile {
 	out := map[string]latency.Profile{}
 	for mi, m := range p.sc.Models {
-		if p.pools[pi].verdicts[mi].Tested {
-			out[m.Name] = p.pools[pi].profiles[mi]
+		if p.pools[pi].Verdicts[mi].Tested {
+			out[m.Name] = p.pools[pi].Profiles[mi]
 		}
 	}
 	return out
@@ -589,7 +589,7 @@ func (r *runner) throttled(ri int, retryAfter time.Duration) {
 		return
 	}
 	pi := r.replicas[ri].pool
-	name := r.p.pools[pi].spec.Name
+	name := r.p.pools[pi].Spec.Name
 	// Once per pool: a provider with no quota throttles again each time
 	// its Retry-After runs out and the core tries it.
 	if key := "throttled:" + name; !r.firstSeen[key] {

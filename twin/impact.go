@@ -183,7 +183,7 @@ func (im *impactRT) add(p *plan, f *faultRT, e *ending, during, after, displaced
 		if elsewhere {
 			im.ServedElsewhere++
 			if e.replica >= 0 { // unknown for a live answer without X-Fleetdrill-Replica
-				im.ServedByPool[p.pools[p.replicas[e.replica].pool].spec.Name]++
+				im.ServedByPool[p.pools[p.replicas[e.replica].Pool].Spec.Name]++
 			}
 			im.ServedModel[p.sc.Models[e.served].Name]++
 		}

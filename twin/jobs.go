@@ -181,11 +181,11 @@ func (r *runner) submitJob(j *job) {
 // eligible reports whether job j may ever run on pool pi.
 func (r *runner) eligible(j *job, pi int) bool {
 	pp := &r.p.pools[pi]
-	if len(j.allowed) > 0 && !slices.Contains(j.allowed, pp.spec.Accelerator) {
+	if len(j.allowed) > 0 && !slices.Contains(j.allowed, pp.Spec.Accelerator) {
 		return false
 	}
 	if t := r.p.sc.Jobs[j.stream].Tenant; t != "" {
-		if tj := r.p.sc.Tenants[r.p.tenants[t]].Jurisdiction; tj != "" && tj != pp.region.Jurisdiction {
+		if tj := r.p.sc.Tenants[r.p.tenants[t]].Jurisdiction; tj != "" && tj != pp.Region.Jurisdiction {
 			return false
 		}
 	}
@@ -194,7 +194,7 @@ func (r *runner) eligible(j *job, pi int) bool {
 
 // jobReplicas is how many of pool pi's replicas job j needs.
 func (r *runner) jobReplicas(j *job, pi int) int {
-	g := r.p.pools[pi].spec.GPUsPerReplica
+	g := r.p.pools[pi].Spec.GPUsPerReplica
 	return (j.gpus + g - 1) / g
 }
 
@@ -332,7 +332,7 @@ func (r *runner) releaseJob(j *job, ran bool) {
 		r.replicas[ri].loading = true
 		r.pools[j.pool].ColdStarts++
 		ri := ri
-		r.s.After(r.p.pools[j.pool].spec.ColdStart.D(), func() {
+		r.s.After(r.p.pools[j.pool].Spec.ColdStart.D(), func() {
 			r.replicas[ri].loading = false
 			if r.jobs.byRepl[ri] == nil {
 				r.core.SetReady(r.s.Now(), ri, true)
@@ -389,7 +389,7 @@ func (r *runner) stopJob(victim *job, why string) {
 		victim.work -= saved
 	}
 	r.event(now, "job-preempted", fmt.Sprintf("%s job %d on pool %s %s", rep.Kind, victim.id,
-		r.p.pools[victim.pool].spec.Name, why))
+		r.p.pools[victim.pool].Spec.Name, why))
 	r.releaseJob(victim, ran)
 	victim.state = jobPending
 	r.jobs.pending = append([]*job{victim}, r.jobs.pending...)

@@ -232,7 +232,7 @@ func (r *runner) zeroMetrics() {
 		}
 	}
 	for pi, pp := range r.p.pools {
-		if pp.spec.Replicas > 0 {
+		if pp.Spec.Replicas > 0 {
 			m.get(mThrottled, cellKey{int32(pi)})
 		}
 	}
@@ -376,7 +376,7 @@ func (r *runner) metricLabels(f int, k cellKey) []string {
 			return []string{"", ""} // answered from the ladder's cache: no pool
 		}
 		pp := &r.p.pools[i]
-		return []string{pp.spec.Name, pp.spec.Region}
+		return []string{pp.Spec.Name, pp.Spec.Region}
 	}
 	switch f {
 	case mTTFT, mTPOT, mE2E:
@@ -406,9 +406,9 @@ func (r *runner) metricLabels(f int, k cellKey) []string {
 	case mShadowRequests:
 		return []string{sc.Canaries[k[0]].Name, shadowOutcomes[k[1]]}
 	case mAutoscaleReplicas:
-		return []string{r.p.pools[k[0]].spec.Name, signals.AutoscaleStates[k[1]]}
+		return []string{r.p.pools[k[0]].Spec.Name, signals.AutoscaleStates[k[1]]}
 	case mAutoscaleAsks:
-		return []string{r.p.pools[k[0]].spec.Name, signals.AutoscaleOutcomes[k[1]]}
+		return []string{r.p.pools[k[0]].Spec.Name, signals.AutoscaleOutcomes[k[1]]}
 	}
 	return nil
 }
@@ -430,7 +430,7 @@ func (r *runner) metricsOffered(req *request) {
 	for pi := range r.p.pools {
 		pp := &r.p.pools[pi]
 		if !r.core.Serves(pi, req.core.Served) ||
-			(tj != "" && pp.region.Jurisdiction != tj && !r.p.core.IgnoreResidency) {
+			(tj != "" && pp.Region.Jurisdiction != tj && !r.p.core.IgnoreResidency) {
 			continue
 		}
 		if r.core.QuotaSpent(now, pi) {

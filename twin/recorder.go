@@ -135,7 +135,7 @@ func NewRecorder(sc *scenarios.Scenario) (*Recorder, error) {
 	}
 	rec := &Recorder{p: p, t: newTally(sc)}
 	for i, pp := range p.pools {
-		if name := pp.spec.Name; pp.spec.Autoscale != nil {
+		if name := pp.Spec.Name; pp.Spec.Autoscale != nil {
 			// Outcomes are replayed after the replay: the series is the
 			// scaler's to the end (SetAutoscaling), none before.
 			rec.t.watchShortfall(p, i, func(t time.Duration) bool { return ShortAt(rec.scalers[name].Tally.Series, t) })
@@ -285,7 +285,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 			o := &rec.outs[m.out]
 			rec.record(o, warmup, event)
 			if o.Result == Completed && o.Replica >= 0 && o.Replica < len(rec.p.replicas) {
-				dispatched[rec.p.replicas[o.Replica].pool]++
+				dispatched[rec.p.replicas[o.Replica].Pool]++
 			}
 		}
 	}
@@ -329,7 +329,7 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(Timelin
 	case Completed:
 		pool := o.Pool
 		if o.Replica >= 0 && o.Replica < len(rec.p.replicas) {
-			pool = rec.p.pools[rec.p.replicas[o.Replica].pool].spec.Name
+			pool = rec.p.pools[rec.p.replicas[o.Replica].Pool].Spec.Name
 		}
 		met = rec.t.complete(&served{class: o.Class, tenant: o.Tenant, arrived: o.At, ttft: o.TTFT, e2e: o.Ended - o.At,
 			wait: o.Wait, output: o.Output, fallback: o.ServedModel != o.Model, pool: pool}, measured)
@@ -521,7 +521,7 @@ func (rec *Recorder) RecentTenants(now, window time.Duration) []TenantState {
 			pool := -1
 			switch {
 			case o.Replica >= 0 && o.Replica < len(rec.p.replicas):
-				pool = rec.p.replicas[o.Replica].pool
+				pool = rec.p.replicas[o.Replica].Pool
 			case o.Pool != "":
 				pool = slices.IndexFunc(sc.Pools, func(p scenarios.Pool) bool { return p.Name == o.Pool })
 			}

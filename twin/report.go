@@ -223,7 +223,7 @@ func (r *Report) JSON() ([]byte, error) {
 func newPoolReports(p *plan) []*PoolReport {
 	out := make([]*PoolReport, len(p.pools))
 	for i, pp := range p.pools {
-		out[i] = &PoolReport{Region: pp.spec.Region, Replicas: pp.spec.Replicas}
+		out[i] = &PoolReport{Region: pp.Spec.Region, Replicas: pp.Spec.Replicas}
 	}
 	return out
 }
@@ -250,9 +250,9 @@ func assembleReport(p *plan, t *tally, fs []*faultRT, end time.Duration, pools [
 	hours := duration.Hours()
 	for i, pp := range p.pools {
 		pr := pools[i]
-		pr.Cost = round(float64(pp.spec.Replicas)*float64(pp.spec.GPUsPerReplica)*pp.spec.PricePerGPUHour*hours, 6)
+		pr.Cost = round(float64(pp.Spec.Replicas)*float64(pp.Spec.GPUsPerReplica)*pp.Spec.PricePerGPUHour*hours, 6)
 		rep.Cost.Total += pr.Cost
-		rep.Pools[pp.spec.Name] = pr
+		rep.Pools[pp.Spec.Name] = pr
 	}
 	rep.Cost.Total = round(rep.Cost.Total, 6)
 	if t.succeeded > 0 {

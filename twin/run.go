@@ -87,7 +87,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 		r.metrics = m
 		r.served = make([]bool, len(sc.Models))
 		for _, rp := range p.replicas {
-			r.served[rp.model] = true
+			r.served[rp.Model] = true
 		}
 		r.zeroMetrics()
 		defer m.finish()
@@ -307,15 +307,15 @@ func newRunner(p *plan) (*runner, error) {
 	r.core = core
 	r.svcRand = r.s.Rand("service")
 	for i, rp := range p.replicas {
-		pp := &p.pools[rp.pool]
-		rt := replicaRT{pool: rp.pool, model: rp.model}
-		if pp.service == nil {
-			prof := pp.profiles[rp.model]
-			kv := pp.verdicts[rp.model].KVTokens
-			eng, err := engine.New(engine.Config{Profile: prof, MaxSeqs: pp.spec.MaxBatch, KVTokens: kv,
-				PrefixCaching: pp.spec.PrefixCaching})
+		pp := &p.pools[rp.Pool]
+		rt := replicaRT{pool: rp.Pool, model: rp.Model}
+		if pp.Spec.Service == nil {
+			prof := pp.Profiles[rp.Model]
+			kv := pp.Verdicts[rp.Model].KVTokens
+			eng, err := engine.New(engine.Config{Profile: prof, MaxSeqs: pp.Spec.MaxBatch, KVTokens: kv,
+				PrefixCaching: pp.Spec.PrefixCaching})
 			if err != nil {
-				return nil, fmt.Errorf("pool %s, replica %d: %w", pp.spec.Name, i, err)
+				return nil, fmt.Errorf("pool %s, replica %d: %w", pp.Spec.Name, i, err)
 			}
 			rt.eng = eng
 		}
@@ -391,16 +391,16 @@ func (r *runner) start() {
 		pp := &r.p.pools[r.replicas[i].pool]
 		// An autoscaled pool's absent replicas load when they are
 		// provisioned (autoscale.go), not now.
-		if pp.spec.StartCold && !r.replicas[i].absent {
+		if pp.Spec.StartCold && !r.replicas[i].absent {
 			r.core.SetReady(0, i, false)
 			r.replicas[i].loading = true
-			s.At(pp.spec.ColdStart.D(), func() { r.replicaReady(i) })
+			s.At(pp.Spec.ColdStart.D(), func() { r.replicaReady(i) })
 			r.pools[r.replicas[i].pool].ColdStarts++
 		}
 	}
 	for _, pp := range r.p.pools {
-		if pp.spec.StartCold && pp.spec.Replicas > 0 {
-			r.event(0, "cold-start", fmt.Sprintf("pool %s: %d replicas loading (%v)", pp.spec.Name, pp.spec.Replicas, pp.spec.ColdStart.D()))
+		if pp.Spec.StartCold && pp.Spec.Replicas > 0 {
+			r.event(0, "cold-start", fmt.Sprintf("pool %s: %d replicas loading (%v)", pp.Spec.Name, pp.Spec.Replicas, pp.Spec.ColdStart.D()))
 		}
 	}
 	r.pending = make([]arrival, len(r.sources))
@@ -487,14 +487,14 @@ func (r *runner) replicaReady(i int) {
 	rt := &r.replicas[i]
 	pp := &r.p.pools[rt.pool]
 	// One timeline entry per pool, when its last cold replica is ready.
-	last := pp.firstRepl
+	last := pp.FirstReplica
 	for j := range r.replicas {
 		if r.replicas[j].pool == rt.pool {
 			last = j
 		}
 	}
 	if i == last {
-		r.event(r.s.Now(), "ready", fmt.Sprintf("pool %s: replicas loaded", pp.spec.Name))
+		r.event(r.s.Now(), "ready", fmt.Sprintf("pool %s: replicas loaded", pp.Spec.Name))
 	}
 }
 
@@ -739,7 +739,7 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 	pp := &r.p.pools[rt.pool]
 	r.pools[rt.pool].Dispatched++
 	tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
-	if tj != "" && pp.region.Jurisdiction != tj && req.measured {
+	if tj != "" && pp.Region.Jurisdiction != tj && req.measured {
 		r.residency++
 	}
 	if h := r.p.sc.Policy.Routing.HedgeAfter.D(); h > 0 {
@@ -798,7 +798,7 @@ func (r *runner) startOn(req *request, ri int) {
 // serve starts a request on a service-time replica.
 func (r *runner) serve(i int, req *request) {
 	rt := &r.replicas[i]
-	svc := r.p.pools[rt.pool].service
+	svc := r.p.pools[rt.pool].Spec.Service
 	d := svc.Mean.D()
 	if svc.Distribution == "exponential" {
 		rng := r.svcRand
@@ -937,7 +937,7 @@ func (r *runner) complete(req *request) {
 		ttft: req.firstAt - req.core.Arrived, e2e: now - req.core.Arrived, wait: req.dispatchedAt - req.core.Arrived,
 		output: req.core.Output, fallback: req.core.Fallback}
 	if ri := req.core.Replica; ri >= 0 {
-		sv.pool = r.p.pools[r.replicas[ri].pool].spec.Name
+		sv.pool = r.p.pools[r.replicas[ri].pool].Spec.Name
 	}
 	if r.onComplete != nil {
 		sched := req.dispatchedAt
@@ -1194,10 +1194,10 @@ func (r *runner) poolUse(i int, end time.Duration) {
 	if lookups > 0 {
 		pr.PrefixHitRate = round(float64(hits)/float64(lookups), 6)
 	}
-	if n := pp.spec.Replicas; n > 0 && end > 0 {
+	if n := pp.Spec.Replicas; n > 0 && end > 0 {
 		pr.Utilization = round(busy.Seconds()/(float64(n)*end.Seconds()), 6)
 	}
-	pr.BusyGPUHours = round(busy.Hours()*float64(pp.spec.GPUsPerReplica), 6)
+	pr.BusyGPUHours = round(busy.Hours()*float64(pp.Spec.GPUsPerReplica), 6)
 }
 
 // startSampling calls fn every period with every replica's state, until the

@@ -48,7 +48,7 @@ type shortCounts struct{ arrived, inFlight, met uint64 }
 // watchShortfall counts the requests pool may serve by short(arrival):
 // whether the pool was short then.
 func (t *tally) watchShortfall(p *plan, pool int, short func(time.Duration) bool) {
-	sf := &shortfall{pool: p.pools[pool].spec.Name, short: short,
+	sf := &shortfall{pool: p.pools[pool].Spec.Name, short: short,
 		mayServe: make([][]bool, len(p.core.Tenants)), tenants: make([][2]shortCounts, len(p.core.Tenants))}
 	for tn := range sf.mayServe {
 		sf.mayServe[tn] = make([]bool, len(p.core.Pools[pool].Serves))

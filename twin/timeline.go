@@ -38,7 +38,7 @@ func (f *faultRT) breakerDetectedEvent(at time.Duration) TimelineEvent {
 // breakerEvent is a circuit-breaker transition's entry, kind
 // breaker-<state it went to>.
 func (p *plan) breakerEvent(at time.Duration, tr sched.Transition) TimelineEvent {
-	return BreakerEvent(at, p.pools[p.replicas[tr.Replica].pool].spec.Name, tr)
+	return BreakerEvent(at, p.pools[p.replicas[tr.Replica].Pool].Spec.Name, tr)
 }
 
 // The entries a live timeline (internal/liverun's console session) writes
@@ -73,7 +73,7 @@ func BreakerEvent(at time.Duration, pool string, tr sched.Transition) TimelineEv
 // ejectionEvent is a latency outlier's entry: kind ejected when it is
 // taken out of routing, ejection-end when it returns.
 func (p *plan) ejectionEvent(e sched.Ejection) TimelineEvent {
-	return EjectionEvent(p.pools[p.replicas[e.Replica].pool].spec.Name, e)
+	return EjectionEvent(p.pools[p.replicas[e.Replica].Pool].Spec.Name, e)
 }
 
 // EjectionEvent is a latency outlier ejection's entry on a replica of
