@@ -59,8 +59,7 @@ type Gateway struct {
 	lc       *sched.Lifecycle // requests' lives around the core (both drivers')
 	rng      *rand.Rand
 	draw     func() float64 // backoff draws from rng
-	wake     *time.Timer
-	wakeAt   time.Duration // when wake fires (model time); 0: disarmed
+	wakeAt   time.Duration  // the core's wake-up (model time, schedule.go); 0: none
 	closed   bool
 	breakers []sched.BreakerState // as last reported, per replica
 	ejected  []bool               // per replica: out of routing as a latency outlier, as last reported
@@ -283,8 +282,6 @@ func New(cfg Config) (*Gateway, error) {
 	if g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries); g.can != nil {
 		g.shadows = map[uint64]*shadow{}
 	}
-	g.wake = time.AfterFunc(time.Hour, g.onWake)
-	g.wake.Stop()
 	if err := g.initAutoscale(&sc); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -296,14 +293,12 @@ func New(cfg Config) (*Gateway, error) {
 	g.probeCtx, g.probeCancel = ctx, cancel
 	g.probeWG.Add(1)
 	go g.probeLoop(ctx)
-	if g.ladder != nil || g.can != nil || len(g.scalers) > 0 {
-		g.kick = make(chan struct{}, 1)
-		if g.ladder != nil {
-			g.ladderNext = g.now() + max(sched.LadderEvery, g.clk.model(time.Millisecond))
-		}
-		g.probeWG.Add(1)
-		go g.scheduleLoop(ctx)
+	g.kick = make(chan struct{}, 1)
+	if g.ladder != nil {
+		g.ladderNext = g.now() + max(sched.LadderEvery, g.clk.model(time.Millisecond))
 	}
+	g.probeWG.Add(1)
+	go g.scheduleLoop(ctx)
 	return g, nil
 }
 
@@ -322,7 +317,6 @@ func (g *Gateway) Close() {
 	g.shadowWG.Wait()
 	g.mu.Lock()
 	g.closed = true
-	g.wake.Stop()
 	g.wakeAt = 0
 	g.mu.Unlock()
 	g.client.CloseIdleConnections()
@@ -424,10 +418,11 @@ func (g *Gateway) deliver(now time.Duration) {
 	}
 	if at > 0 && (g.wakeAt == 0 || at < g.wakeAt) {
 		g.wakeAt = at
-		g.wake.Reset(g.clk.wall(max(at-now, 0)))
+		g.kickSchedule() // the schedule reads its due times again
 	}
 }
 
+// onWake is the core's wake-up (Ready.WakeAt), run by the schedule.
 func (g *Gateway) onWake() {
 	g.mu.Lock()
 	defer g.mu.Unlock()

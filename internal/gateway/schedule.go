@@ -7,19 +7,24 @@ import (
 )
 
 // The gateway's model-time schedule: one goroutine and one timer for what
-// the model schedules at its own times — the degradation ladder's
-// evaluations (every sched.LadderEvery), the canaries' (their NextAt) and
-// the scalers' (theirs) — as the twin schedules them on its one clock. The
-// core's wake-up timer and the health probes keep their own.
+// is due at a time of the model's — the core's wake-up (Ready.WakeAt: a
+// quota refill, a breaker due half-open, an ejection's end), the
+// degradation ladder's evaluations (every sched.LadderEvery), the
+// canaries' (their NextAt) and the scalers' (theirs) — as the twin runs
+// them on its one clock. Only the health probes keep their own loop (their
+// interval, and I/O).
 
 // noDue is a due time that never comes.
 const noDue = time.Duration(math.MaxInt64)
 
-// dueAt is when the ladder, the canaries and the scalers next have
-// something to do, on the gateway's clock (model time); noDue for nothing.
-// Called with mu held.
-func (g *Gateway) dueAt() (ladder, canary, scale time.Duration) {
-	ladder, canary, scale = noDue, noDue, noDue
+// dueAt is when the core, the ladder, the canaries and the scalers next
+// have something to do, on the gateway's clock (model time); noDue for
+// nothing. Called with mu held.
+func (g *Gateway) dueAt() (wake, ladder, canary, scale time.Duration) {
+	wake, ladder, canary, scale = noDue, noDue, noDue, noDue
+	if g.wakeAt > 0 {
+		wake = g.wakeAt
+	}
 	if g.ladder != nil {
 		ladder = g.ladderNext
 	}
@@ -35,16 +40,16 @@ func (g *Gateway) dueAt() (ladder, canary, scale time.Duration) {
 			}
 		}
 	}
-	return ladder, canary, scale
+	return wake, ladder, canary, scale
 }
 
 // scheduleLoop runs what is due at its time until ctx ends; a kick
-// (kickSchedule: canaries or scalers started) reads the times again. It is
-// started with the gateway when it has a ladder, canaries or scalers.
+// (kickSchedule: an earlier wake-up, canaries or scalers started) reads the
+// times again. It is started with the gateway.
 func (g *Gateway) scheduleLoop(ctx context.Context) {
 	g.runAt(ctx, g.kick, func() time.Duration {
-		l, c, s := g.dueAt()
-		next := min(l, c, s)
+		w, l, c, s := g.dueAt()
+		next := min(w, l, c, s)
 		if next == noDue {
 			return -1 // nothing due: wait for a kick
 		}
@@ -52,13 +57,16 @@ func (g *Gateway) scheduleLoop(ctx context.Context) {
 	}, g.fireDue)
 }
 
-// fireDue runs what is due now: the ladder first, then the canaries, then
-// the scalers, each under the gateway's lock.
+// fireDue runs what is due now: the core's wake-up first, then the
+// ladder, the canaries and the scalers, each under the gateway's lock.
 func (g *Gateway) fireDue() {
 	g.mu.Lock()
-	l, c, s := g.dueAt()
+	w, l, c, s := g.dueAt()
 	now := g.now()
 	g.mu.Unlock()
+	if w <= now {
+		g.onWake()
+	}
 	if l <= now {
 		g.evaluateLadder()
 	}
