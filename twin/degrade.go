@@ -58,11 +58,11 @@ func (r *runner) degrade(req *request) bool {
 	}
 	// The cache's draw is taken from the ladder's own stream, only when a
 	// cached-answers rung covers the request's class.
-	e := l.Apply(req.core.Class, req.core.Model, req.core.Output, req.life.Shed > 0, r.ladderRand.Float64)
+	n, e := r.lc.Degrade(&req.life, l, req.core.Class, req.core.Model, req.core.Output, r.ladderRand.Float64)
 	if req.measured {
 		l.Count(e)
 	}
-	switch n := r.lc.Degraded(&req.life, e); n.Action {
+	switch n.Action {
 	case sched.Reoffer:
 		if req.measured {
 			r.count(req, func(c *Counts) { c.Deferred++ })

@@ -100,8 +100,7 @@ func (r *runner) cancelLeg(req *request, primary int, leg reqengine.Leg) {
 func (r *runner) dropHedge(req *request) {
 	req.hedgeTimer.Stop()
 	if req.hedgeSeq != nil {
-		r.cancelSeq(req.hedgeAt, req.hedgeSeq)
-		req.hedgeSeq = nil
+		r.cancelLeg(req, req.core.Replica, reqengine.Duplicate)
 	}
 }
 

@@ -102,9 +102,8 @@ func (g *Gateway) degrade(ctx context.Context, w http.ResponseWriter, q *request
 		// No draw: the cache's is the only one, and New refuses
 		// cached-answers.
 		again := q.c.life.Shed > 0
-		e := g.ladder.Apply(q.c.req.Class, q.c.req.Model, q.c.req.Output, again, nil)
+		n, e := g.lc.Degrade(&q.c.life, g.ladder, q.c.req.Class, q.c.req.Model, q.c.req.Output, nil)
 		g.ladder.Count(e)
-		n := g.lc.Degraded(&q.c.life, e)
 		g.mu.Unlock()
 		switch n.Action {
 		case sched.Refuse:

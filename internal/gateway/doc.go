@@ -235,7 +235,7 @@
 // # Degradation ladder
 //
 // A scenario's policy.degradation runs from the code the twin runs too
-// (sched.Ladder, and sched.Lifecycle.Degraded for what follows a verdict;
+// (sched.Ladder, and sched.Lifecycle.Degrade for the verdict and what follows;
 // degrade.go carries it out). Every sched.LadderEvery (5 s
 // of model time) the gateway's schedule (schedule.go, its one loop for
 // the ladder, the canaries and the scalers) reads the core's oldest queued wait

@@ -526,16 +526,15 @@ func (g *Gateway) hedge(c *call) int {
 }
 
 // endHedge settles c's hedge race as end says (reqengine.SettleHedge,
-// the twin's too); failed is the duplicate that failed, which the core
-// hears of as of any attempt (a 429 throttles its pool, anything else
-// counts against its breaker).
-func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, failed *upstream) reqengine.Settlement {
+// the twin's too); u is the attempt whose result decided it. A failed
+// duplicate is reported to the core as any attempt's failure (a 429
+// throttles its pool, anything else counts against its breaker).
+func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengine.Settlement {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
 	s := reqengine.SettleHedge(now, g.core, &c.req, end, func(s reqengine.Settlement) {
-		u := failed
-		if !s.ReportFailure || u == nil {
+		if !s.ReportFailure {
 			return
 		}
 		pool := g.replicas[u.rep].pool

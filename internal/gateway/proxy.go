@@ -415,7 +415,7 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 			// policy.admission.queue_timeout bounds the wait, as in the
 			// twin; without it, the class deadline and the client do.
 			var timeout <-chan time.Time
-			t := (*time.Timer)(nil)
+			var t *time.Timer
 			if qt := g.sc.Policy.Admission.QueueTimeout.D(); qt > 0 {
 				t = time.NewTimer(g.clk.wall(qt))
 				timeout = t.C
@@ -673,11 +673,7 @@ func (g *Gateway) race(ctx context.Context, q *request, rep int, body []byte) *u
 	default:
 		end = reqengine.DuplicateFailed
 	}
-	failed := u
-	if end != reqengine.DuplicateFailed {
-		failed = nil
-	}
-	s := g.endHedge(&q.c, end, failed)
+	s := g.endHedge(&q.c, end, u)
 	if s.Won {
 		g.metrics.hedges.WithLabelValues("won").Inc()
 	}

@@ -7,7 +7,7 @@ import "time"
 // The core decides where a request goes; what the driver does with each
 // answer — wait for a dispatch, offer again after a deferral, back off and
 // retry after a refusal or a failed attempt, give up, and what follows the
-// degradation ladder's verdict on a new request (Degraded) — is decided
+// degradation ladder's verdict on a new request (Degrade) — is decided
 // here, so the twin (timers in virtual time) and the gateway (an HTTP
 // handler on the wall clock) only carry actions out. The retry budget, the
 // attempt and deferral counts (the ladder's included), what "admitted"
@@ -132,12 +132,21 @@ func (l *Life) Offers() int { return l.Attempts + l.Shed }
 // (X-Fleetdrill-Deferrals).
 func (l *Life) AllDeferrals() int { return l.Deferrals + l.Shed }
 
-// Degraded answers what to do after the degradation ladder's effect e on
-// l's request (Ladder.Apply, when LadderJudges): offer it (its output or
-// model as e says), defer it and judge it again after Next.After, refuse it
-// (shed: the ladder moves at its next evaluation at the earliest, which is
-// the client's hint), or answer it from the cache.
-func (lc *Lifecycle) Degraded(l *Life, e Effect) Next {
+// Degrade has the ladder judge l's request (of class for model, asking for
+// output tokens; Ladder.Apply, told whether it deferred it before) and
+// answers what follows, with the ladder's effect for the driver to count
+// and apply: offer it (its output or model as the effect says), defer it
+// and judge it again after Next.After, refuse it (shed: the ladder moves at
+// its next evaluation at the earliest, which is the client's hint), or
+// answer it from the cache. Call it only while LadderJudges. draw is
+// Apply's.
+func (lc *Lifecycle) Degrade(l *Life, ld *Ladder, class, model, output int, draw func() float64) (Next, Effect) {
+	e := ld.Apply(class, model, output, l.Shed > 0, draw)
+	return lc.degraded(l, e), e
+}
+
+// degraded is what follows the ladder's effect e on l's request.
+func (lc *Lifecycle) degraded(l *Life, e Effect) Next {
 	switch e.Verdict {
 	case Defer:
 		l.Shed++

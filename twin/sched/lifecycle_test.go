@@ -169,7 +169,7 @@ func TestLadderVerdictsInTheLifecycle(t *testing.T) {
 		{Effect{Verdict: Cache}, Next{Action: AnswerCached}},
 		{Effect{Verdict: Pass, Output: 64, Capped: true}, Next{Action: OfferNow}},
 	} {
-		require.Equal(t, tc.want, lc.Degraded(&l, tc.e), "%v", tc.e.Verdict)
+		require.Equal(t, tc.want, lc.degraded(&l, tc.e), "%v", tc.e.Verdict)
 	}
 	require.Equal(t, 2, l.Shed)
 	require.True(t, l.LadderJudges(), "back from the ladder's deferrals, still before its first offer")
