@@ -3,14 +3,14 @@ package twin
 import (
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// The degradation ladder. Its logic — the signals, the climb and the
-// release with hysteresis, what each rung does to a new request — is
-// sched.Ladder's, shared with the live gateway; the twin evaluates it every
-// sched.LadderEvery of simulated time, feeds it the attempts' results, and
-// carries its effects out on the simulated request.
+// The degradation ladder. Its rule, its cadence, what feeds it and its
+// judgement of a request are the request engine's (reqengine.Ladder), the
+// gateway's too; the twin schedules its evaluations and carries the
+// verdicts out on the simulated request.
 
 // DegradationReport is what the ladder did.
 type DegradationReport struct {
@@ -29,21 +29,18 @@ type StepReport struct {
 }
 
 func (r *runner) initLadder() {
-	r.ladder = sched.NewLadder(r.p.core)
+	r.ladder = reqengine.NewLadder(r.p.core, 0, sched.LadderEvery)
 }
 
+// evaluateLadder is the ladder's evaluation, due every sched.LadderEvery
+// while the run has requests live or to come.
 func (r *runner) evaluateLadder() {
-	l := r.ladder
 	now := r.s.Now()
-	if ch, ok := l.Evaluate(now, r.core.OldestWait(now), r.core.Saturation()); ok {
-		kind := "restore"
-		if ch.Engaged {
-			kind = "degrade"
-		}
-		r.event(now, kind, ch.Detail)
+	if ch, ok := r.ladder.Evaluate(now, r.core); ok {
+		r.event(now, reqengine.ChangeKind(ch), ch.Detail)
 	}
-	if now+sched.LadderEvery <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
-		r.s.After(sched.LadderEvery, r.evaluateLadder)
+	if next := r.ladder.NextAt(); next <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
+		r.s.At(next, r.evaluateLadder)
 	}
 }
 
@@ -52,15 +49,11 @@ func (r *runner) evaluateLadder() {
 // which and what follows). It reports true when the request was handled
 // (shed, deferred or answered from cache) and must not be offered.
 func (r *runner) degrade(req *request) bool {
-	l := r.ladder
-	if l == nil || !req.life.LadderJudges() {
-		return false
-	}
 	// The cache's draw is taken from the ladder's own stream, only when a
 	// cached-answers rung covers the request's class.
-	n, e := r.lc.Degrade(&req.life, l, req.core.Class, req.core.Model, req.core.Output, r.ladderRand.Float64)
-	if req.measured {
-		l.Count(e)
+	n, e, judged := r.ladder.Judge(r.lc, &req.life, &req.core, req.measured, r.ladderRand.Float64)
+	if !judged {
+		return false
 	}
 	switch n.Action {
 	case sched.Reoffer:
@@ -88,13 +81,6 @@ func (r *runner) degrade(req *request) bool {
 	}
 	req.core.Model = e.Model
 	return false
-}
-
-// noteAttempt feeds the error-rate signal.
-func (r *runner) noteAttempt(failed bool) {
-	if l := r.ladder; l != nil {
-		l.NoteAttempt(failed)
-	}
 }
 
 func (r *runner) ladderReport() *DegradationReport {

@@ -316,7 +316,7 @@ func (d *Drill) Snapshot() Snapshot {
 		snap.Models = append(snap.Models, ms)
 	}
 	if l := r.ladder; l != nil {
-		snap.Degradation = LadderView(l)
+		snap.Degradation = LadderView(l.Ladder)
 	}
 	since := func(t, from time.Duration) time.Duration {
 		if t < 0 {

@@ -571,8 +571,7 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 			how = sched.AttemptThrottled
 			r.throttled(ri, fate.throttle)
 		} else {
-			r.noteAttempt(true)
-			r.core.Observe(now, ri, false)
+			reqengine.Observed(now, r.core, r.ladder, ri, false, 0)
 			r.dispatch()
 		}
 		r.core.Finish(now, &req.core)

@@ -192,7 +192,7 @@ type runner struct {
 	demand     *demand  // the demand forecast (forecast.go)
 
 	jobs   jobsRT
-	ladder *sched.Ladder
+	ladder *reqengine.Ladder
 	// Canaries (canary.go): the request engine's rollouts and copies.
 	canaries   *reqengine.Canaries
 	shadowRand *rand.Rand // copies' fault fates and service times: never the clients' draws
@@ -410,7 +410,7 @@ func (r *runner) start() {
 	}
 	r.startJobs()
 	if r.ladder != nil {
-		r.s.At(sched.LadderEvery, r.evaluateLadder)
+		r.s.At(r.ladder.NextAt(), r.evaluateLadder)
 	}
 	r.scheduleFaults()
 	r.startRollouts()
@@ -960,9 +960,7 @@ func (r *runner) complete(req *request) {
 	}
 	if ri := req.core.Replica; ri >= 0 {
 		r.observeAttempt(req, ri, true, met)
-		r.core.ObserveLatency(now, ri, req.firstAt-req.dispatchedAt)
-		r.noteAttempt(false)
-		r.core.Observe(now, ri, true)
+		reqengine.Observed(now, r.core, r.ladder, ri, true, req.firstAt-req.dispatchedAt)
 		r.dispatch()
 		r.noteServed(req, ri)
 	}

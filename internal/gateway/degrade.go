@@ -6,17 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// The degradation ladder, live. Its logic is sched.Ladder's, the twin's
-// too: the gateway evaluates it every sched.LadderEvery of model time from
-// the core's oldest queued wait and saturation and from its own attempts'
-// error rate (noted where an attempt tells the breaker how it went), and
-// applies the engaged rungs to each new request before its first offer to
-// the core:
+// The degradation ladder, live. Its rule, its cadence, what feeds it and
+// its judgement of a request are the request engine's (reqengine.Ladder);
+// the gateway runs its evaluations on the model-time schedule, and carries
+// the engaged rungs out on each new request before its first offer to the
+// core:
 //
 //   - shed-batch and defer-async: a request of a deferrable class waits
 //     Config.DeferFor (model time) and is looked at again, while its class
@@ -49,10 +47,7 @@ func (g *Gateway) evaluateLadder() {
 		return
 	}
 	now := g.now()
-	// Every sched.LadderEvery of model time, as the twin evaluates it, and
-	// at least a millisecond of wall time apart whatever the speed.
-	g.ladderNext = now + max(sched.LadderEvery, g.clk.model(time.Millisecond))
-	ch, ok := g.ladder.Evaluate(now, g.core.OldestWait(now), g.core.Saturation())
+	ch, ok := g.ladder.Evaluate(now, g.core)
 	if !ok {
 		return
 	}
@@ -61,14 +56,6 @@ func (g *Gateway) evaluateLadder() {
 		"steps_engaged", g.ladder.Engaged(), "detail", ch.Detail)
 	if g.obs.Ladder != nil {
 		g.obs.Ladder(now, ch)
-	}
-}
-
-// noteAttempt feeds the ladder's error rate: an attempt on a replica ended,
-// ok or not. Called with mu held.
-func (g *Gateway) noteAttempt(ok bool) {
-	if g.ladder != nil {
-		g.ladder.NoteAttempt(!ok)
 	}
 }
 
@@ -81,7 +68,7 @@ func (g *Gateway) Ladder(fn func(l *sched.Ladder)) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	fn(g.ladder)
+	fn(g.ladder.Ladder)
 }
 
 // degrade applies the engaged rungs to q, a new request, before its first
@@ -95,16 +82,14 @@ func (g *Gateway) degrade(ctx context.Context, w http.ResponseWriter, q *request
 	}
 	for {
 		g.mu.Lock()
-		if !q.c.life.LadderJudges() {
-			g.mu.Unlock()
-			return "", 0, false
-		}
 		// No draw: the cache's is the only one, and New refuses
 		// cached-answers.
 		again := q.c.life.Shed > 0
-		n, e := g.lc.Degrade(&q.c.life, g.ladder, q.c.req.Class, q.c.req.Model, q.c.req.Output, nil)
-		g.ladder.Count(e)
+		n, e, judged := g.ladder.Judge(g.lc, &q.c.life, &q.c.req, true, nil)
 		g.mu.Unlock()
+		if !judged {
+			return "", 0, false
+		}
 		switch n.Action {
 		case sched.Refuse:
 			g.metrics.degraded.WithLabelValues(degradedShed).Inc()

@@ -67,11 +67,10 @@ type Gateway struct {
 	blocked  []bool               // per replica: its engine queues (Load.Waiting > 0)
 	held     int                  // requests the core holds (queued or dispatched)
 	heldPeak int                  // most held at once
-	ladder   *sched.Ladder        // the degradation ladder (degrade.go); nil without one
-	// The model-time schedule (schedule.go): its wake-up, and the ladder's
-	// next evaluation (model time).
-	kick       chan struct{}
-	ladderNext time.Duration
+	ladder   *reqengine.Ladder    // the degradation ladder (degrade.go); nil without one
+	// The model-time schedule (schedule.go) reads what is due; a kick
+	// makes it read again.
+	kick chan struct{}
 
 	// Canaries (canary.go): the rollouts (nil without canaries) over the
 	// core's configuration, their clock's origin, the copies in the core.
@@ -277,7 +276,9 @@ func New(cfg Config) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.ladder = sched.NewLadder(core)
+	// Evaluated every sched.LadderEvery of model time, and at least a
+	// millisecond of wall time apart.
+	g.ladder = reqengine.NewLadder(core, g.now(), g.clk.model(time.Millisecond))
 	g.coreCfg = core
 	if g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries); g.can != nil {
 		g.shadows = map[uint64]*shadow{}
@@ -294,9 +295,6 @@ func New(cfg Config) (*Gateway, error) {
 	g.probeWG.Add(1)
 	go g.probeLoop(ctx)
 	g.kick = make(chan struct{}, 1)
-	if g.ladder != nil {
-		g.ladderNext = g.now() + max(sched.LadderEvery, g.clk.model(time.Millisecond))
-	}
 	g.probeWG.Add(1)
 	go g.scheduleLoop(ctx)
 	return g, nil
@@ -485,14 +483,14 @@ func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Dura
 	now := g.now()
 	delete(g.waiting, c.req.ID)
 	if observed && replica >= 0 {
-		g.noteAttempt(ok)
-		g.observe(now, replica, ok)
-		// The core wants the replica's own latency, dispatch to first
-		// token (outlier ejection compares replicas, and the queue wait
-		// before dispatch is no replica's doing).
-		if lat := ttft - (c.dispatched - c.req.Arrived); ok && ttft > 0 && lat > 0 {
-			g.core.ObserveLatency(now, replica, lat)
+		var lat time.Duration // the replica's own: dispatch to first token
+		if ttft > 0 {
+			lat = ttft - (c.dispatched - c.req.Arrived)
 		}
+		// The core moves an open breaker to half-open lazily; reading
+		// the state first makes that step a transition of its own.
+		g.noteBreaker(now, replica, g.core.Breaker(now, replica))
+		reqengine.Observed(now, g.core, g.ladder, replica, ok, lat)
 	}
 	if c.held {
 		c.held = false
@@ -550,7 +548,8 @@ func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengin
 	return s
 }
 
-// observe feeds a result or probe of replica r to its breaker. Called with
+// observe feeds a probe of replica r, or a lost hedge duplicate, to its
+// breaker (an attempt's end is reqengine.Observed, in finish). Called with
 // mu held.
 func (g *Gateway) observe(now time.Duration, r int, ok bool) {
 	// The core moves an open breaker to half-open lazily; reading the

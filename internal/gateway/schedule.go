@@ -26,7 +26,7 @@ func (g *Gateway) dueAt() (wake, ladder, canary, scale time.Duration) {
 		wake = g.wakeAt
 	}
 	if g.ladder != nil {
-		ladder = g.ladderNext
+		ladder = g.ladder.NextAt()
 	}
 	if g.can != nil {
 		if at, ok := g.can.NextAt(); ok {

@@ -14,10 +14,14 @@
 //     a rollout, and whether a request met its class's objectives (MetSLO,
 //     which the reports' tallies use too);
 //   - how a hedge race ends (hedge.go): which attempt is cancelled, which
-//     goes on, and whether the core hears of a failed duplicate.
+//     goes on, and whether the core hears of a failed duplicate;
+//   - the degradation ladder (ladder.go): its cadence, what it reads, its
+//     judgement of a request, and what an attempt's end tells the ladder
+//     and the core (Observed), in one order for both drivers.
 //
-// The degradation ladder's verdicts and the retries are the lifecycle's
-// (sched.Lifecycle), which both drivers drive the same way.
+// What follows a ladder's verdict, a deferral, a failed attempt and a
+// retry is the lifecycle's (sched.Lifecycle), which both drivers drive
+// the same way.
 //
 // Like the core, it reads no clock, draws no random number, starts no
 // goroutine and does no I/O: every method takes the driver's now. It must
