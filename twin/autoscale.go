@@ -6,9 +6,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
 	"github.com/fleetdrill/fleetdrill/twin/compile"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -47,14 +49,15 @@ const (
 	RefusedQuota       = sched.RefusedQuota
 )
 
-// scaler is one autoscaled pool in a run: the core's Scaler, and the
-// runner as the Scaler's driver (sched.ScalerEnv).
+// scaler is one autoscaled pool in a run: the request engine's
+// (reqengine.ScaledPool: the core's Scaler and what its transitions do to
+// the core), and the twin's side of it (reqengine.ScalingWorld): the
+// replicas' engines, the timeline, the faults' ground truth.
 type scaler struct {
 	r    *runner
 	pool int
-	name string
 	sc   *sched.Scaler
-	reps []int // the pool's replicas, in order
+	eng  *reqengine.ScaledPool
 }
 
 // AutoscaleReport is what one autoscaled pool did (Report.Autoscaling).
@@ -104,28 +107,31 @@ type ReplicaCount = sched.ReplicaCount
 
 // initAutoscale builds a scaler for each autoscaled pool.
 func (r *runner) initAutoscale() error {
+	r.scaling = reqengine.NewScaling(r.p.sc, func(pi int) int { return r.p.pools[pi].Spec.Replicas })
 	for pi := range r.p.pools {
 		ps := r.p.pools[pi].Spec
 		if ps.Autoscale == nil {
 			continue
 		}
-		sc := &scaler{r: r, pool: pi, name: ps.Name}
+		var reps []int
 		for i := range r.replicas {
 			if r.replicas[i].pool == pi {
-				sc.reps = append(sc.reps, i)
+				reps = append(reps, i)
 			}
 		}
-		cfg := compile.ScalerConfig(ps, r.p.core.Replicas[sc.reps[0]].MaxBatch, r.duration, r.s.Rand(compile.AcquisitionStream(ps.Name)))
-		var err error
-		if sc.sc, err = sched.NewScaler(cfg, r.duration); err != nil {
+		cfg := compile.ScalerConfig(ps, r.p.core.Replicas[reps[0]].MaxBatch, r.duration, r.s.Rand(compile.AcquisitionStream(ps.Name)))
+		s, err := sched.NewScaler(cfg, r.duration)
+		if err != nil {
 			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
 		}
-		for k, ri := range sc.reps {
+		for k, ri := range reps {
 			r.replicas[ri].absent = k >= ps.Replicas
 		}
+		sc := &scaler{r: r, pool: pi, sc: s}
+		sc.eng = r.scaling.Add(r.core, pi, reps, ps.Replicas, s, sc)
 		// A request is counted when it ends, after its arrival: the
 		// series so far has the pool's counts then.
-		r.tally.watchShortfall(r.p, pi, func(t time.Duration) bool { return ShortAt(sc.sc.Tally().Series, t) })
+		r.tally.watchShortfall(r.p, pi, func(t time.Duration) bool { return ShortAt(s.Tally().Series, t) })
 		r.scalers = append(r.scalers, sc)
 	}
 	return nil
@@ -146,82 +152,51 @@ func (sc *scaler) arm() {
 		return
 	}
 	sc.r.s.At(max(at, sc.r.s.Now()), func() {
-		sc.sc.Advance(sc.r.s.Now(), sc)
+		sc.eng.Advance(sc.r.s.Now())
 		sc.arm()
 	})
 }
 
-// Measure implements sched.ScalerEnv.
-func (sc *scaler) Measure() (busy float64, queued int, wait time.Duration) {
-	return sc.r.core.ScalerMeasure(sc.r.s.Now(), sc.pool)
+// Start implements reqengine.ScalingWorld: the replica's engine idles
+// until its model has loaded, which the twin counts as a cold start.
+func (sc *scaler) Start(k int) bool {
+	rt := &sc.r.replicas[sc.eng.Reps[k]]
+	rt.absent, rt.loading = false, true
+	sc.r.pools[sc.pool].ColdStarts++
+	return true
 }
 
-// Inflight implements sched.ScalerEnv.
-func (sc *scaler) Inflight(k int) int { return sc.r.core.Inflight(sc.reps[k]) }
+// Routable implements reqengine.ScalingWorld: the twin dispatches to it at
+// once.
+func (sc *scaler) Routable(k int) {
+	sc.r.replicas[sc.eng.Reps[k]].loading = false
+	sc.r.dispatch()
+}
 
-// Quiet implements sched.ScalerEnv.
+// Released implements reqengine.ScalingWorld.
+func (sc *scaler) Released(k int) { sc.r.replicas[sc.eng.Reps[k]].loading = false }
+
+// Gone implements reqengine.ScalingWorld.
+func (sc *scaler) Gone(k int) { sc.r.replicas[sc.eng.Reps[k]].absent = true }
+
+// Quiet implements reqengine.ScalingWorld: no request live and none to
+// come.
 func (sc *scaler) Quiet() bool { return sc.r.lc.Live() == 0 && sc.r.afterArrivals() }
 
-// Offer implements sched.ScalerEnv: the acquisition faults active on the
-// pool.
-func (sc *scaler) Offer() sched.Offer {
-	o := sched.NoFaults
+// Acquisition implements reqengine.ScalingWorld: the acquisition faults
+// active on the pool, in the scenario's order.
+func (sc *scaler) Acquisition() []faults.Spec {
+	var on []faults.Spec
 	for _, f := range sc.r.faults {
 		if f.active && slices.Contains(f.pools, sc.pool) {
-			o = compile.OfferUnder(o, f.spec, func() int { return sc.r.freeGPUs(f) })
+			on = append(on, f.spec)
 		}
 	}
-	return o
+	return on
 }
 
-// Provisioned implements sched.ScalerEnv: the replica is up and loads.
-func (sc *scaler) Provisioned(k int) {
-	r, ri := sc.r, sc.reps[k]
-	now := r.s.Now()
-	rt := &r.replicas[ri]
-	rt.absent, rt.loading = false, true
-	r.core.SetReady(now, ri, false)
-	r.core.SetPresent(now, ri, true)
-	r.pools[sc.pool].ColdStarts++
-}
-
-// Loaded implements sched.ScalerEnv: the twin routes to it at once.
-func (sc *scaler) Loaded(k int) {
-	r, ri := sc.r, sc.reps[k]
-	now := r.s.Now()
-	r.replicas[ri].loading = false
-	r.core.SetReady(now, ri, true)
-	sc.sc.Serving(now, k, sc)
-	r.dispatch()
-}
-
-// Released implements sched.ScalerEnv.
-func (sc *scaler) Released(k int) {
-	r, ri := sc.r, sc.reps[k]
-	r.replicas[ri].loading = false
-	r.core.SetPresent(r.s.Now(), ri, false)
-}
-
-// Gone implements sched.ScalerEnv.
-func (sc *scaler) Gone(k int) { sc.r.replicas[sc.reps[k]].absent = true }
-
-// Event implements sched.ScalerEnv.
+// Event implements reqengine.ScalingWorld.
 func (sc *scaler) Event(ev sched.ScalerEvent) { sc.r.event(ev.At, ev.Kind, ev.Detail) }
-
-// freeGPUs is what quota-cap fault f leaves of its provider's GPUs: its
-// cap less the GPUs of every replica of the provider's pools that is held
-// (a fixed pool's, and an autoscaled pool's granted and not yet gone).
-func (r *runner) freeGPUs(f *faultRT) int {
-	held := func(pi int) int {
-		for _, sc := range r.scalers {
-			if sc.pool == pi {
-				return sc.sc.Held()
-			}
-		}
-		return r.p.pools[pi].Spec.Replicas
-	}
-	return compile.FreeGPUs(r.p.sc, f.spec, held)
-}
 
 // view is the scaler's counts now, for a snapshot (PoolState.Autoscale).
 func (sc *scaler) view() *AutoscaleState { return AutoscaleView(sc.sc, sc.r.s.Now()) }

@@ -206,6 +206,7 @@ type runner struct {
 	doubleStarts int // dispatches of a request not waiting: a twin bug, fails the run
 
 	scalers []*scaler // autoscaled pools (autoscale.go)
+	scaling *reqengine.Scaling
 }
 
 type replicaRT struct {

@@ -15,20 +15,21 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim"
 	"github.com/fleetdrill/fleetdrill/twin/compile"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// Autoscaling, live: each autoscaled pool's sched.Scaler (the twin's, the
-// same code) runs on the gateway's clock. The pool's backends are its
-// replicas up to max_replicas; those beyond `replicas` start absent, and
-// the core routes to none of them until the scaler has one granted,
-// provisioned (the Provisioner starts its instance: a container) and
-// loaded (cold_start of model time, and the instance answering). The
-// scaler draws its grants and delays from the stream the twin's draws
-// from (compile.AcquisitionStream, seeded with Config.Seed), and asks the
-// provider under the acquisition faults injected with
-// InjectAcquisition: with the same measurements the live pool is granted,
-// refused and served as the twin's is.
+// Autoscaling, live: each autoscaled pool's scaler and what it does to the
+// core are the request engine's (reqengine.Scaling), run on the gateway's
+// model-time schedule. The pool's backends are its replicas up to
+// max_replicas; those beyond `replicas` start absent, and the core routes
+// to none of them until the scaler has one granted, provisioned (the
+// Provisioner starts its instance: a container) and loaded (cold_start of
+// model time, and the instance answering). The scaler draws its grants and
+// delays from the run's stream (compile.AcquisitionStream, seeded with
+// Config.Seed), and asks the provider under the acquisition faults
+// injected with InjectAcquisition: given the same measurements, a live
+// pool is granted, refused and served as a simulated one.
 
 // Provisioner starts and stops the instances of autoscaled pools'
 // replicas: replica k of pool is the pool's k-th backend.
@@ -39,26 +40,27 @@ type Provisioner interface {
 	Stop(ctx context.Context, pool string, k int) error
 }
 
-// gwScaler is one autoscaled pool's scaler and the gateway as its driver
-// (sched.ScalerEnv). Its methods run with g.mu held.
+// gwScaler is one autoscaled pool: the request engine's
+// (reqengine.ScaledPool: the core's Scaler and what its transitions do to
+// the core) and the gateway's side of it (reqengine.ScalingWorld): the
+// instances, the log and metrics, the acquisition faults injected. Its
+// methods run with g.mu held.
 type gwScaler struct {
 	g    *Gateway
 	pool string
-	pi   int   // the core's pool index
-	reps []int // the pool's replicas, the gateway's indexes
+	pi   int // the core's pool index
 	s    *sched.Scaler
-	// Per replica of the pool: its instance answers (up), its model's
-	// load is over but the instance did not answer yet (loaded), and a
-	// generation bumped when it is handed back (a late Start is stale).
-	up, loaded []bool
-	gen        []int
+	eng  *reqengine.ScaledPool
+	// gen, per replica of the pool, is bumped when it is handed back (a
+	// late Start is stale).
+	gen []int
 	// started: a Start is queued or done since the last Stop; op is the
 	// done channel of the replica's last queued Start or Stop: each waits
 	// for the one before, so a replica's instance is never started and
 	// stopped at once.
 	started []bool
 	op      []chan struct{}
-	// acq is the acquisition faults injected on the pool.
+	// acq is the acquisition faults injected on the pool, by id.
 	acq map[int]faults.Spec
 	// exported is the asks counted on the metrics, by outcome.
 	exported map[string]uint64
@@ -74,7 +76,8 @@ type asRef struct {
 // gateway's copy, its replicas cut to the backends); called by New.
 func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
 	g.asOf = make([]*asRef, len(g.replicas))
-	// A replay's scalers ask nothing after its arrivals, as the twin's; a
+	g.scaling = reqengine.NewScaling(sc, func(pi int) int { return len(g.byPool[sc.Pools[pi].Name]) })
+	// A replay's scalers ask nothing after its arrivals, as a run's do; a
 	// gateway serving for real scales as long as it runs.
 	end := time.Duration(math.MaxInt64)
 	if g.cfg.HoldAutoscale {
@@ -93,13 +96,13 @@ func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
 			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
 		}
 		n := len(reps)
-		as := &gwScaler{g: g, pool: ps.Name, pi: pi, reps: reps, s: s,
-			up: make([]bool, n), loaded: make([]bool, n), gen: make([]int, n), started: make([]bool, n), op: make([]chan struct{}, n), acq: map[int]faults.Spec{}, exported: map[string]uint64{}}
+		as := &gwScaler{g: g, pool: ps.Name, pi: pi, s: s,
+			gen: make([]int, n), started: make([]bool, n), op: make([]chan struct{}, n), acq: map[int]faults.Spec{}, exported: map[string]uint64{}}
+		// The starting replicas are running, as a fixed pool's are.
+		as.eng = g.scaling.Add(g.core, pi, reps, ps.Replicas, s, as)
 		for k, ri := range reps {
 			g.asOf[ri] = &asRef{as, k}
-			// The starting replicas are running, as a fixed pool's are.
-			as.up[k] = k < ps.Replicas
-			as.started[k] = as.up[k]
+			as.started[k] = as.eng.IsUp(k)
 		}
 		g.scalers = append(g.scalers, as)
 	}
@@ -108,10 +111,6 @@ func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
 	}
 	return nil
 }
-
-// asNow is the scalers' clock: model time since their origin. Called with
-// mu held.
-func (g *Gateway) asNow(now time.Duration) time.Duration { return now - g.asOrigin }
 
 // StartAutoscale starts the scalers with their origin at, on the gateway's
 // clock (Now): their syncs and the times their reports give count from
@@ -125,7 +124,8 @@ func (g *Gateway) StartAutoscale(at time.Duration) {
 	if g.asStarted {
 		return
 	}
-	g.asOrigin, g.asStarted = at, true
+	g.scaling.Start(at)
+	g.asStarted = true
 	g.kickSchedule()
 }
 
@@ -145,16 +145,13 @@ func (g *Gateway) advanceScalers() {
 	if g.closed || !g.asStarted || g.asStopped || g.probeCtx.Err() != nil {
 		return
 	}
-	now := g.asNow(g.now())
 	// Replicas made routable in this pass serve from its instant: two
-	// loaded together are one change of the pool's timeline, as in the
-	// twin's.
-	g.asAt, g.asAdvancing = now, true
+	// loaded together are one change of the pool's timeline.
+	now := g.now()
 	for _, as := range g.scalers {
-		as.s.Advance(now, as)
+		as.eng.Advance(now)
 		as.export()
 	}
-	g.asAdvancing = false
 	g.deliver(g.now())
 }
 
@@ -178,51 +175,27 @@ func (as *gwScaler) export() {
 	}
 }
 
-// Measure implements sched.ScalerEnv.
-func (as *gwScaler) Measure() (busy float64, queued int, wait time.Duration) {
-	return as.g.core.ScalerMeasure(as.g.now(), as.pi)
-}
-
-// Inflight implements sched.ScalerEnv.
-func (as *gwScaler) Inflight(k int) int { return as.g.core.Inflight(as.reps[k]) }
-
-// Quiet implements sched.ScalerEnv: a gateway scales until its end.
+// Quiet implements reqengine.ScalingWorld: a gateway scales until its end.
 func (as *gwScaler) Quiet() bool { return false }
 
-// Offer implements sched.ScalerEnv: the acquisition faults injected on
-// the pool, as the twin's scaler reads its active ones.
-func (as *gwScaler) Offer() sched.Offer {
-	o := sched.NoFaults
+// Acquisition implements reqengine.ScalingWorld: the acquisition faults
+// injected on the pool, in the order they were.
+func (as *gwScaler) Acquisition() []faults.Spec {
+	var on []faults.Spec
 	for _, id := range slices.Sorted(maps.Keys(as.acq)) {
-		o = compile.OfferUnder(o, as.acq[id], func() int {
-			return compile.FreeGPUs(as.g.sc, as.acq[id], as.g.heldReplicas)
-		})
+		on = append(on, as.acq[id])
 	}
-	return o
+	return on
 }
 
-// heldReplicas is what pool pi holds of its provider: its scaler's
-// granted replicas, or a fixed pool's backends.
-func (g *Gateway) heldReplicas(pi int) int {
-	for _, as := range g.scalers {
-		if as.pi == pi {
-			return as.s.Held()
-		}
-	}
-	return len(g.byPool[g.sc.Pools[pi].Name])
-}
-
-// Provisioned implements sched.ScalerEnv: the replica's instance starts
-// and its model loads; the core counts it, without routing to it.
-func (as *gwScaler) Provisioned(k int) {
-	g, ri := as.g, as.reps[k]
-	now := g.now()
-	g.core.SetReady(now, ri, false)
-	g.core.SetPresent(now, ri, true)
-	as.loaded[k] = false
-	if as.up[k] || g.cfg.Provisioner == nil {
-		as.up[k] = true
-		return
+// Start implements reqengine.ScalingWorld: the Provisioner starts the
+// replica's instance, in the background; the engine routes to it once its
+// model has loaded and the instance answers. Without a Provisioner the
+// backend is taken to be up.
+func (as *gwScaler) Start(k int) bool {
+	g := as.g
+	if g.cfg.Provisioner == nil {
+		return true
 	}
 	gen := as.gen[k]
 	as.started[k] = true
@@ -233,23 +206,22 @@ func (as *gwScaler) Provisioned(k int) {
 		if g.closed || as.gen[k] != gen || g.probeCtx.Err() != nil {
 			return // handed back meanwhile (its Stop is queued), or closing
 		}
+		now := g.now()
 		if err != nil {
 			// Only the error's first line: a container's output stays
 			// in the log.
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			g.log.Warn("autoscale: replica did not start", "pool", as.pool, "replica", k, "err", err)
-			as.Event(sched.ScalerEvent{At: g.asNow(g.now()), Kind: "replica-failed",
+			as.Event(sched.ScalerEvent{At: g.scaling.Clock(now), Kind: "replica-failed",
 				Detail: fmt.Sprintf("pool %s: replica %d did not start: %s", as.pool, k, msg)})
 			as.started[k] = false
-			as.s.Failed(g.asNow(g.now()), k, as)
+			as.eng.Failed(now, k)
 			as.export()
 			return
 		}
-		as.up[k] = true
-		if as.loaded[k] {
-			as.serve(k)
-		}
+		as.eng.Up(now, k) // routable now if its model has loaded
 	})
+	return false
 }
 
 // queue runs op for replica k after the replica's last queued op, in a
@@ -271,43 +243,22 @@ func (as *gwScaler) queue(k int, op func(ctx context.Context)) {
 	}()
 }
 
-// Loaded implements sched.ScalerEnv: the replica serves once its instance
-// answers.
-func (as *gwScaler) Loaded(k int) {
-	if !as.up[k] {
-		as.loaded[k] = true
-		return
-	}
-	as.serve(k)
-}
-
-// serve routes to replica k from now.
-func (as *gwScaler) serve(k int) {
-	g, ri := as.g, as.reps[k]
-	now := g.now()
-	as.loaded[k] = false
-	g.core.SetReady(now, ri, true)
-	at := g.asNow(now)
-	if g.asAdvancing {
-		at = g.asAt
-	}
-	as.s.Serving(at, k, as)
+// Routable implements reqengine.ScalingWorld: the series move, and the
+// core's Ready is carried out (it may dispatch to the replica).
+func (as *gwScaler) Routable(int) {
 	as.export()
-	g.deliver(now)
+	as.g.deliver(as.g.now())
 }
 
-// Released implements sched.ScalerEnv: no new work for the replica.
-func (as *gwScaler) Released(k int) {
-	as.g.core.SetPresent(as.g.now(), as.reps[k], false)
-}
+// Released implements reqengine.ScalingWorld: nothing to do until the
+// replica is gone.
+func (as *gwScaler) Released(int) {}
 
-// Gone implements sched.ScalerEnv: the replica's instance is stopped
-// (after its Start, if that still runs).
+// Gone implements reqengine.ScalingWorld: the replica's instance is
+// stopped (after its Start, if that still runs).
 func (as *gwScaler) Gone(k int) {
 	g := as.g
 	as.gen[k]++
-	as.loaded[k], as.up[k] = false, false
-	g.core.SetPresent(g.now(), as.reps[k], false)
 	if g.cfg.Provisioner == nil || !as.started[k] {
 		return
 	}
@@ -319,7 +270,7 @@ func (as *gwScaler) Gone(k int) {
 	})
 }
 
-// Event implements sched.ScalerEnv: the log, and the observer.
+// Event implements reqengine.ScalingWorld: the log, and the observer.
 func (as *gwScaler) Event(ev sched.ScalerEvent) {
 	g := as.g
 	g.log.Info("autoscale", "pool", as.pool, "kind", ev.Kind, "detail", ev.Detail)
@@ -336,7 +287,7 @@ func (g *Gateway) probed(i int) bool {
 		return true
 	}
 	st := ref.sc.s.State(ref.k)
-	return ref.sc.up[ref.k] && (st == sched.RepServing || st == sched.RepDraining || st == sched.RepWarming)
+	return ref.sc.eng.IsUp(ref.k) && (st == sched.RepServing || st == sched.RepDraining || st == sched.RepWarming)
 }
 
 // InjectAcquisition makes the providers of pools answer their scalers'
@@ -377,6 +328,6 @@ func (g *Gateway) Autoscalers(fn func(pool string, s *sched.Scaler, now time.Dur
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, as := range g.scalers {
-		fn(as.pool, as.s, g.asNow(g.now()))
+		fn(as.pool, as.s, g.scaling.Clock(g.now()))
 	}
 }

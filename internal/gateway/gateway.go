@@ -78,19 +78,15 @@ type Gateway struct {
 	can     *reqengine.Canaries // the request engine's canaries (canary.go)
 	shadows map[uint64]*shadow
 
-	// Autoscaling (autoscale.go): a scaler per autoscaled pool, each
-	// replica's (nil: not autoscaled), their clock's origin, the
-	// acquisition faults' ids.
+	// Autoscaling (autoscale.go): the request engine's scaled pools, a
+	// scaler per autoscaled pool, each replica's (nil: not autoscaled),
+	// whether they run, and the acquisition faults' ids.
+	scaling   *reqengine.Scaling
 	scalers   []*gwScaler
 	asOf      []*asRef
-	asOrigin  time.Duration
 	asStarted bool
 	asStopped bool // StopAutoscale: frozen
-	// asAt is the scalers' instant while advanceScalers runs them
-	// (asAdvancing).
-	asAt        time.Duration
-	asAdvancing bool
-	nextAcq     int
+	nextAcq   int
 
 	probeCancel context.CancelFunc // stops the probes and the ladder's evaluations
 	probeCtx    context.Context    // theirs

@@ -34,10 +34,8 @@ func (g *Gateway) dueAt() (wake, ladder, canary, scale time.Duration) {
 		}
 	}
 	if g.asStarted && !g.asStopped {
-		for _, as := range g.scalers {
-			if next := as.s.NextAt(); next >= 0 {
-				scale = min(scale, g.asOrigin+next)
-			}
+		if at, ok := g.scaling.NextAt(); ok {
+			scale = at
 		}
 	}
 	return wake, ladder, canary, scale

@@ -15,6 +15,9 @@
 //     which the reports' tallies use too);
 //   - how a hedge race ends (hedge.go): which attempt is cancelled, which
 //     goes on, and whether the core hears of a failed duplicate;
+//   - autoscaling (scaling.go): each autoscaled pool's scaler, what its
+//     transitions do to the core, what it measures and is offered, and
+//     its clock's origin; the driver starts and stops the instances;
 //   - the degradation ladder (ladder.go): its cadence, what it reads, its
 //     judgement of a request, and what an attempt's end tells the ladder
 //     and the core (Observed), in one order for both drivers.
