@@ -120,7 +120,7 @@ func (g *Gateway) attemptEnded(q *request, rep int, ok bool) {
 }
 
 // waitedInVain feeds the rollouts a canary request that timed out waiting
-// for the candidate (replica -1), as the twin's expiry of a queued one;
+// for the candidate (replica -1): an expiry in the queue, to a rollout;
 // nothing when its client went away (gone).
 func (g *Gateway) waitedInVain(q *request, gone bool) {
 	if gone || g.can == nil {

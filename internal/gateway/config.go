@@ -69,12 +69,11 @@ type Config struct {
 	// HoldCanaries holds the canaries' schedule (scenario canaries:) until
 	// StartCanaries gives its origin; false: it starts with the gateway. A
 	// replay starts it with its first request, so that a canary's start,
-	// its steps and its time to rollback count from where the twin's do.
+	// its steps and its time to rollback count from the replay's time 0.
 	HoldCanaries bool
 	// HoldAutoscale holds the autoscaled pools' scalers (pools[].autoscale)
 	// until StartAutoscale gives their origin; false: they start with the
-	// gateway. A replay starts them with its first request, as the twin's
-	// start at its time 0.
+	// gateway. A replay starts them with its first request, its time 0.
 	HoldAutoscale bool
 	// Provisioner starts and stops an autoscaled pool's replicas: a
 	// replica's instance is started when the scaler has it provisioned

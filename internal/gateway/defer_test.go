@@ -12,7 +12,7 @@ import (
 )
 
 // A deferrable class is deferred, not rejected, and offered again after the
-// core's retry-after, as the twin does, until it is admitted, its deadline
+// core's retry-after (sched.Lifecycle), until it is admitted, its deadline
 // passes, or its client goes away. The trigger: the global tenant's token
 // rate of 30 a minute. A request costs 21 tokens (5 estimated in, 16 out),
 // so after the first the bucket holds 9 and the second must wait 24 s of
@@ -90,7 +90,7 @@ func TestDeferral(t *testing.T) {
 			assert.GreaterOrEqual(t, n, 1)
 			assert.LessOrEqual(t, n, 25)
 			assert.Equal(t, float64(n), deferrals(), "the header and the metric agree")
-			// Each offer to the core is an attempt, as in the twin: one per
+			// Each offer to the core is an attempt (sched.Life.Offers): one per
 			// deferral, and the last that was admitted.
 			offers := n
 			if tc.wantStatus == http.StatusOK {

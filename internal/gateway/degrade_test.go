@@ -177,7 +177,7 @@ func TestLadderCapsOutputAndSubstitutesTheModel(t *testing.T) {
 	assert.Equal(t, 3.0, h.metric("fleetdrill_gateway_degraded_requests_total", map[string]string{"action": "capped"}))
 	assert.Equal(t, 1.0, h.metric("fleetdrill_gateway_degraded_requests_total", map[string]string{"action": "substituted"}))
 	assert.Zero(t, h.metric("fleetdrill_gateway_degraded_requests_total", map[string]string{"action": "shed"}))
-	// Counted under the model it was sent for, as in the twin.
+	// Counted under the model it was sent for, as a run's report counts it.
 	assert.Zero(t, h.metric(signals.Requests.Name, map[string]string{"model": "llama-3.1-70b"}))
 	assert.Equal(t, 4.0, h.metric(signals.Requests.Name, map[string]string{"model": "llama-3.1-8b", "outcome": "completed"}))
 }

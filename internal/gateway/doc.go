@@ -1,8 +1,8 @@
 // Package gateway is the live gateway: an OpenAI-compatible front end
 // (/v1/chat/completions, /v1/completions, streamed as server-sent events or
 // not, /v1/models and /v1/models/{id}, /healthz, /metrics) that drives the
-// same scheduler core as the twin (twin/sched) on the wall clock, in front
-// of real backends. What the official OpenAI SDKs parse comes out of it:
+// request engine (twin/reqengine) and the scheduler core (twin/sched) on
+// the wall clock, in front of real backends. What the official OpenAI SDKs parse comes out of it:
 // error objects with OpenAI's string codes, and a stream that fails midway
 // ends with an error event (see Errors).
 //
@@ -21,8 +21,8 @@
 // One mutex owns the core. Every input carries now, the model time since
 // the gateway started (see Time compression): an arrival (Arrive), a
 // finished attempt (Finish), a result or probe (Observe), a provider's 429
-// (Throttled). After each call the core's Ready is carried out, as the twin
-// does: breaker transitions are logged, the dispatches handed to the
+// (Throttled). After each call the core's Ready is carried out (one Ready,
+// then Advance, in both drivers): breaker transitions are logged, the dispatches handed to the
 // waiting requests (each has a one-slot channel), and when the core asks to
 // be woken (WakeAt: a provider quota refills, a throttle ends) one
 // time.Timer is armed to call Tick then; then Advance. What each request
@@ -65,7 +65,7 @@
 //
 // A pool gets exactly as many replicas as it has lines (the scenario's
 // replicas count is replaced); a pool without lines gets none. A pool serving
-// several models assigns them to its replicas in turn, as the twin does. The
+// several models assigns them to its replicas in turn (twin/compile). The
 // flag --backend POOL=URL adds lines.
 //
 // # Keys
@@ -153,11 +153,11 @@
 // and is retried by sched.Lifecycle's rule: up to policy.retries.max_attempts, after an
 // exponential backoff with full jitter, within the retry budget (the
 // requests retrying at once at most budget × requests in flight, or 10).
-// What happens next is sched.Lifecycle's answer, the twin's too: the
-// gateway only carries it out. An upstream 429 is quota, not ill health: it
+// What happens next is sched.Lifecycle's answer: the gateway only carries
+// it out. An upstream 429 is quota, not ill health: it
 // does not count against the breaker; the core keeps the pool out of
-// routing for its Retry-After (core.Throttled, as a quota fault in the
-// twin), and the request is retried after its backoff, elsewhere; only
+// routing for its Retry-After (core.Throttled, what a simulated quota fault
+// calls too), and the request is retried after its backoff, elsewhere; only
 // when its attempts run out does the client get 429 upstream-quota with
 // that Retry-After. Where a retry goes is the core's routing decision
 // (breakers, throttles, residency, fallbacks).
@@ -274,7 +274,7 @@
 //
 // Every answer to a request that passed authentication and validation
 // says what happened, so that a drill (or a replay driver) can account for
-// each request from the client side as the twin does:
+// each request from the client side, in a run's report's terms:
 //
 //   - X-Fleetdrill-Outcome: completed, rejected, failed or timed_out, the
 //     outcome label of fleetdrill_gateway_requests_total. On a response
@@ -292,7 +292,8 @@
 //   - X-Fleetdrill-Attempts: the offers to the core (the first, retries and
 //     re-offers after a deferral), and the degradation ladder's deferrals
 //     (offers deferred before the core saw them), so that the retries are
-//     the attempts less the first and the deferrals, as the twin counts.
+//     the attempts less the first and the deferrals (sched.Life.Offers,
+//     Life.AllDeferrals).
 //   - X-Fleetdrill-Deferrals: how many times the core (or the degradation
 //     ladder) deferred the request; absent when none.
 //
@@ -308,8 +309,8 @@
 //
 // /metrics serves the gateway's registry (Config.Registry, never the global
 // one): the shared catalogue's series that the gateway observes ([Exported];
-// names, help and labels from internal/signals, as the twin writes them, so
-// one dashboard reads both) and its own fleetdrill_gateway_* series. The
+// names, help and labels from internal/signals, which a run's recorded
+// metrics use too, so one dashboard reads both) and its own fleetdrill_gateway_* series. The
 // time to first token and per output token come from the server-sent events
 // of streamed responses as they pass through (metrics.go: streamMeter);
 // queue depth, saturation, breakers and deployment state are read from the

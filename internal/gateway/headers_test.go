@@ -13,7 +13,7 @@ import (
 )
 
 // Every answer says what happened, so a replay driver can account for each
-// request as the twin does.
+// request in a run's report's terms.
 func TestOutcomeHeaders(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -108,7 +108,7 @@ func TestOutcomeHeaders(t *testing.T) {
 			assert.Equal(t, tc.wantReason != "", hasReason, "X-Fleetdrill-Reason present")
 			assert.Equal(t, tc.wantAttempts, hd.Get("X-Fleetdrill-Attempts"))
 			assert.Empty(t, hd.Get("X-Fleetdrill-Deferrals"), "no deferral")
-			// Admitted as the twin counts it: the core dispatched or queued
+			// Admitted as a report counts it: the core dispatched or queued
 			// the request; a refusal at its only offer never was.
 			refusedAtOffer := tc.wantOutcome == "rejected" && tc.wantAttempts == "1"
 			assert.Equal(t, !refusedAtOffer, hd.Get("X-Fleetdrill-Admitted") == "1", "X-Fleetdrill-Admitted %q", hd.Get("X-Fleetdrill-Admitted"))
@@ -131,7 +131,7 @@ func TestOutcomeHeaders(t *testing.T) {
 				assert.GreaterOrEqual(t, qw, 0.0)
 			} else {
 				// A request arrives once: the answering attempt's wait
-				// counts from the client's send, as the twin counts it
+				// counts from the client's send, as a report counts it
 				// (first attempt and backoff included).
 				assert.Positive(t, qw, "waited through the first attempt and the backoff")
 			}

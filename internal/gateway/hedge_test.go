@@ -9,8 +9,8 @@ import (
 
 // TestHedgeWinsOnASecondReplica: with policy.routing.hedge_after, a request
 // whose replica has not answered after that long gets a duplicate on a
-// second replica the core picks, as in the twin; the first to answer wins
-// and the other is cancelled.
+// second replica the core picks; the first to answer wins and the other
+// is cancelled (reqengine.SettleHedge).
 func TestHedgeWinsOnASecondReplica(t *testing.T) {
 	us, eu := newFake(t), newFake(t)
 	us.mode.Store(modeBlock) // never answers until cancelled

@@ -94,8 +94,8 @@ var canaryActions = []string{sched.ActStart, sched.ActStepUp, sched.ActPromote, 
 var shadowOutcomes = []string{shadowCompleted, shadowFailed, shadowShed, shadowCancelled}
 
 // Actions of the degradation ladder on requests, the labels of
-// fleetdrill_gateway_degraded_requests_total, as the twin's report counts
-// them.
+// fleetdrill_gateway_degraded_requests_total: the actions a run's report
+// counts (sched.LadderReport).
 const (
 	degradedShed        = "shed" // refused, or deferred (once per request)
 	degradedCapped      = "capped"
@@ -179,7 +179,7 @@ func newMetrics(g *Gateway) *metrics {
 			Help: "Failed reads of a backend's load series (its /metrics) by pool; the backend's health is not judged by them."},
 			[]string{"pool"}),
 		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "hedges_total",
-			Help: "Hedged duplicates (policy.routing.hedge_after): sent, and won (the duplicate answered first), as the twin's report counts them."},
+			Help: "Hedged duplicates (policy.routing.hedge_after): sent, and won (the duplicate answered first), as a run's report counts them (reqengine.SettleHedge)."},
 			[]string{"result"}),
 		deferrals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub, Name: "deferrals_total",
 			Help: "Deferrals of requests of deferrable classes by tenant, class and the core's reason; a request deferred twice counts twice."},

@@ -10,8 +10,8 @@ import (
 // is due at a time of the model's — the core's wake-up (Ready.WakeAt: a
 // quota refill, a breaker due half-open, an ejection's end), the
 // degradation ladder's evaluations (every sched.LadderEvery), the
-// canaries' (their NextAt) and the scalers' (theirs) — as the twin runs
-// them on its one clock. Only the health probes keep their own loop (their
+// canaries' (their NextAt) and the scalers' (theirs), each the request
+// engine's due time. Only the health probes keep their own loop (their
 // interval, and I/O).
 
 // noDue is a due time that never comes.

@@ -158,8 +158,8 @@ func (m *Model) kvTokens(override int64) int64 {
 }
 
 // MinDriverCompat is the simple compatibility rule: a model runs when the
-// driver is at least its minimum (dotted numeric comparison, as the twin's
-// registry does). A model absent from mins, or with an empty minimum, runs
+// driver is at least its minimum (dotted numeric comparison, the
+// fleet registry's rule). A model absent from mins, or with an empty minimum, runs
 // on any driver.
 func MinDriverCompat(mins map[string]string) CompatFunc {
 	return func(model, driver string) error {

@@ -9,8 +9,8 @@
 // container behind toxiproxy, or in-process in tests.
 //
 // It configures itself from a scenario with twin/compile (FromScenario:
-// the compatibility registry and the pool's profiles, as the twin resolves
-// them) and must not import the twin (twin, the root package).
+// the compatibility registry and the pool's profiles, resolved once there
+// for every driver) and must not import the twin (twin, the root package).
 //
 // # Timing
 //

@@ -18,7 +18,7 @@ import (
 // (fleet.Registry.Check: runtime, driver minimums of runtime and model,
 // precision, memory fit) to the pool as it would be with the node's current
 // driver. A model the pool lists without a profile runs on the pool's first
-// profile, as the twin runs an untested pairing.
+// profile: an untested pairing runs as the pool's first (twin/compile).
 func FromScenario(sc *scenarios.Scenario, pool string) (Config, error) {
 	var cfg Config
 	i := slices.IndexFunc(sc.Pools, func(p scenarios.Pool) bool { return p.Name == pool })
