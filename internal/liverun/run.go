@@ -45,6 +45,13 @@ type Options struct {
 	// nodes. With any, the replay runs in real time (Speed 1): real GPUs
 	// do not run faster.
 	Backends map[string][]string
+	// InProcess serves every pool from emulated nodes in this process,
+	// reached with no socket (internal/inproc), as is the gateway: a run
+	// that a testing/synctest bubble can hold on its fake clock, with no
+	// container and no Docker. Faults on the nodes go through the
+	// gateway's fault layer, as on external endpoints; Speed defaults to
+	// 1. It does not mix with Backends.
+	InProcess bool
 	// AllowDisrupt is the operator's command that stops and starts an
 	// external endpoint (run as `sh -c` with FLEETDRILL_ACTION=stop|start,
 	// FLEETDRILL_POOL, FLEETDRILL_BACKEND); without it a fault that must

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
+	"github.com/fleetdrill/fleetdrill/internal/inproc"
 	"github.com/fleetdrill/fleetdrill/internal/httpguard"
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
@@ -40,6 +41,10 @@ type Session struct {
 	gw      *gateway.Gateway
 	srv     *http.Server
 	r       *replay
+	// In-process (Options.InProcess): the transport to the gateway and
+	// the nodes, and what stops the nodes.
+	inproc    *inproc.Transport
+	stopNodes context.CancelFunc
 	log     *slog.Logger
 
 	cancel context.CancelFunc
@@ -73,6 +78,10 @@ type operatorFault struct {
 func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	speed := opts.Speed
 	switch {
+	case opts.InProcess && len(opts.Backends) > 0:
+		return nil, fmt.Errorf("live: in-process nodes and external backends (--backend) do not mix")
+	case opts.InProcess && speed == 0:
+		speed = 1 // on a synctest clock, time costs nothing
 	case len(opts.Backends) > 0 && speed == 0:
 		speed = 1 // real GPUs do not run faster
 	case len(opts.Backends) > 0 && speed != 1:
@@ -118,6 +127,14 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		}
 	}()
 	s.h = &hybrid{external: opts.Backends, disrupt: opts.AllowDisrupt}
+	if opts.InProcess {
+		// The in-process nodes are, to the hybrid, external endpoints
+		// (faults on them go through the gateway's fault layer) that
+		// fleetdrill starts itself.
+		if s.h.external, err = s.startInProcess(sc, speed); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.h.checkExternalFaults(sc, plans); err != nil {
 		return nil, err
 	}
@@ -126,7 +143,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 			opts.Progress(fmt.Sprintf(format, args...))
 		}
 	}
-	if pools := emulatedPools(sc, opts.Backends); len(pools) > 0 {
+	if pools := emulatedPools(sc, s.h.external); len(pools) > 0 {
 		what := "building the node image and starting"
 		if opts.Image != "" {
 			what = "starting"
@@ -229,7 +246,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		},
 	}
 	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.h.backends(), Keys: keys, Seed: sc.Seed, ReplaySecret: r.secret,
-		Speed: speed, Observer: obs, HoldCanaries: true,
+		Speed: speed, Observer: obs, HoldCanaries: true, Transport: s.transport(),
 		HoldAutoscale: true, Provisioner: provisioner{s.h}, Logger: log}); err != nil {
 		return nil, err
 	}
@@ -243,20 +260,26 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 			return nil, fmt.Errorf("live: %w", err)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	r.gw = s.gw
+	if s.inproc != nil {
+		s.inproc.Handle(gatewayHost, s.gw.Handler())
+		r.url, r.client = "http://"+gatewayHost, &http.Client{Transport: s.inproc}
+	} else {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		// The harness's own loopback server: fleetdrill's listener
+		// limits, bar the connection cap (the replay opens as many as
+		// it has requests in flight, and is the only client).
+		lim := httpguard.Defaults()
+		lim.MaxConns, lim.MaxConnsPerIP = 0, 0
+		s.srv = lim.Server(s.gw.Handler())
+		go func() { _ = s.srv.Serve(ln) }()
+		r.url = "http://" + ln.Addr().String()
+		r.client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096,
+			IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
 	}
-	// The harness's own loopback server: fleetdrill's listener limits,
-	// bar the connection cap (the replay opens as many as it has requests
-	// in flight, and is the only client).
-	lim := httpguard.Defaults()
-	lim.MaxConns, lim.MaxConnsPerIP = 0, 0
-	s.srv = lim.Server(s.gw.Handler())
-	go func() { _ = s.srv.Serve(ln) }()
-	r.gw, r.url = s.gw, "http://"+ln.Addr().String()
-	r.client = &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096,
-		IdleConnTimeout: 90 * time.Second, DisableCompression: true}}
 
 	model := sc.Duration.D() + sc.Drain.D()
 	progress("replaying %d requests over %v of model time at speed %g: about %v of wall time",
@@ -332,6 +355,9 @@ func (s *Session) Close() {
 		}
 		if s.fl != nil {
 			_ = s.fl.Close(context.Background())
+		}
+		if s.stopNodes != nil {
+			s.stopNodes()
 		}
 	})
 }
