@@ -13,8 +13,8 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
-	"github.com/fleetdrill/fleetdrill/internal/inproc"
 	"github.com/fleetdrill/fleetdrill/internal/httpguard"
+	"github.com/fleetdrill/fleetdrill/internal/inproc"
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
@@ -45,7 +45,7 @@ type Session struct {
 	// the nodes, and what stops the nodes.
 	inproc    *inproc.Transport
 	stopNodes context.CancelFunc
-	log     *slog.Logger
+	log       *slog.Logger
 
 	cancel context.CancelFunc
 	stop   chan struct{}
