@@ -73,7 +73,6 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	if err != nil {
 		return nil, err
 	}
-	p := r.p
 	r.onComplete = opts.OnComplete
 	r.onEjection = opts.OnEjection
 	if opts.Sample != nil && opts.SampleEvery > 0 {
@@ -84,12 +83,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 			r.closeSources()
 			return nil, err
 		}
-		r.metrics = m
-		r.served = make([]bool, len(sc.Models))
-		for _, rp := range p.replicas {
-			r.served[rp.Model] = true
-		}
-		r.zeroMetrics()
+		r.metrics = recordMetrics(m, r)
 		defer m.finish()
 	}
 	if err := r.run(ctx, opts.Progress); err != nil {
@@ -187,9 +181,8 @@ type runner struct {
 	onComplete func(RequestLog)
 	onEjection func(sched.Ejection)
 	streams    []StreamReport
-	metrics    *Metrics // Options.Metrics; nil: off (see metrics.go)
-	served     []bool   // with metrics: models some replica serves
-	demand     *demand  // the demand forecast (forecast.go)
+	metrics    *metricsRec // Options.Metrics; nil: off (see metrics.go)
+	demand     *demand     // the demand forecast (forecast.go)
 
 	jobs   jobsRT
 	ladder *sched.Ladder
@@ -368,7 +361,7 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 		until := min(t, r.end)
 		var done bool
 		if r.metrics != nil {
-			done = r.runSampled(until)
+			done = r.metrics.runTo(until, r.runTo)
 		} else {
 			done = r.runTo(until)
 		}
@@ -554,7 +547,7 @@ func (r *runner) offer(req *request) {
 	req.offeredAt = now
 	d := r.core.Arrive(now, &req.core)
 	next := r.lc.Offered(&req.life, d, r.draw)
-	r.metricsOffered(req)
+	r.metrics.offered(req)
 	switch next.Action {
 	case sched.Wait:
 		if next.FirstAdmit && req.measured {
@@ -632,7 +625,7 @@ func (r *runner) reject(req *request, d sched.Decision) {
 	}
 	r.note(reason, d.Detail, r.s.Now())
 	req.rejected = true
-	r.metricsRejected(req, reason)
+	r.metrics.rejected(req, reason)
 	r.finish(req, Rejected, reason)
 }
 
@@ -735,7 +728,7 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 	if req.core.Route > 0 {
 		req.canary = req.core.Route
 	}
-	r.metricsRouted(req)
+	r.metrics.routed(req)
 	pp := &r.p.pools[rt.pool]
 	r.pools[rt.pool].Dispatched++
 	tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
@@ -949,7 +942,7 @@ func (r *runner) complete(req *request) {
 			Replica: req.core.Replica, Served: req.core.Served})
 	}
 	met := r.tally.complete(&sv, req.measured)
-	r.metricsCompleted(req, &sv)
+	r.metrics.completed(req, &sv)
 	r.recent.complete(req.core.Class, now, sv.ttft, sv.e2e, met)
 	if r.recent != nil {
 		pool := -1
@@ -1016,7 +1009,7 @@ func (r *runner) finish(req *request, res Result, reason string) {
 	r.primaryDone(req)
 	req.state = stDone
 	r.demand.finish(req.core.Class, r.s.Now(), r.s.Now()-req.core.Arrived)
-	r.metricsFinished(req, outcome, answered)
+	r.metrics.finished(req, outcome, answered)
 	r.lc.Finish(&req.life)
 	req.deadline.Stop()
 	req.retry.Stop()
