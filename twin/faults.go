@@ -380,9 +380,7 @@ func (r *runner) applyFaults() {
 	for ri := range r.faultState {
 		if r.faultState[ri].Down && !prev[ri].Down {
 			r.failReplicaWork(ri)
-			if r.jobs.byRepl != nil && r.jobs.byRepl[ri] != nil {
-				r.stopJob(r.jobs.byRepl[ri], "(a node under it was lost)")
-			}
+			r.jobs.lost(ri)
 		}
 	}
 }
@@ -441,7 +439,7 @@ func (r *runner) restartReplica(ri int) {
 	r.pools[rt.pool].ColdStarts++
 	r.s.After(r.p.pools[rt.pool].Spec.ColdStart.D(), func() {
 		rt.loading = false
-		if r.jobs.byRepl == nil || r.jobs.byRepl[ri] == nil {
+		if !r.jobs.holds(ri) {
 			r.core.SetReady(r.s.Now(), ri, true)
 			r.dispatch()
 		}

@@ -322,7 +322,15 @@ func newRunner(p *plan) (*runner, error) {
 		return nil, err
 	}
 	r.pools = newPoolReports(p)
-	if err := r.initJobs(); err != nil {
+	r.jobs = jobsRT{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, end: r.end,
+		down:  func(ri int) bool { return r.faultState != nil && r.faultState[ri].Down },
+		event: r.event, dispatch: r.dispatch,
+		fail: func(err error) {
+			if r.err == nil {
+				r.err = err
+			}
+		}}
+	if err := r.jobs.init(r.duration); err != nil {
 		r.closeSources()
 		return nil, err
 	}
@@ -401,7 +409,7 @@ func (r *runner) start() {
 		r.fires = append(r.fires, func() { r.arrive(i) })
 		r.schedule(i)
 	}
-	r.startJobs()
+	r.jobs.start()
 	if r.ladder != nil {
 		r.s.At(sched.LadderEvery, r.evaluateLadder)
 	}
@@ -559,7 +567,7 @@ func (r *runner) offer(req *request) {
 			req.queueTimer = r.s.After(qt, req.onQueueTimeout)
 		}
 		if d.Outcome == sched.Queued {
-			r.preemptFor(req.core.Served)
+			r.jobs.preemptFor(req.core.Served)
 		}
 		if next.FirstAdmit && r.canaries != nil && req.state != stDone {
 			r.mirror(req)
@@ -1030,9 +1038,7 @@ func (r *runner) finish(req *request, res Result, reason string) {
 	r.core.Finish(r.s.Now(), &req.core)
 	r.dispatch()
 	if ri >= 0 {
-		if j := r.jobs.byRepl[ri]; j != nil {
-			r.maybeStartJob(j)
-		}
+		r.jobs.drained(ri)
 	}
 	r.armWake()
 	if !req.held {
@@ -1122,7 +1128,7 @@ func (r *runner) skeleton() *Report {
 
 // report assembles the final report.
 func (r *runner) report() *Report {
-	r.jobsAtEnd()
+	r.jobs.atEnd()
 	// Whatever is still alive is in flight at the end.
 	for _, req := range r.reqs {
 		if req.state != stDone && req.measured {
