@@ -233,7 +233,7 @@ type metricsRec struct {
 func recordMetrics(m *Metrics, r *runner) *metricsRec {
 	mr := &metricsRec{m: m, served: make([]bool, len(r.p.sc.Models)), p: r.p, s: r.s, core: r.core,
 		replicas: r.replicas, pools: r.pools, ladder: r.ladder, demand: r.demand, canaries: r.canaries, scalers: r.scalers,
-		down: func(ri int) bool { return r.faultState != nil && r.faultState[ri].Down },
+		down: r.faultWorld.down,
 		waiting: func(now time.Duration) [][]time.Duration {
 			return waitingAges(r.reqs, len(r.p.sc.Classes), now)
 		}}

@@ -179,7 +179,6 @@ type runner struct {
 	onArrive   func(*request) // tests: observe every arrival
 	recent     *recent        // a drill's recent window per class; nil in Run
 	onComplete func(RequestLog)
-	onEjection func(sched.Ejection)
 	streams    []StreamReport
 	metrics    *metricsRec // Options.Metrics; nil: off (see metrics.go)
 	demand     *demand     // the demand forecast (forecast.go)
@@ -192,11 +191,9 @@ type runner struct {
 	shq        []shedCopy // copies shed, being ended (see dispatch)
 	ladderRand *rand.Rand
 
-	faults       []*faultRT
-	faultState   []replicaFault
-	quota        [][]*providerQuota // per pool: the active quota faults' ground truth, in start order
-	faultRand    *rand.Rand
-	doubleStarts int // dispatches of a request not waiting: a twin bug, fails the run
+	*faultWorld             // the faults' ground truth (faults.go)
+	faultRand    *rand.Rand // the faults' failure draws, and the clients' backoff
+	doubleStarts int        // dispatches of a request not waiting: a twin bug, fails the run
 
 	scalers []*scaler // autoscaled pools (autoscale.go)
 }
@@ -322,8 +319,12 @@ func newRunner(p *plan) (*runner, error) {
 		return nil, err
 	}
 	r.pools = newPoolReports(p)
+	r.faultWorld = &faultWorld{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, jobs: &r.jobs,
+		end: r.end, firstSeen: r.firstSeen, addEvent: r.addEvent, dispatch: r.dispatch, failWork: r.failReplicaWork,
+		fateDraw: r.fateDraw, ended: r.tally.ended,
+		live: func() bool { return r.lc.Live() > 0 || !r.afterArrivals() }}
 	r.jobs = jobsRT{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, end: r.end,
-		down:  func(ri int) bool { return r.faultState != nil && r.faultState[ri].Down },
+		down:  r.faultWorld.down,
 		event: r.event, dispatch: r.dispatch,
 		fail: func(err error) {
 			if r.err == nil {
@@ -338,7 +339,7 @@ func newRunner(p *plan) (*runner, error) {
 	r.draw = r.faultRand.Float64
 	r.lc = sched.NewLifecycle(p.retry, sc.Policy.Retries.RetryRejected)
 	r.ladderRand = r.s.Rand("degradation")
-	if err := r.initFaults(); err != nil {
+	if err := r.faultWorld.initFaults(); err != nil {
 		r.closeSources()
 		return nil, err
 	}
