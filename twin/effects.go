@@ -8,9 +8,10 @@ import (
 )
 
 // An effect is what one kind of fault does to the twin's ground truth. The
-// fault world (faultWorld) picks a fault's effect once, from its kind (effectOf), and calls it
-// as the fault starts and ends and whenever the replicas' fault state is
-// recomputed; startFault, endFault and applyFaults know no kind.
+// fault world (faultWorld) picks a fault's effect once, from its kind
+// (effectOf), and calls it as the fault starts and ends and whenever the
+// replicas' fault state is recomputed; startFault, endFault and applyFaults
+// know no kind.
 //
 // Adding a kind to the twin is one type here and its row in effects
 // (TestEffectsCoverCatalogue fails until it has one); what the other
@@ -151,7 +152,7 @@ func (retirement) start(w *faultWorld, f *faultRT) {
 	for _, m := range f.models {
 		w.core.SetRetiring(m, true)
 	}
-	w.addEvent(timelineEvent(w.s.Now(), "retirement-notice", fmt.Sprintf("%s: new requests steered to fallbacks until %v", f.label, f.spec.At)))
+	w.log.addEvent(timelineEvent(w.s.Now(), "retirement-notice", fmt.Sprintf("%s: new requests steered to fallbacks until %v", f.label, f.spec.At)))
 	w.s.At(f.spec.At, func() { w.retire(f) })
 }
 

@@ -268,16 +268,14 @@ type faultWorld struct {
 	quota      [][]*providerQuota   // per pool: the active quota faults' ground truth, in start order
 	onEjection func(sched.Ejection) // Options.OnEjection
 
-	p         *plan
-	s         *sim.Sim
-	core      *sched.Core
-	replicas  []replicaRT // the runner's: built before the run, never resliced
-	pools     []*PoolReport
-	jobs      *jobsRT
-	end       time.Duration
-	firstSeen map[string]bool // the runner's: timeline entries made once per key
-
-	addEvent func(TimelineEvent)
+	p        *plan
+	s        *sim.Sim
+	core     *sched.Core
+	replicas []replicaRT // the runner's: built before the run, never resliced
+	pools    []*PoolReport
+	jobs     *jobsRT
+	end      time.Duration
+	log      *timelineLog                                                       // the runner's
 	dispatch func()                                                             // carry out what the core decided since
 	failWork func(ri int)                                                       // fail the requests on replica ri, just gone down
 	fateDraw func(*request) float64                                             // an attempt's draw against its replica's failure rate
@@ -384,9 +382,9 @@ func (w *faultWorld) startFault(f *faultRT) {
 	now := w.s.Now()
 	f.active = true
 	f.replicas = w.chooseReplicas(f)
-	w.addEvent(f.startEvent(now))
+	w.log.addEvent(f.startEvent(now))
 	if ev, ok := f.noticeDetected(now); ok {
-		w.addEvent(ev)
+		w.log.addEvent(ev)
 	}
 	f.eff.start(w, f)
 	w.applyFaults()
@@ -397,7 +395,7 @@ func (w *faultWorld) startFault(f *faultRT) {
 func (w *faultWorld) endFault(f *faultRT) {
 	now := w.s.Now()
 	f.active = false
-	w.addEvent(f.endEvent(now))
+	w.log.addEvent(f.endEvent(now))
 	f.eff.end(w, f)
 	w.applyFaults()
 	w.dispatch()
@@ -497,7 +495,7 @@ func (w *faultWorld) retire(f *faultRT) {
 	if f.detected < 0 {
 		f.detected = now // the next request gets model_not_found
 	}
-	w.addEvent(timelineEvent(now, "route-change", fmt.Sprintf("%s: %s no longer served by %d pools (route version %d)", f.label,
+	w.log.addEvent(timelineEvent(now, "route-change", fmt.Sprintf("%s: %s no longer served by %d pools (route version %d)", f.label,
 		f.spec.Target.Model, len(f.pools), w.core.Ready().RouteVersion)))
 	w.dispatch() // offers again the requests no pool serves any more
 }
@@ -532,7 +530,7 @@ func (w *faultWorld) upgradeDriver(f *faultRT, driver, runtime string) {
 						f.detected = now
 					}
 				}
-				w.addEvent(timelineEvent(now, "route-change", fmt.Sprintf("%s: %s on %s %s (route version %d)", f.label,
+				w.log.addEvent(timelineEvent(now, "route-change", fmt.Sprintf("%s: %s on %s %s (route version %d)", f.label,
 					w.p.sc.Models[mi].Name, pp.Spec.Name, what, w.core.Ready().RouteVersion)))
 			}
 		}
@@ -629,14 +627,13 @@ func (w *faultWorld) throttled(ri int, retryAfter time.Duration) {
 	name := w.p.pools[pi].Spec.Name
 	// Once per pool: a provider with no quota throttles again each time
 	// its Retry-After runs out and the core tries it.
-	if key := "throttled:" + name; !w.firstSeen[key] {
-		w.firstSeen[key] = true
-		w.addEvent(timelineEvent(now, "throttled", fmt.Sprintf("pool %s: provider answers 429, retry after %v", name, retryAfter)))
+	if w.log.once("throttled:" + name) {
+		w.log.addEvent(timelineEvent(now, "throttled", fmt.Sprintf("pool %s: provider answers 429, retry after %v", name, retryAfter)))
 	}
 	for _, f := range w.faults {
 		if f.active && f.detected < 0 && f.detectedBy(429) && slices.Contains(f.pools, pi) {
 			f.detected = now
-			w.addEvent(timelineEvent(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, (now-f.start).Round(time.Millisecond))))
+			w.log.addEvent(timelineEvent(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, (now-f.start).Round(time.Millisecond))))
 		}
 	}
 }
@@ -646,7 +643,7 @@ func (w *faultWorld) throttled(ri int, retryAfter time.Duration) {
 func (w *faultWorld) breakerChanged(tr sched.Transition) {
 	now := w.s.Now()
 	if !tr.Trial() {
-		w.addEvent(w.p.breakerEvent(now, tr))
+		w.log.addEvent(w.p.breakerEvent(now, tr))
 	}
 	if tr.To == sched.HalfOpen {
 		// The trial: a probe now, as a gateway sends one when a breaker
@@ -660,7 +657,7 @@ func (w *faultWorld) breakerChanged(tr sched.Transition) {
 	}
 	for _, f := range w.faults {
 		if f.breakerOpened(now, tr.Replica) {
-			w.addEvent(f.breakerDetectedEvent(now))
+			w.log.addEvent(f.breakerDetectedEvent(now))
 		}
 	}
 }
@@ -693,13 +690,13 @@ func (w *faultWorld) ejected(e sched.Ejection) {
 	if w.onEjection != nil {
 		w.onEjection(e)
 	}
-	w.addEvent(w.p.ejectionEvent(e))
+	w.log.addEvent(w.p.ejectionEvent(e))
 	if e.Returned {
 		return
 	}
 	for _, f := range w.faults {
 		if f.breakerOpened(e.At, e.Replica) {
-			w.addEvent(f.breakerDetectedEvent(e.At))
+			w.log.addEvent(f.breakerDetectedEvent(e.At))
 		}
 	}
 }
@@ -757,7 +754,7 @@ func (w *faultWorld) observeProbe(ri int, ok bool) {
 // noteServed updates the faults' mitigation and recovery times when a
 // request completes on replica ri.
 func (w *faultWorld) noteServed(req *request, ri int) {
-	noteServed(w.p, w.faults, w.s.Now(), ri, req.core.Model, req.core.Served, req.canary, w.addEvent)
+	noteServed(w.p, w.faults, w.s.Now(), ri, req.core.Model, req.core.Served, req.canary, w.log.addEvent)
 }
 
 // noteServed updates faults' mitigation and recovery when a request for

@@ -161,10 +161,9 @@ type runner struct {
 	coreWakeAt time.Duration
 
 	tally
-	pools     []*PoolReport
-	residency uint64
-	firstSeen map[string]bool
-	timeline  []TimelineEvent
+	pools       []*PoolReport
+	residency   uint64
+	timelineLog // the timeline as it is written (timelinelog.go)
 
 	done   []*request    // completions collected during an engine Advance
 	firsts []hedgeResult // hedge races decided during an engine Advance
@@ -267,12 +266,12 @@ type request struct {
 func newRunner(p *plan) (*runner, error) {
 	sc := p.sc
 	r := &runner{
-		p:         p,
-		s:         sim.New(sim.Config{Seed: sc.Seed}),
-		warmup:    sc.Warmup.D(),
-		duration:  sc.Duration.D(),
-		tally:     newTally(sc),
-		firstSeen: map[string]bool{},
+		p:           p,
+		s:           sim.New(sim.Config{Seed: sc.Seed}),
+		warmup:      sc.Warmup.D(),
+		duration:    sc.Duration.D(),
+		tally:       newTally(sc),
+		timelineLog: timelineLog{firstSeen: map[string]bool{}},
 	}
 	drain := sc.Drain.D()
 	if drain == 0 {
@@ -320,7 +319,7 @@ func newRunner(p *plan) (*runner, error) {
 	}
 	r.pools = newPoolReports(p)
 	r.faultWorld = &faultWorld{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, jobs: &r.jobs,
-		end: r.end, firstSeen: r.firstSeen, addEvent: r.addEvent, dispatch: r.dispatch, failWork: r.failReplicaWork,
+		end: r.end, log: &r.timelineLog, dispatch: r.dispatch, failWork: r.failReplicaWork,
 		fateDraw: r.fateDraw, ended: r.tally.ended,
 		live: func() bool { return r.lc.Live() > 0 || !r.afterArrivals() }}
 	r.jobs = jobsRT{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, end: r.end,
@@ -472,16 +471,6 @@ func (r *runner) closeSources() {
 // afterArrivals reports whether no stream will produce another request.
 func (r *runner) afterArrivals() bool { return r.s.Now() >= r.duration }
 
-// event adds an entry to the run's timeline.
-func (r *runner) event(at time.Duration, kind, detail string) {
-	r.addEvent(timelineEvent(at, kind, detail))
-}
-
-// addEvent adds an entry made by one of timeline.go's constructors.
-func (r *runner) addEvent(ev TimelineEvent) {
-	r.timeline = append(r.timeline, ev)
-}
-
 func (r *runner) replicaReady(i int) {
 	r.replicas[i].loading = false
 	r.core.SetReady(r.s.Now(), i, true)
@@ -614,19 +603,6 @@ func (r *runner) retryLater(req *request, delay time.Duration) {
 	req.retry = r.s.After(delay, req.onRetry)
 }
 
-// noteRejectedRetry adds a timeline entry the first time clients retry a
-// refusal for reason ("" when the retry follows a failed attempt).
-func (r *runner) noteRejectedRetry(reason string, at time.Duration) {
-	if reason == "" {
-		return
-	}
-	key := "retry:" + reason
-	if !r.firstSeen[key] {
-		r.firstSeen[key] = true
-		r.event(at, "first-client-retry", "clients retry requests refused for "+reason)
-	}
-}
-
 func (r *runner) reject(req *request, d sched.Decision) {
 	reason := d.Reason
 	if req.measured {
@@ -636,30 +612,6 @@ func (r *runner) reject(req *request, d sched.Decision) {
 	req.rejected = true
 	r.metrics.rejected(req, reason)
 	r.finish(req, Rejected, reason)
-}
-
-// noteDeferral adds a timeline entry the first time requests are deferred
-// for a reason.
-func (r *runner) noteDeferral(reason string, at time.Duration) {
-	key := "deferred:" + reason
-	if !r.firstSeen[key] {
-		r.firstSeen[key] = true
-		r.event(at, "first-deferral", "first request deferred for "+reason)
-	}
-}
-
-// note adds a timeline entry the first time a rejection reason occurs, and
-// again for each new detail of it (why no pool could take a request).
-func (r *runner) note(reason, detail string, at time.Duration) {
-	key, text := reason, "first request refused for "+reason
-	if detail != "" {
-		key += ": " + detail
-		text += " (" + detail + ")"
-	}
-	if !r.firstSeen[key] {
-		r.firstSeen[key] = true
-		r.event(at, "first-"+reason, text)
-	}
 }
 
 // dispatch carries out the core's Ready: breaker transitions go on the
