@@ -76,7 +76,8 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	r.onComplete = opts.OnComplete
 	r.onEjection = opts.OnEjection
 	if opts.Sample != nil && opts.SampleEvery > 0 {
-		r.startSampling(opts.Sample, opts.SampleEvery)
+		startSampling(r.s, r.core, r.replicas, len(sc.Models), r.end,
+			func() bool { return r.lc.Live() > 0 || !r.afterArrivals() }, opts.Sample, opts.SampleEvery)
 	}
 	if m := opts.Metrics; m != nil {
 		if err := m.init(); err != nil {
@@ -109,7 +110,8 @@ func prepare(sc *scenarios.Scenario) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.skeleton().evaluate(sc.Expect); err != nil {
+	// An empty report with every group and pool: the expectations' paths.
+	if err := r.assemble().evaluate(sc.Expect); err != nil {
 		r.closeSources()
 		return nil, err
 	}
@@ -169,7 +171,7 @@ type runner struct {
 	firsts []hedgeResult // hedge races decided during an engine Advance
 	hedges HedgeReport
 
-	seqFree     []*engine.Seq      // pooled engine sequences
+	seqPool                        // pooled engine sequences
 	dq          []sched.Dispatch   // dispatches being started (see dispatch)
 	trq         []sched.Transition // breaker transitions being recorded
 	urq         []*sched.Request   // unroutable requests being offered again
@@ -861,21 +863,25 @@ func (r *runner) Dropped(s *engine.Seq, _ time.Duration) {
 	}
 }
 
-// newSeq takes an engine sequence from the pool. Sequences are owned by the
-// request's current attempt, or by an engine until it drops a cancelled
-// one, and return to the pool from whichever lets go last.
-func (r *runner) newSeq() *engine.Seq {
-	if n := len(r.seqFree); n > 0 {
-		s := r.seqFree[n-1]
-		r.seqFree = r.seqFree[:n-1]
+// seqPool recycles engine sequences. Sequences are owned by the request's
+// current attempt, or by an engine until it drops a cancelled one, and
+// return to the pool from whichever lets go last. The runner embeds it:
+// the hedges and copies take their sequences from it too.
+type seqPool struct{ seqs []*engine.Seq }
+
+// newSeq takes an engine sequence from the pool.
+func (sp *seqPool) newSeq() *engine.Seq {
+	if n := len(sp.seqs); n > 0 {
+		s := sp.seqs[n-1]
+		sp.seqs = sp.seqs[:n-1]
 		return s
 	}
 	return new(engine.Seq)
 }
 
-func (r *runner) freeSeq(s *engine.Seq) {
+func (sp *seqPool) freeSeq(s *engine.Seq) {
 	*s = engine.Seq{}
-	r.seqFree = append(r.seqFree, s)
+	sp.seqs = append(sp.seqs, s)
 }
 
 func (r *runner) complete(req *request) {
@@ -1073,12 +1079,6 @@ func (r *runner) release(req *request) {
 	r.free = append(r.free, req.idx)
 }
 
-// skeleton is an empty report with every group and pool, for checking
-// expectation paths before the run.
-func (r *runner) skeleton() *Report {
-	return r.assemble()
-}
-
 // report assembles the final report.
 func (r *runner) report() *Report {
 	r.jobs.atEnd()
@@ -1101,11 +1101,11 @@ func (r *runner) assemble() *Report {
 	rep.Hedges = r.hedges
 	rep.Degradation = r.ladderReport()
 	rep.Canaries = r.canaryReports()
-	rep.Forecast = r.forecastReport()
+	rep.Forecast = r.demand.final(r.s.Now(), r.p.sc.Classes)
 	rep.ResidencyViolations = r.residency
 	rep.Timeline = append(rep.Timeline, r.timeline...)
 	for i := range r.p.pools {
-		r.poolUse(i, end)
+		poolUse(r.p, r.replicas, i, r.pools[i], end)
 	}
 	r.autoscaleReports(rep)
 	for i, st := range r.p.sc.Workload {
@@ -1120,15 +1120,15 @@ func (r *runner) assemble() *Report {
 	return rep
 }
 
-// poolUse fills pool i's report with what its replicas' engines did until
-// end: busy time, preemptions, steps and prefix-cache hits.
-func (r *runner) poolUse(i int, end time.Duration) {
-	pp, pr := &r.p.pools[i], r.pools[i]
+// poolUse fills pr, pool i's report, with what its replicas' engines did
+// until end: busy time, preemptions, steps and prefix-cache hits.
+func poolUse(p *plan, replicas []replicaRT, i int, pr *PoolReport, end time.Duration) {
+	pp := &p.pools[i]
 	var busy time.Duration
 	var lookups, hits uint64
 	pr.Preemptions, pr.Steps = 0, 0
-	for j := range r.replicas {
-		rt := &r.replicas[j]
+	for j := range replicas {
+		rt := &replicas[j]
 		switch {
 		case rt.pool != i:
 		case rt.eng != nil:
@@ -1152,14 +1152,15 @@ func (r *runner) poolUse(i int, end time.Duration) {
 	pr.BusyGPUHours = round(busy.Hours()*float64(pp.Spec.GPUsPerReplica), 6)
 }
 
-// startSampling calls fn every period with every replica's state, until the
-// end of the run.
-func (r *runner) startSampling(fn func(time.Duration, int, []ReplicaState), period time.Duration) {
-	states := make([]ReplicaState, len(r.replicas))
+// startSampling calls fn every period with every replica's state and the
+// core's queues of models, until the end of the run (end, or nothing live).
+func startSampling(s *sim.Sim, core *sched.Core, replicas []replicaRT, models int, end time.Duration, live func() bool,
+	fn func(time.Duration, int, []ReplicaState), period time.Duration) {
+	states := make([]ReplicaState, len(replicas))
 	var tick func()
 	tick = func() {
-		for i := range r.replicas {
-			rt := &r.replicas[i]
+		for i := range replicas {
+			rt := &replicas[i]
 			if rt.eng == nil {
 				n := 0
 				if rt.svcReq != nil {
@@ -1172,13 +1173,13 @@ func (r *runner) startSampling(fn func(time.Duration, int, []ReplicaState), peri
 				KVUsed: rt.eng.KVUsed(), KVTokens: rt.eng.KVCapacity()}
 		}
 		queued := 0
-		for m := range r.p.sc.Models {
-			queued += r.core.QueueLen(m)
+		for m := range models {
+			queued += core.QueueLen(m)
 		}
-		fn(r.s.Now(), queued, states)
-		if r.s.Now()+period <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
-			r.s.After(period, tick)
+		fn(s.Now(), queued, states)
+		if s.Now()+period <= end && live() {
+			s.After(period, tick)
 		}
 	}
-	r.s.At(period, tick)
+	s.At(period, tick)
 }
