@@ -8,9 +8,10 @@ import (
 )
 
 // An effect is what one kind of fault does to the twin's ground truth. The
-// runner picks a fault's effect once, from its kind (effectOf), and calls it
-// as the fault starts and ends and whenever the replicas' fault state is
-// recomputed; startFault, endFault and applyFaults know no kind.
+// fault world (faultWorld) picks a fault's effect once, from its kind
+// (effectOf), and calls it as the fault starts and ends and whenever the
+// replicas' fault state is recomputed; startFault, endFault and applyFaults
+// know no kind.
 //
 // Adding a kind to the twin is one type here and its row in effects
 // (TestEffectsCoverCatalogue fails until it has one); what the other
@@ -18,9 +19,9 @@ import (
 type effect interface {
 	// start applies the fault as it starts, once its replicas are chosen
 	// (f.replicas) and before the replicas' fault state is recomputed.
-	start(r *runner, f *faultRT)
+	start(w *faultWorld, f *faultRT)
 	// end undoes it as it ends, before the fault state is recomputed.
-	end(r *runner, f *faultRT)
+	end(w *faultWorld, f *faultRT)
 	// share is the active fault's share of the condition of each of its
 	// replicas (combined with the others' by faults.Condition.With).
 	share(sp faults.Spec) faults.Condition
@@ -63,8 +64,8 @@ func effectOf(k faults.Kind) effect {
 // or the end, the fault state is untouched, and the fault is on replicas.
 type onReplicas struct{}
 
-func (onReplicas) start(*runner, *faultRT)            {}
-func (onReplicas) end(*runner, *faultRT)              {}
+func (onReplicas) start(*faultWorld, *faultRT)        {}
+func (onReplicas) end(*faultWorld, *faultRT)          {}
 func (onReplicas) share(faults.Spec) faults.Condition { return faults.Condition{} }
 func (onReplicas) onModel() bool                      { return false }
 
@@ -81,9 +82,9 @@ func (nodeLoss) share(faults.Spec) faults.Condition {
 	return faults.Condition{Down: true, Refuse: true}
 }
 
-func (nodeLoss) end(r *runner, f *faultRT) {
+func (nodeLoss) end(w *faultWorld, f *faultRT) {
 	for _, ri := range f.replicas {
-		r.restartReplica(ri)
+		w.restartReplica(ri)
 	}
 }
 
@@ -111,9 +112,9 @@ func (addedLatency) share(sp faults.Spec) faults.Condition {
 // coldStartStorm: the replicas drop their work and reload their model.
 type coldStartStorm struct{ onReplicas }
 
-func (coldStartStorm) start(r *runner, f *faultRT) {
+func (coldStartStorm) start(w *faultWorld, f *faultRT) {
 	for _, ri := range f.replicas {
-		r.restartReplica(ri)
+		w.restartReplica(ri)
 	}
 }
 
@@ -123,19 +124,19 @@ func (coldStartStorm) start(r *runner, f *faultRT) {
 // configured quota returns when the last of them ends.
 type quotaExhaustion struct{ onReplicas }
 
-func (quotaExhaustion) start(r *runner, f *faultRT) {
-	now := r.s.Now()
+func (quotaExhaustion) start(w *faultWorld, f *faultRT) {
+	now := w.s.Now()
 	f.quotas = f.quotas[:0]
 	for _, pi := range f.pools {
 		q := &providerQuota{rpm: f.spec.QuotaRPM, tpm: f.spec.QuotaTPM, last: now}
 		f.quotas = append(f.quotas, q)
-		r.quota[pi] = append(r.quota[pi], q)
+		w.quota[pi] = append(w.quota[pi], q)
 	}
 }
 
-func (quotaExhaustion) end(r *runner, f *faultRT) {
+func (quotaExhaustion) end(w *faultWorld, f *faultRT) {
 	for i, pi := range f.pools {
-		r.quota[pi] = slices.DeleteFunc(r.quota[pi], func(q *providerQuota) bool { return q == f.quotas[i] })
+		w.quota[pi] = slices.DeleteFunc(w.quota[pi], func(q *providerQuota) bool { return q == f.quotas[i] })
 	}
 }
 
@@ -147,21 +148,21 @@ type retirement struct{ onReplicas }
 
 func (retirement) onModel() bool { return true }
 
-func (retirement) start(r *runner, f *faultRT) {
+func (retirement) start(w *faultWorld, f *faultRT) {
 	for _, m := range f.models {
-		r.core.SetRetiring(m, true)
+		w.core.SetRetiring(m, true)
 	}
-	r.event(r.s.Now(), "retirement-notice", fmt.Sprintf("%s: new requests steered to fallbacks until %v", f.label, f.spec.At))
-	r.s.At(f.spec.At, func() { r.retire(f) })
+	w.log.addEvent(timelineEvent(w.s.Now(), "retirement-notice", fmt.Sprintf("%s: new requests steered to fallbacks until %v", f.label, f.spec.At)))
+	w.s.At(f.spec.At, func() { w.retire(f) })
 }
 
-func (retirement) end(r *runner, f *faultRT) {
+func (retirement) end(w *faultWorld, f *faultRT) {
 	for _, m := range f.models {
-		r.core.SetRetiring(m, false)
+		w.core.SetRetiring(m, false)
 	}
 	for _, pi := range f.pools {
 		for _, m := range f.models {
-			r.core.SetServes(pi, m, r.p.core.Pools[pi].Serves[m])
+			w.core.SetServes(pi, m, w.p.core.Pools[pi].Serves[m])
 		}
 	}
 }
@@ -171,11 +172,11 @@ func (retirement) end(r *runner, f *faultRT) {
 // restart.
 type driverUpgrade struct{ onReplicas }
 
-func (driverUpgrade) start(r *runner, f *faultRT) {
-	r.upgradeDriver(f, f.spec.Driver, f.spec.Runtime)
+func (driverUpgrade) start(w *faultWorld, f *faultRT) {
+	w.upgradeDriver(f, f.spec.Driver, f.spec.Runtime)
 }
 
-func (driverUpgrade) end(r *runner, f *faultRT) {
-	pp := r.p.pools[f.pools[0]].Spec
-	r.upgradeDriver(f, pp.Driver, pp.Runtime)
+func (driverUpgrade) end(w *faultWorld, f *faultRT) {
+	pp := w.p.pools[f.pools[0]].Spec
+	w.upgradeDriver(f, pp.Driver, pp.Runtime)
 }

@@ -244,22 +244,59 @@ func spansOf(fs []*faultRT) []faultSpan {
 	return out
 }
 
-func (r *runner) faultSpans() []faultSpan { return spansOf(r.faults) }
+func (w *faultWorld) faultSpans() []faultSpan { return spansOf(w.faults) }
+
+// down reports whether replica ri is down now (ground truth).
+func (w *faultWorld) down(ri int) bool { return w.faultState[ri].Down }
+
+// faultWorld is the faults' ground truth during a run: the faults, each
+// replica's condition and the providers' quotas, none of which the core is
+// told of. It acts on the replicas it hits through the core (readiness,
+// what pools serve, what breakers and probes observe), the replicas'
+// loading flag, the jobs on them and the hooks below. The requests caught
+// on a replica that goes down are the runner's to fail (failWork): what
+// becomes of them — retries, hedges, copies — is request flow, not ground
+// truth.
+//
+// The runner embeds it so that canary.go, hedge.go, autoscale.go and the
+// dispatch path of run.go, being moved into the request engine, keep
+// reading r.faults, r.faultState, r.faultAtDispatch and r.throttled
+// unchanged; once they have moved it can be a named field.
+type faultWorld struct {
+	faults     []*faultRT
+	faultState []replicaFault       // per replica, recomputed from the active faults
+	quota      [][]*providerQuota   // per pool: the active quota faults' ground truth, in start order
+	onEjection func(sched.Ejection) // Options.OnEjection
+
+	p        *plan
+	s        *sim.Sim
+	core     *sched.Core
+	replicas []replicaRT // the runner's: built before the run, never resliced
+	pools    []*PoolReport
+	jobs     *jobsRT
+	end      time.Duration
+	log      *timelineLog                                                       // the runner's
+	dispatch func()                                                             // carry out what the core decided since
+	failWork func(ri int)                                                       // fail the requests on replica ri, just gone down
+	fateDraw func(*request) float64                                             // an attempt's draw against its replica's failure rate
+	live     func() bool                                                        // requests are alive or may still arrive: probes go on
+	ended    func(tenant, model int, arrived time.Duration, met, inFlight bool) // the tally's, for a measured request
+}
 
 // initFaults parses the scenario's faults and resolves their targets.
-func (r *runner) initFaults() error {
-	fs, err := newFaults(r.p.sc.Faults)
+func (w *faultWorld) initFaults() error {
+	fs, err := newFaults(w.p.sc.Faults)
 	if err != nil {
 		return err
 	}
-	r.faultState = make([]replicaFault, len(r.replicas))
-	r.quota = make([][]*providerQuota, len(r.p.pools))
+	w.faultState = make([]replicaFault, len(w.replicas))
+	w.quota = make([][]*providerQuota, len(w.p.pools))
 	for i, f := range fs {
-		if err := r.p.resolveFault(f); err != nil {
+		if err := w.p.resolveFault(f); err != nil {
 			return fmt.Errorf("faults[%d] %q: %w", i, f.spec.String(), err)
 		}
 	}
-	r.faults = fs
+	w.faults = fs
 	return nil
 }
 
@@ -291,18 +328,18 @@ func (p *plan) resolveFault(f *faultRT) error {
 	return nil
 }
 
-func (r *runner) scheduleFaults() {
-	for _, f := range r.faults {
-		r.s.At(f.start, func() { r.startFault(f) })
+func (w *faultWorld) scheduleFaults() {
+	for _, f := range w.faults {
+		w.s.At(f.start, func() { w.startFault(f) })
 		if f.end > 0 {
-			f.endTimer = r.s.At(f.end, func() { r.endFault(f) })
+			f.endTimer = w.s.At(f.end, func() { w.endFault(f) })
 		}
 	}
 }
 
 // chooseReplicas picks the blast radius among the fault's pools' replicas.
-func (r *runner) chooseReplicas(f *faultRT) []int {
-	return r.p.faultReplicas(f, r.s.Rand("faults/"+f.label), func(ri int) bool { return r.replicas[ri].absent })
+func (w *faultWorld) chooseReplicas(f *faultRT) []int {
+	return w.p.faultReplicas(f, w.s.Rand("faults/"+f.label), func(ri int) bool { return w.replicas[ri].absent })
 }
 
 // faultReplicas picks the blast radius among the fault's pools' replicas,
@@ -341,48 +378,46 @@ func (p *plan) faultReplicas(f *faultRT, rng *rand.Rand, absent func(int) bool) 
 
 // startFault starts a fault: its replicas are drawn, its effect starts,
 // and the replicas' fault state is recomputed.
-func (r *runner) startFault(f *faultRT) {
-	now := r.s.Now()
+func (w *faultWorld) startFault(f *faultRT) {
+	now := w.s.Now()
 	f.active = true
-	f.replicas = r.chooseReplicas(f)
-	r.addEvent(f.startEvent(now))
+	f.replicas = w.chooseReplicas(f)
+	w.log.addEvent(f.startEvent(now))
 	if ev, ok := f.noticeDetected(now); ok {
-		r.addEvent(ev)
+		w.log.addEvent(ev)
 	}
-	f.eff.start(r, f)
-	r.applyFaults()
+	f.eff.start(w, f)
+	w.applyFaults()
 }
 
 // endFault ends a fault: its effect is undone, the replicas' fault state
 // recomputed, and what waited is dispatched.
-func (r *runner) endFault(f *faultRT) {
-	now := r.s.Now()
+func (w *faultWorld) endFault(f *faultRT) {
+	now := w.s.Now()
 	f.active = false
-	r.addEvent(f.endEvent(now))
-	f.eff.end(r, f)
-	r.applyFaults()
-	r.dispatch()
+	w.log.addEvent(f.endEvent(now))
+	f.eff.end(w, f)
+	w.applyFaults()
+	w.dispatch()
 }
 
 // applyFaults recomputes every replica's fault state from the active
 // faults, and fails the work of replicas that just went down.
-func (r *runner) applyFaults() {
-	prev := slices.Clone(r.faultState)
-	clear(r.faultState)
-	for _, f := range r.faults {
+func (w *faultWorld) applyFaults() {
+	prev := slices.Clone(w.faultState)
+	clear(w.faultState)
+	for _, f := range w.faults {
 		if !f.active {
 			continue
 		}
 		for _, ri := range f.replicas {
-			r.faultState[ri] = r.faultState[ri].With(f.eff.share(f.spec))
+			w.faultState[ri] = w.faultState[ri].With(f.eff.share(f.spec))
 		}
 	}
-	for ri := range r.faultState {
-		if r.faultState[ri].Down && !prev[ri].Down {
-			r.failReplicaWork(ri)
-			if r.jobs.byRepl != nil && r.jobs.byRepl[ri] != nil {
-				r.stopJob(r.jobs.byRepl[ri], "(a node under it was lost)")
-			}
+	for ri := range w.faultState {
+		if w.faultState[ri].Down && !prev[ri].Down {
+			w.failWork(ri)
+			w.jobs.lost(ri)
 		}
 	}
 }
@@ -412,79 +447,79 @@ func (r *runner) failReplicaWork(ri int) {
 			rt.timer.Stop()
 			rt.svcReq = nil
 		}
-		r.failAttempt(req, ri, attemptFate{fail: true, delay: r.downDelay(ri)})
+		r.failAttempt(req, ri, attemptFate{fail: true, delay: r.faultWorld.downDelay(ri)})
 	}
 	if rt.eng != nil {
 		r.rearm(ri)
 	}
 }
 
-func (r *runner) downDelay(ri int) time.Duration {
-	if r.faultState[ri].Refuse {
+func (w *faultWorld) downDelay(ri int) time.Duration {
+	if w.faultState[ri].Refuse {
 		return 0
 	}
-	return r.p.sc.Policy.Health.Timeout.D()
+	return w.p.sc.Policy.Health.Timeout.D()
 }
 
 // restartReplica takes a replica down for a restart: its work fails at
 // once and it loads its model again (a cold start).
-func (r *runner) restartReplica(ri int) {
-	rt := &r.replicas[ri]
+func (w *faultWorld) restartReplica(ri int) {
+	rt := &w.replicas[ri]
 	if rt.loading {
 		return
 	}
-	r.faultState[ri].Down, r.faultState[ri].Refuse = true, true
-	r.failReplicaWork(ri)
-	r.faultState[ri].Down, r.faultState[ri].Refuse = false, false
+	w.faultState[ri].Down, w.faultState[ri].Refuse = true, true
+	w.failWork(ri)
+	w.faultState[ri].Down, w.faultState[ri].Refuse = false, false
 	rt.loading = true
-	r.core.SetReady(r.s.Now(), ri, false)
-	r.pools[rt.pool].ColdStarts++
-	r.s.After(r.p.pools[rt.pool].Spec.ColdStart.D(), func() {
+	w.core.SetReady(w.s.Now(), ri, false)
+	w.pools[rt.pool].ColdStarts++
+	w.s.After(w.p.pools[rt.pool].Spec.ColdStart.D(), func() {
 		rt.loading = false
-		if r.jobs.byRepl == nil || r.jobs.byRepl[ri] == nil {
-			r.core.SetReady(r.s.Now(), ri, true)
-			r.dispatch()
+		if !w.jobs.holds(ri) {
+			w.core.SetReady(w.s.Now(), ri, true)
+			w.dispatch()
 		}
 	})
 }
 
 // retire removes a model from the fault's pools; what was queued for it is
 // offered to admission again (its fallback chain, or a refusal).
-func (r *runner) retire(f *faultRT) {
-	now := r.s.Now()
+func (w *faultWorld) retire(f *faultRT) {
+	now := w.s.Now()
 	for _, pi := range f.pools {
 		for _, m := range f.models {
-			r.core.SetServes(pi, m, false)
+			w.core.SetServes(pi, m, false)
 		}
 	}
 	if f.detected < 0 {
 		f.detected = now // the next request gets model_not_found
 	}
-	r.event(now, "route-change", fmt.Sprintf("%s: %s no longer served by %d pools (route version %d)", f.label,
-		f.spec.Target.Model, len(f.pools), r.core.Ready().RouteVersion))
-	r.dispatch() // offers again the requests no pool serves any more
+	w.log.addEvent(timelineEvent(now, "route-change", fmt.Sprintf("%s: %s no longer served by %d pools (route version %d)", f.label,
+		f.spec.Target.Model, len(f.pools), w.core.Ready().RouteVersion)))
+	w.dispatch() // offers again the requests no pool serves any more
 }
 
 // upgradeDriver changes the fault's pools to a driver (and runtime),
 // restarts their replicas, and re-evaluates every pairing.
-func (r *runner) upgradeDriver(f *faultRT, driver, runtime string) {
-	now := r.s.Now()
+func (w *faultWorld) upgradeDriver(f *faultRT, driver, runtime string) {
+	now := w.s.Now()
 	for _, pi := range f.pools {
-		pp := &r.p.pools[pi]
+		pp := &w.p.pools[pi]
 		fp := fleet.Pool{Name: pp.Spec.Name, Region: pp.Spec.Region, Accelerator: pp.Spec.Accelerator,
 			GPUsPerReplica: pp.Spec.GPUsPerReplica, Runtime: pp.Spec.Runtime, Driver: driver, Models: pp.Spec.Models,
-			Profiles: profilesOf(r.p, pi), Service: pp.Spec.Service != nil}
+			Profiles: profilesOf(w.p, pi), Service: pp.Spec.Service != nil}
 		if runtime != "" {
 			fp.Runtime = runtime
 		}
-		for mi := range r.p.sc.Models {
-			if !r.p.core.Pools[pi].Serves[mi] {
+		for mi := range w.p.sc.Models {
+			if !w.p.core.Pools[pi].Serves[mi] {
 				continue // never served: nothing to re-evaluate
 			}
-			v := r.p.registry.Check(&fp, r.p.sc.Models[mi].Name)
-			ok := v.Servable && (v.Tested || r.p.sc.Policy.Routing.AllowUntested)
-			if r.core.Serves(pi, mi) != ok {
-				r.core.SetServes(pi, mi, ok)
+			v := w.p.registry.Check(&fp, w.p.sc.Models[mi].Name)
+			ok := v.Servable && (v.Tested || w.p.sc.Policy.Routing.AllowUntested)
+			if w.core.Serves(pi, mi) != ok {
+				w.core.SetServes(pi, mi, ok)
 				what := "compatible again"
 				if !ok {
 					what = "incompatible: " + strings.Join(v.Reasons, "; ")
@@ -495,15 +530,15 @@ func (r *runner) upgradeDriver(f *faultRT, driver, runtime string) {
 						f.detected = now
 					}
 				}
-				r.event(now, "route-change", fmt.Sprintf("%s: %s on %s %s (route version %d)", f.label,
-					r.p.sc.Models[mi].Name, pp.Spec.Name, what, r.core.Ready().RouteVersion))
+				w.log.addEvent(timelineEvent(now, "route-change", fmt.Sprintf("%s: %s on %s %s (route version %d)", f.label,
+					w.p.sc.Models[mi].Name, pp.Spec.Name, what, w.core.Ready().RouteVersion)))
 			}
 		}
 	}
 	for _, ri := range f.replicas {
-		r.restartReplica(ri)
+		w.restartReplica(ri)
 	}
-	r.dispatch() // offers again the requests no pool serves any more
+	w.dispatch() // offers again the requests no pool serves any more
 }
 
 func profilesOf(p *plan, pi int) map[string]latency.Profile {
@@ -528,16 +563,16 @@ type attemptFate struct {
 
 // faultAtDispatch decides an attempt of req on replica ri: the zero fate
 // when it runs normally.
-func (r *runner) faultAtDispatch(req *request, ri int) attemptFate {
-	st := &r.faultState[ri]
-	if st.Fails(func() float64 { return r.fateDraw(req) }) {
+func (w *faultWorld) faultAtDispatch(req *request, ri int) attemptFate {
+	st := &w.faultState[ri]
+	if st.Fails(func() float64 { return w.fateDraw(req) }) {
 		if st.Down {
-			return attemptFate{fail: true, delay: r.downDelay(ri)}
+			return attemptFate{fail: true, delay: w.downDelay(ri)}
 		}
 		return attemptFate{fail: true, delay: st.Latency + 20*time.Millisecond}
 	}
-	if qs := r.quota[r.replicas[ri].pool]; len(qs) > 0 {
-		if wait := takeAll(qs, r.s.Now(), req.core.Input+req.core.Output); wait > 0 {
+	if qs := w.quota[w.replicas[ri].pool]; len(qs) > 0 {
+		if wait := takeAll(qs, w.s.Now(), req.core.Input+req.core.Output); wait > 0 {
 			// A 429 is an answer: it comes back at the network's pace.
 			return attemptFate{fail: true, throttle: wait, delay: st.Latency + 20*time.Millisecond}
 		}
@@ -569,7 +604,7 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 		how := sched.AttemptError
 		if fate.throttle > 0 {
 			how = sched.AttemptThrottled
-			r.throttled(ri, fate.throttle)
+			r.faultWorld.throttled(ri, fate.throttle)
 		} else {
 			reqengine.Observed(now, r.core, r.ladder, ri, false, 0)
 			r.dispatch()
@@ -582,47 +617,46 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 
 // throttled tells the core replica ri's provider answered 429 asking for
 // retryAfter; the first 429 of a quota fault is its detection.
-func (r *runner) throttled(ri int, retryAfter time.Duration) {
-	now := r.s.Now()
-	if !r.core.Throttled(now, ri, retryAfter) {
+func (w *faultWorld) throttled(ri int, retryAfter time.Duration) {
+	now := w.s.Now()
+	if !w.core.Throttled(now, ri, retryAfter) {
 		return
 	}
-	pi := r.replicas[ri].pool
-	name := r.p.pools[pi].Spec.Name
+	pi := w.replicas[ri].pool
+	name := w.p.pools[pi].Spec.Name
 	// Once per pool: a provider with no quota throttles again each time
 	// its Retry-After runs out and the core tries it.
-	if key := "throttled:" + name; !r.firstSeen[key] {
-		r.firstSeen[key] = true
-		r.event(now, "throttled", fmt.Sprintf("pool %s: provider answers 429, retry after %v", name, retryAfter))
+	if w.log.once("throttled:" + name) {
+		w.log.addEvent(timelineEvent(now, "throttled", fmt.Sprintf("pool %s: provider answers 429, retry after %v", name, retryAfter)))
 	}
-	for _, f := range r.faults {
+	for _, f := range w.faults {
 		if f.active && f.detected < 0 && f.detectedBy(429) && slices.Contains(f.pools, pi) {
 			f.detected = now
-			r.event(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, (now-f.start).Round(time.Millisecond)))
+			w.log.addEvent(timelineEvent(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, (now-f.start).Round(time.Millisecond))))
 		}
 	}
 }
 
 // breakerChanged records a breaker transition on the timeline and as the
 // detection of the faults that affect the replica.
-func (r *runner) breakerChanged(tr sched.Transition) {
-	now := r.s.Now()
+func (w *faultWorld) breakerChanged(tr sched.Transition) {
+	now := w.s.Now()
 	if !tr.Trial() {
-		r.addEvent(r.p.breakerEvent(now, tr))
+		w.log.addEvent(w.p.breakerEvent(now, tr))
 	}
 	if tr.To == sched.HalfOpen {
 		// The trial: a probe now, as a gateway sends one when a breaker
 		// goes half-open (after the dispatch loop: the core is not
 		// re-entered).
 		ri := tr.Replica
-		r.s.After(0, func() { r.probeReplica(ri) })
+		w.s.After(0, func() { w.probeReplica(ri) })
 	}
 	if tr.To != sched.Open {
 		return
 	}
-	for _, f := range r.faults {
+	for _, f := range w.faults {
 		if f.breakerOpened(now, tr.Replica) {
-			r.addEvent(f.breakerDetectedEvent(now))
+			w.log.addEvent(f.breakerDetectedEvent(now))
 		}
 	}
 }
@@ -651,17 +685,17 @@ func (f *faultRT) noticeDetected(now time.Duration) (TimelineEvent, bool) {
 // ejected records a latency outlier's ejection (or return) on the
 // timeline; an ejection detects the faults that affect the replica, as a
 // breaker opening does: it is how a latency-only brownout is detected.
-func (r *runner) ejected(e sched.Ejection) {
-	if r.onEjection != nil {
-		r.onEjection(e)
+func (w *faultWorld) ejected(e sched.Ejection) {
+	if w.onEjection != nil {
+		w.onEjection(e)
 	}
-	r.addEvent(r.p.ejectionEvent(e))
+	w.log.addEvent(w.p.ejectionEvent(e))
 	if e.Returned {
 		return
 	}
-	for _, f := range r.faults {
+	for _, f := range w.faults {
 		if f.breakerOpened(e.At, e.Replica) {
-			r.addEvent(f.breakerDetectedEvent(e.At))
+			w.log.addEvent(f.breakerDetectedEvent(e.At))
 		}
 	}
 }
@@ -684,42 +718,42 @@ func (f *faultRT) breakerOpened(now time.Duration, replica int) bool {
 
 // probe checks every replica's health, as a gateway's health checker does:
 // a live replica answers at once, a down one after the timeout.
-func (r *runner) probe() {
-	now := r.s.Now()
-	for ri := range r.replicas {
-		r.probeReplica(ri)
+func (w *faultWorld) probe() {
+	now := w.s.Now()
+	for ri := range w.replicas {
+		w.probeReplica(ri)
 	}
-	if now+r.p.sc.Policy.Health.ProbeInterval.D() <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
-		r.s.After(r.p.sc.Policy.Health.ProbeInterval.D(), r.probe)
+	if now+w.p.sc.Policy.Health.ProbeInterval.D() <= w.end && w.live() {
+		w.s.After(w.p.sc.Policy.Health.ProbeInterval.D(), w.probe)
 	}
 }
 
 // probeReplica probes replica ri: a live one answers at once, a down one
 // after the health timeout; a loading one is not probed.
-func (r *runner) probeReplica(ri int) {
-	if r.replicas[ri].loading || r.replicas[ri].absent {
+func (w *faultWorld) probeReplica(ri int) {
+	if w.replicas[ri].loading || w.replicas[ri].absent {
 		return
 	}
-	if !r.faultState[ri].Down {
+	if !w.faultState[ri].Down {
 		// A live replica answers at once: no event, no allocation (the
 		// probe of every replica runs every probe interval).
-		r.observeProbe(ri, true)
+		w.observeProbe(ri, true)
 		return
 	}
-	r.s.After(r.downDelay(ri), func() { r.observeProbe(ri, false) })
+	w.s.After(w.downDelay(ri), func() { w.observeProbe(ri, false) })
 }
 
-func (r *runner) observeProbe(ri int, ok bool) {
-	r.core.Observe(r.s.Now(), ri, ok)
-	if r.core.HasReady() {
-		r.dispatch()
+func (w *faultWorld) observeProbe(ri int, ok bool) {
+	w.core.Observe(w.s.Now(), ri, ok)
+	if w.core.HasReady() {
+		w.dispatch()
 	}
 }
 
 // noteServed updates the faults' mitigation and recovery times when a
 // request completes on replica ri.
-func (r *runner) noteServed(req *request, ri int) {
-	noteServed(r.p, r.faults, r.s.Now(), ri, req.core.Model, req.core.Served, req.canary, r.addEvent)
+func (w *faultWorld) noteServed(req *request, ri int) {
+	noteServed(w.p, w.faults, w.s.Now(), ri, req.core.Model, req.core.Served, req.canary, w.log.addEvent)
 }
 
 // noteServed updates faults' mitigation and recovery when a request for
@@ -777,25 +811,25 @@ func (p *plan) displaced(f *faultRT, model, canary int) bool {
 // noteOutcome attributes a finished request to the faults active when it
 // arrived (SLO during), in the ten minutes after one ended (SLO after), and,
 // when it got no answer, to those active when it ended (requests lost).
-func (r *runner) noteOutcome(req *request, met, lost bool) {
-	now := r.s.Now()
-	for _, f := range r.faults {
+func (w *faultWorld) noteOutcome(req *request, met, lost bool) {
+	now := w.s.Now()
+	for _, f := range w.faults {
 		f.outcome(req.core.Arrived, now, met, lost)
 	}
 }
 
 // noteEnding attributes a finished request to the faults' impact on its
 // tenant and class (impact.go).
-func (r *runner) noteEnding(req *request, res Result, reason string, met bool) {
+func (w *faultWorld) noteEnding(req *request, res Result, reason string, met bool) {
 	e := ending{tenant: req.core.Tenant, class: req.core.Class, model: req.core.Model, served: req.core.Served,
-		replica: -1, arrived: req.core.Arrived, ended: r.s.Now(), met: met, result: res, reason: reason,
+		replica: -1, arrived: req.core.Arrived, ended: w.s.Now(), met: met, result: res, reason: reason,
 		canary: req.canary}
 	if res == Completed {
 		e.replica = req.core.Replica
 	}
-	noteEnding(r.p, r.faults, &e)
+	noteEnding(w.p, w.faults, &e)
 	if req.measured {
-		r.tally.ended(e.tenant, e.model, e.arrived, met, false)
+		w.ended(e.tenant, e.model, e.arrived, met, false)
 	}
 }
 

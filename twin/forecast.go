@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
 // The demand forecast. As the run proceeds, the twin forecasts each class's
@@ -257,12 +259,13 @@ func (d *demand) report(names []string) *ForecastReport {
 	return rep
 }
 
-// forecastReport closes the windows passed and reports the forecast.
-func (r *runner) forecastReport() *ForecastReport {
-	r.demand.rollTo(r.s.Now())
-	names := make([]string, len(r.p.sc.Classes))
-	for i, c := range r.p.sc.Classes {
+// final closes the windows passed at now and reports the forecast of
+// classes.
+func (d *demand) final(now time.Duration, classes []scenarios.Class) *ForecastReport {
+	d.rollTo(now)
+	names := make([]string, len(classes))
+	for i, c := range classes {
 		names[i] = c.Name
 	}
-	return r.demand.report(names)
+	return d.report(names)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/sim"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // GPU jobs — training, fine-tuning, batch embedding — share the pools with
@@ -100,8 +101,22 @@ func (s *syntheticJobs) next() (*job, bool, error) {
 
 func (s *syntheticJobs) close() error { return nil }
 
-// jobsRT is the runner's job state.
+// jobsRT is the run's jobs: their queue, the replicas they hold and their
+// reports. It takes replicas from serving and gives them back through the
+// core and the replicas' loading flag, and learns what it needs of the rest
+// of the run through the few hooks below rather than the runner.
 type jobsRT struct {
+	p        *plan
+	s        *sim.Sim
+	core     *sched.Core
+	replicas []replicaRT // the runner's: built before the run, never resliced
+	pools    []*PoolReport
+	end      time.Duration
+	down     func(ri int) bool // the replica is down (ground truth): no place for a job
+	event    func(at time.Duration, kind, detail string)
+	dispatch func()      // replicas came back to serving
+	fail     func(error) // a job source failed: the run stops with it
+
 	sources []jobSource
 	pending []*job // FIFO; preempted jobs return to the front
 	active  []*job // draining or running
@@ -117,250 +132,248 @@ type jobsRT struct {
 	nextID    int
 }
 
-func (r *runner) initJobs() error {
-	sc := r.p.sc
-	r.jobs.held = make([]int, len(r.p.pools))
-	r.jobs.byRepl = make([]*job, len(r.replicas))
-	r.jobs.calmUntil = make([]time.Duration, len(r.p.pools))
+func (jobs *jobsRT) init(duration time.Duration) error {
+	sc := jobs.p.sc
+	jobs.held = make([]int, len(jobs.p.pools))
+	jobs.byRepl = make([]*job, len(jobs.replicas))
+	jobs.calmUntil = make([]time.Duration, len(jobs.p.pools))
 	for i := range sc.Jobs {
 		js := &sc.Jobs[i]
-		r.jobs.reports = append(r.jobs.reports, &JobReport{Kind: js.Kind})
+		jobs.reports = append(jobs.reports, &JobReport{Kind: js.Kind})
 		var src jobSource
 		if js.Trace != nil {
-			ts, err := newJobTraceSource(r.p, js, r.jobs.reports[i])
+			ts, err := newJobTraceSource(jobs.p, js, jobs.reports[i])
 			if err != nil {
 				return fmt.Errorf("jobs %s: %w", js.Name, err)
 			}
 			src = ts
 		} else {
 			st := scenarios.Stream{Name: js.Name, Arrivals: js.Arrivals}
-			src = &syntheticJobs{spec: js, gen: newGenerator(&st, r.s.Rand("jobs/"+js.Name), r.s.Rand("jobs/"+js.Name+"/unused"), r.duration)}
+			src = &syntheticJobs{spec: js, gen: newGenerator(&st, jobs.s.Rand("jobs/"+js.Name), jobs.s.Rand("jobs/"+js.Name+"/unused"), duration)}
 		}
-		r.jobs.sources = append(r.jobs.sources, src)
+		jobs.sources = append(jobs.sources, src)
 	}
 	return nil
 }
 
-func (r *runner) startJobs() {
-	for i := range r.jobs.sources {
-		r.scheduleJob(i)
+func (jobs *jobsRT) start() {
+	for i := range jobs.sources {
+		jobs.schedule(i)
 	}
 }
 
-func (r *runner) scheduleJob(i int) {
-	j, ok, err := r.jobs.sources[i].next()
+func (jobs *jobsRT) schedule(i int) {
+	j, ok, err := jobs.sources[i].next()
 	if err != nil {
-		if r.err == nil {
-			r.err = fmt.Errorf("jobs %s: %w", r.p.sc.Jobs[i].Name, err)
-		}
+		jobs.fail(fmt.Errorf("jobs %s: %w", jobs.p.sc.Jobs[i].Name, err))
 		return
 	}
 	if !ok {
 		return
 	}
-	js := &r.p.sc.Jobs[i]
+	js := &jobs.p.sc.Jobs[i]
 	j.stream, j.window, j.checkpoint, j.preempt = i, js.Window.D(), js.CheckpointInterval.D(), js.Preemptible
-	j.id = r.jobs.nextID
-	r.jobs.nextID++
-	r.s.At(j.submitted, func() { r.submitJob(j) })
+	j.id = jobs.nextID
+	jobs.nextID++
+	jobs.s.At(j.submitted, func() { jobs.submit(j) })
 }
 
-func (r *runner) submitJob(j *job) {
-	r.scheduleJob(j.stream)
-	rep := r.jobs.reports[j.stream]
+func (jobs *jobsRT) submit(j *job) {
+	jobs.schedule(j.stream)
+	rep := jobs.reports[j.stream]
 	rep.Submitted++
-	if !r.placeable(j) {
+	if !jobs.placeable(j) {
 		j.state = jobUnplaceable
 		rep.Unplaceable++
 		return
 	}
-	r.jobs.pending = append(r.jobs.pending, j)
-	r.placeJobs()
+	jobs.pending = append(jobs.pending, j)
+	jobs.place()
 }
 
 // eligible reports whether job j may ever run on pool pi.
-func (r *runner) eligible(j *job, pi int) bool {
-	pp := &r.p.pools[pi]
+func (jobs *jobsRT) eligible(j *job, pi int) bool {
+	pp := &jobs.p.pools[pi]
 	if len(j.allowed) > 0 && !slices.Contains(j.allowed, pp.Spec.Accelerator) {
 		return false
 	}
-	if t := r.p.sc.Jobs[j.stream].Tenant; t != "" {
-		if tj := r.p.sc.Tenants[r.p.tenants[t]].Jurisdiction; tj != "" && tj != pp.Region.Jurisdiction {
+	if t := jobs.p.sc.Jobs[j.stream].Tenant; t != "" {
+		if tj := jobs.p.sc.Tenants[jobs.p.tenants[t]].Jurisdiction; tj != "" && tj != pp.Region.Jurisdiction {
 			return false
 		}
 	}
-	return r.jobReplicas(j, pi) <= r.jobCap(pi)
+	return jobs.need(j, pi) <= jobs.capOf(pi)
 }
 
-// jobReplicas is how many of pool pi's replicas job j needs.
-func (r *runner) jobReplicas(j *job, pi int) int {
-	g := r.p.pools[pi].Spec.GPUsPerReplica
+// need is how many of pool pi's replicas job j needs.
+func (jobs *jobsRT) need(j *job, pi int) int {
+	g := jobs.p.pools[pi].Spec.GPUsPerReplica
 	return (j.gpus + g - 1) / g
 }
 
-// jobCap is how many of pool pi's replicas jobs may hold.
-func (r *runner) jobCap(pi int) int {
-	return int(math.Floor(r.p.sc.Policy.Jobs.MaxPoolShare * float64(r.poolReplicas(pi))))
+// capOf is how many of pool pi's replicas jobs may hold.
+func (jobs *jobsRT) capOf(pi int) int {
+	return int(math.Floor(jobs.p.sc.Policy.Jobs.MaxPoolShare * float64(jobs.poolReplicas(pi))))
 }
 
-func (r *runner) poolReplicas(pi int) int {
+func (jobs *jobsRT) poolReplicas(pi int) int {
 	n := 0
-	for i := range r.replicas {
-		if r.replicas[i].pool == pi {
+	for i := range jobs.replicas {
+		if jobs.replicas[i].pool == pi {
 			n++
 		}
 	}
 	return n
 }
 
-func (r *runner) placeable(j *job) bool {
-	for pi := range r.p.pools {
-		if r.eligible(j, pi) {
+func (jobs *jobsRT) placeable(j *job) bool {
+	for pi := range jobs.p.pools {
+		if jobs.eligible(j, pi) {
 			return true
 		}
 	}
 	return false
 }
 
-// placeJobs starts what it can of the pending jobs, in order, on pools with
+// place starts what it can of the pending jobs, in order, on pools with
 // room whose models have nothing queued; while jobs wait it retries every
 // 30 s of simulated time.
-func (r *runner) placeJobs() {
-	now := r.s.Now()
-	kept := r.jobs.pending[:0]
-	for _, j := range r.jobs.pending {
-		if !r.placeJob(now, j) {
+func (jobs *jobsRT) place() {
+	now := jobs.s.Now()
+	kept := jobs.pending[:0]
+	for _, j := range jobs.pending {
+		if !jobs.placeOne(now, j) {
 			kept = append(kept, j)
 		}
 	}
-	clear(r.jobs.pending[len(kept):])
-	r.jobs.pending = kept
-	if len(r.jobs.pending) > 0 && !r.jobs.tick.Pending() && now < r.end {
-		r.jobs.tick = r.s.After(30*time.Second, r.placeJobs)
+	clear(jobs.pending[len(kept):])
+	jobs.pending = kept
+	if len(jobs.pending) > 0 && !jobs.tick.Pending() && now < jobs.end {
+		jobs.tick = jobs.s.After(30*time.Second, jobs.place)
 	}
 }
 
-func (r *runner) placeJob(now time.Duration, j *job) bool {
-	for pi := range r.p.pools {
-		if !r.eligible(j, pi) || r.jobs.held[pi]+r.jobReplicas(j, pi) > r.jobCap(pi) || r.backlogged(pi) || now < r.jobs.calmUntil[pi] {
+func (jobs *jobsRT) placeOne(now time.Duration, j *job) bool {
+	for pi := range jobs.p.pools {
+		if !jobs.eligible(j, pi) || jobs.held[pi]+jobs.need(j, pi) > jobs.capOf(pi) || jobs.backlogged(pi) || now < jobs.calmUntil[pi] {
 			continue
 		}
 		// The least loaded free replicas drain fastest.
 		var free []int
-		for ri := range r.replicas {
+		for ri := range jobs.replicas {
 			// A lost node is no place for a job: it would look idle.
-			down := r.faultState != nil && r.faultState[ri].Down
-			if r.replicas[ri].pool == pi && r.jobs.byRepl[ri] == nil && !r.replicas[ri].loading && !r.replicas[ri].absent && !down {
+			down := jobs.down(ri)
+			if jobs.replicas[ri].pool == pi && jobs.byRepl[ri] == nil && !jobs.replicas[ri].loading && !jobs.replicas[ri].absent && !down {
 				free = append(free, ri)
 			}
 		}
-		need := r.jobReplicas(j, pi)
+		need := jobs.need(j, pi)
 		if len(free) < need {
 			continue
 		}
-		slices.SortStableFunc(free, func(a, b int) int { return r.core.Inflight(a) - r.core.Inflight(b) })
+		slices.SortStableFunc(free, func(a, b int) int { return jobs.core.Inflight(a) - jobs.core.Inflight(b) })
 		j.pool, j.replicas, j.state = pi, append([]int(nil), free[:need]...), jobDraining
-		r.jobs.held[pi] += need
+		jobs.held[pi] += need
 		for _, ri := range j.replicas {
-			r.jobs.byRepl[ri] = j
-			r.core.SetReady(now, ri, false)
+			jobs.byRepl[ri] = j
+			jobs.core.SetReady(now, ri, false)
 		}
-		r.jobs.active = append(r.jobs.active, j)
-		r.maybeStartJob(j)
+		jobs.active = append(jobs.active, j)
+		jobs.maybeStart(j)
 		return true
 	}
 	return false
 }
 
 // backlogged reports whether a model pool pi serves has requests queued.
-func (r *runner) backlogged(pi int) bool {
-	for mi, serves := range r.p.core.Pools[pi].Serves {
-		if serves && r.core.QueueLen(mi) > 0 {
+func (jobs *jobsRT) backlogged(pi int) bool {
+	for mi, serves := range jobs.p.core.Pools[pi].Serves {
+		if serves && jobs.core.QueueLen(mi) > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// maybeStartJob starts a draining job once its replicas are empty.
-func (r *runner) maybeStartJob(j *job) {
+// maybeStart starts a draining job once its replicas are empty.
+func (jobs *jobsRT) maybeStart(j *job) {
 	if j.state != jobDraining {
 		return
 	}
 	for _, ri := range j.replicas {
-		if r.core.Inflight(ri) > 0 {
+		if jobs.core.Inflight(ri) > 0 {
 			return
 		}
 	}
-	now := r.s.Now()
+	now := jobs.s.Now()
 	j.state, j.started = jobRunning, now
-	rep := r.jobs.reports[j.stream]
+	rep := jobs.reports[j.stream]
 	rep.Started++
 	if !j.waited {
 		j.waited = true
 		rep.wait.AddDuration(now - j.submitted)
 	}
-	j.timer = r.s.After(j.work, func() { r.finishJob(j) })
+	j.timer = jobs.s.After(j.work, func() { jobs.finish(j) })
 }
 
-func (r *runner) finishJob(j *job) {
-	now := r.s.Now()
-	rep := r.jobs.reports[j.stream]
+func (jobs *jobsRT) finish(j *job) {
+	now := jobs.s.Now()
+	rep := jobs.reports[j.stream]
 	rep.GPUHoursUsed += (now - j.started).Hours() * float64(j.gpus)
 	rep.Completed++
 	if j.window == 0 || now-j.submitted <= j.window {
 		rep.CompletedInWindow++
 	}
 	j.state = jobDone
-	r.releaseJob(j, true)
-	r.placeJobs()
+	jobs.release(j, true)
+	jobs.place()
 }
 
-// releaseJob gives a job's replicas back to serving: after a cold start if
+// release gives a job's replicas back to serving: after a cold start if
 // the job ran on them (the model was unloaded), at once if it was only
 // draining.
-func (r *runner) releaseJob(j *job, ran bool) {
-	now := r.s.Now()
-	r.jobs.held[j.pool] -= len(j.replicas)
+func (jobs *jobsRT) release(j *job, ran bool) {
+	now := jobs.s.Now()
+	jobs.held[j.pool] -= len(j.replicas)
 	for _, ri := range j.replicas {
-		r.jobs.byRepl[ri] = nil
+		jobs.byRepl[ri] = nil
 		if !ran {
-			r.core.SetReady(now, ri, true)
-			r.dispatch()
+			jobs.core.SetReady(now, ri, true)
+			jobs.dispatch()
 			continue
 		}
-		r.replicas[ri].loading = true
-		r.pools[j.pool].ColdStarts++
+		jobs.replicas[ri].loading = true
+		jobs.pools[j.pool].ColdStarts++
 		ri := ri
-		r.s.After(r.p.pools[j.pool].Spec.ColdStart.D(), func() {
-			r.replicas[ri].loading = false
-			if r.jobs.byRepl[ri] == nil {
-				r.core.SetReady(r.s.Now(), ri, true)
-				r.dispatch()
+		jobs.s.After(jobs.p.pools[j.pool].Spec.ColdStart.D(), func() {
+			jobs.replicas[ri].loading = false
+			if jobs.byRepl[ri] == nil {
+				jobs.core.SetReady(jobs.s.Now(), ri, true)
+				jobs.dispatch()
 			}
 		})
 	}
 	j.replicas = nil
-	r.jobs.active = slices.DeleteFunc(r.jobs.active, func(x *job) bool { return x == j })
+	jobs.active = slices.DeleteFunc(jobs.active, func(x *job) bool { return x == j })
 }
 
 // preemptFor stops the most recently started preemptible job on a pool
 // serving model m, when m's queue is past the policy's threshold.
-func (r *runner) preemptFor(m int) {
-	limit := r.p.sc.Policy.Jobs.PreemptQueue
-	if limit == 0 || r.core.QueueLen(m) <= limit {
+func (jobs *jobsRT) preemptFor(m int) {
+	limit := jobs.p.sc.Policy.Jobs.PreemptQueue
+	if limit == 0 || jobs.core.QueueLen(m) <= limit {
 		return
 	}
 	var victim *job
-	for _, j := range r.jobs.active {
-		if j.preempt && r.p.core.Pools[j.pool].Serves[m] && (victim == nil || j.started >= victim.started) {
+	for _, j := range jobs.active {
+		if j.preempt && jobs.p.core.Pools[j.pool].Serves[m] && (victim == nil || j.started >= victim.started) {
 			victim = j
 		}
 	}
 	if victim == nil {
 		return
 	}
-	r.stopJob(victim, fmt.Sprintf("for %s (queue %d)", r.p.sc.Models[m].Name, r.core.QueueLen(m)))
+	jobs.stop(victim, fmt.Sprintf("for %s (queue %d)", jobs.p.sc.Models[m].Name, jobs.core.QueueLen(m)))
 }
 
 // preemptCalm is how long jobs stay off a pool after a preemption there:
@@ -368,14 +381,14 @@ func (r *runner) preemptFor(m int) {
 // that caused it.
 const preemptCalm = 10 * time.Minute
 
-// stopJob preempts a job (for serving, or because a node under it was lost):
+// stop preempts a job (for serving, or because a node under it was lost):
 // it loses the work since its last checkpoint, gives its replicas back and
 // goes to the head of the job queue.
-func (r *runner) stopJob(victim *job, why string) {
-	now := r.s.Now()
-	rep := r.jobs.reports[victim.stream]
+func (jobs *jobsRT) stop(victim *job, why string) {
+	now := jobs.s.Now()
+	rep := jobs.reports[victim.stream]
 	rep.Preemptions++
-	r.jobs.calmUntil[victim.pool] = now + preemptCalm
+	jobs.calmUntil[victim.pool] = now + preemptCalm
 	ran := victim.state == jobRunning
 	if ran {
 		victim.timer.Stop()
@@ -388,21 +401,21 @@ func (r *runner) stopJob(victim *job, why string) {
 		rep.GPUHoursWasted += (elapsed - saved).Hours() * float64(victim.gpus)
 		victim.work -= saved
 	}
-	r.event(now, "job-preempted", fmt.Sprintf("%s job %d on pool %s %s", rep.Kind, victim.id,
-		r.p.pools[victim.pool].Spec.Name, why))
-	r.releaseJob(victim, ran)
+	jobs.event(now, "job-preempted", fmt.Sprintf("%s job %d on pool %s %s", rep.Kind, victim.id,
+		jobs.p.pools[victim.pool].Spec.Name, why))
+	jobs.release(victim, ran)
 	victim.state = jobPending
-	r.jobs.pending = append([]*job{victim}, r.jobs.pending...)
-	if !r.jobs.tick.Pending() {
-		r.jobs.tick = r.s.After(30*time.Second, r.placeJobs)
+	jobs.pending = append([]*job{victim}, jobs.pending...)
+	if !jobs.tick.Pending() {
+		jobs.tick = jobs.s.After(30*time.Second, jobs.place)
 	}
 }
 
-// jobsAtEnd closes the jobs' books for the report.
-func (r *runner) jobsAtEnd() {
-	now := r.s.Now()
-	for _, j := range r.jobs.active {
-		rep := r.jobs.reports[j.stream]
+// atEnd closes the jobs' books for the report.
+func (jobs *jobsRT) atEnd() {
+	now := jobs.s.Now()
+	for _, j := range jobs.active {
+		rep := jobs.reports[j.stream]
 		if j.state == jobRunning {
 			rep.RunningAtEnd++
 			rep.GPUHoursUsed += (now - j.started).Hours() * float64(j.gpus)
@@ -410,8 +423,25 @@ func (r *runner) jobsAtEnd() {
 			rep.PendingAtEnd++ // draining: not started
 		}
 	}
-	for _, j := range r.jobs.pending {
-		r.jobs.reports[j.stream].PendingAtEnd++
+	for _, j := range jobs.pending {
+		jobs.reports[j.stream].PendingAtEnd++
 	}
-	r.jobs.active, r.jobs.pending = nil, nil
+	jobs.active, jobs.pending = nil, nil
+}
+
+// holds reports whether a job holds replica ri.
+func (jobs *jobsRT) holds(ri int) bool { return jobs.byRepl != nil && jobs.byRepl[ri] != nil }
+
+// drained is told a request left replica ri: a job draining it may start.
+func (jobs *jobsRT) drained(ri int) {
+	if j := jobs.byRepl[ri]; j != nil {
+		jobs.maybeStart(j)
+	}
+}
+
+// lost is told replica ri went down: a job on it is preempted.
+func (jobs *jobsRT) lost(ri int) {
+	if jobs.holds(ri) {
+		jobs.stop(jobs.byRepl[ri], "(a node under it was lost)")
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/internal/signals"
+	"github.com/fleetdrill/fleetdrill/sim"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -205,21 +207,58 @@ var shadowOutcomes = [...]string{shadowCompleted: "completed", shadowFailed: "fa
 var rejectReasons = []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens, sched.ReasonQueueFull,
 	sched.ReasonDeadline, sched.ReasonNoRoute, sched.ReasonUpstreamQuota, sched.ReasonUnavailable}
 
-// zeroMetrics creates at zero the counters whose label values the scenario
+// metricsRec records Options.Metrics during a run: the hooks count what
+// the runner does, and sample reads the run's state between events. It is
+// given what it reads once, when the run starts — none of it is replaced
+// during a run — rather than a pointer to the runner, so that what the
+// series depend on is listed here.
+type metricsRec struct {
+	m      *Metrics
+	served []bool // models some replica serves
+
+	p        *plan
+	s        *sim.Sim
+	core     *sched.Core
+	replicas []replicaRT // the runner's: built before the run, never resliced
+	pools    []*PoolReport
+	down     func(ri int) bool                         // the replica is down (ground truth)
+	waiting  func(now time.Duration) [][]time.Duration // waitingAges of the runner's slab, which grows
+	ladder   *sched.Ladder
+	demand   *demand
+	canaries *reqengine.Canaries
+	scalers  []*scaler
+}
+
+// recordMetrics starts recording m for r's run, with its zero series.
+func recordMetrics(m *Metrics, r *runner) *metricsRec {
+	mr := &metricsRec{m: m, served: make([]bool, len(r.p.sc.Models)), p: r.p, s: r.s, core: r.core,
+		replicas: r.replicas, pools: r.pools, ladder: r.ladder, demand: r.demand, canaries: r.canaries, scalers: r.scalers,
+		down: r.faultWorld.down,
+		waiting: func(now time.Duration) [][]time.Duration {
+			return waitingAges(r.reqs, len(r.p.sc.Classes), now)
+		}}
+	for _, rp := range r.p.replicas {
+		mr.served[rp.Model] = true
+	}
+	mr.zero()
+	return mr
+}
+
+// zero creates at zero the counters whose label values the scenario
 // fixes, as the live gateway does, so that both have the same series from
 // the first instant: requests by model, class and outcome; rejections by
 // class and reason; 429s by pool; fallbacks along each model's chain when
 // the policy falls back.
-func (r *runner) zeroMetrics() {
-	m := r.metrics
-	sc := r.p.sc
+func (mr *metricsRec) zero() {
+	m, p := mr.m, mr.p
+	sc := p.sc
 	for mi := range sc.Models {
 		for ci := range sc.Classes {
 			for o := range outcomes {
 				m.get(mRequests, cellKey{int32(mi), int32(ci), int32(o)})
 			}
 		}
-		if fb := r.p.core.Models[mi].Fallbacks; r.p.core.Fallback && len(fb) > 0 {
+		if fb := p.core.Models[mi].Fallbacks; p.core.Fallback && len(fb) > 0 {
 			m.get(mFallbacksFailed, cellKey{int32(mi)})
 			for _, f := range fb {
 				m.get(mFallbacksOK, cellKey{int32(mi), int32(f)})
@@ -231,7 +270,7 @@ func (r *runner) zeroMetrics() {
 			m.get(mRejected, cellKey{int32(ci), m.reason(reason)})
 		}
 	}
-	for pi, pp := range r.p.pools {
+	for pi, pp := range p.pools {
 		if pp.Spec.Replicas > 0 {
 			m.get(mThrottled, cellKey{int32(pi)})
 		}
@@ -367,15 +406,15 @@ func (m *Metrics) finish() {
 //	ShadowRequests     canary, outcome (shadowOutcomes)
 //	AutoscaleReplicas  pool, state (signals.AutoscaleStates)
 //	AutoscaleAsks      pool, outcome (signals.AutoscaleOutcomes)
-func (r *runner) metricLabels(f int, k cellKey) []string {
-	sc := r.p.sc
+func (mr *metricsRec) labels(f int, k cellKey) []string {
+	sc := mr.p.sc
 	model := func(i int32) string { return sc.Models[i].Name }
 	class := func(i int32) string { return sc.Classes[i].Name }
 	pool := func(i int32) []string {
 		if i < 0 {
 			return []string{"", ""} // answered from the ladder's cache: no pool
 		}
-		pp := &r.p.pools[i]
+		pp := &mr.p.pools[i]
 		return []string{pp.Spec.Name, pp.Spec.Region}
 	}
 	switch f {
@@ -384,7 +423,7 @@ func (r *runner) metricLabels(f int, k cellKey) []string {
 	case mRequests:
 		return []string{model(k[0]), class(k[1]), outcomes[k[2]]}
 	case mRejected:
-		return []string{class(k[0]), r.metrics.names[k[1]]}
+		return []string{class(k[0]), mr.m.names[k[1]]}
 	case mThrottled, mKVAllocatable, mPreemptions, mColdStarts, mDeploymentState, mCooledDown:
 		return pool(k[0])
 	case mQueueDepth:
@@ -396,7 +435,7 @@ func (r *runner) metricLabels(f int, k cellKey) []string {
 	case mBreaker:
 		// The replica label is the core's replica index, as the gateway's
 		// breaker series number them.
-		return append(pool(int32(r.replicas[k[0]].pool)), strconv.Itoa(int(k[0])))
+		return append(pool(int32(mr.replicas[k[0]].pool)), strconv.Itoa(int(k[0])))
 	case mForecastError, mOldestWaiting, mWaitingRequests:
 		return []string{class(k[0])}
 	case mCanaryShare:
@@ -406,42 +445,44 @@ func (r *runner) metricLabels(f int, k cellKey) []string {
 	case mShadowRequests:
 		return []string{sc.Canaries[k[0]].Name, shadowOutcomes[k[1]]}
 	case mAutoscaleReplicas:
-		return []string{r.p.pools[k[0]].Spec.Name, signals.AutoscaleStates[k[1]]}
+		return []string{mr.p.pools[k[0]].Spec.Name, signals.AutoscaleStates[k[1]]}
 	case mAutoscaleAsks:
-		return []string{r.p.pools[k[0]].Spec.Name, signals.AutoscaleOutcomes[k[1]]}
+		return []string{mr.p.pools[k[0]].Spec.Name, signals.AutoscaleOutcomes[k[1]]}
 	}
 	return nil
 }
 
-// The runner's hooks. Each is a no-op without Options.Metrics.
+// The runner's hooks. Each is a no-op on a nil recorder: a run without
+// Options.Metrics.
 
-// metricsOffered counts, after an offer to admission, the provider 429s a
+// offered counts, after an offer to admission, the provider 429s a
 // gateway would have met: the twin's core knows each pool's provider quota
 // and holds a request rather than send it to a spent one, so an offer
 // counts one throttled attempt for every pool that serves its model (and
 // may serve its tenant) and whose quota is spent now.
-func (r *runner) metricsOffered(req *request) {
-	m := r.metrics
-	if m == nil {
+func (mr *metricsRec) offered(req *request) {
+	if mr == nil {
 		return
 	}
-	now := r.s.Now()
-	tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
-	for pi := range r.p.pools {
-		pp := &r.p.pools[pi]
-		if !r.core.Serves(pi, req.core.Served) ||
-			(tj != "" && pp.Region.Jurisdiction != tj && !r.p.core.IgnoreResidency) {
+	m := mr.m
+	now := mr.s.Now()
+	tj := mr.p.sc.Tenants[req.core.Tenant].Jurisdiction
+	for pi := range mr.p.pools {
+		pp := &mr.p.pools[pi]
+		if !mr.core.Serves(pi, req.core.Served) ||
+			(tj != "" && pp.Region.Jurisdiction != tj && !mr.p.core.IgnoreResidency) {
 			continue
 		}
-		if r.core.QuotaSpent(now, pi) {
+		if mr.core.QuotaSpent(now, pi) {
 			m.add(mThrottled, cellKey{int32(pi)}, 1)
 		}
 	}
 }
 
-// metricsRouted counts a dispatch starting: requested and served model.
-func (r *runner) metricsRouted(req *request) {
-	if m := r.metrics; m != nil {
+// routed counts a dispatch starting: requested and served model.
+func (mr *metricsRec) routed(req *request) {
+	if mr != nil {
+		m := mr.m
 		m.add(mRoutes, cellKey{int32(req.core.Model), int32(req.core.Served)}, 1)
 		if req.core.Fallback {
 			m.fellBack[req.core.ID] = true
@@ -449,23 +490,24 @@ func (r *runner) metricsRouted(req *request) {
 	}
 }
 
-// metricsRejected counts a refusal by class and reason.
-func (r *runner) metricsRejected(req *request, reason string) {
-	if m := r.metrics; m != nil {
+// rejected counts a refusal by class and reason.
+func (mr *metricsRec) rejected(req *request, reason string) {
+	if mr != nil {
+		m := mr.m
 		m.add(mRejected, cellKey{int32(req.core.Class), m.reason(reason)}, 1)
 	}
 }
 
-// metricsCompleted observes a completed request's latencies and counts a
+// completed observes a completed request's latencies and counts a
 // fallback that served it.
-func (r *runner) metricsCompleted(req *request, sv *served) {
-	m := r.metrics
-	if m == nil {
+func (mr *metricsRec) completed(req *request, sv *served) {
+	if mr == nil {
 		return
 	}
+	m := mr.m
 	pool := int32(-1)
 	if ri := req.core.Replica; ri >= 0 {
-		pool = int32(r.replicas[ri].pool)
+		pool = int32(mr.replicas[ri].pool)
 	}
 	k := cellKey{int32(req.core.Served), pool, int32(sv.class)}
 	m.observe(mTTFT, k, sv.ttft.Seconds())
@@ -478,14 +520,14 @@ func (r *runner) metricsCompleted(req *request, sv *served) {
 	}
 }
 
-// metricsFinished counts a request's outcome, and a failed fallback, as the
+// finished counts a request's outcome, and a failed fallback, as the
 // live gateway does: a request dispatched to a fallback at least once that
 // still ended failed, rejected or timed out.
-func (r *runner) metricsFinished(req *request, outcome func(*Counts), answered bool) {
-	m := r.metrics
-	if m == nil {
+func (mr *metricsRec) finished(req *request, outcome func(*Counts), answered bool) {
+	if mr == nil {
 		return
 	}
+	m := mr.m
 	var c Counts
 	outcome(&c)
 	o := outCompleted
@@ -508,22 +550,22 @@ func (r *runner) metricsFinished(req *request, outcome func(*Counts), answered b
 	}
 }
 
-// sampleMetrics reads the run's state at now and records every series.
+// sample reads the run's state at now and records every series.
 // The router's-view series (queues, saturation, breakers, deployment
 // state) are computed as the live gateway computes them from the same
 // core, so a dashboard reads both alike; KV, preemptions and cold starts
 // come from the replicas, as the nodes' do.
-func (r *runner) sampleMetrics() {
-	m := r.metrics
-	now := r.s.Now()
-	for mi, served := range r.served {
+func (mr *metricsRec) sample() {
+	m := mr.m
+	now := mr.s.Now()
+	for mi, served := range mr.served {
 		if served {
-			m.set(mQueueDepth, cellKey{int32(mi)}, float64(r.core.QueueLen(mi)))
+			m.set(mQueueDepth, cellKey{int32(mi)}, float64(mr.core.QueueLen(mi)))
 		}
 	}
 	// Every class, 0 when none of its requests waits for a first token,
 	// as the gateway serves them.
-	for ci, ages := range r.waitingAges(now) {
+	for ci, ages := range mr.waiting(now) {
 		oldest := time.Duration(0)
 		for _, a := range ages {
 			oldest = max(oldest, a)
@@ -537,16 +579,16 @@ func (r *runner) sampleMetrics() {
 		n, closed, open int
 		preemptions     uint64
 	}
-	acc := make([]poolAcc, len(r.p.pools))
+	acc := make([]poolAcc, len(mr.p.pools))
 	var slots, busy int
-	for ri := range r.replicas {
-		rt := &r.replicas[ri]
+	for ri := range mr.replicas {
+		rt := &mr.replicas[ri]
 		if rt.absent {
 			continue // an autoscaled pool's replica not provisioned
 		}
 		a := &acc[rt.pool]
 		a.n++
-		br := r.core.BreakerView(now, ri)
+		br := mr.core.BreakerView(now, ri)
 		switch br {
 		case sched.Closed:
 			a.closed++
@@ -554,22 +596,22 @@ func (r *runner) sampleMetrics() {
 			a.open++
 		}
 		m.set(mBreaker, cellKey{int32(ri)}, float64(br))
-		busy += r.core.Inflight(ri)
-		slots += r.p.core.Replicas[ri].MaxBatch
+		busy += mr.core.Inflight(ri)
+		slots += mr.p.core.Replicas[ri].MaxBatch
 		if rt.eng != nil {
 			a.engines = true
 			a.preemptions += rt.eng.Preemptions
 			// A replica loading its model or down has nothing to
 			// allocate (a node that is down exports nothing).
-			if !rt.loading && (r.faultState == nil || !r.faultState[ri].Down) {
+			if !rt.loading && !mr.down(ri) {
 				a.kv += rt.eng.KVCapacity() - rt.eng.KVUsed()
 			}
 		}
 	}
-	for pi := range r.p.pools {
+	for pi := range mr.p.pools {
 		a := &acc[pi]
 		k := cellKey{int32(pi)}
-		m.set(mColdStarts, k, float64(r.pools[pi].ColdStarts))
+		m.set(mColdStarts, k, float64(mr.pools[pi].ColdStarts))
 		if a.n == 0 {
 			continue
 		}
@@ -595,19 +637,19 @@ func (r *runner) sampleMetrics() {
 	}
 	m.set(mSaturation, cellKey{}, sat)
 	step := 0
-	if r.ladder != nil {
-		step = r.ladder.Engaged()
+	if mr.ladder != nil {
+		step = mr.ladder.Engaged()
 	}
 	m.set(mDegradationStep, cellKey{}, float64(step))
-	r.demand.rollTo(now)
-	for ci, e := range r.demand.lastErrors() {
+	mr.demand.rollTo(now)
+	for ci, e := range mr.demand.lastErrors() {
 		if e >= 0 {
 			m.set(mForecastError, cellKey{int32(ci)}, e)
 		}
 	}
-	r.sampleCanaries()
-	r.sampleAutoscale()
-	m.snapshot(now, r.metricLabels)
+	mr.sampleCanaries()
+	mr.sampleAutoscale()
+	m.snapshot(now, mr.labels)
 }
 
 // sampleCanaries records each canary's share now, its rollout's decisions
@@ -615,15 +657,15 @@ func (r *runner) sampleMetrics() {
 // series from the first instant (at zero), as the live gateway creates
 // them; nothing without canaries. A copy still running is in no outcome
 // yet.
-func (r *runner) sampleCanaries() {
-	if r.canaries == nil {
+func (mr *metricsRec) sampleCanaries() {
+	if mr.canaries == nil {
 		return
 	}
-	m := r.metrics
-	ro := r.canaries.Rollouts()
+	m := mr.m
+	ro := mr.canaries.Rollouts()
 	for k := range ro.Len() {
 		ck := int32(k)
-		m.set(mCanaryShare, cellKey{ck}, r.core.CanaryShare(k))
+		m.set(mCanaryShare, cellKey{ck}, mr.core.CanaryShare(k))
 		rep := ro.Report(k)
 		var acts [len(canaryActions)]float64
 		for _, d := range rep.Decisions {
@@ -634,7 +676,7 @@ func (r *runner) sampleCanaries() {
 		for a, n := range acts {
 			m.set(mCanaryDecisions, cellKey{ck, int32(a)}, n)
 		}
-		if r.p.sc.Canaries[k].Shadow == nil {
+		if mr.p.sc.Canaries[k].Shadow == nil {
 			continue
 		}
 		for o, n := range [...]uint64{shadowCompleted: rep.Shadow.Succeeded, shadowFailed: rep.Shadow.Failed,
@@ -647,9 +689,9 @@ func (r *runner) sampleCanaries() {
 // sampleAutoscale records each autoscaled pool's replicas by state now
 // and its asks so far by outcome, every series from the first instant, as
 // the live gateway creates them.
-func (r *runner) sampleAutoscale() {
-	m := r.metrics
-	for _, sc := range r.scalers {
+func (mr *metricsRec) sampleAutoscale() {
+	m := mr.m
+	for _, sc := range mr.scalers {
 		pk := int32(sc.pool)
 		c, t := sc.sc.Counts(0), sc.sc.Tally()
 		for i, n := range []int{c.Requested, c.Provisioning, c.Warming, c.Serving, c.Draining} {
@@ -661,10 +703,10 @@ func (r *runner) sampleAutoscale() {
 	}
 }
 
-// runSampled is runTo with Metrics: it stops at every sampling instant up
+// runTo is the runner's runTo with Metrics: it stops at every sampling instant up
 // to until and samples there.
-func (r *runner) runSampled(until time.Duration) bool {
-	m := r.metrics
+func (mr *metricsRec) runTo(until time.Duration, runTo func(time.Duration) bool) bool {
+	m := mr.m
 	step := m.Step
 	for {
 		next := time.Duration(0)
@@ -674,13 +716,13 @@ func (r *runner) runSampled(until time.Duration) bool {
 		if next > until {
 			break
 		}
-		r.s.RunUntil(next)
-		r.sampleMetrics()
+		mr.s.RunUntil(next)
+		mr.sample()
 	}
-	done := r.runTo(until)
+	done := runTo(until)
 	if done {
-		if n := len(m.Times); n == 0 || m.Times[n-1] < r.s.Now() {
-			r.sampleMetrics()
+		if n := len(m.Times); n == 0 || m.Times[n-1] < mr.s.Now() {
+			mr.sample()
 		}
 	}
 	return done

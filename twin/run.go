@@ -73,23 +73,18 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	if err != nil {
 		return nil, err
 	}
-	p := r.p
 	r.onComplete = opts.OnComplete
 	r.onEjection = opts.OnEjection
 	if opts.Sample != nil && opts.SampleEvery > 0 {
-		r.startSampling(opts.Sample, opts.SampleEvery)
+		startSampling(r.s, r.core, r.replicas, len(sc.Models), r.end,
+			func() bool { return r.lc.Live() > 0 || !r.afterArrivals() }, opts.Sample, opts.SampleEvery)
 	}
 	if m := opts.Metrics; m != nil {
 		if err := m.init(); err != nil {
 			r.closeSources()
 			return nil, err
 		}
-		r.metrics = m
-		r.served = make([]bool, len(sc.Models))
-		for _, rp := range p.replicas {
-			r.served[rp.Model] = true
-		}
-		r.zeroMetrics()
+		r.metrics = recordMetrics(m, r)
 		defer m.finish()
 	}
 	if err := r.run(ctx, opts.Progress); err != nil {
@@ -115,7 +110,8 @@ func prepare(sc *scenarios.Scenario) (*runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.skeleton().evaluate(sc.Expect); err != nil {
+	// An empty report with every group and pool: the expectations' paths.
+	if err := r.assemble().evaluate(sc.Expect); err != nil {
 		r.closeSources()
 		return nil, err
 	}
@@ -167,16 +163,15 @@ type runner struct {
 	coreWakeAt time.Duration
 
 	tally
-	pools     []*PoolReport
-	residency uint64
-	firstSeen map[string]bool
-	timeline  []TimelineEvent
+	pools       []*PoolReport
+	residency   uint64
+	timelineLog // the timeline as it is written (timelinelog.go)
 
 	done   []*request    // completions collected during an engine Advance
 	firsts []hedgeResult // hedge races decided during an engine Advance
 	hedges HedgeReport
 
-	seqFree     []*engine.Seq      // pooled engine sequences
+	seqPool                        // pooled engine sequences
 	dq          []sched.Dispatch   // dispatches being started (see dispatch)
 	trq         []sched.Transition // breaker transitions being recorded
 	urq         []*sched.Request   // unroutable requests being offered again
@@ -185,11 +180,9 @@ type runner struct {
 	onArrive   func(*request) // tests: observe every arrival
 	recent     *recent        // a drill's recent window per class; nil in Run
 	onComplete func(RequestLog)
-	onEjection func(sched.Ejection)
 	streams    []StreamReport
-	metrics    *Metrics // Options.Metrics; nil: off (see metrics.go)
-	served     []bool   // with metrics: models some replica serves
-	demand     *demand  // the demand forecast (forecast.go)
+	metrics    *metricsRec // Options.Metrics; nil: off (see metrics.go)
+	demand     *demand     // the demand forecast (forecast.go)
 
 	jobs   jobsRT
 	ladder *reqengine.Ladder
@@ -199,11 +192,9 @@ type runner struct {
 	shq        []shedCopy // copies shed, being ended (see dispatch)
 	ladderRand *rand.Rand
 
-	faults       []*faultRT
-	faultState   []replicaFault
-	quota        [][]*providerQuota // per pool: the active quota faults' ground truth, in start order
-	faultRand    *rand.Rand
-	doubleStarts int // dispatches of a request not waiting: a twin bug, fails the run
+	*faultWorld             // the faults' ground truth (faults.go)
+	faultRand    *rand.Rand // the faults' failure draws, and the clients' backoff
+	doubleStarts int        // dispatches of a request not waiting: a twin bug, fails the run
 
 	scalers []*scaler // autoscaled pools (autoscale.go)
 	scaling *reqengine.Scaling
@@ -278,12 +269,12 @@ type request struct {
 func newRunner(p *plan) (*runner, error) {
 	sc := p.sc
 	r := &runner{
-		p:         p,
-		s:         sim.New(sim.Config{Seed: sc.Seed}),
-		warmup:    sc.Warmup.D(),
-		duration:  sc.Duration.D(),
-		tally:     newTally(sc),
-		firstSeen: map[string]bool{},
+		p:           p,
+		s:           sim.New(sim.Config{Seed: sc.Seed}),
+		warmup:      sc.Warmup.D(),
+		duration:    sc.Duration.D(),
+		tally:       newTally(sc),
+		timelineLog: timelineLog{firstSeen: map[string]bool{}},
 	}
 	drain := sc.Drain.D()
 	if drain == 0 {
@@ -330,7 +321,19 @@ func newRunner(p *plan) (*runner, error) {
 		return nil, err
 	}
 	r.pools = newPoolReports(p)
-	if err := r.initJobs(); err != nil {
+	r.faultWorld = &faultWorld{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, jobs: &r.jobs,
+		end: r.end, log: &r.timelineLog, dispatch: r.dispatch, failWork: r.failReplicaWork,
+		fateDraw: r.fateDraw, ended: r.tally.ended,
+		live: func() bool { return r.lc.Live() > 0 || !r.afterArrivals() }}
+	r.jobs = jobsRT{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, end: r.end,
+		down:  r.faultWorld.down,
+		event: r.event, dispatch: r.dispatch,
+		fail: func(err error) {
+			if r.err == nil {
+				r.err = err
+			}
+		}}
+	if err := r.jobs.init(r.duration); err != nil {
 		r.closeSources()
 		return nil, err
 	}
@@ -338,7 +341,7 @@ func newRunner(p *plan) (*runner, error) {
 	r.draw = r.faultRand.Float64
 	r.lc = sched.NewLifecycle(p.retry, sc.Policy.Retries.RetryRejected)
 	r.ladderRand = r.s.Rand("degradation")
-	if err := r.initFaults(); err != nil {
+	if err := r.faultWorld.initFaults(); err != nil {
 		r.closeSources()
 		return nil, err
 	}
@@ -369,7 +372,7 @@ func (r *runner) run(ctx context.Context, progress func(float64)) error {
 		until := min(t, r.end)
 		var done bool
 		if r.metrics != nil {
-			done = r.runSampled(until)
+			done = r.metrics.runTo(until, r.runTo)
 		} else {
 			done = r.runTo(until)
 		}
@@ -409,7 +412,7 @@ func (r *runner) start() {
 		r.fires = append(r.fires, func() { r.arrive(i) })
 		r.schedule(i)
 	}
-	r.startJobs()
+	r.jobs.start()
 	if r.ladder != nil {
 		r.s.At(r.ladder.NextAt(), r.evaluateLadder)
 	}
@@ -470,16 +473,6 @@ func (r *runner) closeSources() {
 
 // afterArrivals reports whether no stream will produce another request.
 func (r *runner) afterArrivals() bool { return r.s.Now() >= r.duration }
-
-// event adds an entry to the run's timeline.
-func (r *runner) event(at time.Duration, kind, detail string) {
-	r.addEvent(timelineEvent(at, kind, detail))
-}
-
-// addEvent adds an entry made by one of timeline.go's constructors.
-func (r *runner) addEvent(ev TimelineEvent) {
-	r.timeline = append(r.timeline, ev)
-}
 
 func (r *runner) replicaReady(i int) {
 	r.replicas[i].loading = false
@@ -555,7 +548,7 @@ func (r *runner) offer(req *request) {
 	req.offeredAt = now
 	d := r.core.Arrive(now, &req.core)
 	next := r.lc.Offered(&req.life, d, r.draw)
-	r.metricsOffered(req)
+	r.metrics.offered(req)
 	switch next.Action {
 	case sched.Wait:
 		if next.FirstAdmit && req.measured {
@@ -567,7 +560,7 @@ func (r *runner) offer(req *request) {
 			req.queueTimer = r.s.After(qt, req.onQueueTimeout)
 		}
 		if d.Outcome == sched.Queued {
-			r.preemptFor(req.core.Served)
+			r.jobs.preemptFor(req.core.Served)
 		}
 		if next.FirstAdmit && r.canaries != nil && req.state != stDone {
 			r.mirror(req)
@@ -613,19 +606,6 @@ func (r *runner) retryLater(req *request, delay time.Duration) {
 	req.retry = r.s.After(delay, req.onRetry)
 }
 
-// noteRejectedRetry adds a timeline entry the first time clients retry a
-// refusal for reason ("" when the retry follows a failed attempt).
-func (r *runner) noteRejectedRetry(reason string, at time.Duration) {
-	if reason == "" {
-		return
-	}
-	key := "retry:" + reason
-	if !r.firstSeen[key] {
-		r.firstSeen[key] = true
-		r.event(at, "first-client-retry", "clients retry requests refused for "+reason)
-	}
-}
-
 func (r *runner) reject(req *request, d sched.Decision) {
 	reason := d.Reason
 	if req.measured {
@@ -633,32 +613,8 @@ func (r *runner) reject(req *request, d sched.Decision) {
 	}
 	r.note(reason, d.Detail, r.s.Now())
 	req.rejected = true
-	r.metricsRejected(req, reason)
+	r.metrics.rejected(req, reason)
 	r.finish(req, Rejected, reason)
-}
-
-// noteDeferral adds a timeline entry the first time requests are deferred
-// for a reason.
-func (r *runner) noteDeferral(reason string, at time.Duration) {
-	key := "deferred:" + reason
-	if !r.firstSeen[key] {
-		r.firstSeen[key] = true
-		r.event(at, "first-deferral", "first request deferred for "+reason)
-	}
-}
-
-// note adds a timeline entry the first time a rejection reason occurs, and
-// again for each new detail of it (why no pool could take a request).
-func (r *runner) note(reason, detail string, at time.Duration) {
-	key, text := reason, "first request refused for "+reason
-	if detail != "" {
-		key += ": " + detail
-		text += " (" + detail + ")"
-	}
-	if !r.firstSeen[key] {
-		r.firstSeen[key] = true
-		r.event(at, "first-"+reason, text)
-	}
 }
 
 // dispatch carries out the core's Ready: breaker transitions go on the
@@ -736,7 +692,7 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 	if req.core.Route > 0 {
 		req.canary = req.core.Route
 	}
-	r.metricsRouted(req)
+	r.metrics.routed(req)
 	pp := &r.p.pools[rt.pool]
 	r.pools[rt.pool].Dispatched++
 	tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
@@ -908,21 +864,25 @@ func (r *runner) Dropped(s *engine.Seq, _ time.Duration) {
 	}
 }
 
-// newSeq takes an engine sequence from the pool. Sequences are owned by the
-// request's current attempt, or by an engine until it drops a cancelled
-// one, and return to the pool from whichever lets go last.
-func (r *runner) newSeq() *engine.Seq {
-	if n := len(r.seqFree); n > 0 {
-		s := r.seqFree[n-1]
-		r.seqFree = r.seqFree[:n-1]
+// seqPool recycles engine sequences. Sequences are owned by the request's
+// current attempt, or by an engine until it drops a cancelled one, and
+// return to the pool from whichever lets go last. The runner embeds it:
+// the hedges and copies take their sequences from it too.
+type seqPool struct{ seqs []*engine.Seq }
+
+// newSeq takes an engine sequence from the pool.
+func (sp *seqPool) newSeq() *engine.Seq {
+	if n := len(sp.seqs); n > 0 {
+		s := sp.seqs[n-1]
+		sp.seqs = sp.seqs[:n-1]
 		return s
 	}
 	return new(engine.Seq)
 }
 
-func (r *runner) freeSeq(s *engine.Seq) {
+func (sp *seqPool) freeSeq(s *engine.Seq) {
 	*s = engine.Seq{}
-	r.seqFree = append(r.seqFree, s)
+	sp.seqs = append(sp.seqs, s)
 }
 
 func (r *runner) complete(req *request) {
@@ -950,7 +910,7 @@ func (r *runner) complete(req *request) {
 			Replica: req.core.Replica, Served: req.core.Served})
 	}
 	met := r.tally.complete(&sv, req.measured)
-	r.metricsCompleted(req, &sv)
+	r.metrics.completed(req, &sv)
 	r.recent.complete(req.core.Class, now, sv.ttft, sv.e2e, met)
 	if r.recent != nil {
 		pool := -1
@@ -1015,7 +975,7 @@ func (r *runner) finish(req *request, res Result, reason string) {
 	r.primaryDone(req)
 	req.state = stDone
 	r.demand.finish(req.core.Class, r.s.Now(), r.s.Now()-req.core.Arrived)
-	r.metricsFinished(req, outcome, answered)
+	r.metrics.finished(req, outcome, answered)
 	r.lc.Finish(&req.life)
 	req.deadline.Stop()
 	req.retry.Stop()
@@ -1036,9 +996,7 @@ func (r *runner) finish(req *request, res Result, reason string) {
 	r.core.Finish(r.s.Now(), &req.core)
 	r.dispatch()
 	if ri >= 0 {
-		if j := r.jobs.byRepl[ri]; j != nil {
-			r.maybeStartJob(j)
-		}
+		r.jobs.drained(ri)
 	}
 	r.armWake()
 	if !req.held {
@@ -1120,15 +1078,9 @@ func (r *runner) release(req *request) {
 	r.free = append(r.free, req.idx)
 }
 
-// skeleton is an empty report with every group and pool, for checking
-// expectation paths before the run.
-func (r *runner) skeleton() *Report {
-	return r.assemble()
-}
-
 // report assembles the final report.
 func (r *runner) report() *Report {
-	r.jobsAtEnd()
+	r.jobs.atEnd()
 	// Whatever is still alive is in flight at the end.
 	for _, req := range r.reqs {
 		if req.state != stDone && req.measured {
@@ -1148,11 +1100,11 @@ func (r *runner) assemble() *Report {
 	rep.Hedges = r.hedges
 	rep.Degradation = r.ladderReport()
 	rep.Canaries = r.canaryReports()
-	rep.Forecast = r.forecastReport()
+	rep.Forecast = r.demand.final(r.s.Now(), r.p.sc.Classes)
 	rep.ResidencyViolations = r.residency
 	rep.Timeline = append(rep.Timeline, r.timeline...)
 	for i := range r.p.pools {
-		r.poolUse(i, end)
+		poolUse(r.p, r.replicas, i, r.pools[i], end)
 	}
 	r.autoscaleReports(rep)
 	for i, st := range r.p.sc.Workload {
@@ -1167,15 +1119,15 @@ func (r *runner) assemble() *Report {
 	return rep
 }
 
-// poolUse fills pool i's report with what its replicas' engines did until
-// end: busy time, preemptions, steps and prefix-cache hits.
-func (r *runner) poolUse(i int, end time.Duration) {
-	pp, pr := &r.p.pools[i], r.pools[i]
+// poolUse fills pr, pool i's report, with what its replicas' engines did
+// until end: busy time, preemptions, steps and prefix-cache hits.
+func poolUse(p *plan, replicas []replicaRT, i int, pr *PoolReport, end time.Duration) {
+	pp := &p.pools[i]
 	var busy time.Duration
 	var lookups, hits uint64
 	pr.Preemptions, pr.Steps = 0, 0
-	for j := range r.replicas {
-		rt := &r.replicas[j]
+	for j := range replicas {
+		rt := &replicas[j]
 		switch {
 		case rt.pool != i:
 		case rt.eng != nil:
@@ -1199,14 +1151,15 @@ func (r *runner) poolUse(i int, end time.Duration) {
 	pr.BusyGPUHours = round(busy.Hours()*float64(pp.Spec.GPUsPerReplica), 6)
 }
 
-// startSampling calls fn every period with every replica's state, until the
-// end of the run.
-func (r *runner) startSampling(fn func(time.Duration, int, []ReplicaState), period time.Duration) {
-	states := make([]ReplicaState, len(r.replicas))
+// startSampling calls fn every period with every replica's state and the
+// core's queues of models, until the end of the run (end, or nothing live).
+func startSampling(s *sim.Sim, core *sched.Core, replicas []replicaRT, models int, end time.Duration, live func() bool,
+	fn func(time.Duration, int, []ReplicaState), period time.Duration) {
+	states := make([]ReplicaState, len(replicas))
 	var tick func()
 	tick = func() {
-		for i := range r.replicas {
-			rt := &r.replicas[i]
+		for i := range replicas {
+			rt := &replicas[i]
 			if rt.eng == nil {
 				n := 0
 				if rt.svcReq != nil {
@@ -1219,13 +1172,13 @@ func (r *runner) startSampling(fn func(time.Duration, int, []ReplicaState), peri
 				KVUsed: rt.eng.KVUsed(), KVTokens: rt.eng.KVCapacity()}
 		}
 		queued := 0
-		for m := range r.p.sc.Models {
-			queued += r.core.QueueLen(m)
+		for m := range models {
+			queued += core.QueueLen(m)
 		}
-		fn(r.s.Now(), queued, states)
-		if r.s.Now()+period <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
-			r.s.After(period, tick)
+		fn(s.Now(), queued, states)
+		if s.Now()+period <= end && live() {
+			s.After(period, tick)
 		}
 	}
-	r.s.At(period, tick)
+	s.At(period, tick)
 }

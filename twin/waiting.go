@@ -15,12 +15,12 @@ import (
 // and the fleetdrill_oldest_waiting_seconds and fleetdrill_waiting_requests
 // series (twin/metrics.go) read them alike.
 
-// waitingAges returns, per class, the ages at now of the run's requests
-// waiting for their first token: alive (not done) and without one. The
-// slab holds every live request: a scan per call.
-func (r *runner) waitingAges(now time.Duration) [][]time.Duration {
-	ages := make([][]time.Duration, len(r.p.sc.Classes))
-	for _, req := range r.reqs {
+// waitingAges returns, per class of classes, the ages at now of the
+// requests of slab reqs waiting for their first token: alive (not done) and
+// without one. The slab holds every live request: a scan per call.
+func waitingAges(reqs []*request, classes int, now time.Duration) [][]time.Duration {
+	ages := make([][]time.Duration, classes)
+	for _, req := range reqs {
 		if req.state != stDone && req.firstAt == 0 && !req.shadow {
 			ages[req.core.Class] = append(ages[req.core.Class], now-req.core.Arrived)
 		}
