@@ -137,13 +137,6 @@ func (r *runner) initAutoscale() error {
 	return nil
 }
 
-// startAutoscale arms each scaler's first sync.
-func (r *runner) startAutoscale() {
-	for _, sc := range r.scalers {
-		sc.arm()
-	}
-}
-
 // arm schedules the scaler's next Advance. Its NextAt changes only in
 // Advance, so one pending event a scaler suffices.
 func (sc *scaler) arm() {
@@ -208,15 +201,6 @@ func AutoscaleView(s *sched.Scaler, now time.Duration) *AutoscaleState {
 	return &AutoscaleState{Requested: c.Requested, Provisioning: c.Provisioning, Warming: c.Warming,
 		Serving: c.Serving, Draining: c.Draining, Refused: t.Refused,
 		LastRefused: t.LastRefused, LastRefusedAt: t.LastRefusedAt, LastRefusedWhy: t.LastRefusedWhy}
-}
-
-// autoscaleReports finishes each scaler's report, and sets its pool's
-// cost in rep from the replicas paid for rather than a fixed count.
-func (r *runner) autoscaleReports(rep *Report) {
-	for _, sc := range r.scalers {
-		ps := r.p.pools[sc.pool].Spec
-		autoscaleInto(rep, ps, SnapshotScaler(sc.sc, r.s.Now()), &r.tally)
-	}
 }
 
 // ScalerSnapshot is what a Scaler did up to a moment: its tally and the

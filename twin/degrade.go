@@ -28,10 +28,6 @@ type StepReport struct {
 	EngagedS    float64 `json:"engaged_s"` // total time engaged
 }
 
-func (r *runner) initLadder() {
-	r.ladder = reqengine.NewLadder(r.p.core, 0, sched.LadderEvery)
-}
-
 // evaluateLadder is the ladder's evaluation, due every sched.LadderEvery
 // while the run has requests live or to come.
 func (r *runner) evaluateLadder() {
@@ -83,14 +79,14 @@ func (r *runner) degrade(req *request) bool {
 	return false
 }
 
-func (r *runner) ladderReport() *DegradationReport {
-	l := r.ladder
+// degradationReport is what ladder l did up to now; nil without one.
+func degradationReport(l *reqengine.Ladder, now time.Duration) *DegradationReport {
 	if l == nil {
 		return nil
 	}
 	// The rungs still engaged are counted up to now; the ladder itself is
 	// left as it is (the report is assembled more than once).
-	lr := l.Report(r.s.Now())
+	lr := l.Report(now)
 	rep := &DegradationReport{Steps: map[string]*StepReport{}, Shed: lr.Shed, Capped: lr.Capped,
 		Substituted: lr.Substituted, Cached: lr.Cached}
 	engaged := map[string]time.Duration{}

@@ -223,7 +223,7 @@ type metricsRec struct {
 	pools    []*PoolReport
 	down     func(ri int) bool                         // the replica is down (ground truth)
 	waiting  func(now time.Duration) [][]time.Duration // waitingAges of the runner's slab, which grows
-	ladder   *sched.Ladder
+	ladder   *reqengine.Ladder
 	demand   *demand
 	canaries *reqengine.Canaries
 	scalers  []*scaler

@@ -349,7 +349,7 @@ func newRunner(p *plan) (*runner, error) {
 		r.closeSources()
 		return nil, err
 	}
-	r.initLadder()
+	r.ladder = reqengine.NewLadder(r.p.core, 0, sched.LadderEvery)
 	r.initRollouts()
 	r.demand = newDemand(len(sc.Classes), ForecastWindow, r.duration)
 	if err := r.initWindows(r.faultSpans()); err != nil {
@@ -418,7 +418,9 @@ func (r *runner) start() {
 	}
 	r.scheduleFaults()
 	r.startRollouts()
-	r.startAutoscale()
+	for _, sc := range r.scalers {
+		sc.arm() // its first sync
+	}
 	// The gateway probes its replicas whether or not the scenario has
 	// faults, as a real one does: a drill may inject one at any time, and
 	// its run must match the scenario that lists it.
@@ -1098,7 +1100,7 @@ func (r *runner) assemble() *Report {
 	rep := assembleReport(r.p, &r.tally, r.faults, end, r.pools)
 	rep.Events = r.s.Events()
 	rep.Hedges = r.hedges
-	rep.Degradation = r.ladderReport()
+	rep.Degradation = degradationReport(r.ladder, r.s.Now())
 	rep.Canaries = r.canaryReports()
 	rep.Forecast = r.demand.final(r.s.Now(), r.p.sc.Classes)
 	rep.ResidencyViolations = r.residency
@@ -1106,7 +1108,9 @@ func (r *runner) assemble() *Report {
 	for i := range r.p.pools {
 		poolUse(r.p, r.replicas, i, r.pools[i], end)
 	}
-	r.autoscaleReports(rep)
+	for _, sc := range r.scalers {
+		autoscaleInto(rep, r.p.pools[sc.pool].Spec, SnapshotScaler(sc.sc, r.s.Now()), &r.tally)
+	}
 	for i, st := range r.p.sc.Workload {
 		rep.Workload[st.Name] = r.streams[i]
 	}
