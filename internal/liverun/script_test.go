@@ -98,6 +98,12 @@ func printSummary(b *strings.Builder, rep *twin.Report) {
 	for _, p := range slices.Sorted(maps.Keys(rep.Pools)) {
 		fmt.Fprintf(b, "pool %s: dispatched %d\n", p, rep.Pools[p].Dispatched)
 	}
+	for _, name := range slices.Sorted(maps.Keys(rep.Canaries)) {
+		cr := rep.Canaries[name]
+		sh := cr.Shadow
+		fmt.Fprintf(b, "canary %s: %s at share %g; shadow copies sent %d, completed %d, failed %d, shed %d, cancelled %d, in flight %d\n",
+			name, cr.State, cr.Share, sh.Sent, sh.Completed, sh.Failed, sh.Shed, sh.Cancelled, sh.InFlightAtEnd)
+	}
 	for _, ev := range rep.Timeline {
 		fmt.Fprintf(b, "%v %s: %s\n", time.Duration(ev.TS*float64(time.Second)).Round(time.Second), ev.Kind, ev.Detail)
 	}
