@@ -333,7 +333,7 @@
 //
 // # Injected faults
 //
-// [Gateway.InjectFault] puts an HTTP-level fault ([UpstreamFault]) on some
+// [FaultLayer.Inject] (reached through [Gateway.Faults]) puts an HTTP-level fault ([UpstreamFault]) on some
 // replicas until its remove is called, in the manner of Envoy's HTTP fault
 // filter: a drill injects it the same way in front of any backend (vLLM,
 // SGLang, TGI, an emulated node), none of which needs an admin API. Every

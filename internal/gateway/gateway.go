@@ -46,9 +46,9 @@ type Gateway struct {
 	classes  map[string]int
 	defClass int
 	keys     []keyEntry
-	layer    faultLayer // faults injected on the replicas (faultlayer.go)
-	lim      limits     // body limits and refusals (limits.go)
-	first    awaiting   // requests waiting for their first token (waiting.go)
+	faults   *FaultLayer // faults injected on the replicas (faultlayer.go); its own lock
+	lim      limits      // body limits and refusals (limits.go)
+	first    awaiting    // requests waiting for their first token (waiting.go)
 
 	// mu owns the core and everything below it.
 	mu       sync.Mutex
@@ -266,6 +266,7 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	slices.Sort(g.served)
+	g.faults = newFaultLayer(g.replicas, g.models, sc.Name, g.log, g.clk, cfg.Seed, g.client.Do)
 	g.breakers = make([]sched.BreakerState, len(g.replicas))
 	g.ejected = make([]bool, len(g.replicas))
 	g.loads = make([]Load, len(g.replicas))
@@ -649,7 +650,7 @@ func (g *Gateway) probe(ctx context.Context, i int) {
 	defer cancel()
 	ok := false
 	req, err := http.NewRequestWithContext(pctx, http.MethodGet, g.replicas[i].health, nil)
-	switch g.downState(i) {
+	switch g.faults.downState(i) {
 	case DownRefuse: // injected down (faultlayer.go): refused at once
 		err = errors.New("connection refused (injected fault)")
 	case DownHang: // or swallowed: no answer within the health timeout

@@ -597,7 +597,7 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 	if q.stream {
 		headerTimer = time.AfterFunc(g.clk.wall(g.sc.Policy.Health.Timeout.D()), cancel)
 	}
-	resp, err := g.send(up, q, rep) // through the fault layer (faultlayer.go)
+	resp, err := g.faults.send(up, q, rep) // through the fault layer (faultlayer.go)
 	if headerTimer != nil {
 		headerTimer.Stop()
 	}
