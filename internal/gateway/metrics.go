@@ -353,7 +353,7 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 	engaged := 0
 	var loads []Load
 	g.View(func(core *sched.Core, now time.Duration) {
-		loads = slices.Clone(g.loads)
+		loads = slices.Clone(g.be.loads)
 		copy(ejected, g.ejected)
 		for m := range queue {
 			queue[m] = core.QueueLen(m)
