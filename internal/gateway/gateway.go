@@ -60,11 +60,11 @@ type Gateway struct {
 	draw     func() float64 // backoff draws from rng
 	wakeAt   time.Duration  // the core's wake-up (model time, schedule.go); 0: none
 	closed   bool
-	breakers []sched.BreakerState // as last reported, per replica
-	ejected  []bool               // per replica: out of routing as a latency outlier, as last reported
-	held     int                  // requests the core holds (queued or dispatched)
-	heldPeak int                  // most held at once
-	ladder   *sched.Ladder        // the degradation ladder (degrade.go); nil without one
+	report   *reporter     // breakers' transitions and failed attempts, to the log and the Observer (observer.go)
+	ejected  []bool        // per replica: out of routing as a latency outlier, as last reported
+	held     int           // requests the core holds (queued or dispatched)
+	heldPeak int           // most held at once
+	ladder   *sched.Ladder // the degradation ladder (degrade.go); nil without one
 	// The model-time schedule (schedule.go): its wake-up, and the ladder's
 	// next evaluation (model time).
 	kick       chan struct{}
@@ -266,7 +266,8 @@ func New(cfg Config) (*Gateway, error) {
 	slices.Sort(g.served)
 	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.probed)
 	g.faults = newFaultLayer(g.replicas, g.models, sc.Name, g.log, g.clk, cfg.Seed, client.Do)
-	g.breakers = make([]sched.BreakerState, len(g.replicas))
+	g.report = &reporter{replicas: g.replicas, log: g.log, obs: g.obs, clk: g.clk,
+		breakers: make([]sched.BreakerState, len(g.replicas))}
 	g.ejected = make([]bool, len(g.replicas))
 	g.core, err = sched.New(core)
 	if err != nil {
@@ -392,7 +393,7 @@ func (g *Gateway) SetRetiring(model string, on bool) error {
 func (g *Gateway) deliver(now time.Duration) {
 	rd := g.core.Ready()
 	for _, tr := range rd.Transitions {
-		g.noteBreaker(now, tr.Replica, tr.To)
+		g.report.breaker(now, tr.Replica, tr.To)
 		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.probed(tr.Replica) {
 			// The trial is a probe, sent now (see sched's breakers).
 			// Close cancels probeCtx with mu held, so no Add follows
@@ -580,31 +581,9 @@ func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengin
 func (g *Gateway) observe(now time.Duration, r int, ok bool) {
 	// The core moves an open breaker to half-open lazily; reading the
 	// state first makes that step a transition of its own.
-	g.noteBreaker(now, r, g.core.Breaker(now, r))
+	g.report.breaker(now, r, g.core.Breaker(now, r))
 	g.core.Observe(now, r, ok)
 	g.deliver(now) // its transition, if any, is in Ready
-}
-
-// noteBreaker logs and reports replica r's breaker when its state differs
-// from the one last reported. Called with mu held.
-func (g *Gateway) noteBreaker(now time.Duration, r int, to sched.BreakerState) {
-	from := g.breakers[r]
-	if from == to {
-		return
-	}
-	g.breakers[r] = to
-	rep := g.replicas[r]
-	g.log.Info("breaker", "pool", rep.pool, "replica", r, "backend", rep.host, "from", from.String(), "to", to.String())
-	if g.obs.Breaker != nil {
-		g.obs.Breaker(now, r, rep.pool, from, to)
-	}
-}
-
-// attemptFailed reports a failed upstream attempt to the observer.
-func (g *Gateway) attemptFailed(r, status int, err bool) {
-	if g.obs.Attempt != nil {
-		g.obs.Attempt(g.now(), r, g.replicas[r].pool, status, err)
-	}
 }
 
 // Handler returns the gateway's HTTP handler.
@@ -620,7 +599,7 @@ func (g *Gateway) Handler() http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	if !g.cfg.MetricsApart {
-		mux.Handle("GET /metrics", g.MetricsHandler())
+		mux.Handle("GET /metrics", MetricsHandler(g.reg))
 	}
 	return mux
 }

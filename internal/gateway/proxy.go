@@ -720,7 +720,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			return resCancelled, "", 0
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
-		g.attemptFailed(rep, 0, true)
+		g.report.attemptFailed(rep, 0, true)
 		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry, q.lastMsg = 0, 0, "upstream unreachable or unresponsive"
@@ -730,7 +730,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	switch {
 	case upstreamFailed(resp.StatusCode):
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
-		g.attemptFailed(rep, resp.StatusCode, true)
+		g.report.attemptFailed(rep, resp.StatusCode, true)
 		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry = resp.StatusCode, 0
@@ -744,7 +744,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	case resp.StatusCode == http.StatusTooManyRequests:
 		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
 		g.metrics.throttled.WithLabelValues(be.pool, be.region).Inc()
-		g.attemptFailed(rep, resp.StatusCode, false)
+		g.report.attemptFailed(rep, resp.StatusCode, false)
 		q.lastStatus, q.lastRetry = resp.StatusCode, g.parseRetryAfter(resp.Header.Get("Retry-After"))
 		q.lastMsg = "upstream quota exhausted"
 		// Quota, not ill health: the breaker is left alone, and the core
@@ -860,14 +860,14 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			endStream(w, errStreamBroken)
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
-		g.attemptFailed(rep, 0, true)
+		g.report.attemptFailed(rep, 0, true)
 		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
 		return resDone, outFailed, resp.StatusCode
 	}
 	g.metrics.attempts.WithLabelValues(be.pool, "ok").Inc()
 	if outcome != outCompleted {
-		g.attemptFailed(rep, resp.StatusCode, false)
+		g.report.attemptFailed(rep, resp.StatusCode, false)
 	}
 	if meter != nil {
 		g.metrics.streamed(q, meter)
