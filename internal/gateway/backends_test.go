@@ -180,7 +180,7 @@ func TestProbesUseTheKindsHealthPath(t *testing.T) {
 	}
 }
 
-// CheckBackends names the pool, the backend and the model a backend does
+// Backends.Check names the pool, the backend and the model a backend does
 // not serve.
 func TestCheckBackends(t *testing.T) {
 	us := newFake(t)
