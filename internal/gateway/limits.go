@@ -244,7 +244,7 @@ const modelUnread = "-"
 // read. It reports whether it answered.
 func (l *Limits) tenantFull(w http.ResponseWriter, tenant, class int, arrived time.Time) bool {
 	if l.coreFull == nil {
-		return false
+		return false // the core's refusal would not be final: the request must reach it
 	}
 	retry, full := l.coreFull(tenant, class)
 	if !full {
