@@ -19,7 +19,7 @@ const (
 	// the fault hits itself, before they leave, with an HTTP status (429,
 	// 404 or 503 for some models, a share of 500s): HTTP-level, the same
 	// whatever the backend, which needs no admin API
-	// (internal/gateway's Gateway.InjectFault; internal/liverun turns a
+	// (internal/gateway's Gateway.Faults().Inject; internal/liverun turns a
 	// spec into its faults).
 	LiveGateway
 	// LiveContainer: the nodes' containers are stopped, and started again

@@ -154,7 +154,7 @@ are the Retry-After sent and the latencies in /metrics.`,
 			if checkBackends {
 				// A fleet that cannot serve the scenario is refused now,
 				// not found out by the first request.
-				if err := gw.CheckBackends(cmd.Context()); err != nil {
+				if err := gw.Backends().Check(cmd.Context()); err != nil {
 					return invalid(fmt.Errorf("%w\n(--check-backends=false starts anyway)", err))
 				}
 			}
@@ -218,7 +218,7 @@ func setMemoryLimit(cmd *cobra.Command, limit, budget int64) {
 // serveGateway serves gw on ln until ctx ends, then shuts down gracefully.
 // With tlsConf set, it serves https.
 func serveGateway(ctx context.Context, cmd *cobra.Command, lim httpguard.Limits, ln net.Listener, tlsConf *tls.Config, gw *gateway.Gateway, scenario string) error {
-	lim.OnRefused = gw.RefusedConnection
+	lim.OnRefused = gw.Limits().RefusedConnection
 	srv := lim.Server(gw.Handler())
 	sln, scheme := tlsListener(lim.Listener(ln), tlsConf)
 	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: scenario %s, listening on %s://%s\n", scenario, scheme, ln.Addr())

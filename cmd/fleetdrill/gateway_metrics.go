@@ -18,7 +18,7 @@ import (
 // to shut down.
 func serveMetrics(ctx context.Context, cmd *cobra.Command, ln net.Listener, gw *gateway.Gateway) func() {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", gw.MetricsHandler())
+	mux.Handle("GET /metrics", gateway.MetricsHandler(gw.Registry()))
 	// The metrics listener is one more listener: the same limits.
 	lim := httpguard.Defaults()
 	srv := lim.Server(mux)

@@ -40,7 +40,7 @@ func TestBackendKey(t *testing.T) {
 				"policy.health.probe_interval=20ms", "policy.health.threshold=10"), backends,
 				func(c *Config) { c.BackendKey = tc.key })
 
-			require.NoError(t, h.gw.CheckBackends(context.Background()))
+			require.NoError(t, h.gw.Backends().Check(context.Background()))
 			eventually(t, "probes of both pools and the load read", func() bool {
 				return h.metric("fleetdrill_gateway_probes_total", map[string]string{"pool": "use-h100-8b", "result": "ok"}) >= 2 &&
 					h.metric("fleetdrill_gateway_probes_total", map[string]string{"pool": "euw-a100-8b", "result": "ok"}) >= 2 &&
@@ -81,7 +81,7 @@ func TestCheckBackendsNamesTheBackendKey(t *testing.T) {
 			us.auth.Store("Bearer " + testBackendKey)
 			h := newHarness(t, testScenario(t, "policy.health.probe_interval=1h"),
 				map[string][]string{"use-h100-8b": {"vllm+" + us.srv.URL}}, func(c *Config) { c.BackendKey = tc.key })
-			err := h.gw.CheckBackends(context.Background())
+			err := h.gw.Backends().Check(context.Background())
 			require.ErrorContains(t, err, "pool use-h100-8b backend")
 			require.ErrorContains(t, err, tc.want)
 			require.NotContains(t, err.Error(), "sk-")

@@ -10,10 +10,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
 // Kind is what serves behind a backend URL: it says where the gateway
@@ -179,23 +182,71 @@ func (k Kind) parseLoad(r io.Reader) (l Load, ok bool, err error) {
 // scrapes reports whether the kind exports load series.
 func (k Kind) scrapes() bool { return kindSpecs[k].running != "" }
 
+// Backends is the gateway's fleet as HTTP servers: the client every
+// upstream request goes through, what each backend's own metrics say of
+// its load, and the start-up check of what each serves (see
+// [Gateway.Backends]).
+type Backends struct {
+	// Read-only after New: the gateway's replicas (shared with it, never
+	// written), its scenario and clock.
+	replicas []replica
+	sc       *scenarios.Scenario
+	clk      clock
+	client   *http.Client
+	keyed    bool // a backend key is sent (Config.BackendKey)
+
+	// mu is the gateway's lock (Gateway.mu), not one of the backends' own:
+	// blocked mirrors what the core was told (SetBlocked), loads are read
+	// with the core's state (coreCollector), and probed asks the
+	// autoscalers, which live under it.
+	mu      *sync.Mutex
+	probed  func(i int) bool // whether replica i runs now (autoscale.go); with mu held
+	loads   []Load           // as last scraped, per replica (see Kind); guarded by mu
+	blocked []bool           // per replica: its engine queues (Load.Waiting > 0); guarded by mu
+}
+
+func newBackends(replicas []replica, sc *scenarios.Scenario, clk clock, client *http.Client, keyed bool,
+	mu *sync.Mutex, probed func(int) bool) *Backends {
+	b := &Backends{replicas: replicas, sc: sc, clk: clk, client: client, keyed: keyed, mu: mu, probed: probed,
+		loads: make([]Load, len(replicas)), blocked: make([]bool, len(replicas))}
+	for i := range b.loads {
+		b.loads[i].KVUsage = -1
+	}
+	return b
+}
+
+// Backends returns the gateway's backends: their loads, and the check of
+// what they serve.
+func (g *Gateway) Backends() *Backends { return g.be }
+
+// running snapshots which replicas run now, under mu.
+func (b *Backends) running() []bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	on := make([]bool, len(b.replicas))
+	for i := range on {
+		on[i] = b.probed(i)
+	}
+	return on
+}
+
 // scrape reads replica i's load from its /metrics. Read-only: it changes
 // nothing on the backend.
-func (g *Gateway) scrape(ctx context.Context, i int) (Load, error) {
-	rep := &g.replicas[i]
+func (b *Backends) scrape(ctx context.Context, i int) (Load, error) {
+	rep := &b.replicas[i]
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rep.url+"/metrics", nil)
 	if err != nil {
 		return Load{}, err
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := g.client.Do(req)
+	resp, err := b.client.Do(req)
 	if err != nil {
 		return Load{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		return Load{}, fmt.Errorf("GET /metrics: %w", g.statusError(resp.StatusCode))
+		return Load{}, fmt.Errorf("GET /metrics: %w", b.statusError(resp.StatusCode))
 	}
 	l, ok, err := rep.kind.parseLoad(io.LimitReader(resp.Body, 8<<20))
 	if err != nil {
@@ -207,52 +258,48 @@ func (g *Gateway) scrape(ctx context.Context, i int) (Load, error) {
 	return l, nil
 }
 
-// noteLoad records replica i's scraped load: on the gateway's series, and
+// noteLoad records replica i's scraped load, on the gateway's series and
 // as back-pressure for the router, as the twin's engines push back: a
 // replica whose engine queues requests takes no more from the gateway,
-// where the dispatch policy orders them. Called with mu held.
-func (g *Gateway) noteLoad(now time.Duration, i int, l Load) {
+// where the dispatch policy orders them. It says whether the replica is
+// blocked now and whether that changed, for the caller to tell the core.
+// Called with mu held.
+func (b *Backends) noteLoad(now time.Duration, i int, l Load) (blocked, changed bool) {
 	l.At = now
-	g.loads[i] = l
-	if blocked := l.Waiting > 0; blocked != g.blocked[i] {
-		g.blocked[i] = blocked
-		g.core.SetBlocked(now, i, blocked)
-	}
-	g.deliver(now)
+	b.loads[i] = l
+	blocked = l.Waiting > 0
+	changed = blocked != b.blocked[i]
+	b.blocked[i] = blocked
+	return blocked, changed
 }
 
 // Loads returns each replica's last scraped load (the zero Load, with
 // KVUsage -1, for replicas whose kind exports none or not yet read).
-func (g *Gateway) Loads() []Load {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return slices.Clone(g.loads)
+func (b *Backends) Loads() []Load {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.loads)
 }
 
-// CheckBackends asks every backend for its models (GET /v1/models) and
+// Check asks every backend for its models (GET /v1/models) and
 // says, naming pool, URL and model, which backend does not serve a model
 // its pool serves in the scenario, or does not answer. Call it at start:
 // a fleet that cannot serve the scenario should not be found out by the
 // first request. Served names are the scenario's model names.
-func (g *Gateway) CheckBackends(ctx context.Context) error {
+func (b *Backends) Check(ctx context.Context) error {
 	var errs []error
-	g.mu.Lock()
-	probed := make([]bool, len(g.replicas))
-	for i := range probed {
-		probed[i] = g.probed(i)
-	}
-	g.mu.Unlock()
-	for i := range g.replicas {
+	probed := b.running()
+	for i := range b.replicas {
 		if !probed[i] {
 			continue // an autoscaled replica its scaler does not hold: nothing runs there yet
 		}
-		rep := &g.replicas[i]
-		ids, err := g.listModels(ctx, rep.url)
+		rep := &b.replicas[i]
+		ids, err := b.listModels(ctx, rep.url)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pool %s backend %s (%s): GET /v1/models: %w", rep.pool, rep.host, rep.kind, err))
 			continue
 		}
-		want := g.sc.Models[rep.model].Name
+		want := b.sc.Models[rep.model].Name
 		if !slices.Contains(ids, want) {
 			errs = append(errs, fmt.Errorf("pool %s backend %s (%s) does not serve model %s (it serves: %s); serve it under that name (vLLM: --served-model-name %s)",
 				rep.pool, rep.host, rep.kind, want, strings.Join(ids, ", "), want))
@@ -262,21 +309,21 @@ func (g *Gateway) CheckBackends(ctx context.Context) error {
 }
 
 // listModels returns the model ids a server lists.
-func (g *Gateway) listModels(ctx context.Context, base string) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, g.clk.wall(g.sc.Policy.Health.Timeout.D()))
+func (b *Backends) listModels(ctx context.Context, base string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.clk.wall(b.sc.Policy.Health.Timeout.D()))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := g.client.Do(req)
+	resp, err := b.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		return nil, g.statusError(resp.StatusCode)
+		return nil, b.statusError(resp.StatusCode)
 	}
 	var list struct {
 		Data []struct {
@@ -295,11 +342,11 @@ func (g *Gateway) listModels(ctx context.Context, base string) ([]string, error)
 
 // statusError says what a backend's refusal of a GET means: a 401 or 403
 // is the backend key, missing or not the backend's.
-func (g *Gateway) statusError(code int) error {
+func (b *Backends) statusError(code int) error {
 	switch {
 	case code != http.StatusUnauthorized && code != http.StatusForbidden:
 		return fmt.Errorf("status %d", code)
-	case g.cfg.BackendKey == "":
+	case !b.keyed:
 		return fmt.Errorf("status %d: the backend wants an API key, and the gateway has none to send "+
 			"(fleetdrill gateway: $FLEETDRILL_BACKEND_API_KEY or --backend-key-file)", code)
 	}

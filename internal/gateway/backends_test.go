@@ -136,7 +136,7 @@ vllm:kv_cache_usage_perc{model_name="llama-3.1-8b"} 0.9
 	})
 	require.Equal(t, 3.0, h.metric("fleetdrill_gateway_backend_requests", map[string]string{"state": "running"}))
 	require.Equal(t, 0.9, h.metric("fleetdrill_gateway_backend_kv_cache_usage_ratio", nil))
-	require.Equal(t, Load{Running: 3, Waiting: 4, KVUsage: 0.9}, withoutAt(h.gw.Loads()[0]))
+	require.Equal(t, Load{Running: 3, Waiting: 4, KVUsage: 0.9}, withoutAt(h.gw.Backends().Loads()[0]))
 
 	// Queueing in its engine: a new request waits in the gateway's queue.
 	done := make(chan *http.Response, 1)
@@ -180,16 +180,16 @@ func TestProbesUseTheKindsHealthPath(t *testing.T) {
 	}
 }
 
-// CheckBackends names the pool, the backend and the model a backend does
+// Backends.Check names the pool, the backend and the model a backend does
 // not serve.
 func TestCheckBackends(t *testing.T) {
 	us := newFake(t)
 	h := newHarness(t, testScenario(t), map[string][]string{"use-h100-8b": {"vllm+" + us.srv.URL}})
-	require.NoError(t, h.gw.CheckBackends(context.Background()))
+	require.NoError(t, h.gw.Backends().Check(context.Background()))
 
 	other := newPathServer(t, "/v1/models", nil)
 	h2 := newHarness(t, testScenario(t), map[string][]string{"use-h100-8b": {"vllm+" + other}})
-	err := h2.gw.CheckBackends(context.Background())
+	err := h2.gw.Backends().Check(context.Background())
 	require.ErrorContains(t, err, "pool use-h100-8b backend")
 	require.ErrorContains(t, err, "does not serve model llama-3.1-8b (it serves: meta-llama/Llama-3.1-8B-Instruct)")
 	require.ErrorContains(t, err, "--served-model-name llama-3.1-8b")

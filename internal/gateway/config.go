@@ -60,7 +60,7 @@ type Config struct {
 	BackendCA *x509.CertPool
 	// BackendKey, when set, is sent as "Authorization: Bearer BackendKey"
 	// with every upstream request (completions, hedges, probes, load
-	// scrapes, CheckBackends): the key of nodes started with an API key
+	// scrapes, Backends.Check): the key of nodes started with an API key
 	// (fleetdrill node, vLLM --api-key). A client's own Authorization is
 	// never forwarded. "": none is sent.
 	BackendKey string

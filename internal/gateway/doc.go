@@ -88,9 +88,9 @@
 // Backends started with an API key (fleetdrill node's, vLLM's --api-key)
 // get Config.BackendKey: the gateway's transport adds "Authorization:
 // Bearer KEY" to every upstream request, completions, hedges, probes, load
-// scrapes and CheckBackends alike (backendkey.go). A client's Authorization
+// scrapes and Backends.Check alike (backendkey.go). A client's Authorization
 // is never forwarded: upstream requests are built afresh. A backend's 401
-// or 403 at CheckBackends says whether the key is missing or refused.
+// or 403 at Backends.Check says whether the key is missing or refused.
 //
 // # Token counts
 //
@@ -334,10 +334,11 @@
 //
 // # Injected faults
 //
-// [Gateway.InjectFault] puts an HTTP-level fault ([UpstreamFault]) on some
-// replicas until its remove is called, in the manner of Envoy's HTTP fault
-// filter: a drill injects it the same way in front of any backend (vLLM,
-// SGLang, TGI, an emulated node), none of which needs an admin API. Every
+// [FaultLayer.Inject] ([Gateway.Faults]) puts an HTTP-level fault
+// ([UpstreamFault]) on some replicas until its remove is called, in the
+// manner of Envoy's HTTP fault filter: a drill injects it the same way in
+// front of any backend (vLLM, SGLang, TGI, an emulated node), none of
+// which needs an admin API. Every
 // upstream attempt goes through the fault layer (faultlayer.go: one round
 // trip, send, called from call) before it leaves: added latency (model
 // time, counted against the health timeout as a slow link's), then an

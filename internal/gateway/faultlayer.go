@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -91,38 +92,54 @@ type injection struct {
 	f        UpstreamFault
 }
 
-// faultLayer holds the faults injected on the gateway's replicas. The zero
-// value holds none; its lock is its own, never taken with the gateway's.
-type faultLayer struct {
-	once     sync.Once
+// FaultLayer holds the faults injected on the gateway's replicas (see
+// [Gateway.Faults]). It owns its own lock, never taken with the gateway's:
+// an attempt consults it on its way out, outside the core's lock, so an
+// injection never waits for the core nor the core for an injection.
+type FaultLayer struct {
+	// Read-only after New: the gateway's replicas and models (for checks,
+	// the log and the series), its logger and clock.
+	replicas []replica
+	models   map[string]int
+	scenario string
+	log      *slog.Logger
+	clk      clock
+	seed     uint64
+	// do sends an attempt the faults let through: the backends' client.
+	do func(*http.Request) (*http.Response, error)
+
 	answers  *prometheus.CounterVec // pool, status: attempts the layer answered itself
 	injected *prometheus.Desc       // pool, kind: see faultCollector
 
-	mu     sync.Mutex
+	mu     sync.Mutex // guards what follows
 	nextID int
 	on     []*injection // in the order injected
 	rng    *rand.Rand   // FailRate draws; seeded on first use
 }
 
-func (l *faultLayer) init() {
-	l.once.Do(func() {
-		l.answers = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
+func newFaultLayer(replicas []replica, models map[string]int, scenario string, log *slog.Logger, clk clock, seed uint64,
+	do func(*http.Request) (*http.Response, error)) *FaultLayer {
+	return &FaultLayer{replicas: replicas, models: models, scenario: scenario, log: log, clk: clk, seed: seed, do: do,
+		answers: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
 			Name: "fault_answers_total",
 			Help: "Upstream attempts the gateway's fault layer answered itself, by pool and status (0: failed as a transport error or timeout, a replica injected down); the backend never saw them."},
-			[]string{"pool", "status"})
-		l.injected = prometheus.NewDesc("fleetdrill_gateway_injected_faults",
+			[]string{"pool", "status"}),
+		injected: prometheus.NewDesc("fleetdrill_gateway_injected_faults",
 			"Faults injected in the gateway's fault layer, by pool and kind: one per replica a fault is on.",
-			[]string{"pool", "kind"}, nil)
-	})
+			[]string{"pool", "kind"}, nil)}
 }
 
-// InjectFault applies f to the attempts sent to the given replicas (as
+// Faults returns the gateway's fault layer, where a drill injects
+// HTTP-level faults ([FaultLayer.Inject]).
+func (g *Gateway) Faults() *FaultLayer { return g.faults }
+
+// Inject applies f to the attempts sent to the given replicas (as
 // [Gateway.ReplicaIndex] numbers them) from now until remove is called.
 // Faults stack: several on one replica combine as faults.Condition does for
 // both drivers (see decide). remove is idempotent. Each injection and
 // removal is logged.
-func (g *Gateway) InjectFault(replicas []int, f UpstreamFault) (remove func(), err error) {
-	if err := g.checkFault(replicas, f); err != nil {
+func (l *FaultLayer) Inject(replicas []int, f UpstreamFault) (remove func(), err error) {
+	if err := l.check(replicas, f); err != nil {
 		return nil, err
 	}
 	if f.Kind == "" {
@@ -132,39 +149,37 @@ func (g *Gateway) InjectFault(replicas []int, f UpstreamFault) (remove func(), e
 	reps := slices.Clone(replicas)
 	slices.Sort(reps)
 	reps = slices.Compact(reps)
-	l := &g.layer
-	l.init()
 	l.mu.Lock()
 	l.nextID++
 	inj := &injection{id: l.nextID, replicas: reps, f: f}
 	l.on = append(l.on, inj)
 	l.mu.Unlock()
-	g.log.Info("fault injected", append([]any{"id", inj.id}, g.faultAttrs(inj)...)...)
+	l.log.Info("fault injected", append([]any{"id", inj.id}, l.attrs(inj)...)...)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			l.on = slices.DeleteFunc(l.on, func(i *injection) bool { return i == inj })
 			l.mu.Unlock()
-			g.log.Info("fault removed", "id", inj.id, "kind", f.Kind, "pools", g.poolsOf(reps), "replicas", reps)
+			l.log.Info("fault removed", "id", inj.id, "kind", f.Kind, "pools", l.poolsOf(reps), "replicas", reps)
 		})
 	}, nil
 }
 
-// checkFault returns every problem of an injection at once.
-func (g *Gateway) checkFault(replicas []int, f UpstreamFault) error {
+// check returns every problem of an injection at once.
+func (l *FaultLayer) check(replicas []int, f UpstreamFault) error {
 	var errs []error
 	if len(replicas) == 0 {
 		errs = append(errs, errors.New("no replica"))
 	}
 	for _, r := range replicas {
-		if r < 0 || r >= len(g.replicas) {
-			errs = append(errs, fmt.Errorf("replica %d: want in [0, %d)", r, len(g.replicas)))
+		if r < 0 || r >= len(l.replicas) {
+			errs = append(errs, fmt.Errorf("replica %d: want in [0, %d)", r, len(l.replicas)))
 		}
 	}
 	for _, m := range f.Models {
-		if _, ok := g.models[m]; !ok {
-			errs = append(errs, fmt.Errorf("models: %q is not a model of scenario %s", m, g.sc.Name))
+		if _, ok := l.models[m]; !ok {
+			errs = append(errs, fmt.Errorf("models: %q is not a model of scenario %s", m, l.scenario))
 		}
 	}
 	if f.Status != 0 && (f.Status < 400 || f.Status > 599) {
@@ -193,11 +208,11 @@ func (g *Gateway) checkFault(replicas []int, f UpstreamFault) error {
 	return nil
 }
 
-// faultAttrs describes an injection for the log: scenario names and
-// numbers only.
-func (g *Gateway) faultAttrs(inj *injection) []any {
+// attrs describes an injection for the log: scenario names and numbers
+// only.
+func (l *FaultLayer) attrs(inj *injection) []any {
 	f := inj.f
-	attrs := []any{"kind", f.Kind, "pools", g.poolsOf(inj.replicas), "replicas", inj.replicas}
+	attrs := []any{"kind", f.Kind, "pools", l.poolsOf(inj.replicas), "replicas", inj.replicas}
 	if len(f.Models) > 0 {
 		attrs = append(attrs, "models", f.Models)
 	}
@@ -235,10 +250,10 @@ func (d Down) String() string {
 }
 
 // poolsOf lists the pools of replicas, in order, once each.
-func (g *Gateway) poolsOf(replicas []int) []string {
+func (l *FaultLayer) poolsOf(replicas []int) []string {
 	var out []string
 	for _, r := range replicas {
-		if p := g.replicas[r].pool; !slices.Contains(out, p) {
+		if p := l.replicas[r].pool; !slices.Contains(out, p) {
 			out = append(out, p)
 		}
 	}
@@ -320,12 +335,11 @@ func decide(fs []UpstreamFault, model string, draw func() float64) verdict {
 // through the fault layer: the faults injected on rep decide whether it is
 // delayed, answered here, or failed as a dead backend; otherwise it goes
 // to the backend. Its answer looks like the backend's.
-func (g *Gateway) send(up *http.Request, q *request, rep int) (*http.Response, error) {
-	l := &g.layer
+func (l *FaultLayer) send(up *http.Request, q *request, rep int) (*http.Response, error) {
 	l.mu.Lock()
 	if len(l.on) == 0 {
 		l.mu.Unlock()
-		return g.client.Do(up)
+		return l.do(up)
 	}
 	var fs []UpstreamFault
 	for _, inj := range l.on {
@@ -335,18 +349,18 @@ func (g *Gateway) send(up *http.Request, q *request, rep int) (*http.Response, e
 	}
 	v := decide(fs, q.served, func() float64 {
 		if l.rng == nil {
-			l.rng = rand.New(rand.NewPCG(g.cfg.Seed, 0x6661756c746c6179)) // "faultlay"
+			l.rng = rand.New(rand.NewPCG(l.seed, 0x6661756c746c6179)) // "faultlay"
 		}
 		return l.rng.Float64()
 	})
 	l.mu.Unlock()
 
 	ctx := up.Context()
-	pool := g.replicas[rep].pool
+	pool := l.replicas[rep].pool
 	switch v.down {
 	case DownRefuse:
 		l.answers.WithLabelValues(pool, "0").Inc()
-		return nil, fmt.Errorf("gateway: %s: connection refused (injected fault)", g.replicas[rep].host)
+		return nil, fmt.Errorf("gateway: %s: connection refused (injected fault)", l.replicas[rep].host)
 	case DownHang:
 		// Nothing comes back: the health timeout (call's header timer)
 		// or the client ends the attempt.
@@ -359,7 +373,7 @@ func (g *Gateway) send(up *http.Request, q *request, rep int) (*http.Response, e
 		wait += v.delay
 	}
 	if wait > 0 {
-		t := time.NewTimer(g.clk.wall(wait))
+		t := time.NewTimer(l.clk.wall(wait))
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -368,7 +382,7 @@ func (g *Gateway) send(up *http.Request, q *request, rep int) (*http.Response, e
 		}
 	}
 	if v.status == 0 {
-		return g.client.Do(up)
+		return l.do(up)
 	}
 	l.answers.WithLabelValues(pool, strconv.Itoa(v.status)).Inc()
 	return faultResponse(up, v), nil
@@ -377,8 +391,7 @@ func (g *Gateway) send(up *http.Request, q *request, rep int) (*http.Response, e
 // downState is how replica rep is injected down (Up when it is not): what
 // its health probes meet too, so that a backend with no proxy in front of
 // it (an external endpoint) goes dark to probes as to requests.
-func (g *Gateway) downState(rep int) Down {
-	l := &g.layer
+func (l *FaultLayer) downState(rep int) Down {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	d := Up
@@ -413,27 +426,22 @@ func faultResponse(up *http.Request, v verdict) *http.Response {
 
 // faultCollector serves the fault layer's series: its answers, and the
 // faults injected now (read at scrape time).
-type faultCollector struct{ g *Gateway }
-
-func (g *Gateway) faultCollector() prometheus.Collector {
-	g.layer.init()
-	return faultCollector{g}
-}
+type faultCollector struct{ l *FaultLayer }
 
 func (c faultCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.g.layer.injected
-	c.g.layer.answers.Describe(ch)
+	ch <- c.l.injected
+	c.l.answers.Describe(ch)
 }
 
 func (c faultCollector) Collect(ch chan<- prometheus.Metric) {
-	l := &c.g.layer
+	l := c.l
 	type key struct{ pool, kind string }
 	n := map[key]int{}
 	var keys []key
 	l.mu.Lock()
 	for _, inj := range l.on {
 		for _, r := range inj.replicas {
-			k := key{c.g.replicas[r].pool, inj.f.Kind}
+			k := key{l.replicas[r].pool, inj.f.Kind}
 			if n[k] == 0 {
 				keys = append(keys, k)
 			}

@@ -60,7 +60,7 @@ func twoPools(t *testing.T, opts []func(*Config), sets ...string) (h *harness, u
 func TestFaultLayerQuota(t *testing.T) {
 	var log attemptLog
 	h, us, eu, usRep, _ := twoPools(t, []func(*Config){log.observer}, "policy.retries.max_attempts=2", "policy.health.threshold=10")
-	remove, err := h.gw.InjectFault([]int{usRep}, UpstreamFault{Kind: "quota-exhaustion", Status: http.StatusTooManyRequests,
+	remove, err := h.gw.Faults().Inject([]int{usRep}, UpstreamFault{Kind: "quota-exhaustion", Status: http.StatusTooManyRequests,
 		RetryAfter: time.Hour})
 	require.NoError(t, err)
 	defer remove()
@@ -91,7 +91,7 @@ func TestFaultLayerQuota(t *testing.T) {
 // injected Retry-After, as from a real provider.
 func TestFaultLayerQuotaReachesTheClient(t *testing.T) {
 	h, _, eu, _, euRep := twoPools(t, nil, "policy.retries.max_attempts=1")
-	remove, err := h.gw.InjectFault([]int{euRep}, UpstreamFault{Kind: "quota-exhaustion", Status: http.StatusTooManyRequests,
+	remove, err := h.gw.Faults().Inject([]int{euRep}, UpstreamFault{Kind: "quota-exhaustion", Status: http.StatusTooManyRequests,
 		RetryAfter: 6500 * time.Millisecond})
 	require.NoError(t, err)
 	defer remove()
@@ -114,7 +114,7 @@ func TestFaultLayerRetiredModel(t *testing.T) {
 		map[string][]string{"use-h100-70b-31": {f31.srv.URL}, "use-h100-70b-33": {f33.srv.URL}, "use-h100-8b": {f8.srv.URL}},
 		func(c *Config) { c.Keys = []Key{{"retail", keyRetail}} }, log.observer)
 	all := []int{0, 1, 2}
-	remove, err := h.gw.InjectFault(all, UpstreamFault{Kind: "model-retirement", Models: []string{"llama-3.1-70b"},
+	remove, err := h.gw.Faults().Inject(all, UpstreamFault{Kind: "model-retirement", Models: []string{"llama-3.1-70b"},
 		Status: http.StatusNotFound, Code: "model_not_found", Message: "The model `llama-3.1-70b` does not exist."})
 	require.NoError(t, err)
 
@@ -156,7 +156,7 @@ func TestFaultLayerErrorRate(t *testing.T) {
 	run := func(seed uint64) string {
 		h, _, eu, _, euRep := twoPools(t, []func(*Config){func(c *Config) { c.Seed = seed }},
 			"policy.retries.max_attempts=1", "policy.health.threshold=100000")
-		remove, err := h.gw.InjectFault([]int{euRep}, UpstreamFault{Kind: "error-burst", FailRate: rate})
+		remove, err := h.gw.Faults().Inject([]int{euRep}, UpstreamFault{Kind: "error-burst", FailRate: rate})
 		require.NoError(t, err)
 		defer remove()
 		var seq strings.Builder
@@ -198,7 +198,7 @@ func TestFaultLayerLatency(t *testing.T) {
 	var log attemptLog
 	h, us, eu, usRep, euRep := twoPools(t, []func(*Config){log.observer, func(c *Config) { c.Speed = 10 }},
 		"policy.retries.max_attempts=2", "policy.health.timeout=2s", "policy.health.open_for=1h")
-	remove, err := h.gw.InjectFault([]int{usRep}, UpstreamFault{Kind: "latency", Latency: time.Hour})
+	remove, err := h.gw.Faults().Inject([]int{usRep}, UpstreamFault{Kind: "latency", Latency: time.Hour})
 	require.NoError(t, err)
 	// A stream: its headers must come within the health timeout (a
 	// non-streamed answer's come with the whole answer, and are not timed).
@@ -211,7 +211,7 @@ func TestFaultLayerLatency(t *testing.T) {
 
 	// A model second on the EU replica (100 ms of wall time at speed 10),
 	// within the health timeout.
-	remove, err = h.gw.InjectFault([]int{euRep}, UpstreamFault{Kind: "latency", Latency: time.Second})
+	remove, err = h.gw.Faults().Inject([]int{euRep}, UpstreamFault{Kind: "latency", Latency: time.Second})
 	require.NoError(t, err)
 	defer remove()
 	before := h.histSum("fleetdrill_gateway_ttft_seconds", nil)
@@ -231,7 +231,7 @@ func TestFaultLayerDown(t *testing.T) {
 			var log attemptLog
 			h, us, _, usRep, _ := twoPools(t, []func(*Config){log.observer},
 				"policy.retries.max_attempts=2", "policy.health.timeout=300ms", "policy.health.open_for=1h")
-			remove, err := h.gw.InjectFault([]int{usRep}, UpstreamFault{Kind: "node-loss", Down: down})
+			remove, err := h.gw.Faults().Inject([]int{usRep}, UpstreamFault{Kind: "node-loss", Down: down})
 			require.NoError(t, err)
 			defer remove()
 			// A stream, whose headers are timed (see TestFaultLayerLatency).
@@ -249,7 +249,7 @@ func TestFaultLayerDown(t *testing.T) {
 // latency ends the attempt; nothing reaches the backend.
 func TestFaultLayerCancelled(t *testing.T) {
 	h, _, eu, _, euRep := twoPools(t, nil, "policy.health.timeout=1h")
-	remove, err := h.gw.InjectFault([]int{euRep}, UpstreamFault{Kind: "latency", Latency: time.Hour})
+	remove, err := h.gw.Faults().Inject([]int{euRep}, UpstreamFault{Kind: "latency", Latency: time.Hour})
 	require.NoError(t, err)
 	defer remove()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -322,14 +322,14 @@ func TestDecide(t *testing.T) {
 // anything is injected.
 func TestInjectFaultRefuses(t *testing.T) {
 	h, _, _, _, _ := twoPools(t, nil)
-	_, err := h.gw.InjectFault([]int{7}, UpstreamFault{Kind: "x", Status: 200, FailRate: 2, Latency: -time.Second, Models: []string{"gpt-9"}})
+	_, err := h.gw.Faults().Inject([]int{7}, UpstreamFault{Kind: "x", Status: 200, FailRate: 2, Latency: -time.Second, Models: []string{"gpt-9"}})
 	require.Error(t, err)
 	for _, want := range []string{"inject fault x", "replica 7", `"gpt-9"`, "status: got 200", "fail rate: got 2", "latency: got -1s"} {
 		require.ErrorContains(t, err, want)
 	}
-	_, err = h.gw.InjectFault([]int{0}, UpstreamFault{})
+	_, err = h.gw.Faults().Inject([]int{0}, UpstreamFault{})
 	require.ErrorContains(t, err, "does nothing")
-	_, err = h.gw.InjectFault(nil, UpstreamFault{Status: 500})
+	_, err = h.gw.Faults().Inject(nil, UpstreamFault{Status: 500})
 	require.ErrorContains(t, err, "no replica")
 	require.Equal(t, 0.0, h.metric("fleetdrill_gateway_injected_faults", nil))
 }

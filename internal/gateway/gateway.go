@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
 	"crypto/tls"
 	"encoding/hex"
 	"errors"
@@ -33,7 +32,6 @@ type Gateway struct {
 	sc      *scenarios.Scenario
 	cfg     Config
 	log     *slog.Logger
-	client  *http.Client
 	clk     clock
 	obs     Observer
 	reg     *prometheus.Registry
@@ -45,10 +43,11 @@ type Gateway struct {
 	served   []string // models some replica serves, sorted
 	classes  map[string]int
 	defClass int
-	keys     []keyEntry
-	layer    faultLayer // faults injected on the replicas (faultlayer.go)
-	lim      limits     // body limits and refusals (limits.go)
-	first    awaiting   // requests waiting for their first token (waiting.go)
+	be       *Backends   // the client, loads, start-up check (backends.go); under mu
+	prober   *prober     // health probes and load scrapes (prober.go)
+	faults   *FaultLayer // faults injected on the replicas (faultlayer.go); its own lock
+	lim      *Limits     // keys, body limits and refusals (limits.go)
+	first    awaiting    // requests waiting for their first token (waiting.go)
 
 	// mu owns the core and everything below it.
 	mu       sync.Mutex
@@ -61,13 +60,11 @@ type Gateway struct {
 	draw     func() float64 // backoff draws from rng
 	wakeAt   time.Duration  // the core's wake-up (model time, schedule.go); 0: none
 	closed   bool
-	breakers []sched.BreakerState // as last reported, per replica
-	ejected  []bool               // per replica: out of routing as a latency outlier, as last reported
-	loads    []Load               // as last scraped, per replica (see Kind)
-	blocked  []bool               // per replica: its engine queues (Load.Waiting > 0)
-	held     int                  // requests the core holds (queued or dispatched)
-	heldPeak int                  // most held at once
-	ladder   *reqengine.Ladder    // the degradation ladder (degrade.go); nil without one
+	report   *reporter         // breakers' transitions and failed attempts, to the log and the Observer (observer.go)
+	ejected  []bool            // per replica: out of routing as a latency outlier, as last reported
+	held     int               // requests the core holds (queued or dispatched)
+	heldPeak int               // most held at once
+	ladder   *reqengine.Ladder // the degradation ladder (degrade.go); nil without one
 	// The model-time schedule (schedule.go) reads what is due; a kick
 	// makes it read again.
 	kick chan struct{}
@@ -207,7 +204,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	// Redirects are not followed: a backend's answer is passed on as it
 	// is, and the backend key never goes to another host.
-	g.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for i, m := range sc.Models {
 		g.models[m.Name] = i
 	}
@@ -221,6 +218,7 @@ func New(cfg Config) (*Gateway, error) {
 		}
 		g.defClass = ci
 	}
+	var keys []keyEntry
 	tenants := map[string]int{}
 	for i, t := range sc.Tenants {
 		tenants[t.Name] = i
@@ -237,7 +235,7 @@ func New(cfg Config) (*Gateway, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gateway: key for tenant %q: %w", k.Tenant, err)
 		}
-		g.keys = append(g.keys, keyEntry{digest: d, tenant: ti})
+		keys = append(keys, keyEntry{digest: d, tenant: ti})
 	}
 	// Replicas in the core's order: pools in scenario order, a pool's
 	// replicas in the order of its URLs.
@@ -261,13 +259,11 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	slices.Sort(g.served)
-	g.breakers = make([]sched.BreakerState, len(g.replicas))
+	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.probed)
+	g.faults = newFaultLayer(g.replicas, g.models, sc.Name, g.log, g.clk, cfg.Seed, client.Do)
+	g.report = &reporter{replicas: g.replicas, log: g.log, obs: g.obs, clk: g.clk,
+		breakers: make([]sched.BreakerState, len(g.replicas))}
 	g.ejected = make([]bool, len(g.replicas))
-	g.loads = make([]Load, len(g.replicas))
-	for i := range g.loads {
-		g.loads[i].KVUsage = -1
-	}
-	g.blocked = make([]bool, len(g.replicas))
 	g.core, err = sched.New(core)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -283,13 +279,43 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g.metrics = newMetrics(g)
-	if err := errors.Join(g.metrics.register(g.reg), g.initLimits()); err != nil {
+	limitDefaults(&g.cfg)
+	// The core's refusal for a tenant's concurrency is final, and can be
+	// made before the body is read, unless retry_rejected retries it
+	// until a slot frees or a degradation ladder may defer or shed the
+	// request first: then it must reach the core.
+	var coreFull func(tenant, class int) (time.Duration, bool)
+	if !sc.Policy.Retries.RetryRejected && g.ladder == nil {
+		coreFull = func(tenant, class int) (time.Duration, bool) {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			return g.core.TenantFull(g.now(), tenant, class)
+		}
+	}
+	var limErr error
+	g.lim, limErr = newLimits(&g.cfg, g.sc, keys, g.metrics, g.log, coreFull, g.reg)
+	if err := errors.Join(g.metrics.register(g.reg), limErr); err != nil {
 		return nil, fmt.Errorf("gateway: metrics: %w", err)
 	}
+	// Before probeCtx: a half-open breaker's trial (deliver) is the
+	// prober's from then on.
+	g.prober = &prober{be: g.be, down: g.faults.downState, clk: g.clk,
+		every: g.sc.Policy.Health.ProbeInterval.D(), timeout: g.sc.Policy.Health.Timeout.D(),
+		probes: g.metrics.probes, scrapeErrors: g.metrics.scrapeErrors,
+		observe: g.observe,
+		loaded: func(now time.Duration, i int, l Load) {
+			if blocked, changed := g.be.noteLoad(now, i, l); changed {
+				g.core.SetBlocked(now, i, blocked)
+			}
+			g.deliver(now)
+		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.probeCtx, g.probeCancel = ctx, cancel
 	g.probeWG.Add(1)
-	go g.probeLoop(ctx)
+	go func() {
+		defer g.probeWG.Done()
+		g.prober.loop(ctx)
+	}()
 	g.kick = make(chan struct{}, 1)
 	g.probeWG.Add(1)
 	go g.scheduleLoop(ctx)
@@ -313,7 +339,7 @@ func (g *Gateway) Close() {
 	g.closed = true
 	g.wakeAt = 0
 	g.mu.Unlock()
-	g.client.CloseIdleConnections()
+	g.be.client.CloseIdleConnections()
 }
 
 // now is the core's clock: model time since the gateway started, never
@@ -361,13 +387,13 @@ func (g *Gateway) SetRetiring(model string, on bool) error {
 func (g *Gateway) deliver(now time.Duration) {
 	rd := g.core.Ready()
 	for _, tr := range rd.Transitions {
-		g.noteBreaker(now, tr.Replica, tr.To)
+		g.report.breaker(now, tr.Replica, tr.To)
 		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.probed(tr.Replica) {
 			// The trial is a probe, sent now (see sched's breakers).
 			// Close cancels probeCtx with mu held, so no Add follows
 			// its Wait.
 			g.trials.Add(1)
-			go func() { defer g.trials.Done(); g.probe(g.probeCtx, tr.Replica) }()
+			go func() { defer g.trials.Done(); g.prober.probe(g.probeCtx, tr.Replica) }()
 		}
 	}
 	for _, e := range rd.Ejections {
@@ -485,7 +511,7 @@ func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Dura
 		}
 		// The core moves an open breaker to half-open lazily; reading
 		// the state first makes that step a transition of its own.
-		g.noteBreaker(now, replica, g.core.Breaker(now, replica))
+		g.report.breaker(now, replica, g.core.Breaker(now, replica))
 		reqengine.Observed(now, g.core, g.ladder, replica, ok, lat)
 	}
 	if c.held {
@@ -550,148 +576,9 @@ func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengin
 func (g *Gateway) observe(now time.Duration, r int, ok bool) {
 	// The core moves an open breaker to half-open lazily; reading the
 	// state first makes that step a transition of its own.
-	g.noteBreaker(now, r, g.core.Breaker(now, r))
+	g.report.breaker(now, r, g.core.Breaker(now, r))
 	g.core.Observe(now, r, ok)
 	g.deliver(now) // its transition, if any, is in Ready
-}
-
-// noteBreaker logs and reports replica r's breaker when its state differs
-// from the one last reported. Called with mu held.
-func (g *Gateway) noteBreaker(now time.Duration, r int, to sched.BreakerState) {
-	from := g.breakers[r]
-	if from == to {
-		return
-	}
-	g.breakers[r] = to
-	rep := g.replicas[r]
-	g.log.Info("breaker", "pool", rep.pool, "replica", r, "backend", rep.host, "from", from.String(), "to", to.String())
-	if g.obs.Breaker != nil {
-		g.obs.Breaker(now, r, rep.pool, from, to)
-	}
-}
-
-// attemptFailed reports a failed upstream attempt to the observer.
-func (g *Gateway) attemptFailed(r, status int, err bool) {
-	if g.obs.Attempt != nil {
-		g.obs.Attempt(g.now(), r, g.replicas[r].pool, status, err)
-	}
-}
-
-// authenticate returns the tenant of the request's bearer key, or -1. Every
-// key is compared, in constant time, whatever matches.
-func (g *Gateway) authenticate(r *http.Request) int {
-	h := r.Header.Get("Authorization")
-	const prefix = "Bearer "
-	if len(h) <= len(prefix) || !equalFoldASCII(h[:len(prefix)], prefix) {
-		return -1
-	}
-	d := sha256.Sum256([]byte(h[len(prefix):]))
-	tenant := -1
-	for _, k := range g.keys {
-		eq := subtle.ConstantTimeCompare(d[:], k.digest[:])
-		tenant = subtle.ConstantTimeSelect(eq, k.tenant, tenant)
-	}
-	return tenant
-}
-
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range len(a) {
-		x, y := a[i]|0x20, b[i]|0x20
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
-// probeLoop probes every backend's health path (its kind's: /health,
-// /healthz, /v1/models) every probe interval, with the health timeout
-// (both model time), and feeds the results to the breakers; for kinds
-// that export load series it reads them too.
-func (g *Gateway) probeLoop(ctx context.Context) {
-	defer g.probeWG.Done()
-	// Probe rounds at most every millisecond of wall time, whatever the
-	// speed.
-	t := time.NewTicker(max(g.clk.wall(g.sc.Policy.Health.ProbeInterval.D()), time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		var wg sync.WaitGroup
-		g.mu.Lock()
-		probed := make([]bool, len(g.replicas))
-		for i := range probed {
-			probed[i] = g.probed(i)
-		}
-		g.mu.Unlock()
-		for i := range g.replicas {
-			if probed[i] {
-				wg.Go(func() { g.probe(ctx, i) })
-			}
-		}
-		wg.Wait()
-	}
-}
-
-func (g *Gateway) probe(ctx context.Context, i int) {
-	pctx, cancel := context.WithTimeout(ctx, g.clk.wall(g.sc.Policy.Health.Timeout.D()))
-	defer cancel()
-	ok := false
-	req, err := http.NewRequestWithContext(pctx, http.MethodGet, g.replicas[i].health, nil)
-	switch g.downState(i) {
-	case DownRefuse: // injected down (faultlayer.go): refused at once
-		err = errors.New("connection refused (injected fault)")
-	case DownHang: // or swallowed: no answer within the health timeout
-		<-pctx.Done()
-		err = pctx.Err()
-	}
-	if err == nil {
-		resp, err := g.client.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			resp.Body.Close()
-			ok = resp.StatusCode >= 200 && resp.StatusCode < 300
-		}
-	}
-	if ctx.Err() != nil {
-		return // shutting down: not the backend's fault
-	}
-	g.metrics.probes.WithLabelValues(g.replicas[i].pool, boolResult(ok)).Inc()
-	var load Load
-	scraped := false
-	if ok && g.replicas[i].kind.scrapes() {
-		// Read-only, at the probe interval, within the health timeout. A
-		// server whose metrics cannot be read is not unhealthy for it.
-		var err error
-		if load, err = g.scrape(pctx, i); err == nil {
-			scraped = true
-		} else if ctx.Err() == nil {
-			g.metrics.scrapeErrors.WithLabelValues(g.replicas[i].pool).Inc()
-		}
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.probed(i) {
-		return // an autoscaled replica handed back while it was probed
-	}
-	now := g.now()
-	g.observe(now, i, ok)
-	if scraped {
-		g.noteLoad(now, i, load)
-	}
-}
-
-func boolResult(ok bool) string {
-	if ok {
-		return "ok"
-	}
-	return "error"
 }
 
 // Handler returns the gateway's HTTP handler.
@@ -707,7 +594,7 @@ func (g *Gateway) Handler() http.Handler {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	if !g.cfg.MetricsApart {
-		mux.Handle("GET /metrics", g.MetricsHandler())
+		mux.Handle("GET /metrics", MetricsHandler(g.reg))
 	}
 	return mux
 }

@@ -71,6 +71,6 @@ func TestMetricsApart(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	rec := httptest.NewRecorder()
-	h.gw.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	MetricsHandler(h.gw.Registry()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	require.Contains(t, rec.Body.String(), "fleetdrill_gateway_")
 }

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -10,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -72,48 +76,76 @@ func errTooLarge(limit int64) apiError {
 var errBodyBudget = apiError{http.StatusTooManyRequests, typeRequests, "rate_limit_exceeded", "",
 	"the gateway holds too many request bodies; retry later"}
 
-// limits is the gateway's state for its own limits.
-type limits struct {
+// Limits is the gateway's gate in front of the core: who may call it (its
+// tenants' keys) and the limits that keep its memory bounded, with the
+// refusals they make. It takes no lock of its own: its counters are atomic
+// or Prometheus's, everything else is read-only after New; the one core
+// question it asks (coreFull) takes the gateway's lock itself.
+type Limits struct {
+	// Read-only after New.
+	sc                   *scenarios.Scenario
+	keys                 []keyEntry
+	maxBody, maxInflight int64
+	log                  *slog.Logger
+	// metrics: a refusal ends a request, counted as every request's end.
+	metrics *metrics
+	// coreFull asks the core, under the gateway's lock, whether tenant
+	// holds its concurrency limit for class (sched.Core.TenantFull); nil
+	// when the core's refusal would not be final (see tenantFull).
+	coreFull func(tenant, class int) (retry time.Duration, full bool)
+
 	inflight atomic.Int64 // body bytes reserved now
 	refused  *prometheus.CounterVec
 	conns    prometheus.Counter // connections closed by the per-address cap
 }
 
+// Limits returns the gateway's limits, for the listener's per-address
+// connection cap to report to ([Limits.RefusedConnection]).
+func (g *Gateway) Limits() *Limits { return g.lim }
+
 // RefusedConnection counts a connection the listener closed because its
 // client address had too many open (httpguard.Limits.OnRefused).
-func (g *Gateway) RefusedConnection() { g.lim.conns.Inc() }
+func (l *Limits) RefusedConnection() { l.conns.Inc() }
 
-// initLimits fills in the limits' defaults and registers their series.
-func (g *Gateway) initLimits() error {
-	if g.cfg.MaxBodyBytes <= 0 {
-		g.cfg.MaxBodyBytes = DefaultMaxBodyBytes
+// limitDefaults fills in the defaults of cfg's limits.
+func limitDefaults(cfg *Config) {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	if g.cfg.MaxInflightBodyBytes <= 0 {
-		g.cfg.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
+	if cfg.MaxInflightBodyBytes <= 0 {
+		cfg.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
 	}
-	g.cfg.MaxInflightBodyBytes = max(g.cfg.MaxInflightBodyBytes, g.cfg.MaxBodyBytes)
-	if g.cfg.StreamWriteTimeout <= 0 {
-		g.cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	cfg.MaxInflightBodyBytes = max(cfg.MaxInflightBodyBytes, cfg.MaxBodyBytes)
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
-	g.lim.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
+}
+
+// newLimits builds the limits of cfg (its defaults filled in) and
+// registers their series on reg.
+func newLimits(cfg *Config, sc *scenarios.Scenario, keys []keyEntry, m *metrics, log *slog.Logger,
+	coreFull func(tenant, class int) (time.Duration, bool), reg *prometheus.Registry) (*Limits, error) {
+	l := &Limits{sc: sc, keys: keys, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBodyBytes, log: log,
+		metrics: m, coreFull: coreFull}
+	l.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
 		Name: "refused_total",
 		Help: "Requests the gateway refused itself, before the core saw them, by reason; each is also counted in requests_total with outcome refused."},
 		[]string{"reason"})
 	for _, r := range refuseReasons {
-		g.lim.refused.WithLabelValues(r)
+		l.refused.WithLabelValues(r)
 	}
 	body := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetdrill", Subsystem: "gateway",
 		Name: "inflight_body_bytes", Help: "Request body bytes reserved now, of the in-flight budget (--max-inflight-body)."},
-		func() float64 { return float64(g.lim.inflight.Load()) })
-	g.lim.conns = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
+		func() float64 { return float64(l.inflight.Load()) })
+	l.conns = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
 		Name: "connections_refused_total",
 		Help: "Connections closed as soon as accepted because their client address had --max-conns-per-ip open."})
-	return errors.Join(g.reg.Register(g.lim.refused), g.reg.Register(body), g.reg.Register(g.lim.conns))
+	return l, errors.Join(reg.Register(l.refused), reg.Register(body), reg.Register(l.conns))
 }
 
 // reserve takes n bytes of the in-flight body budget; false when they do
 // not fit.
-func (l *limits) reserve(n, budget int64) bool {
+func (l *Limits) reserve(n, budget int64) bool {
 	for {
 		cur := l.inflight.Load()
 		if cur+n > budget {
@@ -130,10 +162,10 @@ func (l *limits) reserve(n, budget int64) bool {
 // one line: the tenant's scenario name when its key matched ("-"
 // otherwise), the class when known, the status and the reason; never the
 // key, the prompt or the client's address.
-func (g *Gateway) refuse(w http.ResponseWriter, tenant int, class, reason string, e apiError) {
+func (l *Limits) refuse(w http.ResponseWriter, tenant int, class, reason string, e apiError) {
 	name := "-"
 	if tenant >= 0 {
-		name = g.sc.Tenants[tenant].Name
+		name = l.sc.Tenants[tenant].Name
 	}
 	if class == "" {
 		class = "-"
@@ -141,9 +173,9 @@ func (g *Gateway) refuse(w http.ResponseWriter, tenant int, class, reason string
 	// No X-Fleetdrill headers: the core never saw the request (see
 	// Response headers in the package documentation).
 	writeError(w, e)
-	g.metrics.requests.WithLabelValues(name, class, outRefused).Inc()
-	g.lim.refused.WithLabelValues(reason).Inc()
-	g.log.Info("refused", "tenant", name, "class", class, "status", e.status, "reason", reason)
+	l.metrics.requests.WithLabelValues(name, class, outRefused).Inc()
+	l.refused.WithLabelValues(reason).Inc()
+	l.log.Info("refused", "tenant", name, "class", class, "status", e.status, "reason", reason)
 }
 
 // readBody reads a request's body within the limits: 413 beyond
@@ -152,22 +184,22 @@ func (g *Gateway) refuse(w http.ResponseWriter, tenant int, class, reason string
 // for it (reserved before reading: its Content-Length, or the limit when
 // unknown). On success the caller must call release when the request
 // ends; on failure the request has been answered and counted.
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, tenant int) (body []byte, release func(), ok bool) {
-	limit := g.cfg.MaxBodyBytes
+func (l *Limits) readBody(w http.ResponseWriter, r *http.Request, tenant int) (body []byte, release func(), ok bool) {
+	limit := l.maxBody
 	if r.ContentLength > limit {
-		g.refuse(w, tenant, "", refuseTooLarge, errTooLarge(limit))
+		l.refuse(w, tenant, "", refuseTooLarge, errTooLarge(limit))
 		return nil, nil, false
 	}
 	n := limit
 	if r.ContentLength >= 0 {
 		n = r.ContentLength
 	}
-	if !g.lim.reserve(n, g.cfg.MaxInflightBodyBytes) {
+	if !l.reserve(n, l.maxInflight) {
 		w.Header().Set("Retry-After", "1")
-		g.refuse(w, tenant, "", refuseBodyBudget, errBodyBudget)
+		l.refuse(w, tenant, "", refuseBodyBudget, errBodyBudget)
 		return nil, nil, false
 	}
-	release = func() { g.lim.inflight.Add(-n) }
+	release = func() { l.inflight.Add(-n) }
 	// A known length is read into one buffer (+1: the read that sees EOF
 	// needs no growth); an unknown one grows as it comes, up to the limit.
 	size := int64(4 << 10)
@@ -189,9 +221,9 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, tenant int) (
 			release()
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				g.refuse(w, tenant, "", refuseTooLarge, errTooLarge(limit))
+				l.refuse(w, tenant, "", refuseTooLarge, errTooLarge(limit))
 			} else {
-				g.refuse(w, tenant, "", refuseBadBody,
+				l.refuse(w, tenant, "", refuseBadBody,
 					apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body unreadable"})
 			}
 			return nil, nil, false
@@ -210,26 +242,51 @@ const modelUnread = "-"
 // counts are the core's refusal's (429, X-Fleetdrill-Outcome rejected,
 // reason tenant-concurrency), under model "-": the body naming it is never
 // read. It reports whether it answered.
-func (g *Gateway) tenantFull(w http.ResponseWriter, tenant, class int, arrived time.Time) bool {
-	// Where the refusal would not be final the request must reach the
-	// core: with retry_rejected the lifecycle retries it until a slot
-	// frees, and a degradation ladder may defer or shed it first.
-	if g.sc.Policy.Retries.RetryRejected || g.ladder != nil {
-		return false
+func (l *Limits) tenantFull(w http.ResponseWriter, tenant, class int, arrived time.Time) bool {
+	if l.coreFull == nil {
+		return false // the core's refusal would not be final: the request must reach it
 	}
-	g.mu.Lock()
-	retry, full := g.core.TenantFull(g.now(), tenant, class)
-	g.mu.Unlock()
+	retry, full := l.coreFull(tenant, class)
 	if !full {
 		return false
 	}
-	q := &request{tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name, model: modelUnread, arrived: arrived}
+	q := &request{tenant: l.sc.Tenants[tenant].Name, class: l.sc.Classes[class].Name, model: modelUnread, arrived: arrived}
 	q.c.life.Attempts = 1 // one offer, refused: as the core's refusal says it
 	setRetryAfter(w, retry)
 	status := q.fail(w, outRejected, sched.ReasonTenantConcurrency,
 		rateLimited(sched.ReasonTenantConcurrency, "request refused: "+sched.ReasonTenantConcurrency))
-	g.metrics.ended(q, outRejected)
-	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", modelUnread, "outcome", outRejected,
+	l.metrics.ended(q, outRejected)
+	l.log.Info("request", "tenant", q.tenant, "class", q.class, "model", modelUnread, "outcome", outRejected,
 		"status", status, "reason", q.reason, "attempts", 1, "body_read", false)
+	return true
+}
+
+// authenticate returns the tenant of the request's bearer key, or -1. Every
+// key is compared, in constant time, whatever matches.
+func (l *Limits) authenticate(r *http.Request) int {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) <= len(prefix) || !equalFoldASCII(h[:len(prefix)], prefix) {
+		return -1
+	}
+	d := sha256.Sum256([]byte(h[len(prefix):]))
+	tenant := -1
+	for _, k := range l.keys {
+		eq := subtle.ConstantTimeCompare(d[:], k.digest[:])
+		tenant = subtle.ConstantTimeSelect(eq, k.tenant, tenant)
+	}
+	return tenant
+}
+
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i]|0x20, b[i]|0x20
+		if x != y {
+			return false
+		}
+	}
 	return true
 }

@@ -226,7 +226,7 @@ func (m *metrics) register(reg prometheus.Registerer) error {
 		reg.Register(m.fbFailed),
 		reg.Register(m.requests), reg.Register(m.unauthorized), reg.Register(m.attempts),
 		reg.Register(m.retries), reg.Register(m.hedges), reg.Register(m.scrapeErrors), reg.Register(m.deferrals), reg.Register(m.probes), reg.Register(m.firstByte), reg.Register(m.e2e),
-		reg.Register(m.degraded), reg.Register(m.ejections), reg.Register(coreCollector{m}), reg.Register(m.g.faultCollector()),
+		reg.Register(m.degraded), reg.Register(m.ejections), reg.Register(coreCollector{m}), reg.Register(faultCollector{m.g.faults}),
 		reg.Register(m.canaryShare), reg.Register(m.canaryDecisions), reg.Register(m.shadows),
 		reg.Register(m.autoscaleReplicas), reg.Register(m.autoscaleAsks))
 }
@@ -353,7 +353,7 @@ func (c coreCollector) Collect(ch chan<- prometheus.Metric) {
 	engaged := 0
 	var loads []Load
 	g.View(func(core *sched.Core, now time.Duration) {
-		loads = slices.Clone(g.loads)
+		loads = slices.Clone(g.be.loads)
 		copy(ejected, g.ejected)
 		for m := range queue {
 			queue[m] = core.QueueLen(m)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/twin/sched"
@@ -57,4 +58,40 @@ func (g *Gateway) View(fn func(core *sched.Core, now time.Duration)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	fn(g.core, g.now())
+}
+
+// reporter tells the log and the Observer what the core and the attempts
+// say of the replicas' health: breaker transitions (as last reported, so
+// each is told once) and failed attempts.
+type reporter struct {
+	// Read-only after New.
+	replicas []replica
+	log      *slog.Logger
+	obs      Observer
+	clk      clock
+
+	breakers []sched.BreakerState // as last reported, per replica; guarded by the gateway's lock (Gateway.mu)
+}
+
+// breaker logs and reports replica r's breaker when its state differs
+// from the one last reported. Called with the gateway's lock held.
+func (rp *reporter) breaker(now time.Duration, r int, to sched.BreakerState) {
+	from := rp.breakers[r]
+	if from == to {
+		return
+	}
+	rp.breakers[r] = to
+	rep := rp.replicas[r]
+	rp.log.Info("breaker", "pool", rep.pool, "replica", r, "backend", rep.host, "from", from.String(), "to", to.String())
+	if rp.obs.Breaker != nil {
+		rp.obs.Breaker(now, r, rep.pool, from, to)
+	}
+}
+
+// attemptFailed reports a failed upstream attempt to the observer. It
+// reads nothing mutable: no lock.
+func (rp *reporter) attemptFailed(r, status int, err bool) {
+	if rp.obs.Attempt != nil {
+		rp.obs.Attempt(rp.clk.now(), r, rp.replicas[r].pool, status, err)
+	}
 }

@@ -171,9 +171,9 @@ func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 }
 
 func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
-	if g.authenticate(r) < 0 {
+	if g.lim.authenticate(r) < 0 {
 		g.metrics.unauthorized.Inc()
-		g.refuse(w, -1, "", refuseUnauthorized, errInvalidKey)
+		g.lim.refuse(w, -1, "", refuseUnauthorized, errInvalidKey)
 		return
 	}
 	out := openai.NewModelList(g.served, g.clk.start.Unix())
@@ -184,9 +184,9 @@ func (g *Gateway) serveModels(w http.ResponseWriter, r *http.Request) {
 // serveModel answers GET /v1/models/{id}: the model object of a model the
 // gateway serves (one /v1/models lists), else 404 model_not_found.
 func (g *Gateway) serveModel(w http.ResponseWriter, r *http.Request) {
-	if g.authenticate(r) < 0 {
+	if g.lim.authenticate(r) < 0 {
 		g.metrics.unauthorized.Inc()
-		g.refuse(w, -1, "", refuseUnauthorized, errInvalidKey)
+		g.lim.refuse(w, -1, "", refuseUnauthorized, errInvalidKey)
 		return
 	}
 	id := r.PathValue("id")
@@ -262,10 +262,10 @@ func (q *request) setHeaders(w http.ResponseWriter, outcome, reason string) {
 
 func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
-	tenant := g.authenticate(r)
+	tenant := g.lim.authenticate(r)
 	if tenant < 0 {
 		g.metrics.unauthorized.Inc()
-		g.refuse(w, tenant, "", refuseUnauthorized, errInvalidKey)
+		g.lim.refuse(w, tenant, "", refuseUnauthorized, errInvalidKey)
 		return
 	}
 	// What the headers say is checked before the body is read: a request
@@ -273,14 +273,14 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	class, ok := g.defClass, true
 	if name := r.Header.Get("X-Fleetdrill-Class"); name != "" {
 		if class, ok = g.classes[name]; !ok {
-			g.refuse(w, tenant, "", refuseClass, apiError{http.StatusBadRequest, typeInvalid, "unknown_request_class", "", "unknown request class (X-Fleetdrill-Class)"})
+			g.lim.refuse(w, tenant, "", refuseClass, apiError{http.StatusBadRequest, typeInvalid, "unknown_request_class", "", "unknown request class (X-Fleetdrill-Class)"})
 			return
 		}
 	}
-	if g.tenantFull(w, tenant, class, arrived) { // limits.go
+	if g.lim.tenantFull(w, tenant, class, arrived) { // limits.go
 		return
 	}
-	body, release, ok := g.readBody(w, r, tenant)
+	body, release, ok := g.lim.readBody(w, r, tenant)
 	if !ok {
 		return
 	}
@@ -288,17 +288,17 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	// JSON is UTF-8 (RFC 8259); Go's decoder would pass invalid bytes in
 	// a raw prompt through to the backend, and replace them in a string.
 	if !utf8.Valid(body) {
-		g.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid UTF-8"})
+		g.lim.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid UTF-8"})
 		return
 	}
 	var cr completionRequest
 	if err := json.Unmarshal(body, &cr); err != nil {
-		g.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid JSON"})
+		g.lim.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid JSON"})
 		return
 	}
 	model, ok := g.models[cr.Model]
 	if !ok {
-		g.refuse(w, tenant, "", refuseModel, errModelNotFound(cr.Model))
+		g.lim.refuse(w, tenant, "", refuseModel, errModelNotFound(cr.Model))
 		return
 	}
 	// The request's fields that say how long it may be, for a
@@ -312,7 +312,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	in, out, err := estimate(&cr, g.cfg.DefaultMaxTokens)
 	if err != nil {
-		g.refuse(w, tenant, g.sc.Classes[class].Name, refuseBadValue, apiError{http.StatusBadRequest, typeInvalid, "invalid_value", paramOf(err, outParam), err.Error()})
+		g.lim.refuse(w, tenant, g.sc.Classes[class].Name, refuseBadValue, apiError{http.StatusBadRequest, typeInvalid, "invalid_value", paramOf(err, outParam), err.Error()})
 		return
 	}
 	q := &request{path: r.URL.Path, body: g.screen(r, body), stream: cr.Stream, arrived: arrived,
@@ -597,7 +597,7 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 	if q.stream {
 		headerTimer = time.AfterFunc(g.clk.wall(g.sc.Policy.Health.Timeout.D()), cancel)
 	}
-	resp, err := g.send(up, q, rep) // through the fault layer (faultlayer.go)
+	resp, err := g.faults.send(up, q, rep) // through the fault layer (faultlayer.go)
 	if headerTimer != nil {
 		headerTimer.Stop()
 	}
@@ -720,7 +720,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			return resCancelled, "", 0
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
-		g.attemptFailed(rep, 0, true)
+		g.report.attemptFailed(rep, 0, true)
 		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry, q.lastMsg = 0, 0, "upstream unreachable or unresponsive"
@@ -730,7 +730,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	switch {
 	case upstreamFailed(resp.StatusCode):
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
-		g.attemptFailed(rep, resp.StatusCode, true)
+		g.report.attemptFailed(rep, resp.StatusCode, true)
 		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry = resp.StatusCode, 0
@@ -744,7 +744,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	case resp.StatusCode == http.StatusTooManyRequests:
 		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
 		g.metrics.throttled.WithLabelValues(be.pool, be.region).Inc()
-		g.attemptFailed(rep, resp.StatusCode, false)
+		g.report.attemptFailed(rep, resp.StatusCode, false)
 		q.lastStatus, q.lastRetry = resp.StatusCode, g.parseRetryAfter(resp.Header.Get("Retry-After"))
 		q.lastMsg = "upstream quota exhausted"
 		// Quota, not ill health: the breaker is left alone, and the core
@@ -860,14 +860,14 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			endStream(w, errStreamBroken)
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
-		g.attemptFailed(rep, 0, true)
+		g.report.attemptFailed(rep, 0, true)
 		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
 		return resDone, outFailed, resp.StatusCode
 	}
 	g.metrics.attempts.WithLabelValues(be.pool, "ok").Inc()
 	if outcome != outCompleted {
-		g.attemptFailed(rep, resp.StatusCode, false)
+		g.report.attemptFailed(rep, resp.StatusCode, false)
 	}
 	if meter != nil {
 		g.metrics.streamed(q, meter)

@@ -68,7 +68,7 @@ func scrapeGauge(t *testing.T, gw *Gateway, name, class string) float64 {
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
 	rec := httptest.NewRecorder()
-	gw.MetricsHandler().ServeHTTP(rec, req)
+	MetricsHandler(gw.Registry()).ServeHTTP(rec, req)
 	require.Equal(t, http.StatusOK, rec.Code)
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	mfs, err := p.TextToMetricFamilies(rec.Body)

@@ -49,7 +49,7 @@
 //
 // HTTP-level faults (faults.LiveGateway) are not the fleet's: the live
 // gateway's fault layer answers them before an attempt leaves, whatever
-// the backend (internal/gateway's Gateway.InjectFault, driven by
+// the backend (internal/gateway's Gateway.Faults().Inject, driven by
 // internal/liverun): quota-exhaustion (429 + Retry-After), model-retirement
 // (404), driver-upgrade (503 for the models the new driver cannot run),
 // error-burst and brownout's fail rate (a share of 500s). Inject refuses

@@ -16,7 +16,7 @@ import (
 // HTTP-level faults (faults.LiveGateway: a quota's 429s, a retired model's
 // 404s, a driver's 503s, error shares) are not the fleet's: the live
 // gateway's fault layer answers them whatever the backend
-// (internal/gateway's Gateway.InjectFault; internal/liverun drives both).
+// (internal/gateway's Gateway.Faults().Inject; internal/liverun drives both).
 // The emulated node's admin API still has them, for a node driven by hand.
 //
 // Adding a kind with a part on the fleet is one type here and its row in

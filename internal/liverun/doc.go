@@ -45,7 +45,7 @@
 // undone at its end (inject.go: injectSpec). Its HTTP-level part (its
 // kind's faults.Traits.Live has LiveGateway: a quota's 429s, a retired
 // model's 404s, a driver's 503s, error shares) goes to the gateway's fault
-// layer (Gateway.InjectFault), which answers the attempts before they
+// layer (Gateway.Faults().Inject), which answers the attempts before they
 // leave, the same whatever the backend; its TCP-level part (LiveProxy,
 // LiveContainer: outages, latency, lost nodes) to the fleet, through
 // livefleet.InjectOn. A model retirement's notice (a kind whose

@@ -175,7 +175,7 @@ func (h *hybrid) injectExternal(ctx context.Context, sc *scenarios.Scenario, gw 
 	if !ok {
 		return func(context.Context) error { return nil }, nil
 	}
-	rm, err := gw.InjectFault(replicas, f)
+	rm, err := gw.Faults().Inject(replicas, f)
 	if err != nil {
 		return nil, err
 	}

@@ -157,7 +157,7 @@ func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gate
 			if !ok {
 				continue
 			}
-			rm, err := gw.InjectFault(byPool[p], f)
+			rm, err := gw.Faults().Inject(byPool[p], f)
 			if err != nil {
 				return nil, errors.Join(err, undo(ctx))
 			}

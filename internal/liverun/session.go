@@ -256,7 +256,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 	if len(opts.Backends) > 0 {
 		// External servers must serve the pool's model under its name
 		// before anything is sent to them.
-		if err := s.gw.CheckBackends(ctx); err != nil {
+		if err := s.gw.Backends().Check(ctx); err != nil {
 			return nil, fmt.Errorf("live: %w", err)
 		}
 	}

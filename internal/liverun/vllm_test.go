@@ -61,7 +61,7 @@ func TestVLLMBackendStaysHealthyBehindTheGateway(t *testing.T) {
 		}}})
 	require.NoError(t, err)
 	defer gw.Close()
-	require.NoError(t, gw.CheckBackends(ctx), "the node lists the pool's model as vLLM does")
+	require.NoError(t, gw.Backends().Check(ctx), "the node lists the pool's model as vLLM does")
 	front := httptest.NewServer(gw.Handler())
 	defer front.Close()
 
@@ -119,7 +119,7 @@ func TestVLLMBackendStaysHealthyBehindTheGateway(t *testing.T) {
 	require.Zero(t, promtest.Value(t, reg, "fleetdrill_gateway_attempts_total", map[string]string{"result": "error"}, true), "a failed attempt: %v", failed.Load())
 	require.Zero(t, probes("error"))
 	require.Zero(t, transitions.Load(), "the breaker stayed closed under load")
-	loads := gw.Loads()
+	loads := gw.Backends().Loads()
 	require.GreaterOrEqual(t, loads[0].KVUsage, 0.0, "the node's vllm:kv_cache_usage_perc was read")
 }
 
