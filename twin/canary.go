@@ -37,16 +37,6 @@ type shedCopy struct {
 	id  uint64
 }
 
-// fateDraw is the draw of an attempt's fate on a faulty replica: a copy's
-// from its own stream, so that copies never change which client attempts
-// fail.
-func (r *runner) fateDraw(req *request) float64 {
-	if req.shadow {
-		return r.shadowRand.Float64()
-	}
-	return r.faultRand.Float64()
-}
-
 func (r *runner) startRollouts() {
 	if r.canaries == nil {
 		return
@@ -60,7 +50,9 @@ func (r *runner) evaluateRollouts() {
 	now := r.s.Now()
 	for _, d := range r.canaries.Evaluate(now, r.core) {
 		r.addEvent(CanaryEvent(now, d))
-		r.canaryActed(now, d)
+		for _, ev := range canaryActed(r.p, r.faults, now, d) {
+			r.addEvent(ev)
+		}
 	}
 	r.dispatch()
 	if at, ok := r.canaries.NextAt(); ok && at <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
@@ -68,28 +60,32 @@ func (r *runner) evaluateRollouts() {
 	}
 }
 
-// canaryActed records what a rollback or a hold says of the faults active
-// on the canary's candidate: a trigger that fires detects them, and a
+// canaryActed is what a rollback or a hold says of the faults active on
+// the canary's candidate: a trigger that fires detects them, and a
 // rollback, moving the canary's traffic to the baseline, mitigates them.
-func (r *runner) canaryActed(now time.Duration, d sched.RolloutDecision) {
+// It marks them so and returns the timeline's entries; a run and a live
+// replay's recorder both ask it.
+func canaryActed(p *plan, fs []*faultRT, now time.Duration, d sched.RolloutDecision) []TimelineEvent {
 	if d.Action != sched.ActRollback && d.Action != sched.ActHold {
-		return
+		return nil
 	}
-	for _, f := range r.faults {
+	var evs []TimelineEvent
+	for _, f := range fs {
 		// Only a fault wholly on the candidate: the canary says nothing
 		// of one that also hits the baseline (a regional outage).
-		if !f.active || len(f.pools) == 0 || !allOf(f.pools, func(pi int) bool { return r.p.candidateOf(pi) == d.Canary+1 }) {
+		if !f.active || len(f.pools) == 0 || !allOf(f.pools, func(pi int) bool { return p.candidateOf(pi) == d.Canary+1 }) {
 			continue
 		}
 		if f.detected < 0 {
 			f.detected = now
-			r.addEvent(timelineEvent(now, "detected", fmt.Sprintf("%s after %v: canary %s's trigger fired", f.label, (now-f.start).Round(time.Millisecond), d.Name)))
+			evs = append(evs, timelineEvent(now, "detected", fmt.Sprintf("%s after %v: canary %s's trigger fired", f.label, (now-f.start).Round(time.Millisecond), d.Name)))
 		}
 		if d.Action == sched.ActRollback && f.mitigated < 0 {
 			f.mitigated = now
-			r.addEvent(timelineEvent(now, "mitigated", fmt.Sprintf("%s: canary %s rolled back to the baseline, %v after the fault began", f.label, d.Name, (now-f.start).Round(time.Millisecond))))
+			evs = append(evs, timelineEvent(now, "mitigated", fmt.Sprintf("%s: canary %s rolled back to the baseline, %v after the fault began", f.label, d.Name, (now-f.start).Round(time.Millisecond))))
 		}
 	}
+	return evs
 }
 
 // observeAttempt feeds the rollouts an attempt of req that ended now on

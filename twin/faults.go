@@ -278,7 +278,7 @@ type faultWorld struct {
 	log      *timelineLog                                                       // the runner's
 	dispatch func()                                                             // carry out what the core decided since
 	failWork func(ri int)                                                       // fail the requests on replica ri, just gone down
-	fateDraw func(*request) float64                                             // an attempt's draw against its replica's failure rate
+	seed     uint64                                                             // the run's: an attempt's draw against its replica's failure rate (sched.AttemptFate)
 	live     func() bool                                                        // requests are alive or may still arrive: probes go on
 	ended    func(tenant, model int, arrived time.Duration, met, inFlight bool) // the tally's, for a measured request
 }
@@ -565,7 +565,7 @@ type attemptFate struct {
 // when it runs normally.
 func (w *faultWorld) faultAtDispatch(req *request, ri int) attemptFate {
 	st := &w.faultState[ri]
-	if st.Fails(func() float64 { return w.fateDraw(req) }) {
+	if st.Fails(func() float64 { return sched.AttemptFate(w.seed, req.core.ID, req.life.Attempts, ri) }) {
 		if st.Down {
 			return attemptFate{fail: true, delay: w.downDelay(ri)}
 		}

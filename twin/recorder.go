@@ -110,6 +110,8 @@ const (
 	markRefusal
 	markOutcome
 	markEvent
+	markDispatch
+	markCanary
 )
 
 type mark struct {
@@ -123,6 +125,7 @@ type mark struct {
 	status  int           // markRefusal
 	out     int           // markOutcome: index in outs
 	event   TimelineEvent // markEvent
+	canary  sched.RolloutDecision
 }
 
 // NewRecorder prepares a report for the scenario as the replay runs it (its
@@ -219,6 +222,20 @@ func (rec *Recorder) SetAutoscaling(s map[string]ScalerSnapshot) { rec.scalers =
 // the replay's rollouts and the faults as it injected them.
 func (rec *Recorder) SetCanaries(c map[string]*CanaryReport) { rec.canaries = c }
 
+// Dispatch records a dispatch of a request to replica at at (a retry's
+// again; not a hedged duplicate's or a shadow copy's): the pools'
+// dispatched counts, as a run counts them.
+func (rec *Recorder) Dispatch(at time.Duration, replica int) {
+	rec.marks = append(rec.marks, mark{at: at, kind: markDispatch, replica: replica})
+}
+
+// Canary records a canary's decision at at: its timeline entry, and what
+// a rollback or a hold says of the faults on its candidate (detected,
+// mitigated), as a run's rollouts do.
+func (rec *Recorder) Canary(at time.Duration, d sched.RolloutDecision) {
+	rec.marks = append(rec.marks, mark{at: at, kind: markCanary, canary: d})
+}
+
 // Add records a request's outcome.
 func (rec *Recorder) Add(o Outcome) {
 	rec.marks = append(rec.marks, mark{at: o.Ended, kind: markOutcome, out: len(rec.outs)})
@@ -281,12 +298,18 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 			}
 		case markEvent:
 			event(m.event)
+		case markCanary:
+			event(CanaryEvent(m.at, m.canary))
+			for _, ev := range canaryActed(rec.p, rec.faults, m.at, m.canary) {
+				event(ev)
+			}
+		case markDispatch:
+			if m.replica >= 0 && m.replica < len(rec.p.replicas) {
+				dispatched[rec.p.replicas[m.replica].Pool]++
+			}
 		case markOutcome:
 			o := &rec.outs[m.out]
 			rec.record(o, warmup, event)
-			if o.Result == Completed && o.Replica >= 0 && o.Replica < len(rec.p.replicas) {
-				dispatched[rec.p.replicas[o.Replica].Pool]++
-			}
 		}
 	}
 	if warmup > 0 {

@@ -136,6 +136,13 @@ func TestRecorderAttributesFaults(t *testing.T) {
 	arr := func(at time.Duration) Arrival {
 		return Arrival{At: at, Tenant: 2, Class: 0, Model: 0, Input: 100, Output: 10}
 	}
+	// The dispatches, as the gateway reports them: a pool's count.
+	for _, d := range []struct {
+		at      time.Duration
+		replica int
+	}{{s(60), hit}, {s(140), spare}, {s(310), hit}} {
+		rec.Dispatch(d.at, d.replica)
+	}
 	rec.Add(Outcome{Arrival: arr(s(60)), Result: Completed, Ended: s(61), TTFT: s(1) / 2, Replica: hit, ServedModel: 0, Attempts: 1})
 	rec.Add(Outcome{Arrival: arr(s(125)), Result: Failed, Ended: s(131), Replica: -1, Attempts: 3})
 	rec.Add(Outcome{Arrival: arr(s(140)), Result: Completed, Ended: s(141), TTFT: s(1) / 2, Replica: spare, ServedModel: 0, Attempts: 1})

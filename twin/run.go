@@ -154,8 +154,7 @@ type runner struct {
 
 	// lc is the requests' lifecycle around the core, shared with the live
 	// gateway: retries, their budget, what admitted means.
-	lc   *sched.Lifecycle
-	draw func() float64 // backoff draws, from faultRand
+	lc *sched.Lifecycle
 
 	warmup, duration, end time.Duration
 
@@ -193,7 +192,6 @@ type runner struct {
 	ladderRand *rand.Rand
 
 	*faultWorld             // the faults' ground truth (faults.go)
-	faultRand    *rand.Rand // the faults' failure draws, and the clients' backoff
 	doubleStarts int        // dispatches of a request not waiting: a twin bug, fails the run
 
 	scalers []*scaler // autoscaled pools (autoscale.go)
@@ -323,7 +321,7 @@ func newRunner(p *plan) (*runner, error) {
 	r.pools = newPoolReports(p)
 	r.faultWorld = &faultWorld{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, jobs: &r.jobs,
 		end: r.end, log: &r.timelineLog, dispatch: r.dispatch, failWork: r.failReplicaWork,
-		fateDraw: r.fateDraw, ended: r.tally.ended,
+		seed: r.p.sc.Seed, ended: r.tally.ended,
 		live: func() bool { return r.lc.Live() > 0 || !r.afterArrivals() }}
 	r.jobs = jobsRT{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, end: r.end,
 		down:  r.faultWorld.down,
@@ -337,8 +335,6 @@ func newRunner(p *plan) (*runner, error) {
 		r.closeSources()
 		return nil, err
 	}
-	r.faultRand = r.s.Rand("faults/errors")
-	r.draw = r.faultRand.Float64
 	r.lc = sched.NewLifecycle(p.retry, sc.Policy.Retries.RetryRejected)
 	r.ladderRand = r.s.Rand("degradation")
 	if err := r.faultWorld.initFaults(); err != nil {
@@ -549,7 +545,7 @@ func (r *runner) offer(req *request) {
 	now := r.s.Now()
 	req.offeredAt = now
 	d := r.core.Arrive(now, &req.core)
-	next := r.lc.Offered(&req.life, d, r.draw)
+	next := r.lc.Offered(&req.life, d, backoff(r.p.sc.Seed, req))
 	r.metrics.offered(req)
 	switch next.Action {
 	case sched.Wait:
@@ -589,7 +585,7 @@ func (r *runner) offer(req *request) {
 // attemptFailed carries out what the lifecycle says after an attempt of req
 // ended without an answer: a retry after a backoff, or the end.
 func (r *runner) attemptFailed(req *request, how sched.Attempt, retryAfter time.Duration) {
-	next := r.lc.Failed(&req.life, how, retryAfter, r.draw)
+	next := r.lc.Failed(&req.life, how, retryAfter, backoff(r.p.sc.Seed, req))
 	switch {
 	case next.Action == sched.Reoffer:
 		r.retryLater(req, next.After)
@@ -1185,4 +1181,9 @@ func startSampling(s *sim.Sim, core *sched.Core, replicas []replicaRT, models in
 		}
 	}
 	s.At(period, tick)
+}
+
+// backoff is req's backoff draw: sched.BackoffDraw, the gateway's too.
+func backoff(seed uint64, req *request) func() float64 {
+	return func() float64 { return sched.BackoffDraw(seed, req.core.ID, req.life.Attempts) }
 }

@@ -166,6 +166,9 @@ func (g *Gateway) mirror(q *request) {
 	sh.q = request{path: q.path, body: q.body, stream: q.stream, tenant: q.tenant, class: q.class, model: q.model,
 		served: g.sc.Models[q.c.req.Model].Name}
 	sh.q.c.life.Key = g.nonce + "-shadow-" + strconv.FormatUint(seq, 10)
+	// Its ID is what the fault layer draws its fate from, as for any
+	// attempt (sched.AttemptFate).
+	sh.q.c.req = cp
 	q.shadow = sh
 	g.shadows[sh.req.ID] = sh
 	if !g.can.OfferShadow(now, g.core, &sh.req) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // Down is how the fault layer fails the attempts on a replica it takes
@@ -66,8 +66,9 @@ type UpstreamFault struct {
 	Message    string
 	RetryAfter time.Duration
 	// FailRate is the share of the attempts the fault hits that are
-	// answered 500 without reaching the backend, drawn from a stream
-	// seeded by Config.Seed.
+	// answered 500 without reaching the backend, each attempt's by
+	// sched.AttemptFate from Config.Seed: a run of the scenario draws the
+	// same for the same attempt.
 	FailRate float64
 	// Latency is added before every attempt the fault hits is sent (or
 	// answered by the fault layer). It counts against the health timeout,
@@ -114,7 +115,6 @@ type FaultLayer struct {
 	mu     sync.Mutex // guards what follows
 	nextID int
 	on     []*injection // in the order injected
-	rng    *rand.Rand   // FailRate draws; seeded on first use
 }
 
 func newFaultLayer(replicas []replica, models map[string]int, scenario string, log *slog.Logger, clk clock, seed uint64,
@@ -347,12 +347,9 @@ func (l *FaultLayer) send(up *http.Request, q *request, rep int) (*http.Response
 			fs = append(fs, inj.f)
 		}
 	}
-	v := decide(fs, q.served, func() float64 {
-		if l.rng == nil {
-			l.rng = rand.New(rand.NewPCG(l.seed, 0x6661756c746c6179)) // "faultlay"
-		}
-		return l.rng.Float64()
-	})
+	// The attempt's own draw (sched.AttemptFate), a run's too: its ID and
+	// offer are the request's, fixed while the attempt is out.
+	v := decide(fs, q.served, func() float64 { return sched.AttemptFate(l.seed, q.c.req.ID, q.c.life.Attempts, rep) })
 	l.mu.Unlock()
 
 	ctx := up.Context()

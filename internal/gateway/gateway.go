@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -56,9 +55,7 @@ type Gateway struct {
 	nextID   uint64
 	nonce    string           // this gateway's, for idempotency keys unique across restarts
 	lc       *sched.Lifecycle // requests' lives around the core (both drivers')
-	rng      *rand.Rand
-	draw     func() float64 // backoff draws from rng
-	wakeAt   time.Duration  // the core's wake-up (model time, schedule.go); 0: none
+	wakeAt   time.Duration    // the core's wake-up (model time, schedule.go); 0: none
 	closed   bool
 	report   *reporter         // breakers' transitions and failed attempts, to the log and the Observer (observer.go)
 	ejected  []bool            // per replica: out of routing as a latency outlier, as last reported
@@ -162,9 +159,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, clk: clock{start: time.Now(), speed: cfg.Speed}, reg: cfg.Registry,
 		models: map[string]int{}, classes: map[string]int{}, waiting: map[uint64]*call{}, byPool: map[string][]int{},
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6761746577617921)),
-		lc:  sched.NewLifecycle(compile.RetryPolicy(&sc), sc.Policy.Retries.RetryRejected)}
-	g.draw = g.rng.Float64
+		lc: sched.NewLifecycle(compile.RetryPolicy(&sc), sc.Policy.Retries.RetryRejected)}
 	// Not from the seeded stream: keys must differ between two gateways
 	// started with the same seed.
 	var nb [6]byte
@@ -420,6 +415,9 @@ func (g *Gateway) deliver(now time.Duration) {
 		}
 		delete(g.waiting, d.Req.ID)
 		c.dispatched = now
+		if g.obs.Dispatch != nil {
+			g.obs.Dispatch(now, d.Replica)
+		}
 		c.ready <- d.Replica
 	}
 	// The gateway changes no route table (SetServes), so the core never
@@ -468,7 +466,7 @@ func (g *Gateway) admit(c *call) (sched.Decision, sched.Next) {
 	g.waiting[c.req.ID] = c
 	c.offered = now
 	d := g.core.Arrive(now, &c.req)
-	next := g.lc.Offered(&c.life, d, g.draw)
+	next := g.lc.Offered(&c.life, d, backoff(g.cfg.Seed, c))
 	if next.Action == sched.Wait {
 		c.held = true
 		g.held++
@@ -494,7 +492,7 @@ func (g *Gateway) tooLarge(c *call) (int64, bool) {
 func (g *Gateway) failed(c *call, how sched.Attempt, retryAfter time.Duration) sched.Next {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.lc.Failed(&c.life, how, retryAfter, g.draw)
+	return g.lc.Failed(&c.life, how, retryAfter, backoff(g.cfg.Seed, c))
 }
 
 // finish tells the core that c's attempt ended (wherever it was), with
@@ -597,4 +595,10 @@ func (g *Gateway) Handler() http.Handler {
 		mux.Handle("GET /metrics", MetricsHandler(g.reg))
 	}
 	return mux
+}
+
+// backoff is c's backoff draw (sched.BackoffDraw): a run draws the same for
+// the same request.
+func backoff(seed uint64, c *call) func() float64 {
+	return func() float64 { return sched.BackoffDraw(seed, c.req.ID, c.life.Attempts) }
 }

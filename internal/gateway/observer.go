@@ -35,6 +35,10 @@ type Observer struct {
 	// ill health; other 4xx are passed through). An attempt the client
 	// cancelled is not reported.
 	Attempt func(at time.Duration, replica int, pool string, status int, err bool)
+	// Dispatch is called on every dispatch of a request to a replica by
+	// the core (a retry's again; a hedged duplicate's and a shadow copy's
+	// not): a run's report counts them per pool.
+	Dispatch func(at time.Duration, replica int)
 	// Ladder is called when the degradation ladder engages or releases a
 	// rung; change.Detail is the twin's timeline text for it.
 	Ladder func(at time.Duration, change sched.LadderChange)

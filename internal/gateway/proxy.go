@@ -336,9 +336,11 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 
 	g.mu.Lock()
-	g.nextID++
+	// Numbered from 0 in arrival order, as a run numbers its requests:
+	// the hashes that draw by ID (a canary's route) draw alike.
 	q.c.req.ID = g.nextID
-	q.c.life.Key = g.nonce + "-" + strconv.FormatUint(g.nextID, 10)
+	g.nextID++
+	q.c.life.Key = g.nonce + "-" + strconv.FormatUint(q.c.req.ID, 10)
 	g.lc.Begin()
 	g.mu.Unlock()
 	g.first.add(q.c.req.ID, class, q.c.req.Tenant, q.c.req.Arrived)

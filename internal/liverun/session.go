@@ -218,14 +218,16 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 				r.mark(func(t0 time.Duration) { rec.Refusal(at-t0, replica, status) })
 			}
 		},
-		// A canary's decision goes on the report's timeline, as in the
-		// twin's.
+		// A canary's decision goes on the report's timeline, with what
+		// it says of the faults on its candidate (twin.Recorder.Canary).
 		Canary: func(at time.Duration, d sched.RolloutDecision) {
 			r.mark(func(t0 time.Duration) {
-				ev := twin.CanaryEvent(at-t0, d)
-				rec.Event(ev)
-				s.timeline = append(s.timeline, ev)
+				rec.Canary(at-t0, d)
+				s.timeline = append(s.timeline, twin.CanaryEvent(at-t0, d))
 			})
+		},
+		Dispatch: func(at time.Duration, replica int) {
+			r.mark(func(t0 time.Duration) { rec.Dispatch(at-t0, replica) })
 		},
 		// An autoscaled pool's scale, grant, refusal and replica-ready,
 		// as the twin's timeline has them; ev.At is on the replay's

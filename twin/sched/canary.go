@@ -88,7 +88,7 @@ func (c *Core) canaryEligible(req *Request, k int) bool {
 // its draw falls in the canary's share, else the baseline.
 func (c *Core) drawRoute(req *Request) int {
 	for k := range c.cfg.Canaries {
-		if s := c.canaryShare[k]; s > 0 && c.canaryEligible(req, k) && (s >= 1 || draw(c.cfg.Canaries[k].Seed, req.ID, 1) < s) {
+		if s := c.canaryShare[k]; s > 0 && c.canaryEligible(req, k) && (s >= 1 || draw(c.cfg.Canaries[k].Seed, req.ID, saltRoute) < s) {
 			return k + 1
 		}
 	}
@@ -104,7 +104,7 @@ func (c *Core) Shadow(req *Request) (k int, ok bool) {
 	}
 	for k := range c.cfg.Canaries {
 		cr := &c.cfg.Canaries[k]
-		if cr.ShadowShare > 0 && req.Route != k+1 && c.canaryEligible(req, k) && draw(cr.Seed, req.ID, 2) < cr.ShadowShare {
+		if cr.ShadowShare > 0 && req.Route != k+1 && c.canaryEligible(req, k) && draw(cr.Seed, req.ID, saltShadow) < cr.ShadowShare {
 			return k, true
 		}
 	}

@@ -1,0 +1,32 @@
+package sched
+
+// The random choices that decide a request's fate are hashes of the run's
+// seed, the request's ID and what the choice is about (draw), not numbers
+// taken from a stream: a stream's numbers go to whichever attempt asks
+// first, and the twin and the gateway interleave their attempts
+// differently (goroutines, I/O), so they would draw apart. A hash gives
+// each request its own number in both drivers, in every order, and a
+// request keeps its route across its attempts.
+//
+// Salts keep each kind of choice independent of the others.
+const (
+	saltRoute   = 1 // a canary's route (drawRoute)
+	saltShadow  = 2 // a shadow copy (drawShadow)
+	saltFate    = 3 // an attempt's fate under a fault that fails a share of attempts
+	saltBackoff = 4 // a retry's backoff jitter
+)
+
+// AttemptFate is the uniform draw in [0, 1) that decides whether the
+// attempt of request id made at its offer'th offer (Life.Attempts) on
+// replica fails, under a fault that fails a share of attempts (an error
+// burst, a brownout): a hedged duplicate, on another replica, draws its
+// own.
+func AttemptFate(seed, id uint64, offer, replica int) float64 {
+	return draw(seed, id, saltFate|uint64(offer)<<8|uint64(replica)<<32)
+}
+
+// BackoffDraw is the uniform draw in [0, 1) of the backoff jitter after
+// the offer'th offer of request id (Life.Attempts): Lifecycle's draw.
+func BackoffDraw(seed, id uint64, offer int) float64 {
+	return draw(seed, id, saltBackoff|uint64(offer)<<8)
+}
