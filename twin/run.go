@@ -191,8 +191,8 @@ type runner struct {
 	shq        []shedCopy // copies shed, being ended (see dispatch)
 	ladderRand *rand.Rand
 
-	*faultWorld             // the faults' ground truth (faults.go)
-	doubleStarts int        // dispatches of a request not waiting: a twin bug, fails the run
+	*faultWorld      // the faults' ground truth (faults.go)
+	doubleStarts int // dispatches of a request not waiting: a twin bug, fails the run
 
 	scalers []*scaler // autoscaled pools (autoscale.go)
 	scaling *reqengine.Scaling
