@@ -2,6 +2,12 @@ package faults
 
 import "time"
 
+// AnswerRTT is how long an answer a fault gives in place of the backend (a
+// 429, a 5xx) takes to come back: one network round trip. The twin's
+// failed attempts end after it, and the gateway's fault layer, whose
+// answers never cross a network, waits it out, so both time them alike.
+const AnswerRTT = 20 * time.Millisecond
+
 // Condition is what the faults on one replica do to an attempt there. The
 // twin (its ground truth) and the live gateway's fault layer both combine a
 // replica's faults with With and decide an attempt with Fails, so that a

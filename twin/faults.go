@@ -569,12 +569,12 @@ func (w *faultWorld) faultAtDispatch(req *request, ri int) attemptFate {
 		if st.Down {
 			return attemptFate{fail: true, delay: w.downDelay(ri)}
 		}
-		return attemptFate{fail: true, delay: st.Latency + 20*time.Millisecond}
+		return attemptFate{fail: true, delay: st.Latency + faults.AnswerRTT}
 	}
 	if qs := w.quota[w.replicas[ri].pool]; len(qs) > 0 {
 		if wait := takeAll(qs, w.s.Now(), req.core.Input+req.core.Output); wait > 0 {
 			// A 429 is an answer: it comes back at the network's pace.
-			return attemptFate{fail: true, throttle: wait, delay: st.Latency + 20*time.Millisecond}
+			return attemptFate{fail: true, throttle: wait, delay: st.Latency + faults.AnswerRTT}
 		}
 	}
 	return attemptFate{delay: st.Latency}
@@ -623,18 +623,30 @@ func (w *faultWorld) throttled(ri int, retryAfter time.Duration) {
 		return
 	}
 	pi := w.replicas[ri].pool
-	name := w.p.pools[pi].Spec.Name
 	// Once per pool: a provider with no quota throttles again each time
 	// its Retry-After runs out and the core tries it.
-	if w.log.once("throttled:" + name) {
-		w.log.addEvent(timelineEvent(now, "throttled", fmt.Sprintf("pool %s: provider answers 429, retry after %v", name, retryAfter)))
+	first := w.log.once("throttled:" + w.p.pools[pi].Spec.Name)
+	for _, ev := range throttledEvents(w.p, w.faults, now, pi, retryAfter, first) {
+		w.log.addEvent(ev)
 	}
-	for _, f := range w.faults {
+}
+
+// throttledEvents is what a provider's 429 that throttles pool pi (the
+// core's Throttled said so) puts on the timeline: the throttle, the
+// pool's first only, and the detection of the quota faults on the pool,
+// which it marks. A run and a replay's recorder both ask it.
+func throttledEvents(p *plan, fs []*faultRT, now time.Duration, pi int, retryAfter time.Duration, first bool) []TimelineEvent {
+	var evs []TimelineEvent
+	if first {
+		evs = append(evs, timelineEvent(now, "throttled", fmt.Sprintf("pool %s: provider answers 429, retry after %v", p.pools[pi].Spec.Name, retryAfter)))
+	}
+	for _, f := range fs {
 		if f.active && f.detected < 0 && f.detectedBy(429) && slices.Contains(f.pools, pi) {
 			f.detected = now
-			w.log.addEvent(timelineEvent(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, (now-f.start).Round(time.Millisecond))))
+			evs = append(evs, timelineEvent(now, "detected", fmt.Sprintf("%s after %v: provider answers 429", f.label, (now-f.start).Round(time.Millisecond))))
 		}
 	}
+	return evs
 }
 
 // breakerChanged records a breaker transition on the timeline and as the

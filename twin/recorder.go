@@ -112,6 +112,7 @@ const (
 	markEvent
 	markDispatch
 	markCanary
+	markThrottled
 )
 
 type mark struct {
@@ -126,6 +127,7 @@ type mark struct {
 	out     int           // markOutcome: index in outs
 	event   TimelineEvent // markEvent
 	canary  sched.RolloutDecision
+	retry   time.Duration // markThrottled: the Retry-After
 }
 
 // NewRecorder prepares a report for the scenario as the replay runs it (its
@@ -229,6 +231,14 @@ func (rec *Recorder) Dispatch(at time.Duration, replica int) {
 	rec.marks = append(rec.marks, mark{at: at, kind: markDispatch, replica: replica})
 }
 
+// Throttled records a provider's 429 on replica at at that throttled its
+// pool (the core's Throttled said so), asking for retryAfter: the pool's
+// throttle on the timeline, and the detection of its quota faults, as a
+// run has them.
+func (rec *Recorder) Throttled(at time.Duration, replica int, retryAfter time.Duration) {
+	rec.marks = append(rec.marks, mark{at: at, kind: markThrottled, replica: replica, retry: retryAfter})
+}
+
 // Canary records a canary's decision at at: its timeline entry, and what
 // a rollback or a hold says of the faults on its candidate (detected,
 // mitigated), as a run's rollouts do.
@@ -254,6 +264,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 	sc := rec.p.sc
 	warmup := sc.Warmup.D()
 	dispatched := make([]uint64, len(rec.p.pools))
+	throttled := make([]bool, len(rec.p.pools)) // the pools' first throttle seen
 	for _, m := range rec.marks {
 		switch m.kind {
 		case markStart:
@@ -290,10 +301,20 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 				}
 			}
 		case markRefusal:
+			// A 429 detects as its throttle does (markThrottled).
 			for _, f := range rec.faults {
-				if f.active && f.detected < 0 && slices.Contains(f.replicas, m.replica) && f.detectedBy(m.status) {
+				if m.status != 429 && f.active && f.detected < 0 && slices.Contains(f.replicas, m.replica) && f.detectedBy(m.status) {
 					f.detected = m.at
-					event(timelineEvent(m.at, "detected", fmt.Sprintf("%s: upstream answered %d, %v after the fault began", f.label, m.status, (m.at-f.start).Round(time.Millisecond))))
+					event(timelineEvent(m.at, "detected", fmt.Sprintf("%s after %v: upstream answers %d", f.label, (m.at-f.start).Round(time.Millisecond), m.status)))
+				}
+			}
+		case markThrottled:
+			if m.replica >= 0 && m.replica < len(rec.p.replicas) {
+				pi := rec.p.replicas[m.replica].Pool
+				first := !throttled[pi]
+				throttled[pi] = true
+				for _, ev := range throttledEvents(rec.p, rec.faults, m.at, pi, m.retry, first) {
+					event(ev)
 				}
 			}
 		case markEvent:

@@ -431,7 +431,7 @@ func (r *runner) start() {
 // progress, a failed source and the end of the drain. The run ends early
 // at the first slice boundary with nothing left to do, so a drill advances
 // by the same boundaries.
-const slice = time.Minute
+const slice = RunSlice
 
 // runTo runs the simulation to until, a slice boundary or the end, and
 // reports whether the run is over there.
@@ -1187,3 +1187,10 @@ func startSampling(s *sim.Sim, core *sched.Core, replicas []replicaRT, models in
 func backoff(seed uint64, req *request) func() float64 {
 	return func() float64 { return sched.BackoffDraw(seed, req.core.ID, req.life.Attempts) }
 }
+
+// RunSlice is the granularity of a run's end: after its arrivals, a run
+// ends at the first whole RunSlice of its time by which every request has
+// ended (the drain's end at the latest), so that what happens shortly after
+// the last request (a breaker closing, an ejection ending) is in its report.
+// A live replay ends by the same rule.
+const RunSlice = time.Minute

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -339,7 +340,7 @@ func (l *FaultLayer) send(up *http.Request, q *request, rep int) (*http.Response
 	l.mu.Lock()
 	if len(l.on) == 0 {
 		l.mu.Unlock()
-		return l.do(up)
+		return l.pass(up, rep)
 	}
 	var fs []UpstreamFault
 	for _, inj := range l.on {
@@ -367,7 +368,7 @@ func (l *FaultLayer) send(up *http.Request, q *request, rep int) (*http.Response
 	}
 	wait := v.latency
 	if v.status != 0 {
-		wait += v.delay
+		wait += v.delay + faults.AnswerRTT
 	}
 	if wait > 0 {
 		t := time.NewTimer(l.clk.wall(wait))
@@ -379,10 +380,43 @@ func (l *FaultLayer) send(up *http.Request, q *request, rep int) (*http.Response
 		}
 	}
 	if v.status == 0 {
-		return l.do(up)
+		return l.pass(up, rep)
 	}
 	l.answers.WithLabelValues(pool, strconv.Itoa(v.status)).Inc()
 	return faultResponse(up, v), nil
+}
+
+// pass sends up to the backend. Its answer's body goes dark with the
+// replica: a fault that takes the replica down later cuts what is still
+// streaming from it, as a dead route cuts open connections (a hang waits
+// out the attempt's context, the caller's stall timer; a refusal breaks
+// the stream at once).
+func (l *FaultLayer) pass(up *http.Request, rep int) (*http.Response, error) {
+	resp, err := l.do(up)
+	if err == nil && resp.Body != nil {
+		resp.Body = &darkBody{ReadCloser: resp.Body, l: l, rep: rep, ctx: up.Context()}
+	}
+	return resp, err
+}
+
+// darkBody is an upstream answer's body that stops when its replica is
+// injected down.
+type darkBody struct {
+	io.ReadCloser
+	l   *FaultLayer
+	rep int
+	ctx context.Context
+}
+
+func (b *darkBody) Read(p []byte) (int, error) {
+	switch b.l.downState(b.rep) {
+	case DownHang:
+		<-b.ctx.Done()
+		return 0, b.ctx.Err()
+	case DownRefuse:
+		return 0, fmt.Errorf("gateway: %s: connection reset (injected fault)", b.l.replicas[b.rep].host)
+	}
+	return b.ReadCloser.Read(p)
 }
 
 // downState is how replica rep is injected down (Up when it is not): what

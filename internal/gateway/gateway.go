@@ -526,9 +526,7 @@ func (g *Gateway) throttle(r int, retryAfter time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.now()
-	if g.core.Throttled(now, r, retryAfter) {
-		g.log.Info("throttled", "pool", g.replicas[r].pool, "replica", r, "retry_after", retryAfter)
-	}
+	g.report.throttled(g.core, now, r, retryAfter)
 	g.deliver(now)
 }
 
@@ -558,7 +556,7 @@ func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengin
 		pool := g.replicas[u.rep].pool
 		if u.resp != nil && u.resp.StatusCode == http.StatusTooManyRequests {
 			g.metrics.attempts.WithLabelValues(pool, "throttled").Inc()
-			g.core.Throttled(now, u.rep, g.parseRetryAfter(u.resp.Header.Get("Retry-After")))
+			g.report.throttled(g.core, now, u.rep, g.parseRetryAfter(u.resp.Header.Get("Retry-After")))
 		} else {
 			g.metrics.attempts.WithLabelValues(pool, "error").Inc()
 			g.observe(now, u.rep, false)

@@ -35,6 +35,10 @@ type Observer struct {
 	// ill health; other 4xx are passed through). An attempt the client
 	// cancelled is not reported.
 	Attempt func(at time.Duration, replica int, pool string, status int, err bool)
+	// Throttled is called when a provider's 429 on replica throttles its
+	// pool anew (sched.Core.Throttled): the pool takes nothing for
+	// retryAfter.
+	Throttled func(at time.Duration, replica int, pool string, retryAfter time.Duration)
 	// Dispatch is called on every dispatch of a request to a replica by
 	// the core (a retry's again; a hedged duplicate's and a shadow copy's
 	// not): a run's report counts them per pool.
@@ -75,6 +79,19 @@ type reporter struct {
 	clk      clock
 
 	breakers []sched.BreakerState // as last reported, per replica; guarded by the gateway's lock (Gateway.mu)
+}
+
+// throttled tells the core that replica r's provider answered 429 asking
+// for retryAfter, and logs and reports it when it throttles the pool anew.
+// Called with the gateway's lock held.
+func (rp *reporter) throttled(core *sched.Core, now time.Duration, r int, retryAfter time.Duration) {
+	if !core.Throttled(now, r, retryAfter) {
+		return
+	}
+	rp.log.Info("throttled", "pool", rp.replicas[r].pool, "replica", r, "retry_after", retryAfter)
+	if rp.obs.Throttled != nil {
+		rp.obs.Throttled(now, r, rp.replicas[r].pool, retryAfter)
+	}
 }
 
 // breaker logs and reports replica r's breaker when its state differs

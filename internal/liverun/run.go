@@ -313,6 +313,18 @@ func (r *replay) run(ctx context.Context, fl *hybrid, plans []twin.FaultPlan, ar
 	deadline := time.NewTimer(r.wall(max(r.sc.Duration.D()+drain-r.now(), 0)))
 	select {
 	case <-done:
+		// Then to the next whole twin.RunSlice, the twin's end: what
+		// follows the last request shortly is in both reports.
+		if rest := r.sc.Duration.D() + drain - r.now(); rest > 0 {
+			next := (r.now()/twin.RunSlice + 1) * twin.RunSlice
+			wait := time.NewTimer(r.wall(min(next-r.now(), rest)))
+			select {
+			case <-wait.C:
+			case <-ctx.Done():
+			case <-stop:
+			}
+			wait.Stop()
+		}
 	case <-deadline.C:
 	case <-ctx.Done():
 	case <-stop:

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 	"github.com/fleetdrill/fleetdrill/twin/compile"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -240,11 +241,14 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 			})
 		},
 		Ladder: func(at time.Duration, ch sched.LadderChange) {
-			kind := "restore" // the twin's timeline kinds
-			if ch.Engaged {
-				kind = "degrade"
-			}
-			r.mark(func(t0 time.Duration) { s.event(at-t0, kind, ch.Detail) })
+			r.mark(func(t0 time.Duration) {
+				ev := twin.Event(at-t0, reqengine.ChangeKind(ch), ch.Detail)
+				rec.Event(ev)
+				s.timeline = append(s.timeline, ev)
+			})
+		},
+		Throttled: func(at time.Duration, replica int, _ string, retryAfter time.Duration) {
+			r.mark(func(t0 time.Duration) { rec.Throttled(at-t0, replica, retryAfter) })
 		},
 	}
 	if s.gw, err = gateway.New(gateway.Config{Scenario: sc, Backends: s.h.backends(), Keys: keys, Seed: sc.Seed, ReplaySecret: r.secret,
