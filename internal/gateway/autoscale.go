@@ -147,12 +147,12 @@ func (g *Gateway) advanceScalers() {
 	}
 	// Replicas made routable in this pass serve from its instant: two
 	// loaded together are one change of the pool's timeline.
-	now := g.now()
+	now := g.clk.now()
 	for _, as := range g.scalers {
 		as.eng.Advance(now)
 		as.export()
 	}
-	g.deliver(g.now())
+	g.deliver(g.clk.now())
 }
 
 // export sets the pool's autoscaling series.
@@ -206,7 +206,7 @@ func (as *gwScaler) Start(k int) bool {
 		if g.closed || as.gen[k] != gen || g.probeCtx.Err() != nil {
 			return // handed back meanwhile (its Stop is queued), or closing
 		}
-		now := g.now()
+		now := g.clk.now()
 		if err != nil {
 			// Only the error's first line: a container's output stays
 			// in the log.
@@ -247,7 +247,7 @@ func (as *gwScaler) queue(k int, op func(ctx context.Context)) {
 // core's Ready is carried out (it may dispatch to the replica).
 func (as *gwScaler) Routable(int) {
 	as.export()
-	as.g.deliver(as.g.now())
+	as.g.deliver(as.g.clk.now())
 }
 
 // Released implements reqengine.ScalingWorld: nothing to do until the
@@ -275,7 +275,7 @@ func (as *gwScaler) Event(ev sched.ScalerEvent) {
 	g := as.g
 	g.log.Info("autoscale", "pool", as.pool, "kind", ev.Kind, "detail", ev.Detail)
 	if g.obs.Autoscale != nil {
-		g.obs.Autoscale(g.now(), ev)
+		g.obs.Autoscale(g.clk.now(), ev)
 	}
 }
 
@@ -328,6 +328,6 @@ func (g *Gateway) Autoscalers(fn func(pool string, s *sched.Scaler, now time.Dur
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, as := range g.scalers {
-		fn(as.pool, as.s, g.scaling.Clock(g.now()))
+		fn(as.pool, as.s, g.scaling.Clock(g.clk.now()))
 	}
 }

@@ -86,7 +86,7 @@ func (g *Gateway) evaluateCanaries() {
 	if g.closed {
 		return
 	}
-	now := g.now()
+	now := g.clk.now()
 	for _, d := range g.can.Evaluate(now, g.core) {
 		g.log.Info("canary", "canary", d.Name, "action", d.Action, "from", d.From, "to", d.To, "why", d.Why)
 		g.metrics.canaryShare.WithLabelValues(d.Name).Set(d.To)
@@ -109,7 +109,7 @@ func (g *Gateway) attemptEnded(q *request, rep int, ok bool) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
+	now := g.clk.now()
 	c := &q.c
 	first := time.Duration(-1) // none
 	if q.ttft > 0 {
@@ -155,7 +155,7 @@ func (g *Gateway) mirror(q *request) {
 	if g.closed || g.probeCtx.Err() != nil {
 		return
 	}
-	now := g.now()
+	now := g.clk.now()
 	cp, seq, ok := g.can.Mirror(now, g.core, &q.c.req)
 	if !ok {
 		return
@@ -191,7 +191,7 @@ func (g *Gateway) primaryDone(q *request) {
 		return
 	}
 	if !sh.running {
-		now := g.now()
+		now := g.clk.now()
 		g.core.Finish(now, &sh.req) // out of its queue
 		g.endShadowLocked(sh, shadowCancelled)
 		g.deliver(now)
@@ -213,7 +213,7 @@ func (g *Gateway) startShadow(sh *shadow, rep int) {
 	sh.running = true
 	ctx, stop := context.WithCancel(g.probeCtx)
 	sh.stop = stop
-	sh.dispatched, sh.dispatchedWall = g.now(), time.Now()
+	sh.dispatched, sh.dispatchedWall = g.clk.now(), time.Now()
 	// Close cancels probeCtx with mu held, so no Add follows its Wait.
 	g.shadowWG.Add(1)
 	go func() {
@@ -275,7 +275,7 @@ func (g *Gateway) sendShadow(ctx context.Context, sh *shadow, rep int) (ok bool,
 func (g *Gateway) shadowDone(sh *shadow, rep int, ok bool, first time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
+	now := g.clk.now()
 	switch {
 	case sh.cancelled || g.probeCtx.Err() != nil:
 		g.endShadowLocked(sh, shadowCancelled)

@@ -46,7 +46,7 @@ func (g *Gateway) evaluateLadder() {
 	if g.closed {
 		return
 	}
-	now := g.now()
+	now := g.clk.now()
 	ch, ok := g.ladder.Evaluate(now, g.core)
 	if !ok {
 		return
@@ -103,8 +103,8 @@ func (g *Gateway) degrade(ctx context.Context, w http.ResponseWriter, q *request
 			// A deferral, as the core's: X-Fleetdrill-Deferrals and
 			// the attempts count it (Life.Offers, Life.AllDeferrals).
 			g.metrics.deferrals.WithLabelValues(q.tenant, q.class, n.Reason).Inc()
-			if !g.sleep(ctx, n.After) {
-				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q), true
+			if !g.clk.sleep(ctx, n.After) {
+				return ctxOutcome(ctx), ctxStatus(ctx, w, q), true
 			}
 			continue
 		}

@@ -265,7 +265,7 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	// Evaluated every sched.LadderEvery of model time, and at least a
 	// millisecond of wall time apart.
-	g.ladder = reqengine.NewLadder(core, g.now(), g.clk.model(time.Millisecond))
+	g.ladder = reqengine.NewLadder(core, g.clk.now(), g.clk.model(time.Millisecond))
 	g.coreCfg = core
 	if g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries); g.can != nil {
 		g.shadows = map[uint64]*shadow{}
@@ -284,7 +284,7 @@ func New(cfg Config) (*Gateway, error) {
 		coreFull = func(tenant, class int) (time.Duration, bool) {
 			g.mu.Lock()
 			defer g.mu.Unlock()
-			return g.core.TenantFull(g.now(), tenant, class)
+			return g.core.TenantFull(g.clk.now(), tenant, class)
 		}
 	}
 	var limErr error
@@ -336,10 +336,6 @@ func (g *Gateway) Close() {
 	g.mu.Unlock()
 	g.be.client.CloseIdleConnections()
 }
-
-// now is the core's clock: model time since the gateway started, never
-// zero.
-func (g *Gateway) now() time.Duration { return g.clk.now() }
 
 // Now returns the core's clock: model time since the gateway started (wall
 // time × Config.Speed). Observer callbacks are stamped with it.
@@ -448,7 +444,7 @@ func (g *Gateway) onWake() {
 	if g.closed {
 		return
 	}
-	now := g.now()
+	now := g.clk.now()
 	g.core.Tick(now)
 	g.deliver(now)
 }
@@ -462,7 +458,7 @@ func (g *Gateway) admit(c *call) (sched.Decision, sched.Next) {
 	case <-c.ready: // a dispatch raced with the end of the last attempt
 	default:
 	}
-	now := g.now()
+	now := g.clk.now()
 	g.waiting[c.req.ID] = c
 	c.offered = now
 	d := g.core.Arrive(now, &c.req)
@@ -500,7 +496,7 @@ func (g *Gateway) failed(c *call, how sched.Attempt, retryAfter time.Duration) s
 func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
+	now := g.clk.now()
 	delete(g.waiting, c.req.ID)
 	if observed && replica >= 0 {
 		var lat time.Duration // the replica's own: dispatch to first token
@@ -525,7 +521,7 @@ func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Dura
 func (g *Gateway) throttle(r int, retryAfter time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
+	now := g.clk.now()
 	g.report.throttled(g.core, now, r, retryAfter)
 	g.deliver(now)
 }
@@ -535,7 +531,7 @@ func (g *Gateway) throttle(r int, retryAfter time.Duration) {
 func (g *Gateway) hedge(c *call) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
+	now := g.clk.now()
 	h := g.core.Hedge(now, &c.req)
 	g.deliver(now)
 	return h
@@ -548,7 +544,7 @@ func (g *Gateway) hedge(c *call) int {
 func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengine.Settlement {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	now := g.now()
+	now := g.clk.now()
 	s := reqengine.SettleHedge(now, g.core, &c.req, end, func(s reqengine.Settlement) {
 		if !s.ReportFailure {
 			return
@@ -556,7 +552,7 @@ func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengin
 		pool := g.replicas[u.rep].pool
 		if u.resp != nil && u.resp.StatusCode == http.StatusTooManyRequests {
 			g.metrics.attempts.WithLabelValues(pool, "throttled").Inc()
-			g.report.throttled(g.core, now, u.rep, g.parseRetryAfter(u.resp.Header.Get("Retry-After")))
+			g.report.throttled(g.core, now, u.rep, g.clk.parseRetryAfter(u.resp.Header.Get("Retry-After")))
 		} else {
 			g.metrics.attempts.WithLabelValues(pool, "error").Inc()
 			g.observe(now, u.rep, false)

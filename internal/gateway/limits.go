@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -85,6 +87,7 @@ type Limits struct {
 	// Read-only after New.
 	sc                   *scenarios.Scenario
 	keys                 []keyEntry
+	replaySecret         string // Config.ReplaySecret: who may set the node's exact lengths
 	maxBody, maxInflight int64
 	log                  *slog.Logger
 	// metrics: a refusal ends a request, counted as every request's end.
@@ -107,6 +110,36 @@ func (g *Gateway) Limits() *Limits { return g.lim }
 // client address had too many open (httpguard.Limits.OnRefused).
 func (l *Limits) RefusedConnection() { l.conns.Inc() }
 
+// replayTrusted reports whether r carries the replay secret
+// (Config.ReplaySecret, compared in constant time); never when there is
+// none.
+func (l *Limits) replayTrusted(r *http.Request) bool {
+	s := l.replaySecret
+	if s == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get(hdrReplay)), []byte(s)) == 1
+}
+
+// screen returns a client's body without the emulated node's exact lengths
+// (x_fleetdrill), which would make a node do work the gateway did not
+// charge, unless the request carries the replay secret.
+func (l *Limits) screen(r *http.Request, body []byte) []byte {
+	if !bytes.Contains(body, []byte(`"x_fleetdrill"`)) || l.replayTrusted(r) {
+		return body
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return body // refused as invalid JSON further on
+	}
+	delete(m, "x_fleetdrill")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
 // limitDefaults fills in the defaults of cfg's limits.
 func limitDefaults(cfg *Config) {
 	if cfg.MaxBodyBytes <= 0 {
@@ -125,7 +158,7 @@ func limitDefaults(cfg *Config) {
 // registers their series on reg.
 func newLimits(cfg *Config, sc *scenarios.Scenario, keys []keyEntry, m *metrics, log *slog.Logger,
 	coreFull func(tenant, class int) (time.Duration, bool), reg *prometheus.Registry) (*Limits, error) {
-	l := &Limits{sc: sc, keys: keys, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBodyBytes, log: log,
+	l := &Limits{sc: sc, keys: keys, replaySecret: cfg.ReplaySecret, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBodyBytes, log: log,
 		metrics: m, coreFull: coreFull}
 	l.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
 		Name: "refused_total",

@@ -65,7 +65,7 @@ type Observer struct {
 func (g *Gateway) View(fn func(core *sched.Core, now time.Duration)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	fn(g.core, g.now())
+	fn(g.core, g.clk.now())
 }
 
 // reporter tells the log and the Observer what the core and the attempts

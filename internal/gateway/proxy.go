@@ -315,7 +315,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		g.lim.refuse(w, tenant, g.sc.Classes[class].Name, refuseBadValue, apiError{http.StatusBadRequest, typeInvalid, "invalid_value", paramOf(err, outParam), err.Error()})
 		return
 	}
-	q := &request{path: r.URL.Path, body: g.screen(r, body), stream: cr.Stream, arrived: arrived,
+	q := &request{path: r.URL.Path, body: g.lim.screen(r, body), stream: cr.Stream, arrived: arrived,
 		tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name, model: cr.Model,
 		inParam: inParam, outParam: outParam}
 	q.c.ready = make(chan int, 1)
@@ -383,8 +383,8 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 			} else {
 				g.metrics.deferrals.WithLabelValues(q.tenant, q.class, next.Reason).Inc()
 			}
-			if !g.sleep(ctx, next.After) {
-				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
+			if !g.clk.sleep(ctx, next.After) {
+				return ctxOutcome(ctx), ctxStatus(ctx, w, q)
 			}
 			continue
 		case sched.Refuse:
@@ -440,7 +440,7 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 				stop()
 				g.waitedInVain(q, !errors.Is(ctx.Err(), context.DeadlineExceeded))
 				g.finish(&q.c, -1, false, false, 0)
-				return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
+				return ctxOutcome(ctx), ctxStatus(ctx, w, q)
 			}
 		}
 		if rep < 0 {
@@ -454,7 +454,7 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 		case resDone:
 			return outcome, status
 		case resCancelled:
-			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
+			return ctxOutcome(ctx), ctxStatus(ctx, w, q)
 		}
 		how := sched.AttemptError
 		if q.lastStatus == http.StatusTooManyRequests {
@@ -464,8 +464,8 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 			break
 		}
 		g.metrics.retries.WithLabelValues(q.tenant, q.class).Inc()
-		if !g.sleep(ctx, next.After) {
-			return g.ctxOutcome(ctx), g.ctxStatus(ctx, w, q)
+		if !g.clk.sleep(ctx, next.After) {
+			return ctxOutcome(ctx), ctxStatus(ctx, w, q)
 		}
 	}
 	if next.Reason == sched.ReasonUpstreamQuota {
@@ -492,7 +492,7 @@ func (q *request) tooLong(limit int64) apiError {
 
 // ctxOutcome classifies a done context: the class deadline, or the client
 // gone.
-func (g *Gateway) ctxOutcome(ctx context.Context) string {
+func ctxOutcome(ctx context.Context) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return outTimedOut
 	}
@@ -501,7 +501,7 @@ func (g *Gateway) ctxOutcome(ctx context.Context) string {
 
 // ctxStatus answers a request whose context is done: 504 when its deadline
 // passed; nothing when the client went away.
-func (g *Gateway) ctxStatus(ctx context.Context, w http.ResponseWriter, q *request) int {
+func ctxStatus(ctx context.Context, w http.ResponseWriter, q *request) int {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return q.fail(w, outTimedOut, "", errDeadline)
 	}
@@ -509,8 +509,8 @@ func (g *Gateway) ctxStatus(ctx context.Context, w http.ResponseWriter, q *reque
 }
 
 // sleep waits d of model time; false when ctx ended first.
-func (g *Gateway) sleep(ctx context.Context, d time.Duration) bool {
-	wall := g.clk.wall(d)
+func (c clock) sleep(ctx context.Context, d time.Duration) bool {
+	wall := c.wall(d)
 	if wall <= 0 {
 		return ctx.Err() == nil
 	}
@@ -747,7 +747,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
 		g.metrics.throttled.WithLabelValues(be.pool, be.region).Inc()
 		g.report.attemptFailed(rep, resp.StatusCode, false)
-		q.lastStatus, q.lastRetry = resp.StatusCode, g.parseRetryAfter(resp.Header.Get("Retry-After"))
+		q.lastStatus, q.lastRetry = resp.StatusCode, g.clk.parseRetryAfter(resp.Header.Get("Retry-After"))
 		q.lastMsg = "upstream quota exhausted"
 		// Quota, not ill health: the breaker is left alone, and the core
 		// keeps the pool out of routing for the Retry-After, as the twin
@@ -922,7 +922,7 @@ func withModel(body []byte, model string) []byte {
 // seconds, which a node running at the gateway's speed gives in model
 // seconds; an HTTP date is a wall-clock instant, converted. 0 when absent or
 // unreadable.
-func (g *Gateway) parseRetryAfter(v string) time.Duration {
+func (c clock) parseRetryAfter(v string) time.Duration {
 	if v == "" {
 		return 0
 	}
@@ -930,7 +930,7 @@ func (g *Gateway) parseRetryAfter(v string) time.Duration {
 		return time.Duration(s * float64(time.Second))
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return g.clk.model(max(time.Until(t), 0))
+		return c.model(max(time.Until(t), 0))
 	}
 	return 0
 }

@@ -2,11 +2,9 @@ package gateway
 
 import (
 	"bytes"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 )
 
 // hdrReplay carries Config.ReplaySecret: a request that has it may set the
@@ -50,36 +48,6 @@ func choices(cr *completionRequest) (int, error) {
 		k = max(k, *f.v)
 	}
 	return k, nil
-}
-
-// replayTrusted reports whether r carries the replay secret
-// (Config.ReplaySecret, compared in constant time); never when there is
-// none.
-func (g *Gateway) replayTrusted(r *http.Request) bool {
-	s := g.cfg.ReplaySecret
-	if s == "" {
-		return false
-	}
-	return subtle.ConstantTimeCompare([]byte(r.Header.Get(hdrReplay)), []byte(s)) == 1
-}
-
-// screen returns a client's body without the emulated node's exact lengths
-// (x_fleetdrill), which would make a node do work the gateway did not
-// charge, unless the request carries the replay secret.
-func (g *Gateway) screen(r *http.Request, body []byte) []byte {
-	if !bytes.Contains(body, []byte(`"x_fleetdrill"`)) || g.replayTrusted(r) {
-		return body
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return body // refused as invalid JSON further on
-	}
-	delete(m, "x_fleetdrill")
-	out, err := json.Marshal(m)
-	if err != nil {
-		return body
-	}
-	return out
 }
 
 // usageMax bounds what a usageScanner holds: a non-streamed answer, or one
@@ -173,5 +141,5 @@ func (g *Gateway) reconcile(c *call, s *usageScanner) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.core.Reconcile(g.now(), &c.req, in, out)
+	g.core.Reconcile(g.clk.now(), &c.req, in, out)
 }

@@ -51,7 +51,7 @@ func (g *Gateway) scheduleLoop(ctx context.Context) {
 		if next == noDue {
 			return -1 // nothing due: wait for a kick
 		}
-		return max(g.clk.wall(next-g.now()), 0)
+		return max(g.clk.wall(next-g.clk.now()), 0)
 	}, g.fireDue)
 }
 
@@ -60,7 +60,7 @@ func (g *Gateway) scheduleLoop(ctx context.Context) {
 func (g *Gateway) fireDue() {
 	g.mu.Lock()
 	w, l, c, s := g.dueAt()
-	now := g.now()
+	now := g.clk.now()
 	g.mu.Unlock()
 	if w <= now {
 		g.onWake()

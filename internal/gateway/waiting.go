@@ -93,7 +93,7 @@ type TenantWaiting struct {
 // the live console's tenant pane shows a tenant whose requests an outage
 // holds before any of them ends.
 func (g *Gateway) TenantsWaiting() []TenantWaiting {
-	n, oldest := g.first.tenants(g.now(), len(g.sc.Tenants))
+	n, oldest := g.first.tenants(g.clk.now(), len(g.sc.Tenants))
 	out := make([]TenantWaiting, len(n))
 	for i := range n {
 		out[i] = TenantWaiting{Tenant: g.sc.Tenants[i].Name, Count: n[i], Oldest: oldest[i]}
@@ -116,7 +116,7 @@ type ClassWaiting struct {
 // export, with every age, for a p99 that counts them
 // (twin.Recorder.AddWaiting).
 func (g *Gateway) Waiting() []ClassWaiting {
-	ages := g.first.ages(g.now(), len(g.sc.Classes))
+	ages := g.first.ages(g.clk.now(), len(g.sc.Classes))
 	out := make([]ClassWaiting, len(ages))
 	for ci, a := range ages {
 		out[ci] = ClassWaiting{Class: g.sc.Classes[ci].Name, Count: len(a), Ages: a}
