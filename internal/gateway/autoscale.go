@@ -126,7 +126,7 @@ func (g *Gateway) StartAutoscale(at time.Duration) {
 	}
 	g.scaling.Start(at)
 	g.asStarted = true
-	g.kickSchedule()
+	g.sched.kick()
 }
 
 // StopAutoscale freezes the scalers where they stand: a replay's end,

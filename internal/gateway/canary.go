@@ -75,7 +75,7 @@ func (g *Gateway) StartCanaries(at time.Duration) {
 	if !g.can.Start(at) {
 		return
 	}
-	g.kickSchedule()
+	g.sched.kick()
 }
 
 // evaluateCanaries runs the rollouts' due evaluations and applies their

@@ -55,16 +55,13 @@ type Gateway struct {
 	nextID   uint64
 	nonce    string           // this gateway's, for idempotency keys unique across restarts
 	lc       *sched.Lifecycle // requests' lives around the core (both drivers')
-	wakeAt   time.Duration    // the core's wake-up (model time, schedule.go); 0: none
+	wakeAt   time.Duration    // the core's wake-up (model time), a job of sched; 0: none
 	closed   bool
 	report   *reporter         // breakers' transitions and failed attempts, to the log and the Observer (observer.go)
 	ejected  []bool            // per replica: out of routing as a latency outlier, as last reported
 	held     int               // requests the core holds (queued or dispatched)
 	heldPeak int               // most held at once
 	ladder   *reqengine.Ladder // the degradation ladder (degrade.go); nil without one
-	// The model-time schedule (schedule.go) reads what is due; a kick
-	// makes it read again.
-	kick chan struct{}
 
 	// Canaries (canary.go): the rollouts (nil without canaries) over the
 	// core's configuration, their clock's origin, the copies in the core.
@@ -84,9 +81,13 @@ type Gateway struct {
 
 	probeCancel context.CancelFunc // stops the probes and the ladder's evaluations
 	probeCtx    context.Context    // theirs
-	trials      sync.WaitGroup     // probes sent as half-open breakers' trials
-	shadowWG    sync.WaitGroup     // shadow copies being sent (canary.go)
-	probeWG     sync.WaitGroup
+	// sched runs the core's wake-up, the ladder, the canaries and the
+	// scalers at their model times (schedule.go). Set by New, then only
+	// read; its jobs read their due times under mu.
+	sched    *schedule
+	trials   sync.WaitGroup // probes sent as half-open breakers' trials
+	shadowWG sync.WaitGroup // shadow copies being sent (canary.go)
+	probeWG  sync.WaitGroup
 }
 
 type replica struct {
@@ -304,6 +305,35 @@ func New(cfg Config) (*Gateway, error) {
 			}
 			g.deliver(now)
 		}}
+	// Before the prober starts: what it delivers may kick the schedule.
+	// The jobs in the order they fire when due together: the core's
+	// wake-up first.
+	jobs := []job{{due: func() time.Duration {
+		if g.wakeAt > 0 {
+			return g.wakeAt
+		}
+		return noDue
+	}, fire: g.onWake}}
+	if g.ladder != nil {
+		jobs = append(jobs, job{due: g.ladder.NextAt, fire: g.evaluateLadder})
+	}
+	if g.can != nil {
+		jobs = append(jobs, job{due: func() time.Duration {
+			if at, ok := g.can.NextAt(); ok {
+				return at
+			}
+			return noDue
+		}, fire: g.evaluateCanaries})
+	}
+	jobs = append(jobs, job{due: func() time.Duration {
+		if g.asStarted && !g.asStopped {
+			if at, ok := g.scaling.NextAt(); ok {
+				return at
+			}
+		}
+		return noDue
+	}, fire: g.advanceScalers})
+	g.sched = newSchedule(&g.mu, g.clk, jobs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	g.probeCtx, g.probeCancel = ctx, cancel
 	g.probeWG.Add(1)
@@ -311,9 +341,11 @@ func New(cfg Config) (*Gateway, error) {
 		defer g.probeWG.Done()
 		g.prober.loop(ctx)
 	}()
-	g.kick = make(chan struct{}, 1)
 	g.probeWG.Add(1)
-	go g.scheduleLoop(ctx)
+	go func() {
+		defer g.probeWG.Done()
+		g.sched.run(ctx)
+	}()
 	return g, nil
 }
 
@@ -432,7 +464,7 @@ func (g *Gateway) deliver(now time.Duration) {
 	}
 	if at > 0 && (g.wakeAt == 0 || at < g.wakeAt) {
 		g.wakeAt = at
-		g.kickSchedule() // the schedule reads its due times again
+		g.sched.kick() // the schedule reads its due times again
 	}
 }
 

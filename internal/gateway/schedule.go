@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"math"
+	"sync"
 	"time"
 )
 
@@ -17,86 +18,79 @@ import (
 // noDue is a due time that never comes.
 const noDue = time.Duration(math.MaxInt64)
 
-// dueAt is when the core, the ladder, the canaries and the scalers next
-// have something to do, on the gateway's clock (model time); noDue for
-// nothing. Called with mu held.
-func (g *Gateway) dueAt() (wake, ladder, canary, scale time.Duration) {
-	wake, ladder, canary, scale = noDue, noDue, noDue, noDue
-	if g.wakeAt > 0 {
-		wake = g.wakeAt
-	}
-	if g.ladder != nil {
-		ladder = g.ladder.NextAt()
-	}
-	if g.can != nil {
-		if at, ok := g.can.NextAt(); ok {
-			canary = at
-		}
-	}
-	if g.asStarted && !g.asStopped {
-		if at, ok := g.scaling.NextAt(); ok {
-			scale = at
-		}
-	}
-	return wake, ladder, canary, scale
+// schedule runs its jobs at their due times (model time). It owns only
+// the timer's wake-ups: what is due, and what firing does, are its jobs',
+// which read the gateway's state under the gateway's lock.
+type schedule struct {
+	mu     *sync.Mutex // the gateway's: the jobs' due times are read under it
+	clk    clock
+	kicked chan struct{} // buffered (1): a kick is never lost, never blocks
+	jobs   []job         // in the order they fire when due together
 }
 
-// scheduleLoop runs what is due at its time until ctx ends; a kick
-// (kickSchedule: an earlier wake-up, canaries or scalers started) reads the
-// times again. It is started with the gateway.
-func (g *Gateway) scheduleLoop(ctx context.Context) {
-	g.runAt(ctx, g.kick, func() time.Duration {
-		w, l, c, s := g.dueAt()
-		next := min(w, l, c, s)
+// job is one thing on the schedule.
+type job struct {
+	due  func() time.Duration // when next, on the gateway's clock; noDue: never. Called with mu held
+	fire func()               // takes mu itself
+}
+
+func newSchedule(mu *sync.Mutex, clk clock, jobs ...job) *schedule {
+	return &schedule{mu: mu, clk: clk, kicked: make(chan struct{}, 1), jobs: jobs}
+}
+
+// run runs what is due at its time until ctx ends; a kick (an earlier
+// wake-up, canaries or scalers started) reads the times again.
+func (s *schedule) run(ctx context.Context) {
+	runAt(ctx, s.mu, s.kicked, func() time.Duration {
+		next := noDue
+		for _, j := range s.jobs {
+			next = min(next, j.due())
+		}
 		if next == noDue {
 			return -1 // nothing due: wait for a kick
 		}
-		return max(g.clk.wall(next-g.clk.now()), 0)
-	}, g.fireDue)
+		return max(s.clk.wall(next-s.clk.now()), 0)
+	}, s.fireDue)
 }
 
-// fireDue runs what is due now: the core's wake-up first, then the
-// ladder, the canaries and the scalers, each under the gateway's lock.
-func (g *Gateway) fireDue() {
-	g.mu.Lock()
-	w, l, c, s := g.dueAt()
-	now := g.clk.now()
-	g.mu.Unlock()
-	if w <= now {
-		g.onWake()
+// fireDue runs what is due now, in the jobs' order. The due times are
+// read together, under one hold of the lock, so a job fired first does
+// not make a later one due in the same pass.
+func (s *schedule) fireDue() {
+	due := make([]time.Duration, len(s.jobs))
+	s.mu.Lock()
+	for i, j := range s.jobs {
+		due[i] = j.due()
 	}
-	if l <= now {
-		g.evaluateLadder()
-	}
-	if c <= now {
-		g.evaluateCanaries()
-	}
-	if s <= now {
-		g.advanceScalers()
+	now := s.clk.now()
+	s.mu.Unlock()
+	for i, j := range s.jobs {
+		if due[i] <= now {
+			j.fire()
+		}
 	}
 }
 
-// kickSchedule wakes scheduleLoop to read the due times again. Called with
-// mu held.
-func (g *Gateway) kickSchedule() {
+// kick wakes run to read the due times again. Callers hold mu, as they
+// changed a due time under it.
+func (s *schedule) kick() {
 	select {
-	case g.kick <- struct{}{}:
+	case s.kicked <- struct{}{}:
 	default:
 	}
 }
 
 // runAt calls fire when wait says (wall time, read with mu held; -1:
 // nothing due, wait for a kick), and reads wait again after each fire or
-// kick, until ctx ends. It is the loop of a goroutine counted in probeWG.
-func (g *Gateway) runAt(ctx context.Context, kick <-chan struct{}, wait func() time.Duration, fire func()) {
-	defer g.probeWG.Done()
+// kick, until ctx ends.
+func runAt(ctx context.Context, mu *sync.Mutex, kick <-chan struct{}, wait func() time.Duration, fire func()) {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	defer t.Stop()
 	for {
-		g.mu.Lock()
+		mu.Lock()
 		w := wait()
-		g.mu.Unlock()
+		mu.Unlock()
 		var tc <-chan time.Time
 		if w >= 0 {
 			t.Reset(w)
