@@ -64,10 +64,12 @@ type Gateway struct {
 	ladder   *reqengine.Ladder // the degradation ladder (degrade.go); nil without one
 
 	// Canaries (canary.go): the rollouts (nil without canaries) over the
-	// core's configuration, their clock's origin, the copies in the core.
+	// core's configuration, their clock's origin; the shadow copies in the
+	// core (shadow.go: set by New, then only read; the copies are under
+	// mu).
 	coreCfg sched.Config
 	can     *reqengine.Canaries // the request engine's canaries (canary.go)
-	shadows map[uint64]*shadow
+	copies  *shadowCopies
 
 	// Autoscaling (autoscale.go): the request engine's scaled pools, a
 	// scaler per autoscaled pool, each replica's (nil: not autoscaled),
@@ -84,10 +86,9 @@ type Gateway struct {
 	// sched runs the core's wake-up, the ladder, the canaries and the
 	// scalers at their model times (schedule.go). Set by New, then only
 	// read; its jobs read their due times under mu.
-	sched    *schedule
-	trials   sync.WaitGroup // probes sent as half-open breakers' trials
-	shadowWG sync.WaitGroup // shadow copies being sent (canary.go)
-	probeWG  sync.WaitGroup
+	sched   *schedule
+	trials  sync.WaitGroup // probes sent as half-open breakers' trials
+	probeWG sync.WaitGroup
 }
 
 type replica struct {
@@ -268,9 +269,7 @@ func New(cfg Config) (*Gateway, error) {
 	// millisecond of wall time apart.
 	g.ladder = reqengine.NewLadder(core, g.clk.now(), g.clk.model(time.Millisecond))
 	g.coreCfg = core
-	if g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries); g.can != nil {
-		g.shadows = map[uint64]*shadow{}
-	}
+	g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries)
 	if err := g.initAutoscale(&sc); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
@@ -336,6 +335,10 @@ func New(cfg Config) (*Gateway, error) {
 	g.sched = newSchedule(&g.mu, g.clk, jobs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	g.probeCtx, g.probeCancel = ctx, cancel
+	// Before the prober starts: what it delivers may dispatch a copy.
+	g.copies = &shadowCopies{mu: &g.mu, core: g.core, can: g.can, sc: g.sc, replicas: g.replicas, clk: g.clk,
+		nonce: g.nonce, counted: g.metrics.shadows, ctx: ctx, call: g.call, deliver: g.deliver,
+		inFlight: map[uint64]*shadow{}}
 	g.probeWG.Add(1)
 	go func() {
 		defer g.probeWG.Done()
@@ -361,7 +364,7 @@ func (g *Gateway) Close() {
 	g.mu.Unlock()
 	g.probeWG.Wait()
 	g.trials.Wait()
-	g.shadowWG.Wait()
+	g.copies.wg.Wait()
 	g.mu.Lock()
 	g.closed = true
 	g.wakeAt = 0
@@ -431,14 +434,12 @@ func (g *Gateway) deliver(now time.Duration) {
 		}
 	}
 	for _, req := range rd.ShadowsShed {
-		if sh, ok := g.shadows[req.ID]; ok {
-			g.endShadowLocked(sh, shadowShed)
-		}
+		g.copies.shed(req.ID)
 	}
 	for _, d := range rd.Dispatches {
 		c, ok := g.waiting[d.Req.ID]
 		if !ok {
-			g.deliverShadow(d)
+			g.copies.dispatched(d)
 			continue
 		}
 		delete(g.waiting, d.Req.ID)

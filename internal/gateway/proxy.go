@@ -222,7 +222,7 @@ type request struct {
 	lastMsg    string
 	ttft       time.Duration // model time
 	reason     string        // of a rejection (X-Fleetdrill-Reason)
-	shadow     *shadow       // its copy to a canary's candidate, while it may be cancelled with it (canary.go)
+	shadow     *shadow       // its copy to a canary's candidate, while it may be cancelled with it (shadow.go)
 
 	// Where the last attempt went (scenario names), for the metrics.
 	served, pool, region string
@@ -352,7 +352,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	if !done {
 		outcome, status = g.run(ctx, w, q)
 	}
-	g.primaryDone(q)
+	g.copies.primaryDone(q)
 
 	g.first.done(q.c.req.ID)
 	g.mu.Lock()
@@ -374,7 +374,7 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 		var d sched.Decision
 		d, next = g.admit(&q.c)
 		if next.Action == sched.Wait && next.FirstAdmit {
-			g.mirror(q)
+			g.copies.mirror(q)
 		}
 		switch next.Action {
 		case sched.Reoffer:
