@@ -28,7 +28,7 @@ const (
 	// LiveAcquisition: the live gateway's scalers ask their provider
 	// under the fault (stockout, quota-cap, slow-provisioning): replicas
 	// it refuses are never started (internal/gateway's
-	// Gateway.InjectAcquisition).
+	// Autoscaling.InjectAcquisition).
 	LiveAcquisition
 )
 

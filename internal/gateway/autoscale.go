@@ -3,11 +3,13 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/faults"
@@ -40,13 +42,48 @@ type Provisioner interface {
 	Stop(ctx context.Context, pool string, k int) error
 }
 
+// Autoscaling is the gateway's autoscaled pools: their scalers, whether
+// they run, the acquisition faults injected on them. Get it with
+// Gateway.Autoscaling. The scalers change the core (a replica made
+// routable, drained, gone), so everything here is under the gateway's
+// lock, as the core is.
+type Autoscaling struct {
+	// Set by New, then only read.
+	mu      *sync.Mutex // the gateway's: it guards the core and all of Autoscaling's state below
+	clk     clock
+	log     *slog.Logger
+	metrics *metrics
+	onEvent func(now time.Duration, ev sched.ScalerEvent) // Observer.Autoscale; nil: none
+	prov    Provisioner                                   // Config.Provisioner; nil: a backend is taken to be up
+	// wg is the gateway's probeWG: Close waits for the instances' starts
+	// and stops as for its probes. ctx is the gateway's probeCtx, which
+	// Close cancels (with mu held) before it waits, and before it marks
+	// the gateway closed: a cancelled ctx is a closing gateway.
+	wg  *sync.WaitGroup
+	ctx context.Context
+	// deliver carries out the core's Ready after a scaler changed the
+	// core (Gateway.deliver); kick makes the schedule read the scalers'
+	// due time again (schedule.kick). Both are called with mu held.
+	deliver func(now time.Duration)
+	kick    func()
+
+	// Guarded by mu. scaling, scalers and of are set by New, then only
+	// read (their contents change under mu).
+	scaling *reqengine.Scaling // the request engine's scaled pools
+	scalers []*gwScaler        // one per autoscaled pool, in pool order
+	of      []*asRef           // per replica: its scaler (nil: not autoscaled)
+	started bool
+	stopped bool // Stop: frozen
+	nextAcq int  // the last acquisition fault's id
+}
+
 // gwScaler is one autoscaled pool: the request engine's
 // (reqengine.ScaledPool: the core's Scaler and what its transitions do to
 // the core) and the gateway's side of it (reqengine.ScalingWorld): the
 // instances, the log and metrics, the acquisition faults injected. Its
-// methods run with g.mu held.
+// methods run with a.mu held.
 type gwScaler struct {
-	g    *Gateway
+	a    *Autoscaling
 	pool string
 	pi   int // the core's pool index
 	s    *sched.Scaler
@@ -72,93 +109,109 @@ type asRef struct {
 	k  int
 }
 
-// initAutoscale builds a scaler for each autoscaled pool of sc (the
-// gateway's copy, its replicas cut to the backends); called by New.
-func (g *Gateway) initAutoscale(sc *scenarios.Scenario) error {
-	g.asOf = make([]*asRef, len(g.replicas))
-	g.scaling = reqengine.NewScaling(sc, func(pi int) int { return len(g.byPool[sc.Pools[pi].Name]) })
+// init builds a scaler for each autoscaled pool of sc (the gateway's
+// copy, its replicas cut to the backends) on core; called by New. The
+// scalers draw from the run's stream (seed); held, they wait for Start
+// and end with the scenario.
+func (a *Autoscaling) init(sc *scenarios.Scenario, core *sched.Core, byPool map[string][]int, replicas []replica,
+	seed uint64, held bool) error {
+	a.scaling = reqengine.NewScaling(sc, func(pi int) int { return len(byPool[sc.Pools[pi].Name]) })
 	// A replay's scalers ask nothing after its arrivals, as a run's do; a
 	// gateway serving for real scales as long as it runs.
 	end := time.Duration(math.MaxInt64)
-	if g.cfg.HoldAutoscale {
+	if held {
 		end = sc.Duration.D()
 	}
 	for pi := range sc.Pools {
 		ps := &sc.Pools[pi]
-		if ps.Autoscale == nil || len(g.byPool[ps.Name]) == 0 {
+		if ps.Autoscale == nil || len(byPool[ps.Name]) == 0 {
 			continue
 		}
-		reps := g.byPool[ps.Name]
-		cfg := compile.ScalerConfig(ps, g.replicas[reps[0]].maxBatch, end,
-			rand.New(sim.NewSource(g.cfg.Seed, compile.AcquisitionStream(ps.Name))))
+		reps := byPool[ps.Name]
+		cfg := compile.ScalerConfig(ps, replicas[reps[0]].maxBatch, end,
+			rand.New(sim.NewSource(seed, compile.AcquisitionStream(ps.Name))))
 		s, err := sched.NewScaler(cfg, sc.Duration.D())
 		if err != nil {
 			return fmt.Errorf("pool %s: autoscale: %w", ps.Name, err)
 		}
 		n := len(reps)
-		as := &gwScaler{g: g, pool: ps.Name, pi: pi, s: s,
+		as := &gwScaler{a: a, pool: ps.Name, pi: pi, s: s,
 			gen: make([]int, n), started: make([]bool, n), op: make([]chan struct{}, n), acq: map[int]faults.Spec{}, exported: map[string]uint64{}}
 		// The starting replicas are running, as a fixed pool's are.
-		as.eng = g.scaling.Add(g.core, pi, reps, ps.Replicas, s, as)
+		as.eng = a.scaling.Add(core, pi, reps, ps.Replicas, s, as)
 		for k, ri := range reps {
-			g.asOf[ri] = &asRef{as, k}
+			a.of[ri] = &asRef{as, k}
 			as.started[k] = as.eng.IsUp(k)
 		}
-		g.scalers = append(g.scalers, as)
+		a.scalers = append(a.scalers, as)
 	}
-	if len(g.scalers) > 0 {
-		g.asStarted = !g.cfg.HoldAutoscale
+	if len(a.scalers) > 0 {
+		a.started = !held
 	}
 	return nil
 }
 
-// StartAutoscale starts the scalers with their origin at, on the gateway's
-// clock (Now): their syncs and the times their reports give count from
+// Autoscaling returns the gateway's autoscaled pools.
+func (g *Gateway) Autoscaling() *Autoscaling { return g.as }
+
+// Start starts the scalers with their origin at, on the gateway's clock
+// (Gateway.Now): their syncs and the times their reports give count from
 // there. Only with Config.HoldAutoscale; a second call does nothing.
-func (g *Gateway) StartAutoscale(at time.Duration) {
-	if len(g.scalers) == 0 {
+func (a *Autoscaling) Start(at time.Duration) {
+	if len(a.scalers) == 0 {
 		return
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.asStarted {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
 		return
 	}
-	g.scaling.Start(at)
-	g.asStarted = true
-	g.sched.kick()
+	a.scaling.Start(at)
+	a.started = true
+	a.kick()
 }
 
-// StopAutoscale freezes the scalers where they stand: a replay's end,
-// after which its report reads them. Replicas keep serving; nothing more
-// is asked, provisioned, loaded or released.
-func (g *Gateway) StopAutoscale() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.asStopped = true
+// Stop freezes the scalers where they stand: a replay's end, after which
+// its report reads them. Replicas keep serving; nothing more is asked,
+// provisioned, loaded or released.
+func (a *Autoscaling) Stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopped = true
 }
 
-// advanceScalers does what is due of every scaler, in pool order.
-func (g *Gateway) advanceScalers() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed || !g.asStarted || g.asStopped || g.probeCtx.Err() != nil {
+// due is when a scaler is next due, on the gateway's clock; noDue when
+// none is or they do not run. Called with mu held (the schedule's job).
+func (a *Autoscaling) due() time.Duration {
+	if a.started && !a.stopped {
+		if at, ok := a.scaling.NextAt(); ok {
+			return at
+		}
+	}
+	return noDue
+}
+
+// advance does what is due of every scaler, in pool order.
+func (a *Autoscaling) advance() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.started || a.stopped || a.ctx.Err() != nil {
 		return
 	}
 	// Replicas made routable in this pass serve from its instant: two
 	// loaded together are one change of the pool's timeline.
-	now := g.clk.now()
-	for _, as := range g.scalers {
+	now := a.clk.now()
+	for _, as := range a.scalers {
 		as.eng.Advance(now)
 		as.export()
 	}
-	g.deliver(g.clk.now())
+	a.deliver(a.clk.now())
 }
 
 // export sets the pool's autoscaling series.
 func (as *gwScaler) export() {
 	c := as.s.Counts(0)
-	m := as.g.metrics
+	m := as.a.metrics
 	for i, n := range []int{c.Requested, c.Provisioning, c.Warming, c.Serving, c.Draining} {
 		m.autoscaleReplicas.WithLabelValues(as.pool, signals.AutoscaleStates[i]).Set(float64(n))
 	}
@@ -193,26 +246,26 @@ func (as *gwScaler) Acquisition() []faults.Spec {
 // model has loaded and the instance answers. Without a Provisioner the
 // backend is taken to be up.
 func (as *gwScaler) Start(k int) bool {
-	g := as.g
-	if g.cfg.Provisioner == nil {
+	a := as.a
+	if a.prov == nil {
 		return true
 	}
 	gen := as.gen[k]
 	as.started[k] = true
 	as.queue(k, func(ctx context.Context) {
-		err := g.cfg.Provisioner.Start(ctx, as.pool, k)
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if g.closed || as.gen[k] != gen || g.probeCtx.Err() != nil {
+		err := a.prov.Start(ctx, as.pool, k)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if as.gen[k] != gen || a.ctx.Err() != nil {
 			return // handed back meanwhile (its Stop is queued), or closing
 		}
-		now := g.clk.now()
+		now := a.clk.now()
 		if err != nil {
 			// Only the error's first line: a container's output stays
 			// in the log.
 			msg, _, _ := strings.Cut(err.Error(), "\n")
-			g.log.Warn("autoscale: replica did not start", "pool", as.pool, "replica", k, "err", err)
-			as.Event(sched.ScalerEvent{At: g.scaling.Clock(now), Kind: "replica-failed",
+			a.log.Warn("autoscale: replica did not start", "pool", as.pool, "replica", k, "err", err)
+			as.Event(sched.ScalerEvent{At: a.scaling.Clock(now), Kind: "replica-failed",
 				Detail: fmt.Sprintf("pool %s: replica %d did not start: %s", as.pool, k, msg)})
 			as.started[k] = false
 			as.eng.Failed(now, k)
@@ -227,19 +280,19 @@ func (as *gwScaler) Start(k int) bool {
 // queue runs op for replica k after the replica's last queued op, in a
 // goroutine the gateway's Close waits for. Called with mu held.
 func (as *gwScaler) queue(k int, op func(ctx context.Context)) {
-	g := as.g
+	a := as.a
 	prev, done := as.op[k], make(chan struct{})
 	as.op[k] = done
-	g.probeWG.Add(1)
+	a.wg.Add(1)
 	go func() {
-		defer g.probeWG.Done()
+		defer a.wg.Done()
 		defer close(done)
 		if prev != nil {
 			<-prev
 		}
 		// A Stop outlives a closing gateway (its instance must go); a
 		// Start does not.
-		op(g.probeCtx)
+		op(a.ctx)
 	}()
 }
 
@@ -247,7 +300,7 @@ func (as *gwScaler) queue(k int, op func(ctx context.Context)) {
 // core's Ready is carried out (it may dispatch to the replica).
 func (as *gwScaler) Routable(int) {
 	as.export()
-	as.g.deliver(as.g.clk.now())
+	as.a.deliver(as.a.clk.now())
 }
 
 // Released implements reqengine.ScalingWorld: nothing to do until the
@@ -257,32 +310,32 @@ func (as *gwScaler) Released(int) {}
 // Gone implements reqengine.ScalingWorld: the replica's instance is
 // stopped (after its Start, if that still runs).
 func (as *gwScaler) Gone(k int) {
-	g := as.g
+	a := as.a
 	as.gen[k]++
-	if g.cfg.Provisioner == nil || !as.started[k] {
+	if a.prov == nil || !as.started[k] {
 		return
 	}
 	as.started[k] = false
 	as.queue(k, func(ctx context.Context) {
-		if err := g.cfg.Provisioner.Stop(context.WithoutCancel(ctx), as.pool, k); err != nil {
-			g.log.Warn("autoscale: replica did not stop", "pool", as.pool, "replica", k, "err", err)
+		if err := a.prov.Stop(context.WithoutCancel(ctx), as.pool, k); err != nil {
+			a.log.Warn("autoscale: replica did not stop", "pool", as.pool, "replica", k, "err", err)
 		}
 	})
 }
 
 // Event implements reqengine.ScalingWorld: the log, and the observer.
 func (as *gwScaler) Event(ev sched.ScalerEvent) {
-	g := as.g
-	g.log.Info("autoscale", "pool", as.pool, "kind", ev.Kind, "detail", ev.Detail)
-	if g.obs.Autoscale != nil {
-		g.obs.Autoscale(g.clk.now(), ev)
+	a := as.a
+	a.log.Info("autoscale", "pool", as.pool, "kind", ev.Kind, "detail", ev.Detail)
+	if a.onEvent != nil {
+		a.onEvent(a.clk.now(), ev)
 	}
 }
 
 // probed says whether replica i is probed: an autoscaled replica only
 // while its instance runs. Called with mu held.
-func (g *Gateway) probed(i int) bool {
-	ref := g.asOf[i]
+func (a *Autoscaling) probed(i int) bool {
+	ref := a.of[i]
 	if ref == nil {
 		return true
 	}
@@ -293,18 +346,18 @@ func (g *Gateway) probed(i int) bool {
 // InjectAcquisition makes the providers of pools answer their scalers'
 // asks under spec (stockout, quota-cap, slow-provisioning) until the
 // returned function removes it.
-func (g *Gateway) InjectAcquisition(pools []string, spec faults.Spec) (func(), error) {
+func (a *Autoscaling) InjectAcquisition(pools []string, spec faults.Spec) (func(), error) {
 	if spec.Kind.Traits().Live&faults.LiveAcquisition == 0 {
 		return nil, fmt.Errorf("gateway: %s is not an acquisition fault", spec.Kind)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.nextAcq++
-	id := g.nextAcq
-	g.log.Info("autoscale: acquisition fault injected", "fault", spec.String(), "pools", pools, "id", id)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nextAcq++
+	id := a.nextAcq
+	a.log.Info("autoscale: acquisition fault injected", "fault", spec.String(), "pools", pools, "id", id)
 	var on []*gwScaler
 	for _, p := range pools {
-		for _, as := range g.scalers {
+		for _, as := range a.scalers {
 			if as.pool == p {
 				as.acq[id] = spec
 				on = append(on, as)
@@ -312,22 +365,22 @@ func (g *Gateway) InjectAcquisition(pools []string, spec faults.Spec) (func(), e
 		}
 	}
 	return func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		g.log.Info("autoscale: acquisition fault removed", "fault", spec.String(), "id", id)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		a.log.Info("autoscale: acquisition fault removed", "fault", spec.String(), "id", id)
 		for _, as := range on {
 			delete(as.acq, id)
 		}
 	}, nil
 }
 
-// Autoscalers calls fn with each autoscaled pool's scaler and the
-// scalers' clock now, under the gateway's lock: for a report or a
-// console. fn must only read.
-func (g *Gateway) Autoscalers(fn func(pool string, s *sched.Scaler, now time.Duration)) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, as := range g.scalers {
-		fn(as.pool, as.s, g.scaling.Clock(g.clk.now()))
+// Scalers calls fn with each autoscaled pool's scaler and the scalers'
+// clock now, under the gateway's lock: for a report or a console. fn must
+// only read.
+func (a *Autoscaling) Scalers(fn func(pool string, s *sched.Scaler, now time.Duration)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, as := range a.scalers {
+		fn(as.pool, as.s, a.scaling.Clock(a.clk.now()))
 	}
 }

@@ -110,11 +110,11 @@ func newAutoscaleHarness(t *testing.T, sets ...string) *autoscaleHarness {
 }
 
 // start starts the scalers now.
-func (ah *autoscaleHarness) start() { ah.gw.StartAutoscale(ah.gw.Now()) }
+func (ah *autoscaleHarness) start() { ah.gw.Autoscaling().Start(ah.gw.Now()) }
 
 func (ah *autoscaleHarness) counts() sched.ReplicaCount {
 	var c sched.ReplicaCount
-	ah.gw.Autoscalers(func(pool string, s *sched.Scaler, now time.Duration) {
+	ah.gw.Autoscaling().Scalers(func(pool string, s *sched.Scaler, now time.Duration) {
 		if pool == "usw-h100-8b" {
 			c = s.Counts(now)
 		}
@@ -143,7 +143,7 @@ func TestAutoscaleStartsGrantedReplicas(t *testing.T) {
 	ah.start()
 	var granted uint64
 	require.Eventually(t, func() bool {
-		ah.gw.Autoscalers(func(_ string, s *sched.Scaler, _ time.Duration) { granted = s.Tally().Granted })
+		ah.gw.Autoscaling().Scalers(func(_ string, s *sched.Scaler, _ time.Duration) { granted = s.Tally().Granted })
 		return granted > 0 && len(ah.eventsOf("replica-ready")) == int(granted)
 	}, time.Minute, 10*time.Millisecond, "the replicas asked for at the first sync serve")
 	assert.Equal(t, 1+int(granted), ah.counts().Serving)
@@ -176,7 +176,7 @@ func TestAutoscaleStockoutStartsNothing(t *testing.T) {
 	ah := newAutoscaleHarness(t)
 	spec, err := faults.Parse("stockout pool=usw-h100-8b at=0s")
 	require.NoError(t, err)
-	remove, err := ah.gw.InjectAcquisition([]string{"usw-h100-8b"}, spec)
+	remove, err := ah.gw.Autoscaling().InjectAcquisition([]string{"usw-h100-8b"}, spec)
 	require.NoError(t, err)
 	ah.start()
 	require.Eventually(t, func() bool { return len(ah.eventsOf("refused")) >= 2 }, time.Minute, 10*time.Millisecond,

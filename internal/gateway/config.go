@@ -72,7 +72,7 @@ type Config struct {
 	// its steps and its time to rollback count from the replay's time 0.
 	HoldCanaries bool
 	// HoldAutoscale holds the autoscaled pools' scalers (pools[].autoscale)
-	// until StartAutoscale gives their origin; false: they start with the
+	// until Autoscaling.Start gives their origin; false: they start with the
 	// gateway. A replay starts them with its first request, its time 0.
 	HoldAutoscale bool
 	// Provisioner starts and stops an autoscaled pool's replicas: a

@@ -13,7 +13,7 @@
 // import the twin (twin, the root package): the two are drivers of one
 // core, and what a report or a console needs of the gateway (the ladder,
 // the scalers, the canaries' inputs) it hands through callbacks
-// ([Gateway.Ladder], [Gateway.Autoscalers], [Gateway.CanaryInputs]) that
+// ([Gateway.Ladder], [Autoscaling.Scalers], [Gateway.CanaryInputs]) that
 // its caller (internal/liverun) turns into the twin's types.
 //
 // # How the wall clock drives the core

@@ -71,15 +71,9 @@ type Gateway struct {
 	can     *reqengine.Canaries // the request engine's canaries (canary.go)
 	copies  *shadowCopies
 
-	// Autoscaling (autoscale.go): the request engine's scaled pools, a
-	// scaler per autoscaled pool, each replica's (nil: not autoscaled),
-	// whether they run, and the acquisition faults' ids.
-	scaling   *reqengine.Scaling
-	scalers   []*gwScaler
-	asOf      []*asRef
-	asStarted bool
-	asStopped bool // StopAutoscale: frozen
-	nextAcq   int
+	// The autoscaled pools (autoscale.go): set by New, then only read;
+	// their state is under mu.
+	as *Autoscaling
 
 	probeCancel context.CancelFunc // stops the probes and the ladder's evaluations
 	probeCtx    context.Context    // theirs
@@ -256,7 +250,12 @@ func New(cfg Config) (*Gateway, error) {
 		}
 	}
 	slices.Sort(g.served)
-	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.probed)
+	// Before the backends, which ask it which replicas run; its scalers
+	// come once the core is built, ctx and kick once the gateway's are.
+	g.metrics = newMetrics(g)
+	g.as = &Autoscaling{mu: &g.mu, clk: g.clk, log: g.log, metrics: g.metrics, prov: cfg.Provisioner,
+		onEvent: g.obs.Autoscale, wg: &g.probeWG, deliver: g.deliver, of: make([]*asRef, len(g.replicas))}
+	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.as.probed)
 	g.faults = newFaultLayer(g.replicas, g.models, sc.Name, g.log, g.clk, cfg.Seed, client.Do)
 	g.report = &reporter{replicas: g.replicas, log: g.log, obs: g.obs, clk: g.clk,
 		breakers: make([]sched.BreakerState, len(g.replicas))}
@@ -270,10 +269,9 @@ func New(cfg Config) (*Gateway, error) {
 	g.ladder = reqengine.NewLadder(core, g.clk.now(), g.clk.model(time.Millisecond))
 	g.coreCfg = core
 	g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries)
-	if err := g.initAutoscale(&sc); err != nil {
+	if err := g.as.init(&sc, g.core, g.byPool, g.replicas, cfg.Seed, cfg.HoldAutoscale); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.metrics = newMetrics(g)
 	limitDefaults(&g.cfg)
 	// The core's refusal for a tenant's concurrency is final, and can be
 	// made before the body is read, unless retry_rejected retries it
@@ -324,17 +322,12 @@ func New(cfg Config) (*Gateway, error) {
 			return noDue
 		}, fire: g.evaluateCanaries})
 	}
-	jobs = append(jobs, job{due: func() time.Duration {
-		if g.asStarted && !g.asStopped {
-			if at, ok := g.scaling.NextAt(); ok {
-				return at
-			}
-		}
-		return noDue
-	}, fire: g.advanceScalers})
+	jobs = append(jobs, job{due: g.as.due, fire: g.as.advance})
 	g.sched = newSchedule(&g.mu, g.clk, jobs...)
+	g.as.kick = g.sched.kick
 	ctx, cancel := context.WithCancel(context.Background())
 	g.probeCtx, g.probeCancel = ctx, cancel
+	g.as.ctx = ctx
 	// Before the prober starts: what it delivers may dispatch a copy.
 	g.copies = &shadowCopies{mu: &g.mu, core: g.core, can: g.can, sc: g.sc, replicas: g.replicas, clk: g.clk,
 		nonce: g.nonce, counted: g.metrics.shadows, ctx: ctx, call: g.call, deliver: g.deliver,
@@ -414,7 +407,7 @@ func (g *Gateway) deliver(now time.Duration) {
 	rd := g.core.Ready()
 	for _, tr := range rd.Transitions {
 		g.report.breaker(now, tr.Replica, tr.To)
-		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.probed(tr.Replica) {
+		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.as.probed(tr.Replica) {
 			// The trial is a probe, sent now (see sched's breakers).
 			// Close cancels probeCtx with mu held, so no Add follows
 			// its Wait.

@@ -276,7 +276,7 @@ func (m *metrics) zero() {
 			}
 		}
 	}
-	for _, as := range g.scalers {
+	for _, as := range g.as.scalers {
 		for _, o := range signals.AutoscaleOutcomes {
 			m.autoscaleAsks.WithLabelValues(as.pool, o)
 		}

@@ -124,7 +124,7 @@ func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gate
 				pools = append(pools, names[ri])
 			}
 		}
-		rm, err := gw.InjectAcquisition(pools, spec)
+		rm, err := gw.Autoscaling().InjectAcquisition(pools, spec)
 		if err != nil {
 			return nil, err
 		}

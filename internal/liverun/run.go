@@ -274,7 +274,7 @@ func (r *replay) run(ctx context.Context, fl *hybrid, plans []twin.FaultPlan, ar
 	// The canaries' schedule counts from the replay's start, as the
 	// twin's from its run's (outside mu: the gateway's lock comes first).
 	r.gw.StartCanaries(t0)
-	r.gw.StartAutoscale(t0)
+	r.gw.Autoscaling().Start(t0)
 
 	// Requests get a context that the end of the drain cancels: what is
 	// still running then is in flight at the end.
@@ -332,7 +332,7 @@ func (r *replay) run(ctx context.Context, fl *hybrid, plans []twin.FaultPlan, ar
 	deadline.Stop()
 	end := r.now()
 	// The report reads the scalers as they stood at the end.
-	r.gw.StopAutoscale()
+	r.gw.Autoscaling().Stop()
 	stopRequests()
 	<-done
 	stopFaults()

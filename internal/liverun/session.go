@@ -232,7 +232,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		},
 		// An autoscaled pool's scale, grant, refusal and replica-ready,
 		// as the twin's timeline has them; ev.At is on the replay's
-		// clock (StartAutoscale at its t0).
+		// clock (Autoscaling.Start at its t0).
 		Autoscale: func(_ time.Duration, ev sched.ScalerEvent) {
 			r.mark(func(time.Duration) {
 				te := twin.Event(ev.At, ev.Kind, ev.Detail)
@@ -579,7 +579,7 @@ func (s *Session) Report() (*twin.Report, error) {
 		})
 		// The autoscaled pools' scalers, up to the replay's end.
 		scalers := map[string]twin.ScalerSnapshot{}
-		s.gw.Autoscalers(func(pool string, sc *sched.Scaler, now time.Duration) {
+		s.gw.Autoscaling().Scalers(func(pool string, sc *sched.Scaler, now time.Duration) {
 			scalers[pool] = twin.SnapshotScaler(sc, min(now, s.end))
 		})
 		s.r.mu.Lock()
@@ -614,7 +614,7 @@ func (s *Session) Snapshot() twin.Snapshot {
 		}
 	}
 	views := map[string]*twin.AutoscaleState{}
-	s.gw.Autoscalers(func(pool string, sc *sched.Scaler, now time.Duration) { views[pool] = twin.AutoscaleView(sc, now) })
+	s.gw.Autoscaling().Scalers(func(pool string, sc *sched.Scaler, now time.Duration) { views[pool] = twin.AutoscaleView(sc, now) })
 	defer func() {
 		for i := range snap.Regions {
 			for j := range snap.Regions[i].Pools {
