@@ -19,7 +19,7 @@ import (
 //     loop: each decision logged, counted, reported to the Observer;
 //   - says when every attempt of an original ended (ok or failed, on which
 //     replica, its first byte, whether it met its class's SLO);
-//   - sends an original's shadow copy, once first admitted, when the
+//   - sends an original's shadow copy (shadow.go), once first admitted, when the
 //     engine builds one: the same body, sent upstream while the core holds
 //     it, its answer read and discarded. A copy is never answered to a client and never
 //     counted in the request series, the tenant's quotas or the

@@ -48,7 +48,10 @@ type Gateway struct {
 	lim      *Limits     // keys, body limits and refusals (limits.go)
 	first    awaiting    // requests waiting for their first token (waiting.go)
 
-	// mu owns the core and everything below it.
+	// mu owns the core and everything below it. The parts split out that
+	// change the core or live beside it (sched's jobs, copies, as, be)
+	// hold a pointer to it and take it themselves: one lock, as before the
+	// split, so a dispatch and a scaler's change are never torn apart.
 	mu       sync.Mutex
 	core     *sched.Core
 	waiting  map[uint64]*call // requests the core holds, awaiting dispatch
