@@ -259,7 +259,7 @@ func (b *Backends) scrape(ctx context.Context, i int) (Load, error) {
 }
 
 // noteLoad records replica i's scraped load, on the gateway's series and
-// as back-pressure for the router, as the twin's engines push back: a
+// as back-pressure for the router, as an engine's queue pushes back: a
 // replica whose engine queues requests takes no more from the gateway,
 // where the dispatch policy orders them. It says whether the replica is
 // blocked now and whether that changed, for the caller to tell the core.

@@ -29,11 +29,11 @@ const (
 	// Up: the fault does not take the replica down.
 	Up Down = iota
 	// DownRefuse: every attempt fails at once as a transport error (a
-	// refused connection), as the twin's lost node does.
+	// refused connection): a lost node.
 	DownRefuse
 	// DownHang: every attempt gets no answer until the health timeout
-	// (policy.health.timeout) and fails as a timeout, as the twin's
-	// outage swallows connections.
+	// (policy.health.timeout) and fails as a timeout: an outage that
+	// swallows connections.
 	DownHang
 )
 
@@ -77,8 +77,8 @@ type UpstreamFault struct {
 	Latency time.Duration
 	// ErrorDelay is added before the fault layer's own answers only (a
 	// Status, a FailRate 500): the latency of a link in front of the
-	// backend, which the layer's answers do not cross, as the twin fails
-	// a brownout's attempts after its added latency.
+	// backend, which the layer's answers do not cross: a brownout's
+	// failed attempts end after its added latency.
 	ErrorDelay time.Duration
 	// Down fails every attempt as a dead backend would (see Down). Health
 	// probes are not affected: a backend with no proxy in front keeps
@@ -262,7 +262,8 @@ func (l *FaultLayer) poolsOf(replicas []int) []string {
 }
 
 // verdict is what the injected faults do to one attempt, decided as it
-// starts (as the twin decides an attempt's fate at dispatch).
+// starts, by faults.Condition and sched.AttemptFate, which a run's ground
+// truth decides an attempt with too.
 type verdict struct {
 	down    Down
 	latency time.Duration // before the attempt is sent or answered

@@ -268,8 +268,7 @@ func TestFaultLayerCancelled(t *testing.T) {
 	require.Zero(t, eu.hits.Load())
 }
 
-// TestDecide: how faults on one replica combine, as the twin combines
-// them: down first; then a fault on the attempt's model; then the highest
+// TestDecide: how faults on one replica combine (faults.Condition): down first; then a fault on the attempt's model; then the highest
 // fail rate (drawn only then); then a fault on every model; latencies add
 // up.
 func TestDecide(t *testing.T) {

@@ -566,8 +566,7 @@ func (g *Gateway) hedge(c *call) int {
 	return h
 }
 
-// endHedge settles c's hedge race as end says (reqengine.SettleHedge,
-// the twin's too); u is the attempt whose result decided it. A failed
+// endHedge settles c's hedge race as end says (reqengine.SettleHedge); u is the attempt whose result decided it. A failed
 // duplicate is reported to the core as any attempt's failure (a 429
 // throttles its pool, anything else counts against its breaker).
 func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengine.Settlement {

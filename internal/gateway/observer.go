@@ -16,7 +16,7 @@ import (
 type Observer struct {
 	// Breaker is called on every circuit-breaker transition. An open
 	// breaker goes half-open on its own timer, policy.health.open_for
-	// after it opened (see twin/sched's health.go), as in the twin; its
+	// after it opened (see twin/sched's health.go); its
 	// trial is a health probe the gateway sends at once, not a user's
 	// request, so a failed trial shows as open → half-open → open.
 	Breaker func(at time.Duration, replica int, pool string, from, to sched.BreakerState)
@@ -24,7 +24,7 @@ type Observer struct {
 	// a latency outlier (policy.health.outlier) and when it returns
 	// (e.Returned). Breakers count failures only: an ejection is how a
 	// replica that answers every request, slowly, is seen, so a harness
-	// counts it as a detection as the twin does.
+	// counts it as a detection (twin.Recorder.Ejection).
 	Ejection func(at time.Duration, e sched.Ejection, pool string)
 	// Attempt is called on every upstream attempt that failed: status 0
 	// for a transport error, a timeout waiting for response headers

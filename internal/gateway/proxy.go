@@ -321,7 +321,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	q.c.ready = make(chan int, 1)
 	// A request arrives once, when the client sent it: a retry, a deferred
 	// request offered again or one the ladder deferred keeps its arrival,
-	// as in the twin, so FIFO order, priority aging, WFQ and its wait count
+	// so FIFO order, priority aging, WFQ and its wait count
 	// from then.
 	q.c.req = sched.Request{Tenant: tenant, Class: class, Model: model, Input: in, Output: out, Arrived: g.clk.at(arrived)}
 
@@ -365,8 +365,8 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		"input_tokens_est", in, "max_output_tokens", q.c.req.Output, "duration", g.clk.model(time.Since(arrived)))
 }
 
-// run carries out one request's life (sched.Lifecycle decides each step,
-// as in the twin): admission, waits, attempts, and the answer to the
+// run carries out one request's life (sched.Lifecycle decides each
+// step): admission, waits, attempts, and the answer to the
 // client. It returns the outcome and the status sent (0: none).
 func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (string, int) {
 	var next sched.Next
@@ -445,7 +445,7 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 		}
 		if rep < 0 {
 			// The core let go of it (no pool serves its model any more):
-			// offer it again, as the twin does.
+			// offer it again.
 			g.finish(&q.c, -1, false, false, 0)
 			continue
 		}
@@ -750,8 +750,8 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		q.lastStatus, q.lastRetry = resp.StatusCode, g.clk.parseRetryAfter(resp.Header.Get("Retry-After"))
 		q.lastMsg = "upstream quota exhausted"
 		// Quota, not ill health: the breaker is left alone, and the core
-		// keeps the pool out of routing for the Retry-After, as the twin
-		// does.
+		// keeps the pool out of routing for the Retry-After
+		// (Core.Throttled).
 		g.throttle(rep, q.lastRetry)
 		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, false, false, 0)
