@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,6 +114,10 @@ type FaultLayer struct {
 	answers  *prometheus.CounterVec // pool, status: attempts the layer answered itself
 	injected *prometheus.Desc       // pool, kind: see faultCollector
 
+	// downs counts the injections that take replicas down: an open
+	// stream's reads look at the injections only while there are any.
+	downs atomic.Int32
+
 	mu     sync.Mutex // guards what follows
 	nextID int
 	on     []*injection // in the order injected
@@ -154,6 +159,9 @@ func (l *FaultLayer) Inject(replicas []int, f UpstreamFault) (remove func(), err
 	l.nextID++
 	inj := &injection{id: l.nextID, replicas: reps, f: f}
 	l.on = append(l.on, inj)
+	if f.Down != Up {
+		l.downs.Add(1)
+	}
 	l.mu.Unlock()
 	l.log.Info("fault injected", append([]any{"id", inj.id}, l.attrs(inj)...)...)
 	var once sync.Once
@@ -161,6 +169,9 @@ func (l *FaultLayer) Inject(replicas []int, f UpstreamFault) (remove func(), err
 		once.Do(func() {
 			l.mu.Lock()
 			l.on = slices.DeleteFunc(l.on, func(i *injection) bool { return i == inj })
+			if f.Down != Up {
+				l.downs.Add(-1)
+			}
 			l.mu.Unlock()
 			l.log.Info("fault removed", "id", inj.id, "kind", f.Kind, "pools", l.poolsOf(reps), "replicas", reps)
 		})
@@ -410,6 +421,9 @@ type darkBody struct {
 }
 
 func (b *darkBody) Read(p []byte) (int, error) {
+	if b.l.downs.Load() == 0 {
+		return b.ReadCloser.Read(p) // the hot path: nothing is down
+	}
 	switch b.l.downState(b.rep) {
 	case DownHang:
 		<-b.ctx.Done()

@@ -3,11 +3,14 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -331,4 +334,58 @@ func TestInjectFaultRefuses(t *testing.T) {
 	_, err = h.gw.Faults().Inject(nil, UpstreamFault{Status: 500})
 	require.ErrorContains(t, err, "no replica")
 	require.Equal(t, 0.0, h.metric("fleetdrill_gateway_injected_faults", nil))
+}
+
+// TestFaultLayerCutsOpenStreams: a replica taken down while it streams
+// loses what it was sending, as a dead route cuts open connections: a hang
+// holds the stream until the attempt's context ends (the caller's stall
+// timer), a refusal breaks it at once; a stream on another replica, or
+// once the fault is removed, goes on.
+func TestFaultLayerCutsOpenStreams(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var pws []*io.PipeWriter
+		l := newFaultLayer([]replica{{pool: "a", host: "a:1"}, {pool: "a", host: "a:2"}}, map[string]int{"m": 0}, "test",
+			slog.New(slog.DiscardHandler), clock{start: time.Now(), speed: 1}, 1,
+			func(up *http.Request) (*http.Response, error) {
+				pr, pw := io.Pipe()
+				pws = append(pws, pw)
+				return &http.Response{StatusCode: http.StatusOK, Body: pr, Request: up}, nil
+			})
+		open := func(rep int) (*http.Response, *io.PipeWriter, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			up, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://a/v1/chat/completions", nil)
+			resp, err := l.pass(up, rep)
+			require.NoError(t, err)
+			return resp, pws[len(pws)-1], cancel
+		}
+		read := func(resp *http.Response, pw *io.PipeWriter) error {
+			go func() { _, _ = io.WriteString(pw, "data: x\n\n") }()
+			_, err := resp.Body.Read(make([]byte, 64))
+			return err
+		}
+		hung, hpw, cancel := open(0)
+		other, opw, _ := open(1)
+		require.NoError(t, read(hung, hpw), "up: the stream flows")
+		remove, err := l.Inject([]int{0}, UpstreamFault{Kind: "regional-outage", Down: DownHang})
+		require.NoError(t, err)
+		require.NoError(t, read(other, opw), "another replica's stream goes on")
+		errc := make(chan error, 1)
+		go func() { errc <- read(hung, hpw) }()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.Empty(t, errc, "held with no data while the replica is down")
+		cancel() // the stall timer
+		require.ErrorIs(t, <-errc, context.Canceled)
+		remove()
+
+		broken, bpw, _ := open(0)
+		require.NoError(t, read(broken, bpw), "the fault removed: a new stream flows")
+		removeRefuse, err := l.Inject([]int{0}, UpstreamFault{Kind: "node-loss", Down: DownRefuse})
+		require.NoError(t, err)
+		require.ErrorContains(t, read(broken, bpw), "connection reset (injected fault)")
+		removeRefuse()
+		for _, pw := range pws {
+			_ = pw.Close() // the writes the cut streams never read
+		}
+	})
 }
