@@ -810,6 +810,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		g.metrics.firstByte.WithLabelValues(q.tenant, q.class).Observe(q.ttft.Seconds())
 	}
 	buf := *u.bp
+	var done doneMarker
 	for {
 		if len(chunk) > 0 {
 			if meter != nil {
@@ -825,6 +826,13 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			if q.stream {
 				if writeErr = rc.Flush(); writeErr != nil {
 					break
+				}
+				// The stream's last event is out: the answer is whole
+				// and the attempt over. Waiting for the backend's end
+				// of stream as well would race the client, who may
+				// close at [DONE], and count a whole answer cancelled.
+				if done.seen(chunk) {
+					eof = true
 				}
 			}
 		}
@@ -880,6 +888,21 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	g.attemptEnded(q, rep, outcome == outCompleted)
 	g.finish(&q.c, rep, true, true, q.ttft)
 	return resDone, outcome, resp.StatusCode
+}
+
+// doneMarker finds a stream's "data: [DONE]" in its chunks, the marker
+// split between two chunks included.
+type doneMarker struct{ tail []byte }
+
+var doneEvent = []byte("data: [DONE]")
+
+func (d *doneMarker) seen(chunk []byte) bool {
+	joined := append(d.tail, chunk...)
+	if bytes.Contains(joined, doneEvent) {
+		return true
+	}
+	d.tail = append(d.tail[:0], joined[max(len(joined)-len(doneEvent)+1, 0):]...)
+	return false
 }
 
 // errStreamBroken ends a stream whose backend broke under it (or went

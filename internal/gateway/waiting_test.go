@@ -164,3 +164,65 @@ func TestWaitingForFirstToken(t *testing.T) {
 		state(0, 0, "both answered")
 	})
 }
+
+// A stream's answer is whole at its [DONE]: the gateway ends the attempt
+// there, completed, without waiting for the backend to close its side
+// (a client that closes at [DONE] must not turn a whole answer into a
+// cancelled one), even when the marker comes split across two writes.
+func TestStreamEndsAtDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		be := &heldBackend{started: make(chan struct{}, 8)}
+		reg := prometheus.NewPedanticRegistry()
+		gw, err := New(Config{Scenario: testScenario(t, "policy.health.probe_interval=1h", "policy.health.timeout=1h"),
+			Backends: map[string][]string{"use-h100-8b": {"http://backend.test"}}, Registry: reg,
+			Seed: 1, Keys: []Key{{"global", keyGlobal}}, Transport: be, Speed: 1})
+		require.NoError(t, err)
+		defer gw.Close()
+		req := httptest.NewRequestWithContext(context.Background(), http.MethodPost, "/v1/chat/completions", strings.NewReader(chatBody(true, "x")))
+		req.Header.Set("Authorization", "Bearer "+keyGlobal)
+		req.Header.Set("X-Fleetdrill-Class", "interactive")
+		answered := make(chan *httptest.ResponseRecorder, 1)
+		go func() {
+			rec := httptest.NewRecorder()
+			gw.Handler().ServeHTTP(rec, req)
+			answered <- rec
+		}()
+		<-be.started
+		be.write(0, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DO", false)
+		synctest.Wait()
+		be.write(0, "NE]\n\n", false) // and the backend never closes
+		rec := <-answered
+		assert.Equal(t, http.StatusOK, rec.Code)
+		assert.Contains(t, rec.Body.String(), "data: [DONE]")
+		assert.Equal(t, "completed", rec.Header().Get("X-Fleetdrill-Outcome"))
+		assert.Equal(t, 1.0, counterValue(t, reg, signals.Requests.Name, map[string]string{"outcome": "completed"}))
+		be.write(0, "", true)
+	})
+}
+
+// counterValue sums the counter name's series whose labels include want.
+func counterValue(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for k, v := range want {
+				found := false
+				for _, lp := range m.GetLabel() {
+					found = found || (lp.GetName() == k && lp.GetValue() == v)
+				}
+				if !found {
+					continue metrics
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
