@@ -545,7 +545,7 @@ func (r *runner) offer(req *request) {
 	now := r.s.Now()
 	req.offeredAt = now
 	d := r.core.Arrive(now, &req.core)
-	next := r.lc.Offered(&req.life, d, backoff(r.p.sc.Seed, req))
+	next := r.lc.Offered(&req.life, d, sched.Backoff(r.p.sc.Seed, &req.core, &req.life))
 	r.metrics.offered(req)
 	switch next.Action {
 	case sched.Wait:
@@ -585,7 +585,7 @@ func (r *runner) offer(req *request) {
 // attemptFailed carries out what the lifecycle says after an attempt of req
 // ended without an answer: a retry after a backoff, or the end.
 func (r *runner) attemptFailed(req *request, how sched.Attempt, retryAfter time.Duration) {
-	next := r.lc.Failed(&req.life, how, retryAfter, backoff(r.p.sc.Seed, req))
+	next := r.lc.Failed(&req.life, how, retryAfter, sched.Backoff(r.p.sc.Seed, &req.core, &req.life))
 	switch {
 	case next.Action == sched.Reoffer:
 		r.retryLater(req, next.After)
@@ -1181,11 +1181,6 @@ func startSampling(s *sim.Sim, core *sched.Core, replicas []replicaRT, models in
 		}
 	}
 	s.At(period, tick)
-}
-
-// backoff is req's backoff draw: sched.BackoffDraw, the gateway's too.
-func backoff(seed uint64, req *request) func() float64 {
-	return func() float64 { return sched.BackoffDraw(seed, req.core.ID, req.life.Attempts) }
 }
 
 // RunSlice is the granularity of a run's end: after its arrivals, a run

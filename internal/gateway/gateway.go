@@ -491,7 +491,7 @@ func (g *Gateway) admit(c *call) (sched.Decision, sched.Next) {
 	g.waiting[c.req.ID] = c
 	c.offered = now
 	d := g.core.Arrive(now, &c.req)
-	next := g.lc.Offered(&c.life, d, backoff(g.cfg.Seed, c))
+	next := g.lc.Offered(&c.life, d, sched.Backoff(g.cfg.Seed, &c.req, &c.life))
 	if next.Action == sched.Wait {
 		c.held = true
 		g.held++
@@ -517,7 +517,7 @@ func (g *Gateway) tooLarge(c *call) (int64, bool) {
 func (g *Gateway) failed(c *call, how sched.Attempt, retryAfter time.Duration) sched.Next {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.lc.Failed(&c.life, how, retryAfter, backoff(g.cfg.Seed, c))
+	return g.lc.Failed(&c.life, how, retryAfter, sched.Backoff(g.cfg.Seed, &c.req, &c.life))
 }
 
 // finish tells the core that c's attempt ended (wherever it was), with
@@ -617,10 +617,4 @@ func (g *Gateway) Handler() http.Handler {
 		mux.Handle("GET /metrics", MetricsHandler(g.reg))
 	}
 	return mux
-}
-
-// backoff is c's backoff draw (sched.BackoffDraw): a run draws the same for
-// the same request.
-func backoff(seed uint64, c *call) func() float64 {
-	return func() float64 { return sched.BackoffDraw(seed, c.req.ID, c.life.Attempts) }
 }

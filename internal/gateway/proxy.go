@@ -892,16 +892,32 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 
 // doneMarker finds a stream's "data: [DONE]" in its chunks, the marker
 // split between two chunks included.
-type doneMarker struct{ tail []byte }
+// It copies no chunk: only the few bytes a split marker can span, in a
+// fixed buffer (a stream's every chunk passes here).
+type doneMarker struct {
+	buf  [2 * len(doneEvent)]byte
+	tail int // the last bytes seen, at most len(doneEvent)-1, in buf
+}
 
-var doneEvent = []byte("data: [DONE]")
+const doneEvent = "data: [DONE]"
 
 func (d *doneMarker) seen(chunk []byte) bool {
-	joined := append(d.tail, chunk...)
-	if bytes.Contains(joined, doneEvent) {
+	if bytes.Contains(chunk, []byte(doneEvent)) {
 		return true
 	}
-	d.tail = append(d.tail[:0], joined[max(len(joined)-len(doneEvent)+1, 0):]...)
+	// A marker split across chunks: the tail before, the head of this.
+	n := d.tail + copy(d.buf[d.tail:], chunk[:min(len(chunk), len(doneEvent)-1)])
+	if bytes.Contains(d.buf[:n], []byte(doneEvent)) {
+		return true
+	}
+	// Keep the last len(doneEvent)-1 bytes of all seen so far.
+	keep := min(n, len(doneEvent)-1)
+	if len(chunk) >= keep {
+		copy(d.buf[:], chunk[len(chunk)-keep:])
+	} else {
+		copy(d.buf[:], d.buf[n-keep:n])
+	}
+	d.tail = keep
 	return false
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fleetdrill/fleetdrill/internal/promtest"
 	"github.com/fleetdrill/fleetdrill/internal/signals"
 )
 
@@ -195,34 +196,29 @@ func TestStreamEndsAtDone(t *testing.T) {
 		assert.Equal(t, http.StatusOK, rec.Code)
 		assert.Contains(t, rec.Body.String(), "data: [DONE]")
 		assert.Equal(t, "completed", rec.Header().Get("X-Fleetdrill-Outcome"))
-		assert.Equal(t, 1.0, counterValue(t, reg, signals.Requests.Name, map[string]string{"outcome": "completed"}))
+		assert.Equal(t, 1.0, promtest.Value(t, reg, signals.Requests.Name, map[string]string{"outcome": "completed"}, false))
 		be.write(0, "", true)
 	})
 }
 
-// counterValue sums the counter name's series whose labels include want.
-func counterValue(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	require.NoError(t, err)
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for k, v := range want {
-				found := false
-				for _, lp := range m.GetLabel() {
-					found = found || (lp.GetName() == k && lp.GetValue() == v)
-				}
-				if !found {
-					continue metrics
-				}
+// The marker is found wherever the stream's writes split it, and nowhere
+// else: in one chunk, across two, across many one-byte chunks.
+func TestDoneMarker(t *testing.T) {
+	stream := "data: {\"x\":1}\n\ndata: [DONE]\n\n"
+	at := strings.Index(stream, "[DONE]") + len("[DONE]") // where the marker ends
+	for size := 1; size <= len(stream); size++ {
+		var d doneMarker
+		seen := -1
+		for i := 0; i < len(stream) && seen < 0; i += size {
+			if d.seen([]byte(stream[i:min(i+size, len(stream))])) {
+				seen = min(i+size, len(stream))
 			}
-			sum += m.GetCounter().GetValue()
 		}
+		require.GreaterOrEqual(t, seen, at, "chunks of %d: not before the marker's end", size)
+		require.Less(t, seen, at+size, "chunks of %d: in the chunk that ends it", size)
 	}
-	return sum
+	var d doneMarker
+	for _, c := range []string{"data: [DON", "E", "data: [DONF]", "[DONE]"} {
+		require.False(t, d.seen([]byte(c)), "no marker in %q", c)
+	}
 }

@@ -30,3 +30,9 @@ func AttemptFate(seed, id uint64, offer, replica int) float64 {
 func BackoffDraw(seed, id uint64, offer int) float64 {
 	return draw(seed, id, saltBackoff|uint64(offer)<<8)
 }
+
+// Backoff is Lifecycle's draw for request req, whose life is l: its
+// BackoffDraw at the offer it is at when drawn. Both drivers pass it.
+func Backoff(seed uint64, req *Request, l *Life) func() float64 {
+	return func() float64 { return BackoffDraw(seed, req.ID, l.Attempts) }
+}
