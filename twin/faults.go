@@ -606,6 +606,11 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 			how = sched.AttemptThrottled
 			r.faultWorld.throttled(ri, fate.throttle)
 		} else {
+			if req.firstAt != 0 {
+				// Its first tokens reached the client (the replay's
+				// clients stream): the stream is cut.
+				how = sched.AttemptCut
+			}
 			reqengine.Observed(now, r.core, r.ladder, ri, false, 0)
 			r.dispatch()
 		}

@@ -873,6 +873,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		g.report.attemptFailed(rep, 0, true)
 		g.attemptEnded(q, rep, false)
 		g.finish(&q.c, rep, true, false, 0)
+		// The answer's first bytes reached the client: the lifecycle
+		// gives a cut stream up (sched.AttemptCut), in the twin too.
+		g.failed(&q.c, sched.AttemptCut, 0)
 		return resDone, outFailed, resp.StatusCode
 	}
 	g.metrics.attempts.WithLabelValues(be.pool, "ok").Inc()

@@ -92,6 +92,12 @@ const (
 	// AttemptThrottled: the provider answered 429, with a Retry-After:
 	// quota, not ill health.
 	AttemptThrottled
+	// AttemptCut: the replica failed (as AttemptError) after the answer's
+	// first tokens had reached the client. Nothing can splice a second
+	// answer onto a stream already read, so the request fails, whatever
+	// its retries left: a gateway cannot retry it, and the replay's
+	// clients, as the OpenAI SDKs, do not retry a broken stream.
+	AttemptCut
 )
 
 // Lifecycle is the driver-wide part of request lives: the retry policy and
@@ -186,9 +192,13 @@ func (lc *Lifecycle) Offered(l *Life, d Decision, draw func() float64) Next {
 
 // Failed answers what to do after an attempt of l's request ended without
 // an answer (a 429 asking for retryAfter, or an error): retry after a
-// backoff, or give up.
+// backoff, or give up; a stream cut after its first tokens always gives
+// up (AttemptCut).
 func (lc *Lifecycle) Failed(l *Life, how Attempt, retryAfter time.Duration, draw func() float64) Next {
 	l.Throttled = how == AttemptThrottled
+	if how == AttemptCut {
+		return Next{Action: GiveUp}
+	}
 	// A provider's Retry-After is about its pool, and the core keeps the
 	// pool out of routing until then (Core.Throttled): the retry itself
 	// only backs off, and may go elsewhere at once. The client hears the

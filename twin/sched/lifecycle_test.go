@@ -115,6 +115,23 @@ func TestLifecycleFailed(t *testing.T) {
 	require.Zero(t, lc.Live())
 }
 
+// TestLifecycleCutStreamFails: an attempt cut after its first tokens
+// reached the client gives up with attempts and budget to spare, where the
+// same failure before the first token is retried.
+func TestLifecycleCutStreamFails(t *testing.T) {
+	policy := RetryPolicy{MaxAttempts: 3, Backoff: time.Second, MaxBackoff: 8 * time.Second, Budget: 1}
+	lc := NewLifecycle(policy, false)
+	lc.Begin()
+	var l Life
+	require.Equal(t, Wait, lc.Offered(&l, Decision{Outcome: Dispatched}, noDraw(t)).Action)
+	require.Equal(t, Reoffer, lc.Failed(&l, AttemptError, 0, half).Action, "an error before the first token is retried")
+	require.Equal(t, Wait, lc.Offered(&l, Decision{Outcome: Dispatched}, noDraw(t)).Action)
+	n := lc.Failed(&l, AttemptCut, 0, noDraw(t))
+	require.Equal(t, Next{Action: GiveUp}, n, "a stream cut after its first tokens fails: no second answer can be spliced on")
+	require.False(t, l.Throttled)
+	require.Equal(t, 1, l.Retries, "the cut is not counted a retry")
+}
+
 // TestLifecycleBudget: with the budget spent, a request not already retrying
 // may not start; one already counted may go on.
 func TestLifecycleBudget(t *testing.T) {
