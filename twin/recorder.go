@@ -98,6 +98,7 @@ type Recorder struct {
 	// shape only, from rollouts that never ran.
 	canaries map[string]*CanaryReport
 	scalers  map[string]ScalerSnapshot // SetAutoscaling
+	refused  map[string]bool           // the refusals noted on the timeline (refusalNote)
 }
 
 type markKind uint8
@@ -138,7 +139,7 @@ func NewRecorder(sc *scenarios.Scenario) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := &Recorder{p: p, t: newTally(sc)}
+	rec := &Recorder{p: p, t: newTally(sc), refused: map[string]bool{}}
 	for i, pp := range p.pools {
 		if name := pp.Spec.Name; pp.Spec.Autoscale != nil {
 			// Outcomes are replayed after the replay: the series is the
@@ -383,6 +384,12 @@ func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(Timelin
 	case Rejected:
 		if measured {
 			rec.t.rejections[o.Reason]++
+		}
+		// The replay knows no detail of a refusal (the gateway answers
+		// the reason only), so each reason's first is noted once.
+		if key, ev := refusalNote(o.Ended, o.Reason, ""); !rec.refused[key] {
+			rec.refused[key] = true
+			event(ev)
 		}
 	}
 	count(o.Result.count)

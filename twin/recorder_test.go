@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,6 +185,36 @@ func TestRecorderCountsAdmittedAsTheTwin(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(4), rep.Requests.Arrived)
 	require.Equal(t, uint64(2), rep.Requests.Admitted, "the completed one and the one queued before it timed out")
+}
+
+// The first refusal for each reason is on the recorder's timeline, as the
+// twin's runner notes it (refusalNote), and only the first.
+func TestRecorderNotesFirstRefusal(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("default", []string{"duration=2m", "warmup=0s", "faults=[]", "expect=[]"})
+	require.NoError(t, err)
+	var arrivals []Arrival
+	streams, err := Arrivals(sc, func(a Arrival) error { arrivals = append(arrivals, a); return nil })
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(arrivals), 3)
+	rec, err := NewRecorder(sc)
+	require.NoError(t, err)
+	for i, reason := range []string{"load-shed", "load-shed", "upstream-quota"} {
+		a := arrivals[i]
+		rec.Add(Outcome{Arrival: a, Result: Rejected, Reason: reason, Ended: a.At + time.Millisecond, Replica: -1, Attempts: 1})
+	}
+	rep, err := rec.Report(sc.Duration.D(), streams)
+	require.NoError(t, err)
+	var firsts []TimelineEvent
+	for _, ev := range rep.Timeline {
+		if strings.HasPrefix(ev.Kind, "first-") {
+			firsts = append(firsts, ev)
+		}
+	}
+	require.Len(t, firsts, 2, "one entry per reason: %v", firsts)
+	require.Equal(t, "first-load-shed", firsts[0].Kind)
+	require.Equal(t, "first request refused for load-shed", firsts[0].Detail)
+	require.InDelta(t, (arrivals[0].At + time.Millisecond).Seconds(), firsts[0].TS, 1e-6, "at the first refusal's answer")
+	require.Equal(t, "first-upstream-quota", firsts[1].Kind)
 }
 
 // An ejection of a replica a latency fault slows detects the fault, as in

@@ -54,12 +54,19 @@ func (l *timelineLog) noteDeferral(reason string, at time.Duration) {
 // note adds a timeline entry the first time a rejection reason occurs, and
 // again for each new detail of it (why no pool could take a request).
 func (l *timelineLog) note(reason, detail string, at time.Duration) {
+	if key, ev := refusalNote(at, reason, detail); l.once(key) {
+		l.addEvent(ev)
+	}
+}
+
+// refusalNote is the key of a refusal for reason (and detail) among the
+// refusals seen, and the timeline entry its first makes: a run and a
+// replay's recorder note each key's first refusal alike.
+func refusalNote(at time.Duration, reason, detail string) (string, TimelineEvent) {
 	key, text := reason, "first request refused for "+reason
 	if detail != "" {
 		key += ": " + detail
 		text += " (" + detail + ")"
 	}
-	if l.once(key) {
-		l.event(at, "first-"+reason, text)
-	}
+	return key, timelineEvent(at, "first-"+reason, text)
 }
