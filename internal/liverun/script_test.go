@@ -1,6 +1,7 @@
 package liverun
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -104,7 +105,18 @@ func printSummary(b *strings.Builder, rep *twin.Report) {
 		fmt.Fprintf(b, "canary %s: %s at share %g; shadow copies sent %d, completed %d, failed %d, shed %d, cancelled %d, in flight %d\n",
 			name, cr.State, cr.Share, sh.Sent, sh.Completed, sh.Failed, sh.Shed, sh.Cancelled, sh.InFlightAtEnd)
 	}
-	for _, ev := range rep.Timeline {
+	// Entries at one instant have no order of their own: the twin writes
+	// them in its events' order, the gateway as its goroutines reach
+	// them (probes of a round, a fault's end and the next one's start).
+	// They print sorted.
+	tl := slices.Clone(rep.Timeline)
+	slices.SortStableFunc(tl, func(a, b twin.TimelineEvent) int {
+		if a.TS != b.TS {
+			return cmp.Compare(a.TS, b.TS)
+		}
+		return cmp.Or(strings.Compare(a.Kind, b.Kind), strings.Compare(a.Detail, b.Detail))
+	})
+	for _, ev := range tl {
 		fmt.Fprintf(b, "%v %s: %s\n", time.Duration(ev.TS*float64(time.Second)).Round(time.Second), ev.Kind, ev.Detail)
 	}
 }
