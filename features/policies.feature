@@ -8,12 +8,15 @@ Feature: Policies compared through a regional outage
     Given the fleet "gameday-regional-outage"
     And the setting policy.health.timeout is <timeout>
     Then the gateway detects the outage within <detect>
-    And no request is lost during the outage
+    And at most 8 requests are lost during the outage
     And no request leaves its jurisdiction
 
     # A breaker opens after three failed attempts, each failing only when
     # its timeout expires: detection grows with the timeout (measured at
-    # seed 11: 4.5 s, 9.0 s, 19.0 s, 34.0 s).
+    # seed 11: 4.5 s, 9.0 s, 19.0 s, 34.0 s). Whatever the timeout, the
+    # streams the outage cuts mid-answer are lost (no retry can splice a
+    # second answer on; 1 at seed 11, 0 to 6 over seeds 11-30); every
+    # other request caught by it is retried in eu-central.
     Examples:
       | timeout | detect |
       | 2s      | 6s     |
