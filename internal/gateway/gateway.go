@@ -85,6 +85,7 @@ type Gateway struct {
 	// read; its jobs read their due times under mu.
 	sched   *schedule
 	trials  sync.WaitGroup // probes sent as half-open breakers' trials
+	rs      restarts       // replicas loading after a restart (restart.go); under mu
 	probeWG sync.WaitGroup
 }
 
@@ -258,7 +259,8 @@ func New(cfg Config) (*Gateway, error) {
 	g.metrics = newMetrics(g)
 	g.as = &Autoscaling{mu: &g.mu, clk: g.clk, log: g.log, metrics: g.metrics, prov: cfg.Provisioner,
 		onEvent: g.obs.Autoscale, wg: &g.probeWG, deliver: g.deliver, of: make([]*asRef, len(g.replicas))}
-	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.as.probed)
+	g.rs = restarts{until: make([]time.Duration, len(g.replicas)), cut: make([]func(), len(g.replicas))}
+	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.probedLocked)
 	g.faults = newFaultLayer(g.replicas, g.models, sc.Name, g.log, g.clk, cfg.Seed, client.Do)
 	g.report = &reporter{replicas: g.replicas, log: g.log, obs: g.obs, clk: g.clk,
 		breakers: make([]sched.BreakerState, len(g.replicas))}
@@ -326,6 +328,7 @@ func New(cfg Config) (*Gateway, error) {
 		}, fire: g.evaluateCanaries})
 	}
 	jobs = append(jobs, job{due: g.as.due, fire: g.as.advance})
+	jobs = append(jobs, job{due: g.rs.due, fire: g.loaded})
 	g.sched = newSchedule(&g.mu, g.clk, jobs...)
 	g.as.kick = g.sched.kick
 	ctx, cancel := context.WithCancel(context.Background())
@@ -410,7 +413,7 @@ func (g *Gateway) deliver(now time.Duration) {
 	rd := g.core.Ready()
 	for _, tr := range rd.Transitions {
 		g.report.breaker(now, tr.Replica, tr.To)
-		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.as.probed(tr.Replica) {
+		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.probedLocked(tr.Replica) {
 			// The trial is a probe, sent now (see sched's breakers).
 			// Close cancels probeCtx with mu held, so no Add follows
 			// its Wait.
