@@ -46,8 +46,8 @@ var gatewayFaults = map[faults.Kind]gatewayFault{
 			Message: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", m)}, true
 	},
 	// The models the pool cannot run on the new driver (and runtime) get
-	// 503, as the twin's compatibility registry decides; the replicas are
-	// not restarted.
+	// 503, as the twin's compatibility registry decides; the replicas'
+	// restart is restartsOn's.
 	faults.DriverUpgrade: func(sc *scenarios.Scenario, sp faults.Spec, pool string) (gateway.UpstreamFault, bool) {
 		ms := incompatible(sc, pool, sp.Driver, sp.Runtime)
 		if len(ms) == 0 {
@@ -68,6 +68,43 @@ var gatewayFaults = map[faults.Kind]gatewayFault{
 		}
 		return gateway.UpstreamFault{Kind: string(sp.Kind), FailRate: sp.FailRate, ErrorDelay: sp.AddLatency}, true
 	},
+}
+
+// restartsOn says when a kind restarts the replicas it hits, as the twin's
+// effect of the kind does (twin/effects.go: a node loss's end, restarting
+// the lost nodes; a driver upgrade's start and its end, the rollback):
+// the gateway holds each out of routing while it loads its model
+// (Gateway.Restart: its pool's cold_start, the twin's restartReplica) and
+// the instance behind it is started again (hybrid.restartInstances; a
+// lost node's by its undo). A cold-start storm restarts too, but has no
+// live emulation (faults.Spec.LiveGap).
+var restartsOn = map[faults.Kind]struct{ start, end bool }{
+	faults.NodeLoss:      {end: true},
+	faults.DriverUpgrade: {start: true, end: true},
+}
+
+// finalUndo marks the context of the undos run once a replay is over
+// (withFinalUndo): what a fault leaves then is cleaned up, but no replica
+// restarts: there is no run left to load in, and the twin restarts none
+// for a fault still on at its end.
+type finalUndo struct{}
+
+func withFinalUndo(ctx context.Context) context.Context {
+	return context.WithValue(ctx, finalUndo{}, true)
+}
+
+func isFinalUndo(ctx context.Context) bool { return ctx.Value(finalUndo{}) != nil }
+
+// restart restarts replicas now: the gateway first (the instant the twin
+// restarts them), then what serves them, when restartInstances.
+func restart(ctx context.Context, h *hybrid, gw *gateway.Gateway, replicas []int, instances bool) error {
+	if _, err := gw.Restart(replicas); err != nil {
+		return err
+	}
+	if !instances {
+		return nil
+	}
+	return h.restartInstances(ctx, replicas)
 }
 
 // incompatible lists the models pool serves that it cannot run with driver
@@ -113,6 +150,38 @@ func replicaPools(sc *scenarios.Scenario) []string {
 // fault per pool), its part on the fleet through livefleet.InjectOn
 // (toxiproxy, containers). The undo removes both.
 func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
+	undo, err := injectParts(ctx, sc, h, gw, spec, replicas)
+	if err != nil {
+		return nil, err
+	}
+	on, ok := restartsOn[spec.Kind]
+	if !ok {
+		return undo, nil
+	}
+	if on.start {
+		if err := restart(ctx, h, gw, replicas, true); err != nil {
+			return nil, errors.Join(err, undo(ctx))
+		}
+	}
+	return func(ctx context.Context) error {
+		if !on.end || isFinalUndo(ctx) {
+			return undo(ctx)
+		}
+		// A lost node's undo starts its instance again: the gateway's
+		// restart comes first, so that the load counts from the
+		// fault's end, not from when a container answers.
+		_, err := gw.Restart(replicas)
+		err = errors.Join(err, undo(ctx))
+		if spec.Kind.Traits().Live&faults.LiveContainer == 0 {
+			err = errors.Join(err, h.restartInstances(ctx, replicas))
+		}
+		return err
+	}, nil
+}
+
+// injectParts is injectSpec bar the restarts: the fault's parts in the
+// gateway's fault layer and on the fleet.
+func injectParts(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
 	live := spec.Kind.Traits().Live
 	if live&faults.LiveAcquisition != 0 {
 		// The provider answers the pools' scalers under the fault:

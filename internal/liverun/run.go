@@ -417,7 +417,7 @@ func (r *replay) runFaults(ctx context.Context, fl *hybrid, plans []twin.FaultPl
 	// then), as in the twin: not only to the last step.
 	<-ctx.Done()
 	// Undo whatever is still injected, whatever happened.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	uctx, cancel := context.WithTimeout(withFinalUndo(context.WithoutCancel(ctx)), time.Minute)
 	defer cancel()
 	for i, u := range undos {
 		if u != nil {
