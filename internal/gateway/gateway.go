@@ -405,6 +405,34 @@ func (g *Gateway) SetRetiring(model string, on bool) error {
 	return nil
 }
 
+// SetServes gives pool the model to serve, or takes it away (a driver
+// upgrade the compatibility registry says the pool cannot run it on, as
+// the twin's upgradeDriver does): the core routes the model's requests
+// elsewhere, and those queued for it with no pool left are offered again.
+// It returns the route table's version after the change, and whether
+// there was one.
+func (g *Gateway) SetServes(pool, model string, on bool) (version int, changed bool, err error) {
+	m, ok := g.models[model]
+	if !ok {
+		return 0, false, fmt.Errorf("gateway: serves %q: not a model of scenario %s", model, g.sc.Name)
+	}
+	pi := slices.IndexFunc(g.sc.Pools, func(p scenarios.Pool) bool { return p.Name == pool })
+	if pi < 0 {
+		return 0, false, fmt.Errorf("gateway: serves on %q: not a pool of scenario %s", pool, g.sc.Name)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.core.Serves(pi, m) == on {
+		return 0, false, nil
+	}
+	now := g.clk.now()
+	g.core.SetServes(pi, m, on)
+	version = g.core.Ready().RouteVersion
+	g.log.Info("route change", "pool", pool, "model", model, "serves", on, "route_version", version)
+	g.deliver(now)
+	return version, true, nil
+}
+
 // deliver carries out the core's Ready: breaker transitions and outlier
 // ejections are logged, counted and reported, dispatches handed to their waiting requests, and the wake-up
 // timer armed. Called with mu held after every core call, with the now
@@ -448,9 +476,9 @@ func (g *Gateway) deliver(now time.Duration) {
 		}
 		c.ready <- d.Replica
 	}
-	// The gateway changes no route table (SetServes), so the core never
-	// has unroutable requests for it; were there any, their handlers
-	// offer them again.
+	// Requests a route change (SetServes) left with no pool go back to
+	// their handlers, which offer them again (a fallback, or a refusal),
+	// as the twin offers them again after its route change.
 	for _, req := range rd.Unroutable {
 		if c, ok := g.waiting[req.ID]; ok {
 			delete(g.waiting, req.ID)
