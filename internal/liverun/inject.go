@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"slices"
 	"time"
@@ -70,6 +71,58 @@ var gatewayFaults = map[faults.Kind]gatewayFault{
 	},
 }
 
+// routeChanged tells the run of a route change a fault made: model taken
+// from pool (reasons: why it cannot run there) or given back (none), the
+// route table's version after it. nil: nobody is told.
+type routeChanged func(model, pool string, reasons []string, version int)
+
+// withRoutes takes from the driver upgrade's pools the models the
+// compatibility registry says they cannot run on the new driver (and
+// runtime), as the twin's upgradeDriver does: the core routes them
+// elsewhere from now, and the run puts a route change on the timeline,
+// which detects the fault (twin.Recorder.RouteChange). The returned undo
+// gives them back (the rollback) after undo. The fault layer's 503s for
+// those models stay behind them, for an attempt already on its way.
+func withRoutes(sc *scenarios.Scenario, gw *gateway.Gateway, spec faults.Spec, replicas []int, route routeChanged,
+	undo livefleet.Undo) livefleet.Undo {
+	type off struct{ pool, model string }
+	var taken []off
+	set := func(pool, model string, on bool, reasons []string) {
+		v, changed, err := gw.SetServes(pool, model, on)
+		if err != nil || !changed {
+			return // a model of the pool, by construction
+		}
+		if !on {
+			taken = append(taken, off{pool, model})
+		}
+		if route != nil {
+			route(model, pool, reasons, v)
+		}
+	}
+	var pools []string
+	names := replicaPools(sc)
+	for _, ri := range replicas {
+		if !slices.Contains(pools, names[ri]) {
+			pools = append(pools, names[ri])
+		}
+	}
+	for _, p := range pools {
+		for m, why := range incompatibleWhy(sc, p, spec.Driver, spec.Runtime) {
+			set(p, m, false, why)
+		}
+	}
+	return func(ctx context.Context) error {
+		err := undo(ctx)
+		if isFinalUndo(ctx) {
+			return err // the replay is over: no rollback to record
+		}
+		for _, o := range taken {
+			set(o.pool, o.model, true, nil)
+		}
+		return err
+	}
+}
+
 // restartsOn says when a kind restarts the replicas it hits, as the twin's
 // effect of the kind does (twin/effects.go: a node loss's end, restarting
 // the lost nodes; a driver upgrade's start and its end, the rollback):
@@ -113,6 +166,31 @@ func restart(ctx context.Context, h *hybrid, gw *gateway.Gateway, replicas []int
 // upgradeDriver; untested pairings are never routed to, so the verdict's
 // Servable is what changes).
 func incompatible(sc *scenarios.Scenario, pool, driver, runtime string) []string {
+	var out []string
+	for m := range incompatibleWhy(sc, pool, driver, runtime) {
+		out = append(out, m)
+	}
+	return out
+}
+
+// incompatibleWhy is incompatible, in the pool's model order, with the
+// registry's reasons for each.
+func incompatibleWhy(sc *scenarios.Scenario, pool, driver, runtime string) iter.Seq2[string, []string] {
+	return func(yield func(string, []string) bool) {
+		for _, m := range incompatibleVerdicts(sc, pool, driver, runtime) {
+			if !yield(m.model, m.reasons) {
+				return
+			}
+		}
+	}
+}
+
+type modelVerdict struct {
+	model   string
+	reasons []string
+}
+
+func incompatibleVerdicts(sc *scenarios.Scenario, pool, driver, runtime string) []modelVerdict {
 	i := slices.IndexFunc(sc.Pools, func(p scenarios.Pool) bool { return p.Name == pool })
 	if i < 0 {
 		return nil
@@ -124,10 +202,10 @@ func incompatible(sc *scenarios.Scenario, pool, driver, runtime string) []string
 		fp.Runtime = runtime
 	}
 	reg := compile.Registry(sc)
-	var out []string
+	var out []modelVerdict
 	for _, m := range ps.Models {
-		if !reg.Check(&fp, m).Servable {
-			out = append(out, m)
+		if v := reg.Check(&fp, m); !v.Servable {
+			out = append(out, modelVerdict{m, v.Reasons})
 		}
 	}
 	return out
@@ -149,10 +227,14 @@ func replicaPools(sc *scenarios.Scenario) []string {
 // HTTP-level part in the gateway's fault layer (faults.LiveGateway, one
 // fault per pool), its part on the fleet through livefleet.InjectOn
 // (toxiproxy, containers). The undo removes both.
-func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
+func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway, spec faults.Spec, replicas []int,
+	route routeChanged) (livefleet.Undo, error) {
 	undo, err := injectParts(ctx, sc, h, gw, spec, replicas)
 	if err != nil {
 		return nil, err
+	}
+	if spec.Kind == faults.DriverUpgrade {
+		undo = withRoutes(sc, gw, spec, replicas, route, undo)
 	}
 	on, ok := restartsOn[spec.Kind]
 	if !ok {

@@ -451,7 +451,7 @@ func (s *Session) Inject(line string) (string, error) {
 			return "", err
 		}
 		op.timer = time.AfterFunc(s.r.wall(sp.At-now), func() {
-			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas)
+			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas, s.r.routeChanged(idx, plan.Label))
 			s.r.mu.Lock()
 			op.undo = u
 			s.r.mu.Unlock()
@@ -465,7 +465,7 @@ func (s *Session) Inject(line string) (string, error) {
 		op.injecting = make(chan struct{})
 		go func() {
 			defer close(op.injecting)
-			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas)
+			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas, s.r.routeChanged(idx, plan.Label))
 			s.r.mu.Lock()
 			defer s.r.mu.Unlock()
 			op.undo = u
