@@ -530,8 +530,8 @@ func (w *faultWorld) upgradeDriver(f *faultRT, driver, runtime string) {
 						f.detected = now
 					}
 				}
-				w.log.addEvent(timelineEvent(now, "route-change", fmt.Sprintf("%s: %s on %s %s (route version %d)", f.label,
-					w.p.sc.Models[mi].Name, pp.Spec.Name, what, w.core.Ready().RouteVersion)))
+				w.log.addEvent(timelineEvent(now, "route-change", routeChangeDetail(f.label, w.p.sc.Models[mi].Name, pp.Spec.Name,
+					what, w.core.Ready().RouteVersion)))
 			}
 		}
 	}
@@ -539,6 +539,24 @@ func (w *faultWorld) upgradeDriver(f *faultRT, driver, runtime string) {
 		w.restartReplica(ri)
 	}
 	w.dispatch() // offers again the requests no pool serves any more
+}
+
+// routeChangeDetail is a driver upgrade's route change on the timeline:
+// model on pool incompatible (what says why) or compatible again, and the
+// route table's version after it.
+func routeChangeDetail(label, model, pool, what string, version int) string {
+	return fmt.Sprintf("%s: %s on %s %s (route version %d)", label, model, pool, what, version)
+}
+
+// RouteChange is the timeline entry of a live driver upgrade's route
+// change (internal/liverun), worded as the twin's (upgradeDriver):
+// reasons empty when the model is compatible again.
+func RouteChange(label, model, pool string, reasons []string, version int) string {
+	what := "compatible again"
+	if len(reasons) > 0 {
+		what = "incompatible: " + strings.Join(reasons, "; ")
+	}
+	return routeChangeDetail(label, model, pool, what, version)
 }
 
 func profilesOf(p *plan, pi int) map[string]latency.Profile {

@@ -114,6 +114,7 @@ const (
 	markDispatch
 	markCanary
 	markThrottled
+	markRoute
 )
 
 type mark struct {
@@ -129,6 +130,8 @@ type mark struct {
 	event   TimelineEvent // markEvent
 	canary  sched.RolloutDecision
 	retry   time.Duration // markThrottled: the Retry-After
+	detail  string        // markRoute: the timeline's text
+	off     bool          // markRoute: the pool no longer serves the model
 }
 
 // NewRecorder prepares a report for the scenario as the replay runs it (its
@@ -209,6 +212,15 @@ func (rec *Recorder) Ejection(at time.Duration, e sched.Ejection) {
 // as the twin's provider answer does.
 func (rec *Recorder) Refusal(at time.Duration, replica, status int) {
 	rec.marks = append(rec.marks, mark{at: at, kind: markRefusal, replica: replica, status: status})
+}
+
+// RouteChange records a live driver upgrade's (fault i's) route change: a
+// model its pool can no longer run taken from the pool's routes (off), or
+// given back, with the timeline's text (RouteChange). Taking one off
+// detects the fault, as the twin's compatibility registry flags the
+// pairing as the upgrade lands (upgradeDriver).
+func (rec *Recorder) RouteChange(at time.Duration, i int, detail string, off bool) {
+	rec.marks = append(rec.marks, mark{at: at, kind: markRoute, fault: i, detail: detail, off: off})
 }
 
 // Event records an entry of the replay's timeline that only the replay
@@ -320,6 +332,11 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 			}
 		case markEvent:
 			event(m.event)
+		case markRoute:
+			if f := rec.faults[m.fault]; m.off && f.active && f.detected < 0 {
+				f.detected = m.at
+			}
+			event(timelineEvent(m.at, "route-change", m.detail))
 		case markCanary:
 			event(CanaryEvent(m.at, m.canary))
 			for _, ev := range canaryActed(rec.p, rec.faults, m.at, m.canary) {

@@ -85,6 +85,7 @@ type Gateway struct {
 	// read; its jobs read their due times under mu.
 	sched   *schedule
 	trials  sync.WaitGroup // probes sent as half-open breakers' trials
+	rs      restarts       // replicas loading after a restart (restart.go); under mu
 	probeWG sync.WaitGroup
 }
 
@@ -258,7 +259,8 @@ func New(cfg Config) (*Gateway, error) {
 	g.metrics = newMetrics(g)
 	g.as = &Autoscaling{mu: &g.mu, clk: g.clk, log: g.log, metrics: g.metrics, prov: cfg.Provisioner,
 		onEvent: g.obs.Autoscale, wg: &g.probeWG, deliver: g.deliver, of: make([]*asRef, len(g.replicas))}
-	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.as.probed)
+	g.rs = restarts{until: make([]time.Duration, len(g.replicas)), cut: make([]func(), len(g.replicas))}
+	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.probedLocked)
 	g.faults = newFaultLayer(g.replicas, g.models, sc.Name, g.log, g.clk, cfg.Seed, client.Do)
 	g.report = &reporter{replicas: g.replicas, log: g.log, obs: g.obs, clk: g.clk,
 		breakers: make([]sched.BreakerState, len(g.replicas))}
@@ -326,6 +328,7 @@ func New(cfg Config) (*Gateway, error) {
 		}, fire: g.evaluateCanaries})
 	}
 	jobs = append(jobs, job{due: g.as.due, fire: g.as.advance})
+	jobs = append(jobs, job{due: g.rs.due, fire: g.loaded})
 	g.sched = newSchedule(&g.mu, g.clk, jobs...)
 	g.as.kick = g.sched.kick
 	ctx, cancel := context.WithCancel(context.Background())
@@ -402,6 +405,34 @@ func (g *Gateway) SetRetiring(model string, on bool) error {
 	return nil
 }
 
+// SetServes gives pool the model to serve, or takes it away (a driver
+// upgrade the compatibility registry says the pool cannot run it on, as
+// the twin's upgradeDriver does): the core routes the model's requests
+// elsewhere, and those queued for it with no pool left are offered again.
+// It returns the route table's version after the change, and whether
+// there was one.
+func (g *Gateway) SetServes(pool, model string, on bool) (version int, changed bool, err error) {
+	m, ok := g.models[model]
+	if !ok {
+		return 0, false, fmt.Errorf("gateway: serves %q: not a model of scenario %s", model, g.sc.Name)
+	}
+	pi := slices.IndexFunc(g.sc.Pools, func(p scenarios.Pool) bool { return p.Name == pool })
+	if pi < 0 {
+		return 0, false, fmt.Errorf("gateway: serves on %q: not a pool of scenario %s", pool, g.sc.Name)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.core.Serves(pi, m) == on {
+		return 0, false, nil
+	}
+	now := g.clk.now()
+	g.core.SetServes(pi, m, on)
+	version = g.core.Ready().RouteVersion
+	g.log.Info("route change", "pool", pool, "model", model, "serves", on, "route_version", version)
+	g.deliver(now)
+	return version, true, nil
+}
+
 // deliver carries out the core's Ready: breaker transitions and outlier
 // ejections are logged, counted and reported, dispatches handed to their waiting requests, and the wake-up
 // timer armed. Called with mu held after every core call, with the now
@@ -410,7 +441,7 @@ func (g *Gateway) deliver(now time.Duration) {
 	rd := g.core.Ready()
 	for _, tr := range rd.Transitions {
 		g.report.breaker(now, tr.Replica, tr.To)
-		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.as.probed(tr.Replica) {
+		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.probedLocked(tr.Replica) {
 			// The trial is a probe, sent now (see sched's breakers).
 			// Close cancels probeCtx with mu held, so no Add follows
 			// its Wait.
@@ -445,9 +476,9 @@ func (g *Gateway) deliver(now time.Duration) {
 		}
 		c.ready <- d.Replica
 	}
-	// The gateway changes no route table (SetServes), so the core never
-	// has unroutable requests for it; were there any, their handlers
-	// offer them again.
+	// Requests a route change (SetServes) left with no pool go back to
+	// their handlers, which offer them again (a fallback, or a refusal),
+	// as the twin offers them again after its route change.
 	for _, req := range rd.Unroutable {
 		if c, ok := g.waiting[req.ID]; ok {
 			delete(g.waiting, req.ID)

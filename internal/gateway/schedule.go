@@ -12,7 +12,7 @@ import (
 // quota refill, a breaker due half-open, an ejection's end), the
 // degradation ladder's evaluations (every sched.LadderEvery), the
 // canaries' (their NextAt) and the scalers' (theirs), each the request
-// engine's due time. Only the health probes keep their own loop (their
+// engine's due time, and the restarted replicas' loads (restart.go). Only the health probes keep their own loop (their
 // interval, and I/O).
 
 // noDue is a due time that never comes.

@@ -45,13 +45,18 @@
 //   - latency, and brownout's added latency: a latency toxic on the
 //     downstream (node to client) stream.
 //   - node-loss: containers are stopped; undo starts them again and points
-//     their proxies at the new published ports.
+//     their proxies at the new published ports. (The gateway holds the
+//     replicas out of routing while their model loads: internal/liverun.)
+//
+// RestartNodes stops and starts containers at once: a driver upgrade's
+// restart, which internal/liverun carries out where the twin restarts.
 //
 // HTTP-level faults (faults.LiveGateway) are not the fleet's: the live
 // gateway's fault layer answers them before an attempt leaves, whatever
 // the backend (internal/gateway's Gateway.Faults().Inject, driven by
 // internal/liverun): quota-exhaustion (429 + Retry-After), model-retirement
-// (404), driver-upgrade (503 for the models the new driver cannot run),
+// (404), driver-upgrade (503 for the models the new driver cannot run,
+// behind the gateway's route change),
 // error-burst and brownout's fail rate (a share of 500s). Inject refuses
 // them. The emulated node's admin API (Fleet.Admin) can still make a node
 // answer them, for a node driven by hand.

@@ -233,3 +233,15 @@ func (f *Fleet) restart(ctx context.Context, n *Node) error {
 	f.log.Info("node restarted", "node", n.Name, "upstream", up, "admin", n.AdminURL())
 	return nil
 }
+
+// RestartNodes stops the nodes' containers and starts them again at once:
+// a restart in place (a driver upgrade's), its node process fresh, its
+// proxy pointed at the new port. A node not running (an autoscaled
+// replica not started) is left alone.
+func (f *Fleet) RestartNodes(ctx context.Context, nodes []*Node) error {
+	undo, err := f.stopNodes(ctx, nodes)
+	if err != nil {
+		return err
+	}
+	return undo(ctx)
+}

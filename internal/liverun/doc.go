@@ -53,9 +53,17 @@
 // through Gateway.SetRetiring, as the twin's gateway is told. Faults the
 // harness cannot emulate (faults.Spec.LiveGap: cold-start storms, tenant
 // targets, non-zero quota cuts, a runtime-only driver upgrade) are refused
-// before anything starts, with the fault named. Only two tables here are
+// before anything starts, with the fault named. Where the twin restarts
+// replicas (a node loss's end, a driver upgrade and its rollback), the run
+// restarts them at the same instant (inject.go: restartsOn): the gateway
+// holds each out of routing and probing for its pool's cold start
+// (Gateway.Restart), and its instance is started again; a driver upgrade
+// also takes the models the new driver cannot run off the pool's routes
+// (Gateway.SetServes), as the twin's upgradeDriver. Three tables here are
 // keyed by a fault's kind: inject.go's gateway faults, one row per
-// LiveGateway kind, and hybrid.go's external faults (the proxies' part on
-// an endpoint with no proxy), one row per LiveProxy kind; tests hold both
-// to the traits. Everything else reads the kind's faults.Traits.
+// LiveGateway kind, and its restarts, one row per kind whose twin effect
+// restarts replicas, and hybrid.go's external faults (the proxies' part on
+// an endpoint with no proxy), one row per LiveProxy kind; tests hold the
+// first and the last to the traits. Everything else reads the kind's
+// faults.Traits.
 package liverun

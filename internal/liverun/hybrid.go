@@ -29,6 +29,10 @@ type hybrid struct {
 	nodes    []*livefleet.Node   // per replica: its node, nil for an external endpoint
 	external map[string][]string // pool → its endpoints, "KIND+URL"
 	disrupt  string              // Options.AllowDisrupt
+	// procs are the in-process nodes (Options.InProcess): external
+	// endpoints to the rest of the hybrid, bar that fleetdrill started
+	// them, so a node loss stops and starts them itself.
+	procs *inprocNodes
 }
 
 // checkExternal validates Options.Backends against the scenario: every pool
@@ -146,7 +150,7 @@ func (h *hybrid) checkExternalFaults(sc *scenarios.Scenario, plans []twin.FaultP
 	for _, p := range plans {
 		ext := 0
 		for _, ri := range p.Replicas {
-			if _, isExt := h.external[pools[ri]]; isExt {
+			if _, isExt := h.external[pools[ri]]; isExt && !h.procs.has(ri) {
 				ext++
 			}
 		}
@@ -165,6 +169,9 @@ func (h *hybrid) checkExternalFaults(sc *scenarios.Scenario, plans []twin.FaultP
 // command for a node loss.
 func (h *hybrid) injectExternal(ctx context.Context, sc *scenarios.Scenario, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
 	if spec.Kind.Traits().Live&faults.LiveContainer != 0 {
+		if len(replicas) > 0 && h.procs.has(replicas[0]) {
+			return h.stopInProcess(replicas), nil
+		}
 		return h.disruptAll(ctx, sc, gw, replicas)
 	}
 	mk, ok := externalFaults[spec.Kind]
@@ -180,6 +187,49 @@ func (h *hybrid) injectExternal(ctx context.Context, sc *scenarios.Scenario, gw 
 		return nil, err
 	}
 	return func(context.Context) error { rm(); return nil }, nil
+}
+
+// stopInProcess stops the replicas' in-process nodes, as a lost
+// container stops: requests to them are refused and their open streams
+// cut. The undo starts fresh nodes (their engines empty).
+func (h *hybrid) stopInProcess(replicas []int) livefleet.Undo {
+	for _, ri := range replicas {
+		h.procs.stop(ri)
+	}
+	return func(context.Context) error {
+		var errs []error
+		for _, ri := range replicas {
+			errs = append(errs, h.procs.start(ri))
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// restartInstances restarts what serves the replicas, as a driver
+// upgrade's restart does to a node: a container is stopped and started
+// again (livefleet's restart path), an in-process node is replaced by a
+// fresh one; an external endpoint is a server fleetdrill never starts or
+// stops, so it is left as it is (the gateway's Restart still holds it out
+// of routing while the twin's replica loads).
+func (h *hybrid) restartInstances(ctx context.Context, replicas []int) error {
+	if h == nil {
+		return nil // a gateway with no fleet behind it (a test's)
+	}
+	var nodes []*livefleet.Node
+	var errs []error
+	for _, ri := range replicas {
+		switch {
+		case h.procs.has(ri):
+			h.procs.stop(ri)
+			errs = append(errs, h.procs.start(ri))
+		case h.nodes[ri] != nil:
+			nodes = append(nodes, h.nodes[ri])
+		}
+	}
+	if len(nodes) > 0 {
+		errs = append(errs, h.fl.RestartNodes(ctx, nodes))
+	}
+	return errors.Join(errs...)
 }
 
 // disruptAll stops each external endpoint with the operator's command; the

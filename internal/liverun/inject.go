@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"slices"
 	"time"
@@ -46,8 +47,8 @@ var gatewayFaults = map[faults.Kind]gatewayFault{
 			Message: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", m)}, true
 	},
 	// The models the pool cannot run on the new driver (and runtime) get
-	// 503, as the twin's compatibility registry decides; the replicas are
-	// not restarted.
+	// 503, as the twin's compatibility registry decides; the replicas'
+	// restart is restartsOn's.
 	faults.DriverUpgrade: func(sc *scenarios.Scenario, sp faults.Spec, pool string) (gateway.UpstreamFault, bool) {
 		ms := incompatible(sc, pool, sp.Driver, sp.Runtime)
 		if len(ms) == 0 {
@@ -70,12 +71,126 @@ var gatewayFaults = map[faults.Kind]gatewayFault{
 	},
 }
 
+// routeChanged tells the run of a route change a fault made: model taken
+// from pool (reasons: why it cannot run there) or given back (none), the
+// route table's version after it. nil: nobody is told.
+type routeChanged func(model, pool string, reasons []string, version int)
+
+// withRoutes takes from the driver upgrade's pools the models the
+// compatibility registry says they cannot run on the new driver (and
+// runtime), as the twin's upgradeDriver does: the core routes them
+// elsewhere from now, and the run puts a route change on the timeline,
+// which detects the fault (twin.Recorder.RouteChange). The returned undo
+// gives them back (the rollback) after undo. The fault layer's 503s for
+// those models stay behind them, for an attempt already on its way.
+func withRoutes(sc *scenarios.Scenario, gw *gateway.Gateway, spec faults.Spec, replicas []int, route routeChanged,
+	undo livefleet.Undo) livefleet.Undo {
+	type off struct{ pool, model string }
+	var taken []off
+	set := func(pool, model string, on bool, reasons []string) {
+		v, changed, err := gw.SetServes(pool, model, on)
+		if err != nil || !changed {
+			return // a model of the pool, by construction
+		}
+		if !on {
+			taken = append(taken, off{pool, model})
+		}
+		if route != nil {
+			route(model, pool, reasons, v)
+		}
+	}
+	var pools []string
+	names := replicaPools(sc)
+	for _, ri := range replicas {
+		if !slices.Contains(pools, names[ri]) {
+			pools = append(pools, names[ri])
+		}
+	}
+	for _, p := range pools {
+		for m, why := range incompatibleWhy(sc, p, spec.Driver, spec.Runtime) {
+			set(p, m, false, why)
+		}
+	}
+	return func(ctx context.Context) error {
+		err := undo(ctx)
+		if isFinalUndo(ctx) {
+			return err // the replay is over: no rollback to record
+		}
+		for _, o := range taken {
+			set(o.pool, o.model, true, nil)
+		}
+		return err
+	}
+}
+
+// restartsOn says when a kind restarts the replicas it hits, as the twin's
+// effect of the kind does (twin/effects.go: a node loss's end, restarting
+// the lost nodes; a driver upgrade's start and its end, the rollback):
+// the gateway holds each out of routing while it loads its model
+// (Gateway.Restart: its pool's cold_start, the twin's restartReplica) and
+// the instance behind it is started again (hybrid.restartInstances; a
+// lost node's by its undo). A cold-start storm restarts too, but has no
+// live emulation (faults.Spec.LiveGap).
+var restartsOn = map[faults.Kind]struct{ start, end bool }{
+	faults.NodeLoss:      {end: true},
+	faults.DriverUpgrade: {start: true, end: true},
+}
+
+// finalUndo marks the context of the undos run once a replay is over
+// (withFinalUndo): what a fault leaves then is cleaned up, but no replica
+// restarts: there is no run left to load in, and the twin restarts none
+// for a fault still on at its end.
+type finalUndo struct{}
+
+func withFinalUndo(ctx context.Context) context.Context {
+	return context.WithValue(ctx, finalUndo{}, true)
+}
+
+func isFinalUndo(ctx context.Context) bool { return ctx.Value(finalUndo{}) != nil }
+
+// restart restarts replicas now: the gateway first (the instant the twin
+// restarts them), then what serves them, when restartInstances.
+func restart(ctx context.Context, h *hybrid, gw *gateway.Gateway, replicas []int, instances bool) error {
+	if _, err := gw.Restart(replicas); err != nil {
+		return err
+	}
+	if !instances {
+		return nil
+	}
+	return h.restartInstances(ctx, replicas)
+}
+
 // incompatible lists the models pool serves that it cannot run with driver
 // (and runtime, when not ""), by the scenario's compatibility registry, as
 // the twin's driver upgrade re-evaluates them (twin/faults.go
 // upgradeDriver; untested pairings are never routed to, so the verdict's
 // Servable is what changes).
 func incompatible(sc *scenarios.Scenario, pool, driver, runtime string) []string {
+	var out []string
+	for m := range incompatibleWhy(sc, pool, driver, runtime) {
+		out = append(out, m)
+	}
+	return out
+}
+
+// incompatibleWhy is incompatible, in the pool's model order, with the
+// registry's reasons for each.
+func incompatibleWhy(sc *scenarios.Scenario, pool, driver, runtime string) iter.Seq2[string, []string] {
+	return func(yield func(string, []string) bool) {
+		for _, m := range incompatibleVerdicts(sc, pool, driver, runtime) {
+			if !yield(m.model, m.reasons) {
+				return
+			}
+		}
+	}
+}
+
+type modelVerdict struct {
+	model   string
+	reasons []string
+}
+
+func incompatibleVerdicts(sc *scenarios.Scenario, pool, driver, runtime string) []modelVerdict {
 	i := slices.IndexFunc(sc.Pools, func(p scenarios.Pool) bool { return p.Name == pool })
 	if i < 0 {
 		return nil
@@ -87,10 +202,10 @@ func incompatible(sc *scenarios.Scenario, pool, driver, runtime string) []string
 		fp.Runtime = runtime
 	}
 	reg := compile.Registry(sc)
-	var out []string
+	var out []modelVerdict
 	for _, m := range ps.Models {
-		if !reg.Check(&fp, m).Servable {
-			out = append(out, m)
+		if v := reg.Check(&fp, m); !v.Servable {
+			out = append(out, modelVerdict{m, v.Reasons})
 		}
 	}
 	return out
@@ -112,7 +227,43 @@ func replicaPools(sc *scenarios.Scenario) []string {
 // HTTP-level part in the gateway's fault layer (faults.LiveGateway, one
 // fault per pool), its part on the fleet through livefleet.InjectOn
 // (toxiproxy, containers). The undo removes both.
-func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
+func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway, spec faults.Spec, replicas []int,
+	route routeChanged) (livefleet.Undo, error) {
+	undo, err := injectParts(ctx, sc, h, gw, spec, replicas)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Kind == faults.DriverUpgrade {
+		undo = withRoutes(sc, gw, spec, replicas, route, undo)
+	}
+	on, ok := restartsOn[spec.Kind]
+	if !ok {
+		return undo, nil
+	}
+	if on.start {
+		if err := restart(ctx, h, gw, replicas, true); err != nil {
+			return nil, errors.Join(err, undo(ctx))
+		}
+	}
+	return func(ctx context.Context) error {
+		if !on.end || isFinalUndo(ctx) {
+			return undo(ctx)
+		}
+		// A lost node's undo starts its instance again: the gateway's
+		// restart comes first, so that the load counts from the
+		// fault's end, not from when a container answers.
+		_, err := gw.Restart(replicas)
+		err = errors.Join(err, undo(ctx))
+		if spec.Kind.Traits().Live&faults.LiveContainer == 0 {
+			err = errors.Join(err, h.restartInstances(ctx, replicas))
+		}
+		return err
+	}, nil
+}
+
+// injectParts is injectSpec bar the restarts: the fault's parts in the
+// gateway's fault layer and on the fleet.
+func injectParts(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gateway.Gateway, spec faults.Spec, replicas []int) (livefleet.Undo, error) {
 	live := spec.Kind.Traits().Live
 	if live&faults.LiveAcquisition != 0 {
 		// The provider answers the pools' scalers under the fault:

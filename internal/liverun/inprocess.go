@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
 	"github.com/fleetdrill/fleetdrill/internal/inproc"
@@ -15,6 +16,72 @@ import (
 // gatewayHost is the gateway's host on the in-process transport.
 const gatewayHost = "gateway.inproc"
 
+// inprocNodes are the emulated nodes a run serves in this process
+// (Options.InProcess), one per replica, by the twin's replica number.
+// fleetdrill starts them itself, so, unlike an external endpoint, a node
+// loss may stop one (its host refuses every request and its open streams
+// are cut, as a lost container's) and start it again: a fresh node, its
+// engine empty.
+type inprocNodes struct {
+	tr  *inproc.Transport
+	ctx context.Context // the session's: cancelled when it closes
+
+	mu    sync.Mutex
+	nodes map[int]*inprocNode // by replica; nil for a replica not served in process
+}
+
+type inprocNode struct {
+	cfg  node.Config
+	host string
+	stop context.CancelFunc // nil while stopped
+}
+
+// has says whether replica ri is one of these nodes.
+func (p *inprocNodes) has(ri int) bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nodes[ri] != nil
+}
+
+// start starts replica ri's node (a new one, empty) unless it runs.
+func (p *inprocNodes) start(ri int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.nodes[ri]
+	if n == nil {
+		return fmt.Errorf("live: replica %d has no in-process node (a harness bug)", ri)
+	}
+	if n.stop != nil {
+		return nil
+	}
+	nd, err := node.New(n.cfg)
+	if err != nil {
+		return fmt.Errorf("live: in-process node for pool %s: %w", n.cfg.Pool, err)
+	}
+	ctx, cancel := context.WithCancel(p.ctx)
+	n.stop = cancel
+	go func() { _ = nd.Run(ctx) }()
+	p.tr.Handle(n.host, nd.Handler())
+	return nil
+}
+
+// stop stops replica ri's node: its host refuses requests from now, and
+// its open streams end. A stopped node is a no-op.
+func (p *inprocNodes) stop(ri int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.nodes[ri]
+	if n == nil || n.stop == nil {
+		return
+	}
+	p.tr.Handle(n.host, nil) // dial refused
+	n.stop()
+	n.stop = nil
+}
+
 // startInProcess starts an emulated node in this process for every
 // replica of every pool the live fleet emulates (Options.InProcess), on
 // the session's transport, and returns them as the gateway's endpoints:
@@ -23,6 +90,7 @@ func (s *Session) startInProcess(sc *scenarios.Scenario, speed float64) (map[str
 	s.inproc = &inproc.Transport{}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopNodes = cancel
+	s.procs = &inprocNodes{tr: s.inproc, ctx: ctx, nodes: map[int]*inprocNode{}}
 	ext := map[string][]string{}
 	ri := 0
 	for i := range sc.Pools {
@@ -38,13 +106,11 @@ func (s *Session) startInProcess(sc *scenarios.Scenario, speed float64) (map[str
 		}
 		cfg.Speed = speed
 		for range n {
-			nd, err := node.New(cfg)
-			if err != nil {
-				return nil, fmt.Errorf("live: in-process node for pool %s: %w", p.Name, err)
-			}
-			go func() { _ = nd.Run(ctx) }()
 			host := fmt.Sprintf("r%d.inproc", ri)
-			s.inproc.Handle(host, nd.Handler())
+			s.procs.nodes[ri] = &inprocNode{cfg: cfg, host: host}
+			if err := s.procs.start(ri); err != nil {
+				return nil, err
+			}
 			ext[p.Name] = append(ext[p.Name], string(gateway.KindFleetdrill)+"+http://"+host)
 			ri++
 		}

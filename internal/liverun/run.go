@@ -358,7 +358,7 @@ func (r *replay) runFaults(ctx context.Context, fl *hybrid, plans []twin.FaultPl
 	for i, p := range plans {
 		notice := p.Spec.Kind.Traits().FromNotice
 		inject := func(ctx context.Context) error {
-			u, err := injectSpec(ctx, r.sc, fl, r.gw, p.Spec, p.Replicas)
+			u, err := injectSpec(ctx, r.sc, fl, r.gw, p.Spec, p.Replicas, r.routeChanged(i, p.Label))
 			undos[i] = u
 			return err
 		}
@@ -417,7 +417,7 @@ func (r *replay) runFaults(ctx context.Context, fl *hybrid, plans []twin.FaultPl
 	// then), as in the twin: not only to the last step.
 	<-ctx.Done()
 	// Undo whatever is still injected, whatever happened.
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	uctx, cancel := context.WithTimeout(withFinalUndo(context.WithoutCancel(ctx)), time.Minute)
 	defer cancel()
 	for i, u := range undos {
 		if u != nil {
@@ -427,6 +427,21 @@ func (r *replay) runFaults(ctx context.Context, fl *hybrid, plans []twin.FaultPl
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// routeChanged records fault i's route changes (a driver upgrade's) as
+// the twin's timeline has them, and on the console's.
+func (r *replay) routeChanged(i int, label string) routeChanged {
+	return func(model, pool string, reasons []string, version int) {
+		at := r.gw.Now()
+		r.mark(func(t0 time.Duration) {
+			detail := twin.RouteChange(label, model, pool, reasons, version)
+			r.rec.RouteChange(at-t0, i, detail, len(reasons) > 0)
+			if r.onEvent != nil {
+				r.onEvent(twin.Event(at-t0, "route-change", detail))
+			}
+		})
+	}
 }
 
 func randomHex(n int) string {

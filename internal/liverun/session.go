@@ -45,6 +45,7 @@ type Session struct {
 	// In-process (Options.InProcess): the transport to the gateway and
 	// the nodes, and what stops the nodes.
 	inproc    *inproc.Transport
+	procs     *inprocNodes
 	stopNodes context.CancelFunc
 	log       *slog.Logger
 
@@ -135,6 +136,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		if s.h.external, err = s.startInProcess(sc, speed); err != nil {
 			return nil, err
 		}
+		s.h.procs = s.procs
 	}
 	if err := s.h.checkExternalFaults(sc, plans); err != nil {
 		return nil, err
@@ -449,7 +451,7 @@ func (s *Session) Inject(line string) (string, error) {
 			return "", err
 		}
 		op.timer = time.AfterFunc(s.r.wall(sp.At-now), func() {
-			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas)
+			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas, s.r.routeChanged(idx, plan.Label))
 			s.r.mu.Lock()
 			op.undo = u
 			s.r.mu.Unlock()
@@ -463,7 +465,7 @@ func (s *Session) Inject(line string) (string, error) {
 		op.injecting = make(chan struct{})
 		go func() {
 			defer close(op.injecting)
-			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas)
+			u, err := injectSpec(ctx, s.sc, s.h, s.gw, sp, plan.Replicas, s.r.routeChanged(idx, plan.Label))
 			s.r.mu.Lock()
 			defer s.r.mu.Unlock()
 			op.undo = u
@@ -487,6 +489,12 @@ func (s *Session) Inject(line string) (string, error) {
 // EndFault ends an operator's fault now. (The scenario's own faults keep
 // their schedule.)
 func (s *Session) EndFault(label string) error {
+	return s.endFault(context.Background(), label)
+}
+
+// endFault is EndFault with the undo's context (withFinalUndo once the
+// replay is over).
+func (s *Session) endFault(ctx context.Context, label string) error {
 	now := s.Now()
 	s.r.mu.Lock()
 	var idx = -1
@@ -517,7 +525,7 @@ func (s *Session) EndFault(label string) error {
 	s.r.mu.Unlock()
 	var err error
 	if undo != nil {
-		err = undo(context.Background())
+		err = undo(ctx)
 	}
 	if op.plan.Spec.Kind.Traits().FromNotice {
 		err = errors.Join(err, s.gw.SetRetiring(op.plan.Spec.Target.Model, false))
@@ -536,7 +544,7 @@ func (s *Session) undoOperatorFaults() error {
 	s.r.mu.Unlock()
 	var errs []error
 	for _, l := range labels {
-		errs = append(errs, s.EndFault(l))
+		errs = append(errs, s.endFault(withFinalUndo(context.Background()), l))
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,167 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Restarts: a replica restarted in place (a lost node back, a driver
+// upgrade's restart) comes back empty and loads its model again before it
+// serves, as the twin's restartReplica (twin/faults.go) has it: what it
+// had in flight fails at once; the core routes nothing to it (SetReady
+// false) and the prober leaves it alone (the twin probes no loading
+// replica, so its breaker stays as the restart found it) for its pool's
+// cold_start of model time; then the core may route to it again. A
+// replica restarted while it loads keeps its first load: the twin's rule
+// too. The harness (internal/liverun) calls Restart at the instant the twin
+// restarts; what it does to the instance (a container or in-process node
+// started again, an external server left alone) is its own.
+
+// restarts is the gateway's replicas loading after a restart. Guarded by
+// the gateway's mu.
+type restarts struct {
+	until []time.Duration // per replica: when its model has loaded (model time); 0: not loading
+	cut   []func()        // per replica: removes the fault-layer injection that fails its work while it loads
+}
+
+// loading says whether replica i is loading after a restart. Called with mu
+// held.
+func (r *restarts) loading(i int) bool { return r.until[i] > 0 }
+
+// due is when the next loading replica has loaded; noDue when none loads.
+// Called with mu held (the schedule's job).
+func (r *restarts) due() time.Duration {
+	next := noDue
+	for _, u := range r.until {
+		if u > 0 {
+			next = min(next, u)
+		}
+	}
+	return next
+}
+
+// Restart restarts the given replicas (as ReplicaIndex numbers them) now,
+// as the twin restarts a replica: see restarts. It returns the replicas it
+// restarted (those not loading already), and an error naming any replica
+// out of range, in which case it restarts none.
+func (g *Gateway) Restart(replicas []int) ([]int, error) {
+	var errs []error
+	for _, r := range replicas {
+		if r < 0 || r >= len(g.replicas) {
+			errs = append(errs, fmt.Errorf("replica %d: want in [0, %d)", r, len(g.replicas)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("gateway: restart: %w", err)
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return nil, nil
+	}
+	now := g.clk.now()
+	var fresh []int
+	for _, r := range replicas {
+		if g.rs.loading(r) || slices.Contains(fresh, r) {
+			continue
+		}
+		fresh = append(fresh, r)
+		// At least a nanosecond: 0 is "not loading".
+		g.rs.until[r] = now + max(g.sc.Pools[g.poolIndex(r)].ColdStart.D(), 1)
+		g.core.SetReady(now, r, false)
+	}
+	if len(fresh) > 0 {
+		g.deliver(now)
+		g.sched.kick()
+	}
+	g.mu.Unlock()
+	if len(fresh) == 0 {
+		return nil, nil
+	}
+	// What the replicas had in flight fails at once, as on a refused
+	// connection (the fault layer cuts open streams); nothing new reaches
+	// them while they load. The fault layer's lock is never taken with
+	// the gateway's, so this is outside it.
+	rms := make([]func(), len(fresh))
+	for i, r := range fresh {
+		rm, err := g.faults.Inject([]int{r}, UpstreamFault{Kind: "restart", Down: DownRefuse})
+		if err != nil {
+			return nil, err // a replica in range always injects: a gateway bug
+		}
+		rms[i] = rm
+	}
+	g.mu.Lock()
+	var late []func()
+	for i, r := range fresh {
+		if !g.rs.loading(r) {
+			late = append(late, rms[i]) // loaded already (a zero cold start)
+			continue
+		}
+		g.rs.cut[r] = rms[i]
+	}
+	g.mu.Unlock()
+	for _, f := range late {
+		f()
+	}
+	g.log.Info("replicas restarted: loading their model", "replicas", fresh, "pools", g.faults.poolsOf(fresh))
+	return fresh, nil
+}
+
+// loaded makes the replicas whose load is over routable again, in replica
+// order: run by the schedule at their due time.
+func (g *Gateway) loaded() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	now := g.clk.now()
+	var cuts []func()
+	var done []int
+	for r, u := range g.rs.until {
+		if u == 0 || u > now {
+			continue
+		}
+		g.rs.until[r] = 0
+		done = append(done, r)
+		if c := g.rs.cut[r]; c != nil {
+			cuts = append(cuts, c)
+			g.rs.cut[r] = nil
+		}
+		// An autoscaled replica is its scaler's to make ready: only one
+		// it holds serving is routable again.
+		if ref := g.as.of[r]; ref != nil {
+			if st := ref.sc.s.State(ref.k); st != sched.RepServing && st != sched.RepDraining {
+				continue
+			}
+		}
+		g.core.SetReady(now, r, true)
+	}
+	if len(done) > 0 {
+		g.deliver(now)
+	}
+	g.mu.Unlock()
+	for _, c := range cuts {
+		c()
+	}
+	if len(done) > 0 {
+		g.log.Info("replicas loaded after a restart: routable again", "replicas", done)
+	}
+}
+
+// probedLocked says whether replica i is probed now: not while it loads
+// after a restart (the twin probes no loading replica), and an autoscaled
+// one only while its instance runs. Called with mu held.
+func (g *Gateway) probedLocked(i int) bool {
+	return !g.rs.loading(i) && g.as.probed(i)
+}
+
+// poolIndex is replica r's pool's index in the scenario.
+func (g *Gateway) poolIndex(r int) int {
+	return slices.IndexFunc(g.sc.Pools, func(p scenarios.Pool) bool { return p.Name == g.replicas[r].pool })
+}
