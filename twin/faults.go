@@ -266,6 +266,7 @@ type faultWorld struct {
 	faults     []*faultRT
 	faultState []replicaFault       // per replica, recomputed from the active faults
 	quota      [][]*providerQuota   // per pool: the active quota faults' ground truth, in start order
+	restarts   *reqengine.Restarts  // the replicas restarted in place, loading (the engine's rule)
 	onEjection func(sched.Ejection) // Options.OnEjection
 
 	p        *plan
@@ -291,6 +292,7 @@ func (w *faultWorld) initFaults() error {
 	}
 	w.faultState = make([]replicaFault, len(w.replicas))
 	w.quota = make([][]*providerQuota, len(w.p.pools))
+	w.restarts = reqengine.NewRestarts(len(w.replicas))
 	for i, f := range fs {
 		if err := w.p.resolveFault(f); err != nil {
 			return fmt.Errorf("faults[%d] %q: %w", i, f.spec.String(), err)
@@ -465,21 +467,21 @@ func (w *faultWorld) downDelay(ri int) time.Duration {
 // once and it loads its model again (a cold start).
 func (w *faultWorld) restartReplica(ri int) {
 	rt := &w.replicas[ri]
-	if rt.loading {
-		return
+	if rt.loading || w.restarts.Loading(ri) {
+		return // it loads already: its first load stands (reqengine.Restarts)
 	}
 	w.faultState[ri].Down, w.faultState[ri].Refuse = true, true
 	w.failWork(ri)
 	w.faultState[ri].Down, w.faultState[ri].Refuse = false, false
+	cold := w.p.pools[rt.pool].Spec.ColdStart.D()
+	w.restarts.Restart(w.s.Now(), w.core, ri, false, cold)
 	rt.loading = true
-	w.core.SetReady(w.s.Now(), ri, false)
 	w.pools[rt.pool].ColdStarts++
-	w.s.After(w.p.pools[rt.pool].Spec.ColdStart.D(), func() {
-		rt.loading = false
-		if !w.jobs.holds(ri) {
-			w.core.SetReady(w.s.Now(), ri, true)
-			w.dispatch()
+	w.s.After(max(cold, 1), func() {
+		for _, r := range w.restarts.Loaded(w.s.Now(), w.core, func(r int) bool { return !w.jobs.holds(r) }) {
+			w.replicas[r].loading = false
 		}
+		w.dispatch()
 	})
 }
 

@@ -259,7 +259,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.metrics = newMetrics(g)
 	g.as = &Autoscaling{mu: &g.mu, clk: g.clk, log: g.log, metrics: g.metrics, prov: cfg.Provisioner,
 		onEvent: g.obs.Autoscale, wg: &g.probeWG, deliver: g.deliver, of: make([]*asRef, len(g.replicas))}
-	g.rs = restarts{until: make([]time.Duration, len(g.replicas)), cut: make([]func(), len(g.replicas))}
+	g.rs = restarts{Restarts: reqengine.NewRestarts(len(g.replicas)), cut: make([]func(), len(g.replicas))}
 	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.probedLocked)
 	g.faults = newFaultLayer(g.replicas, g.models, sc.Name, g.log, g.clk, cfg.Seed, client.Do)
 	g.report = &reporter{replicas: g.replicas, log: g.log, obs: g.obs, clk: g.clk,

@@ -7,42 +7,41 @@ import (
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // Restarts: a replica restarted in place (a lost node back, a driver
 // upgrade's restart) comes back empty and loads its model again before it
-// serves, as the twin's restartReplica (twin/faults.go) has it: what it
-// had in flight fails at once; the core routes nothing to it (SetReady
-// false) and the prober leaves it alone (the twin probes no loading
-// replica, so its breaker stays as the restart found it) for its pool's
-// cold_start of model time; then the core may route to it again. A
-// replica restarted while it loads keeps its first load: the twin's rule
-// too. The harness (internal/liverun) calls Restart at the instant the twin
+// serves, by the engine's rule (reqengine.Restarts, which the twin's
+// restartReplica follows too): the core routes nothing to it for its
+// pool's cold_start of model time, a replica restarted while it loads
+// keeps its first load, and then the core may route to it again. What is
+// the gateway's: the work in flight fails at once (the fault layer refuses
+// the replica while it loads), and the prober leaves it alone (the twin
+// probes no loading replica, so its breaker stays as the restart found
+// it). The harness (internal/liverun) calls Restart at the instant the twin
 // restarts; what it does to the instance (a container or in-process node
 // started again, an external server left alone) is its own.
 
 // restarts is the gateway's replicas loading after a restart. Guarded by
 // the gateway's mu.
 type restarts struct {
-	until []time.Duration // per replica: when its model has loaded (model time); 0: not loading
-	cut   []func()        // per replica: removes the fault-layer injection that fails its work while it loads
+	*reqengine.Restarts
+	cut []func() // per replica: removes the fault-layer injection that fails its work while it loads
 }
 
 // loading says whether replica i is loading after a restart. Called with mu
 // held.
-func (r *restarts) loading(i int) bool { return r.until[i] > 0 }
+func (r *restarts) loading(i int) bool { return r.Loading(i) }
 
 // due is when the next loading replica has loaded; noDue when none loads.
 // Called with mu held (the schedule's job).
 func (r *restarts) due() time.Duration {
-	next := noDue
-	for _, u := range r.until {
-		if u > 0 {
-			next = min(next, u)
-		}
+	if next := r.NextAt(); next > 0 {
+		return next
 	}
-	return next
+	return noDue
 }
 
 // Restart restarts the given replicas (as ReplicaIndex numbers them) now,
@@ -67,13 +66,9 @@ func (g *Gateway) Restart(replicas []int) ([]int, error) {
 	now := g.clk.now()
 	var fresh []int
 	for _, r := range replicas {
-		if g.rs.loading(r) || slices.Contains(fresh, r) {
-			continue
+		if g.rs.Restart(now, g.core, r, false, g.sc.Pools[g.poolIndex(r)].ColdStart.D()) {
+			fresh = append(fresh, r)
 		}
-		fresh = append(fresh, r)
-		// At least a nanosecond: 0 is "not loading".
-		g.rs.until[r] = now + max(g.sc.Pools[g.poolIndex(r)].ColdStart.D(), 1)
-		g.core.SetReady(now, r, false)
 	}
 	if len(fresh) > 0 {
 		g.deliver(now)
@@ -122,25 +117,21 @@ func (g *Gateway) loaded() {
 	}
 	now := g.clk.now()
 	var cuts []func()
-	var done []int
-	for r, u := range g.rs.until {
-		if u == 0 || u > now {
-			continue
+	// An autoscaled replica is its scaler's to make ready: only one it
+	// holds serving is routable again.
+	done := g.rs.Loaded(now, g.core, func(r int) bool {
+		ref := g.as.of[r]
+		if ref == nil {
+			return true
 		}
-		g.rs.until[r] = 0
-		done = append(done, r)
+		st := ref.sc.s.State(ref.k)
+		return st == sched.RepServing || st == sched.RepDraining
+	})
+	for _, r := range done {
 		if c := g.rs.cut[r]; c != nil {
 			cuts = append(cuts, c)
 			g.rs.cut[r] = nil
 		}
-		// An autoscaled replica is its scaler's to make ready: only one
-		// it holds serving is routable again.
-		if ref := g.as.of[r]; ref != nil {
-			if st := ref.sc.s.State(ref.k); st != sched.RepServing && st != sched.RepDraining {
-				continue
-			}
-		}
-		g.core.SetReady(now, r, true)
 	}
 	if len(done) > 0 {
 		g.deliver(now)
