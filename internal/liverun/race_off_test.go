@@ -1,0 +1,5 @@
+//go:build !race
+
+package liverun
+
+const raceDetector = false
