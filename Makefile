@@ -24,7 +24,7 @@ build: ## Build the fleetdrill binary into bin/
 LIVE_RE ?= /internal/livefleet$$|/internal/liverun$$|/features$$
 # Live tests that run alone, after every other group (FLEETDRILL_LIVE_ALONE):
 # what they compare depends on how fast the fleet serves.
-ALONE_RE ?= TestLiveAutoscaleTimelineMatchesTwin|TestGameDayCountsBothDrivers
+ALONE_RE ?= TestLiveAutoscaleTimelineMatchesTwin|TestGameDayCountsBothDrivers|TestScriptsBothDrivers
 
 # Packages of pure computation on the caller's goroutine — the simulation
 # kernel, the twin, the scenario loader, the trace readers —
