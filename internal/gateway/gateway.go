@@ -478,7 +478,7 @@ func (g *Gateway) deliver(now time.Duration) {
 	}
 	// Requests a route change (SetServes) left with no pool go back to
 	// their handlers, which offer them again (a fallback, or a refusal),
-	// as the twin offers them again after its route change.
+	// the core's Ready.Unroutable, whichever driver carries it out.
 	for _, req := range rd.Unroutable {
 		if c, ok := g.waiting[req.ID]; ok {
 			delete(g.waiting, req.ID)
@@ -532,6 +532,9 @@ func (g *Gateway) admit(c *call) (sched.Decision, sched.Next) {
 	if next.Action != sched.Wait {
 		delete(g.waiting, c.req.ID)
 	}
+	if next.Action == sched.Refuse {
+		g.lc.End(&c.life)
+	}
 	return d, next
 }
 
@@ -548,11 +551,16 @@ func (g *Gateway) tooLarge(c *call) (int64, bool) {
 func (g *Gateway) failed(c *call, how sched.Attempt, retryAfter time.Duration) sched.Next {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.lc.Failed(&c.life, how, retryAfter, sched.Backoff(g.cfg.Seed, &c.req, &c.life))
+	next := g.lc.Failed(&c.life, how, retryAfter, sched.Backoff(g.cfg.Seed, &c.req, &c.life))
+	if next.Action == sched.GiveUp {
+		g.lc.End(&c.life)
+	}
+	return next
 }
 
 // finish tells the core that c's attempt ended (wherever it was), with
-// the replica's health when observed is set.
+// the replica's health when observed is set; ok says the replica
+// answered, which ends the request.
 func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -573,6 +581,9 @@ func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Dura
 		g.held--
 	}
 	g.core.Finish(now, &c.req)
+	if ok {
+		g.lc.End(&c.life)
+	}
 	g.deliver(now)
 }
 

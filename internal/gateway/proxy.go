@@ -356,8 +356,7 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 
 	g.first.done(q.c.req.ID)
 	g.mu.Lock()
-	g.lc.Finish(&q.c.life)
-	g.lc.Release()
+	g.lc.End(&q.c.life) // where its outcome was not decided under the lock
 	g.mu.Unlock()
 	g.metrics.ended(q, outcome)
 	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", cr.Model, "stream", q.stream,

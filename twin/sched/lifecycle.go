@@ -36,6 +36,7 @@ type Life struct {
 	Admitted  bool // the core dispatched or queued it at least once
 	InRetry   bool // counted among the requests retrying (the budget)
 	Throttled bool // its last attempt was refused by the provider's quota (429)
+	ended     bool // out of the budget and of flight (Lifecycle.End)
 	// Key is the idempotency key every attempt of the request carries,
 	// retries and hedged duplicates alike (the gateway sends it upstream
 	// as Idempotency-Key); the driver sets it when the request begins.
@@ -237,6 +238,22 @@ func (lc *Lifecycle) Finish(l *Life) {
 		l.InRetry = false
 		lc.retrying--
 	}
+}
+
+// End takes l's request out of the retry budget and out of flight at the
+// instant its outcome is decided (refused, given up, answered), so that
+// the next request's budget (RetryPolicy.Allow) counts it in both drivers
+// does, however long the driver then takes to write the answer. It may be
+// called again on the driver's way out: it counts once. The twin, whose
+// cancelled sequences may outlive their request in an engine's step,
+// calls Finish and Release itself.
+func (lc *Lifecycle) End(l *Life) {
+	if l.ended {
+		return
+	}
+	l.ended = true
+	lc.Finish(l)
+	lc.Release()
 }
 
 // Release counts a request out of flight: what it held is free. The twin

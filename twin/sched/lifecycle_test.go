@@ -200,3 +200,30 @@ func TestLadderVerdictsInTheLifecycle(t *testing.T) {
 	require.Equal(t, 3, l.Offers())
 	require.Equal(t, 3, l.AllDeferrals())
 }
+
+// TestLifecycleEndFreesTheBudgetAtOnce: a request ended (End) leaves the
+// budget and the flight at the instant its outcome is decided, once
+// however many times its driver calls End on the way out, so that a retry
+// decided next counts it out in both drivers.
+func TestLifecycleEndFreesTheBudgetAtOnce(t *testing.T) {
+	policy := RetryPolicy{MaxAttempts: 5, Backoff: time.Millisecond, MaxBackoff: time.Second, Budget: 0}
+	lc := NewLifecycle(policy, false)
+	lives := make([]Life, RetryFloor+1)
+	for i := range lives {
+		lc.Begin()
+		lc.Offered(&lives[i], Decision{Outcome: Dispatched}, noDraw(t))
+	}
+	for i := range RetryFloor {
+		require.Equal(t, Reoffer, lc.Failed(&lives[i], AttemptError, 0, half).Action)
+	}
+	last := &lives[RetryFloor]
+	require.Equal(t, GiveUp, lc.Failed(last, AttemptError, 0, noDraw(t)).Action, "the floor is spent")
+	// One retrying request is answered: ended, it frees its place.
+	lc.End(&lives[0])
+	lc.End(&lives[0]) // the driver's way out: counted once
+	now, _ := lc.Retrying()
+	require.Equal(t, RetryFloor-1, now)
+	require.Equal(t, RetryFloor, lc.Live())
+	lc.Offered(last, Decision{Outcome: Dispatched}, noDraw(t))
+	require.Equal(t, Reoffer, lc.Failed(last, AttemptError, 0, half).Action, "the ended request's place in the budget")
+}
