@@ -126,7 +126,7 @@ var catalogue = []entry{
 		// needs (vllm-0.6.3, the runtime of the library's scenarios), so the
 		// upgraded pool can serve nothing: the botched rollout an operator
 		// rehearses. A pool whose runtime accepts it just restarts.
-		traits: Traits{Live: LiveGateway, ConsoleOn: "pool", Console: Spec{Driver: consoleDriver},
+		traits: Traits{Live: LiveGateway, ConsoleOn: "pool", Console: Spec{Driver: consoleDriver}, Restarts: Restarts{AtStart: true, AtEnd: true},
 			ConsoleKey: ConsoleKey{Key: "d", Label: "driver", Help: "driver upgrade to " + consoleDriver + " (pool)", Rank: 5},
 			Words:      []string{"driver upgrade", "upgrade"},
 			liveLimit: func(s Spec) string {
@@ -148,7 +148,7 @@ var catalogue = []entry{
 			}
 		},
 		radius: Radius{Count: 1},
-		traits: Traits{Live: LiveContainer, ConsoleOn: "pool", Console: Spec{Radius: Radius{Count: 1}},
+		traits: Traits{Live: LiveContainer, ConsoleOn: "pool", Console: Spec{Radius: Radius{Count: 1}}, Restarts: Restarts{AtEnd: true},
 			ConsoleKey: ConsoleKey{Key: "n", Label: "node", Help: "node loss (1 replica of the pool)", Rank: 4},
 			Words:      []string{"node loss"}}},
 	{kind: Latency, effect: "requests to a region, pool or model take longer",
@@ -181,7 +181,7 @@ var catalogue = []entry{
 		usage:  "region=NAME|pool=NAME at=D [count=N|percent=P]",
 		takes:  []string{"region", "pool", "at", "count", "percent"},
 		target: []string{"region", "pool"},
-		traits: Traits{NotLive: "cold-start storms have no live emulation (nodes cannot reload a model)", ConsoleOn: "pool",
+		traits: Traits{NotLive: "cold-start storms have no live emulation (nodes cannot reload a model)", ConsoleOn: "pool", Restarts: Restarts{AtStart: true},
 			ConsoleKey: ConsoleKey{Key: "c", Label: "cold", Help: "cold-start storm (pool)", Rank: 9},
 			Words:      []string{"cold-start storm"}}},
 	{kind: Stockout, effect: "an autoscaled pool's provider grants no new replicas (or only grant= of them)",

@@ -92,12 +92,24 @@ type Traits struct {
 	// at the command line). internal/tui builds its bindings from it.
 	ConsoleKey ConsoleKey
 
+	// Restarts says when the fault restarts the replicas it hits: they
+	// drop their work, leave routing and load their model for their
+	// pool's cold start (reqengine.Restarts). The twin restarts them
+	// there, and a live run restarts the gateway's replicas and the
+	// instances behind them at the same instants.
+	Restarts Restarts
+
 	// Words are how a Gherkin step names the last fault of the kind, after
 	// "the" ("during the outage", "after the quota exhaustion + 5m"): the
 	// first is the one help texts and errors show. No word names two
 	// kinds; internal/spec reads them. Shared: do not modify.
 	Words []string
 }
+
+// Restarts is when a fault restarts its replicas: as it starts (a driver
+// upgrade landing, a cold-start storm), as it ends (a lost node coming
+// back, a driver upgrade rolled back), or both.
+type Restarts struct{ AtStart, AtEnd bool }
 
 // ConsoleKey is the game-day console's key for a kind of fault.
 type ConsoleKey struct {

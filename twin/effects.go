@@ -75,17 +75,12 @@ type outage struct{ onReplicas }
 func (outage) share(faults.Spec) faults.Condition { return faults.Condition{Down: true} }
 
 // nodeLoss: the replicas go down and refuse connections (attempts fail at
-// once); lost nodes come back empty and load their model again.
+// once); lost nodes come back empty and load their model again
+// (faults.Traits.Restarts).
 type nodeLoss struct{ onReplicas }
 
 func (nodeLoss) share(faults.Spec) faults.Condition {
 	return faults.Condition{Down: true, Refuse: true}
-}
-
-func (nodeLoss) end(w *faultWorld, f *faultRT) {
-	for _, ri := range f.replicas {
-		w.restartReplica(ri)
-	}
 }
 
 // brownout: a share of attempts fail, and every attempt is slower.
@@ -109,14 +104,9 @@ func (addedLatency) share(sp faults.Spec) faults.Condition {
 	return faults.Condition{Latency: sp.AddLatency}
 }
 
-// coldStartStorm: the replicas drop their work and reload their model.
+// coldStartStorm: the replicas drop their work and reload their model
+// (faults.Traits.Restarts).
 type coldStartStorm struct{ onReplicas }
-
-func (coldStartStorm) start(w *faultWorld, f *faultRT) {
-	for _, ri := range f.replicas {
-		w.restartReplica(ri)
-	}
-}
 
 // quotaExhaustion: the pools' provider quota drops (providerQuota), ground
 // truth the core learns of from its 429s (throttled). Overlapping quota
@@ -168,8 +158,8 @@ func (retirement) end(w *faultWorld, f *faultRT) {
 }
 
 // driverUpgrade: the pools move to the new driver (and runtime) and their
-// replicas restart (upgradeDriver); the end rolls back, with another
-// restart.
+// replicas restart (upgradeDriver; faults.Traits.Restarts); the end rolls
+// back, with another restart.
 type driverUpgrade struct{ onReplicas }
 
 func (driverUpgrade) start(w *faultWorld, f *faultRT) {

@@ -389,6 +389,7 @@ func (w *faultWorld) startFault(f *faultRT) {
 		w.log.addEvent(ev)
 	}
 	f.eff.start(w, f)
+	w.restart(f, f.spec.Kind.Traits().Restarts.AtStart)
 	w.applyFaults()
 }
 
@@ -399,7 +400,22 @@ func (w *faultWorld) endFault(f *faultRT) {
 	f.active = false
 	w.log.addEvent(f.endEvent(now))
 	f.eff.end(w, f)
+	w.restart(f, f.spec.Kind.Traits().Restarts.AtEnd)
 	w.applyFaults()
+	w.dispatch()
+}
+
+// restart restarts f's replicas (restartReplica) when its kind restarts
+// them now (faults.Traits.Restarts: a live run reads the same), then
+// offers again what waited: the requests the restarts failed and those a
+// driver upgrade's route change left with no pool.
+func (w *faultWorld) restart(f *faultRT, now bool) {
+	if !now {
+		return
+	}
+	for _, ri := range f.replicas {
+		w.restartReplica(ri)
+	}
 	w.dispatch()
 }
 
@@ -502,8 +518,8 @@ func (w *faultWorld) retire(f *faultRT) {
 	w.dispatch() // offers again the requests no pool serves any more
 }
 
-// upgradeDriver changes the fault's pools to a driver (and runtime),
-// restarts their replicas, and re-evaluates every pairing.
+// upgradeDriver changes the fault's pools to a driver (and runtime) and
+// re-evaluates every pairing; the replicas restart after it (restart).
 func (w *faultWorld) upgradeDriver(f *faultRT, driver, runtime string) {
 	now := w.s.Now()
 	for _, pi := range f.pools {
@@ -537,10 +553,6 @@ func (w *faultWorld) upgradeDriver(f *faultRT, driver, runtime string) {
 			}
 		}
 	}
-	for _, ri := range f.replicas {
-		w.restartReplica(ri)
-	}
-	w.dispatch() // offers again the requests no pool serves any more
 }
 
 // routeChangeDetail is a driver upgrade's route change on the timeline:
@@ -551,7 +563,7 @@ func routeChangeDetail(label, model, pool, what string, version int) string {
 }
 
 // RouteChange is the timeline entry of a live driver upgrade's route
-// change (internal/liverun), worded as the twin's (upgradeDriver):
+// change (internal/liverun), worded like upgradeDriver's:
 // reasons empty when the model is compatible again.
 func RouteChange(label, model, pool string, reasons []string, version int) string {
 	what := "compatible again"

@@ -41,7 +41,7 @@
 // # Faults
 //
 // Each scenario fault, and each fault the console injects, is injected at
-// its (compressed) time on the replicas the twin hits (twin.FaultPlan) and
+// its (compressed) time on the replicas a twin run hits (twin.FaultPlan) and
 // undone at its end (inject.go: injectSpec). Its HTTP-level part (its
 // kind's faults.Traits.Live has LiveGateway: a quota's 429s, a retired
 // model's 404s, a driver's 503s, error shares) goes to the gateway's fault
@@ -50,20 +50,20 @@
 // LiveContainer: outages, latency, lost nodes) to the fleet, through
 // livefleet.InjectOn. A model retirement's notice (a kind whose
 // faults.Traits say it starts FromNotice) steers new requests to fallbacks
-// through Gateway.SetRetiring, as the twin's gateway is told. Faults the
+// through Gateway.SetRetiring, the notice the twin's core gets. Faults the
 // harness cannot emulate (faults.Spec.LiveGap: cold-start storms, tenant
 // targets, non-zero quota cuts, a runtime-only driver upgrade) are refused
-// before anything starts, with the fault named. Where the twin restarts
-// replicas (a node loss's end, a driver upgrade and its rollback), the run
-// restarts them at the same instant (inject.go: restartsOn): the gateway
+// before anything starts, with the fault named. Where a kind restarts
+// replicas (faults.Traits.Restarts: a node loss's end, a driver upgrade
+// and its rollback), the run restarts them at the instant the twin does
+// (inject.go's injectSpec): the gateway
 // holds each out of routing and probing for its pool's cold start
 // (Gateway.Restart), and its instance is started again; a driver upgrade
 // also takes the models the new driver cannot run off the pool's routes
-// (Gateway.SetServes), as the twin's upgradeDriver. Three tables here are
-// keyed by a fault's kind: inject.go's gateway faults, one row per
-// LiveGateway kind, and its restarts, one row per kind whose twin effect
-// restarts replicas, and hybrid.go's external faults (the proxies' part on
-// an endpoint with no proxy), one row per LiveProxy kind; tests hold the
-// first and the last to the traits. Everything else reads the kind's
-// faults.Traits.
+// (Gateway.SetServes), from the compatibility registry the twin's
+// upgradeDriver reads. Two tables here are keyed by a fault's kind:
+// inject.go's gateway faults, one row per LiveGateway kind, and hybrid.go's
+// external faults (the proxies' part on an endpoint with no proxy), one
+// row per LiveProxy kind; tests hold both to the traits. Everything else
+// reads the kind's faults.Traits.
 package liverun

@@ -47,8 +47,8 @@ var gatewayFaults = map[faults.Kind]gatewayFault{
 			Message: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", m)}, true
 	},
 	// The models the pool cannot run on the new driver (and runtime) get
-	// 503, as the twin's compatibility registry decides; the replicas'
-	// restart is restartsOn's.
+	// 503, as the compatibility registry (the twin's too) decides; the replicas'
+	// restart is the kind's (faults.Traits.Restarts).
 	faults.DriverUpgrade: func(sc *scenarios.Scenario, sp faults.Spec, pool string) (gateway.UpstreamFault, bool) {
 		ms := incompatible(sc, pool, sp.Driver, sp.Runtime)
 		if len(ms) == 0 {
@@ -78,7 +78,7 @@ type routeChanged func(model, pool string, reasons []string, version int)
 
 // withRoutes takes from the driver upgrade's pools the models the
 // compatibility registry says they cannot run on the new driver (and
-// runtime), as the twin's upgradeDriver does: the core routes them
+// runtime), the registry's verdict that the twin's upgradeDriver reads too: the core routes them
 // elsewhere from now, and the run puts a route change on the timeline,
 // which detects the fault (twin.Recorder.RouteChange). The returned undo
 // gives them back (the rollback) after undo. The fault layer's 503s for
@@ -121,19 +121,6 @@ func withRoutes(sc *scenarios.Scenario, gw *gateway.Gateway, spec faults.Spec, r
 		}
 		return err
 	}
-}
-
-// restartsOn says when a kind restarts the replicas it hits, as the twin's
-// effect of the kind does (twin/effects.go: a node loss's end, restarting
-// the lost nodes; a driver upgrade's start and its end, the rollback):
-// the gateway holds each out of routing while it loads its model
-// (Gateway.Restart: its pool's cold_start, the twin's restartReplica) and
-// the instance behind it is started again (hybrid.restartInstances; a
-// lost node's by its undo). A cold-start storm restarts too, but has no
-// live emulation (faults.Spec.LiveGap).
-var restartsOn = map[faults.Kind]struct{ start, end bool }{
-	faults.NodeLoss:      {end: true},
-	faults.DriverUpgrade: {start: true, end: true},
 }
 
 // finalUndo marks the context of the undos run once a replay is over
@@ -236,17 +223,19 @@ func injectSpec(ctx context.Context, sc *scenarios.Scenario, h *hybrid, gw *gate
 	if spec.Kind == faults.DriverUpgrade {
 		undo = withRoutes(sc, gw, spec, replicas, route, undo)
 	}
-	on, ok := restartsOn[spec.Kind]
-	if !ok {
+	// The twin restarts the replicas at these instants too (its
+	// faultWorld.restart reads the same trait).
+	on := spec.Kind.Traits().Restarts
+	if on == (faults.Restarts{}) {
 		return undo, nil
 	}
-	if on.start {
+	if on.AtStart {
 		if err := restart(ctx, h, gw, replicas, true); err != nil {
 			return nil, errors.Join(err, undo(ctx))
 		}
 	}
 	return func(ctx context.Context) error {
-		if !on.end || isFinalUndo(ctx) {
+		if !on.AtEnd || isFinalUndo(ctx) {
 			return undo(ctx)
 		}
 		// A lost node's undo starts its instance again: the gateway's
