@@ -286,7 +286,7 @@ func TestAutoscaleNodeLossHitsPresentReplicas(t *testing.T) {
 }
 
 // The live gateway's core config gives an autoscaled pool its maximum of
-// replicas, those beyond the starting count absent, as the twin builds it:
+// replicas, those beyond the starting count absent, the way a twin run builds it:
 // the gateway's scaler provisions them.
 func TestCoreConfigAutoscaledPoolAbsent(t *testing.T) {
 	sc := acqScenario(nil)

@@ -69,7 +69,7 @@ type Outcome struct {
 	Attempts    int // attempts made, 1 without retries
 	Deferrals   int
 	// Admitted: the core dispatched or queued the request at least once,
-	// as the twin counts admitted (a completed request always was).
+	// which is how the runner counts admitted (a completed request always was).
 	Admitted bool
 }
 
@@ -169,7 +169,7 @@ func NewRecorder(sc *scenarios.Scenario) (*Recorder, error) {
 	return rec, nil
 }
 
-// Faults returns the scenario's faults with the replicas the twin hits.
+// Faults returns the scenario's faults with the replicas a twin run hits.
 func (rec *Recorder) Faults() []FaultPlan {
 	var out []FaultPlan
 	for _, f := range rec.faults {
@@ -209,7 +209,7 @@ func (rec *Recorder) Ejection(at time.Duration, e sched.Ejection) {
 // Refusal records an upstream attempt refused with status (429: quota,
 // 404: model retired; faults.DetectedByStatus), which detects a fault of
 // the kind that status reveals on that replica (faults.Traits.DetectStatus)
-// as the twin's provider answer does.
+// which is what the provider answers in a twin run.
 func (rec *Recorder) Refusal(at time.Duration, replica, status int) {
 	rec.marks = append(rec.marks, mark{at: at, kind: markRefusal, replica: replica, status: status})
 }
@@ -217,7 +217,7 @@ func (rec *Recorder) Refusal(at time.Duration, replica, status int) {
 // RouteChange records a live driver upgrade's (fault i's) route change: a
 // model its pool can no longer run taken from the pool's routes (off), or
 // given back, with the timeline's text (RouteChange). Taking one off
-// detects the fault, as the twin's compatibility registry flags the
+// detects the fault: the compatibility registry flags the
 // pairing as the upgrade lands (upgradeDriver).
 func (rec *Recorder) RouteChange(at time.Duration, i int, detail string, off bool) {
 	rec.marks = append(rec.marks, mark{at: at, kind: markRoute, fault: i, detail: detail, off: off})
@@ -370,7 +370,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 	return rep, nil
 }
 
-// record counts one outcome as the twin's runner counts a request.
+// record counts one outcome the way the runner counts a request.
 func (rec *Recorder) record(o *Outcome, warmup time.Duration, event func(TimelineEvent)) {
 	measured := o.At >= warmup
 	count := func(f func(*Counts)) {
@@ -457,7 +457,7 @@ func (rec *Recorder) assemble(end time.Duration, dispatched []uint64) *Report {
 func randFor(seed uint64, name string) *rand.Rand { return rand.New(sim.NewSource(seed, name)) }
 
 // AddFault adds a fault injected during the replay (an operator's, from a
-// console): its label (#2… when repeated), the replicas the twin's seeded
+// console): its label (#2… when repeated), the replicas a twin run's seeded
 // blast radius picks, and its index for FaultStarted and FaultEnded. Its
 // spec's At and For are the replay's (model time from its start).
 func (rec *Recorder) AddFault(sp faults.Spec) (FaultPlan, int, error) {

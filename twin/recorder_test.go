@@ -219,7 +219,7 @@ func TestRecorderNotesFirstRefusal(t *testing.T) {
 
 // An ejection of a replica a latency fault slows detects the fault, as in
 // the twin's runner; a return, or an ejection elsewhere, does not. Each
-// shows on the timeline as the twin writes it.
+// shows on the timeline the way a twin run writes it.
 func TestRecorderEjectionDetectsLatency(t *testing.T) {
 	s := func(d int) time.Duration { return time.Duration(d) * time.Second }
 	for _, tc := range []struct {

@@ -42,7 +42,7 @@ func (p *plan) breakerEvent(at time.Duration, tr sched.Transition) TimelineEvent
 }
 
 // The entries a live timeline (internal/liverun's console session) writes
-// too, exported so that it writes them as the twin does.
+// too, exported so that it writes them in the same words.
 
 // FaultStartEvent is a fault-start entry: the fault's label, its spec as
 // replayed, the replicas it hits and, when not "", who injected it.

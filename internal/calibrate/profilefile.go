@@ -85,7 +85,7 @@ func ReadProfileFile(path string) (*ProfileFile, error) {
 	return &pf, nil
 }
 
-// Latency returns the file's profile as the twin uses it.
+// Latency returns the file's profile in the form the twin uses.
 func (pf *ProfileFile) Latency() latency.Profile { return FromYAML(pf.Profile) }
 
 // LatencyProfile is the twin's profile type, for callers that do not import

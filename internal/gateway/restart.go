@@ -45,7 +45,7 @@ func (r *restarts) due() time.Duration {
 }
 
 // Restart restarts the given replicas (as ReplicaIndex numbers them) now,
-// as the twin restarts a replica: see restarts. It returns the replicas it
+// under reqengine.Restarts' rule (see restarts). It returns the replicas it
 // restarted (those not loading already), and an error naming any replica
 // out of range, in which case it restarts none.
 func (g *Gateway) Restart(replicas []int) ([]int, error) {
@@ -66,7 +66,7 @@ func (g *Gateway) Restart(replicas []int) ([]int, error) {
 	now := g.clk.now()
 	var fresh []int
 	for _, r := range replicas {
-		if g.rs.Restart(now, g.core, r, false, g.sc.Pools[g.poolIndex(r)].ColdStart.D()) {
+		if g.rs.Restart(now, g.core, r, false, coldStart(g.sc.Pools, g.replicas[r].pool)) {
 			fresh = append(fresh, r)
 		}
 	}
@@ -152,7 +152,8 @@ func (g *Gateway) probedLocked(i int) bool {
 	return !g.rs.loading(i) && g.as.probed(i)
 }
 
-// poolIndex is replica r's pool's index in the scenario.
-func (g *Gateway) poolIndex(r int) int {
-	return slices.IndexFunc(g.sc.Pools, func(p scenarios.Pool) bool { return p.Name == g.replicas[r].pool })
+// coldStart is the cold start of the pool named pool.
+func coldStart(pools []scenarios.Pool, pool string) time.Duration {
+	i := slices.IndexFunc(pools, func(p scenarios.Pool) bool { return p.Name == pool })
+	return pools[i].ColdStart.D()
 }

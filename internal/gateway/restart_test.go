@@ -14,8 +14,9 @@ import (
 )
 
 // TestRestartLoadsForTheColdStart: a restarted replica is out of routing
-// and not probed for its pool's cold_start of model time, as the twin's
-// restartReplica has it, then routable and probed again; a restart while
+// and not probed for its pool's cold_start of model time
+// (reqengine.Restarts, which the twin's restartReplica follows too), then
+// routable and probed again; a restart while
 // it loads keeps the first load. Its breaker is as the restart found it
 // (the twin probes no loading replica). In a synctest bubble: no wall-clock
 // margin.

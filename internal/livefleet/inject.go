@@ -53,7 +53,7 @@ func (f *Fleet) Inject(ctx context.Context, spec faults.Spec) (Undo, error) {
 }
 
 // InjectOn applies spec to the given nodes rather than those Select picks:
-// a replay that must hit the replicas the twin chose (twin.FaultPlan). The
+// a replay that must hit the replicas a twin run chose (twin.FaultPlan). The
 // kind's injector (injectors.go) does the work; a spec a live fleet cannot
 // emulate (faults.Spec.LiveGap) is refused, and so is a kind with no part
 // on the fleet (an HTTP-level one, faults.LiveGateway: the gateway's).

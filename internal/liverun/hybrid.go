@@ -21,7 +21,7 @@ import (
 // A hybrid fleet: each pool of the scenario is either emulated (nodes in
 // containers behind toxiproxy, built and stopped by the harness) or
 // external (Options.Backends: endpoints fleetdrill never starts or stops —
-// real GPU servers). Replicas are numbered as the twin numbers them, pools
+// real GPU servers). Replicas are numbered in the twin's order, pools
 // in scenario order; external pools are what the comparison with the twin
 // is for: the twin checked against real hardware.
 type hybrid struct {
@@ -127,7 +127,7 @@ func (h *hybrid) split(replicas []int) (nodes []int, external []int) {
 // server, which only the operator's --allow-disrupt command may do
 // (disrupt).
 var externalFaults = map[faults.Kind]func(faults.Spec) (gateway.UpstreamFault, bool){
-	// Swallowed, as the twin's outage and the proxies' timeout toxic:
+	// Swallowed, like the twin's outage and the proxies' timeout toxic:
 	// attempts and probes get no answer within the health timeout.
 	faults.RegionalOutage: func(sp faults.Spec) (gateway.UpstreamFault, bool) {
 		return gateway.UpstreamFault{Kind: string(sp.Kind), Down: gateway.DownHang}, true

@@ -115,7 +115,7 @@ func TestUnsupportedPoliciesAreRefusedUpFront(t *testing.T) {
 		"policy.routing.hedge_after=2s", `policy.degradation=[{name: shed, action: shed-batch, class: batch, trigger: {queue_wait: 5s}},
 			{name: cache, action: cached-answers, class: interactive, hit_rate: 0.3, trigger: {queue_wait: 10s}}]`}})
 	require.Error(t, err)
-	require.NotContains(t, err.Error(), "hedge_after", "the live gateway hedges as the twin does")
+	require.NotContains(t, err.Error(), "hedge_after", "the live gateway hedges (reqengine.SettleHedge)")
 	require.Contains(t, err.Error(), "policy.degradation[1] (cache): cached-answers cannot run live")
 	require.NotContains(t, err.Error(), "policy.degradation[0]", "shed-batch runs live")
 }

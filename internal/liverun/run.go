@@ -153,7 +153,7 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 // emulated and external candidates alike: nothing of them is refused.
 func checkPolicy(sc *scenarios.Scenario) error {
 	var errs []error
-	// The gateway runs the ladder (sched.Ladder, as the twin), bar the
+	// The gateway runs the ladder (reqengine.Ladder, the twin's too), bar the
 	// rung it has nothing to serve from.
 	for i, st := range sc.Policy.Degradation {
 		if st.Action == sched.CachedAnswers {

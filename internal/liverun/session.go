@@ -233,7 +233,7 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 			r.mark(func(t0 time.Duration) { rec.Dispatch(at-t0, replica) })
 		},
 		// An autoscaled pool's scale, grant, refusal and replica-ready,
-		// as the twin's timeline has them; ev.At is on the replay's
+		// worded like a twin run's timeline; ev.At is on the replay's
 		// clock (Autoscaling.Start at its t0).
 		Autoscale: func(_ time.Duration, ev sched.ScalerEvent) {
 			r.mark(func(time.Duration) {
@@ -422,7 +422,7 @@ func (s *Session) Sets() []string { return slices.Clone(s.sets) }
 // Live reports that the session runs on the wall clock (no pause, no step).
 func (s *Session) Live() bool { return true }
 
-// Inject injects a fault now, on the replicas the twin would pick: a line of
+// Inject injects a fault now, on the replicas a twin run would pick: a line of
 // the fault syntax whose at= is replaced by now (a model retirement's
 // notice starts now); with for=, it ends that much later.
 func (s *Session) Inject(line string) (string, error) {

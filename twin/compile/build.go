@@ -258,7 +258,7 @@ func Registry(sc *scenarios.Scenario) *fleet.Registry {
 	return fleet.NewRegistry(accels, runtimes, models)
 }
 
-// RetryPolicy is the scenario's retry policy (policy.retries) as the twin
+// RetryPolicy is the scenario's retry policy (policy.retries), which the twin
 // and the live gateway apply it.
 func RetryPolicy(sc *scenarios.Scenario) sched.RetryPolicy {
 	rt := sc.Policy.Retries

@@ -85,7 +85,7 @@ type ScalerConfig struct {
 	MaxBatch int
 	// End: no sync or ask after it: the end of the run's arrivals, so
 	// that what the pool asks for answers the run's load, and a drain
-	// (as long as the twin's or the live replay's requests take) asks
+	// (however long a run's requests take) asks
 	// nothing. Its transitions and releases still happen.
 	End time.Duration
 	// Draw is the acquisition stream's uniform draw in [0,1), for a

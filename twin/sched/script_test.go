@@ -253,7 +253,7 @@ func (e *scriptEnv) handle(t *testing.T, td *datadriven.TestData) string {
 		// Example: unroutable at=20s
 		//
 		// Takes the queued requests no pool serves any more (Ready's
-		// Unroutable, since the last `unroutable`) and, as the twin's
+		// Unroutable, since the last `unroutable`) and, like the twin's
 		// driver does, finishes each and offers it to admission again at
 		// at, printing the new decision.
 		c := e.running(t, td)
