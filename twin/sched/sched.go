@@ -104,10 +104,15 @@ type Request struct {
 	Hedge    int  // replica of a hedged duplicate attempt, else -1 (see Hedge)
 	Fallback bool // served by a fallback model
 
-	queue  int  // index of the queue holding it, -1 when not queued
-	hedged bool // Hedge holds a slot
-	admitd bool
-	borrow bool // holds a concurrency slot borrowed from its cohort
+	queue int // index of the queue holding it, -1 when not queued
+	// offered: the core has taken it (admission, a queue, a replica). A
+	// request's zero value names replica 0 and queue 0, so Finish on one
+	// never offered (refused by the ladder before it, answered from a
+	// cache) must not release a slot it never held.
+	offered bool
+	hedged  bool // Hedge holds a slot
+	admitd  bool
+	borrow  bool // holds a concurrency slot borrowed from its cohort
 }
 
 // Tenant is a tenant's quotas.
@@ -640,6 +645,7 @@ func (c *Core) SetBlocked(now time.Duration, r int, blocked bool) {
 // Arrive offers a request to admission. Dispatches holds the resulting
 // dispatch, if any.
 func (c *Core) Arrive(now time.Duration, req *Request) Decision {
+	req.offered = true
 	req.Replica = -1
 	req.Hedge = -1
 	req.hedged = false
@@ -835,6 +841,9 @@ func (c *Core) refuse(req *Request, cls Class, reason string, wait time.Duration
 // dispatch queued requests (see Dispatches). Finishing a request the core
 // does not hold is a no-op.
 func (c *Core) Finish(now time.Duration, req *Request) {
+	if !req.offered {
+		return // never taken: nothing to release
+	}
 	if req.queue >= 0 {
 		qs := &c.queues[req.queue]
 		if qs.q.Remove(&req.item) && qs.route >= 0 {
@@ -1007,6 +1016,7 @@ func (c *Core) enqueue(now time.Duration, req *Request, m int) {
 		Arrived: req.Arrived, Deadline: req.Deadline, Cost: float64(req.Input + req.Output),
 	}
 	c.queues[qi].q.Push(now, &req.item)
+	req.offered = true
 	req.queue = qi
 	if !req.Shadow {
 		c.modelQLen[m]++
@@ -1022,6 +1032,7 @@ func (c *Core) start(now time.Duration, req *Request, r int) {
 		rs.br.trial = true
 	}
 	c.fix(r)
+	req.offered = true
 	req.Replica = r
 	if req.Shadow {
 		c.shadowInflight[req.Route-1]++

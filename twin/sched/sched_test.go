@@ -251,6 +251,26 @@ func TestFinishQueuedRequestRemovesIt(t *testing.T) {
 	require.Zero(t, c.QueueLen(1))
 }
 
+// TestFinishNeverOfferedIsANoOp: a request the core never took (the
+// ladder refused it before its first offer, a cache answered it) names
+// replica 0 and queue 0 by its zero value; finishing it must not free a
+// slot of replica 0 that another request holds. (It did: replica 0 then
+// took more than its batch, and the twin's routing parted from the
+// gateway's after every shed.)
+func TestFinishNeverOfferedIsANoOp(t *testing.T) {
+	c := fixture(func(cfg *Config) { cfg.QueueLimit = 10 })
+	for range 4 { // model small: replicas 0 and 2, a batch of 2 each
+		require.Equal(t, Dispatched, c.Arrive(0, req(0, 0, 0)).Outcome)
+	}
+	take(c)
+	queued := req(0, 0, 0)
+	require.Equal(t, Queued, c.Arrive(0, queued).Outcome, "both replicas of model small are full")
+	shed := req(0, 0, 0) // refused before it reached the core
+	c.Finish(time.Second, shed)
+	require.Empty(t, take(c).Dispatches, "no slot was freed")
+	require.Equal(t, 1, c.QueueLen(0), "and the queue is untouched")
+}
+
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := New(Config{Strategy: "random", QueueLimit: 1})
 	require.ErrorContains(t, err, `routing strategy "random"`)
