@@ -30,6 +30,9 @@ const (
 	modeNotFound       // 404
 	modeStall          // stream one token, then nothing until the request ends
 	modeBreak          // answer one token (or part of a body), then break the connection
+	modeErrFirst       // stream an error event first, as a stopping server fails a stream before its first token
+	modeErrLater       // stream one token, then an error event; both end cleanly, with no [DONE]
+	modeNoDone         // stream one token and end cleanly, with no [DONE]
 )
 
 // fake is an OpenAI-compatible backend.
@@ -159,6 +162,20 @@ func (f *fake) serve(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok0\"}}]}\n\n")
 			fl.Flush()
 			panic(http.ErrAbortHandler) // the connection breaks: no end of the chunked body
+		}
+		if mode == modeNoDone {
+			_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok0\"}}]}\n\n")
+			return
+		}
+		if mode == modeErrFirst || mode == modeErrLater {
+			if mode == modeErrLater {
+				_, _ = io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok0\"}}]}\n\n")
+				fl.Flush()
+				<-f.release // until the test's client has read the token
+			}
+			// The node's and vLLM's shape of a server shutting down.
+			_, _ = io.WriteString(w, `data: {"error": {"message": "server shutting down", "type": "ServiceUnavailable", "param": null, "code": 503}}`+"\n\n")
+			return
 		}
 		for i := range 3 {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tok%d\"}}]}\n\n", i)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -376,4 +377,76 @@ func TestStalledStreamFailsAfterTheHealthTimeout(t *testing.T) {
 		return h.metric("fleetdrill_gateway_requests_total", map[string]string{"outcome": "failed"}) == 1
 	})
 	require.Equal(t, int32(1), attempts.Load(), "one failed attempt reported")
+}
+
+// TestStreamErrorEvents: an upstream's stream that ends cleanly but with
+// its own error event is a failed attempt, never an answer (a stopping
+// node, a lost container and vLLM's engine on a fatal error all fail their
+// streams so). Before its first token nothing has reached the client, so
+// the attempt is retried on another replica; after it the request fails
+// with the upstream's error passed through. The breaker counts both.
+func TestStreamErrorEvents(t *testing.T) {
+	t.Run("first event: retried elsewhere", func(t *testing.T) {
+		bad, good := newFake(t), newFake(t)
+		bad.mode.Store(modeErrFirst)
+		h := newHarness(t, testScenario(t), map[string][]string{"use-h100-8b": {bad.srv.URL, good.srv.URL}})
+		resp, body := h.mustPost(keyGlobal, chatBody(true, "x"))
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, int64(1), bad.hits.Load())
+		require.Equal(t, "1", resp.Header.Get("X-Fleetdrill-Replica"), "served by the good backend")
+		require.NotContains(t, body, "shutting down", "nothing of the failed attempt reached the client")
+		require.Contains(t, body, "[DONE]")
+		require.Equal(t, 1.0, h.metric("fleetdrill_gateway_retries_total", nil))
+		require.Equal(t, 1.0, h.metric("fleetdrill_gateway_attempts_total", map[string]string{"result": "error"}))
+	})
+	t.Run("after a token: failed, the upstream's error passed through", func(t *testing.T) {
+		us := newFake(t)
+		us.mode.Store(modeErrLater)
+		h := newHarness(t, testScenario(t), map[string][]string{"use-h100-8b": {us.srv.URL}})
+		req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/chat/completions", strings.NewReader(chatBody(true, "x")))
+		req.Header.Set("Authorization", "Bearer "+keyGlobal)
+		resp, err := h.srv.Client().Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "the headers went with the first token")
+		// The token reaches the client before the upstream fails.
+		var got []byte
+		buf := make([]byte, 4096)
+		for !bytes.Contains(got, []byte("tok0")) {
+			n, err := resp.Body.Read(buf)
+			require.NoError(t, err)
+			got = append(got, buf[:n]...)
+		}
+		us.Release()
+		rest, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		body := string(got) + string(rest)
+		require.Contains(t, body, "server shutting down")
+		require.Equal(t, 1, strings.Count(body, `"error"`), "one error event, the upstream's: %q", body)
+		require.Equal(t, int64(1), us.hits.Load(), "a stream with tokens out is not retried")
+		eventually(t, "the failure counted", func() bool {
+			return h.metric("fleetdrill_gateway_requests_total", map[string]string{"outcome": "failed"}) == 1
+		})
+		require.Equal(t, 1.0, h.metric("fleetdrill_gateway_attempts_total", map[string]string{"result": "error"}))
+	})
+	t.Run("no [DONE]: broken, the client told so", func(t *testing.T) {
+		us := newFake(t)
+		us.mode.Store(modeNoDone)
+		h := newHarness(t, testScenario(t), map[string][]string{"use-h100-8b": {us.srv.URL}})
+		resp, body := h.mustPost(keyGlobal, chatBody(true, "x"))
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Contains(t, body, "tok0")
+		require.Contains(t, body, "the upstream broke off the stream before it finished")
+		eventually(t, "the failure counted", func() bool {
+			return h.metric("fleetdrill_gateway_requests_total", map[string]string{"outcome": "failed"}) == 1
+		})
+	})
+}
+
+// TestErrorEvent: what errorEvent takes for an upstream's error event.
+func TestErrorEvent(t *testing.T) {
+	require.True(t, errorEvent([]byte("data: {\"error\": {\"message\": \"x\"}}\n\n")))
+	require.True(t, errorEvent([]byte("data: {\"choices\":[]}\n\ndata:{\"object\":\"error\",\"message\":\"x\"}\n\n")), "a later event, no space")
+	require.False(t, errorEvent([]byte(`data: {"choices":[{"delta":{"content":"data: {\"error\"}"}}]}`)), "a token's text")
+	require.False(t, errorEvent([]byte("data: [DONE]\n\n")))
 }

@@ -619,6 +619,12 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 		if n > 0 {
 			u.first, u.firstAt = buf[:n], time.Now()
 			u.eof = err == io.EOF
+			if q.stream && errorEvent(u.first) {
+				// The upstream failed before its first token (a server
+				// stopping fails its streams so): nothing reached the
+				// client, and the attempt may be retried.
+				u.readErr = errUpstreamEvent
+			}
 			return u
 		}
 		if err == io.EOF {
@@ -793,6 +799,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		usage = &usageScanner{events: strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")}
 	}
 	var readErr, writeErr error
+	var sawDone, upstreamErr bool
 	// Once tokens flow, a backend silent for the health timeout has died
 	// under the stream (a black-holed route answers nothing and closes
 	// nothing): the attempt fails rather than hanging to the deadline.
@@ -831,7 +838,12 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 				// of stream as well would race the client, who may
 				// close at [DONE], and count a whole answer cancelled.
 				if done.seen(chunk) {
-					eof = true
+					eof, sawDone = true, true
+				}
+				if errorEvent(chunk) {
+					// Forwarded: the client reads the upstream's own
+					// error; the attempt failed.
+					upstreamErr = true
 				}
 			}
 		}
@@ -850,6 +862,18 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	}
 	// A stream cut midway ends with an error event (endStream).
 	events := q.stream && outcome == outCompleted && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+	if events && readErr == nil && writeErr == nil && ctx.Err() == nil {
+		// An OpenAI-compatible stream ends with [DONE]; one that carried
+		// the upstream's error event, or stopped short of [DONE], is a
+		// failed attempt however cleanly its connection closed (a node
+		// stopping fails its streams with an error event).
+		switch {
+		case upstreamErr:
+			readErr = errUpstreamEvent
+		case !sawDone:
+			readErr = errNoDone
+		}
+	}
 	switch {
 	case ctx.Err() != nil || writeErr != nil:
 		// The client went away (or its deadline passed) mid-response.
@@ -865,7 +889,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		}
 		return resDone, outCancelled, resp.StatusCode
 	case readErr != nil:
-		if events {
+		if events && !errors.Is(readErr, errUpstreamEvent) {
 			endStream(w, errStreamBroken)
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
@@ -921,6 +945,31 @@ func (d *doneMarker) seen(chunk []byte) bool {
 	}
 	d.tail = keep
 	return false
+}
+
+// errUpstreamEvent: the upstream's stream carried its own error event;
+// errNoDone: it ended without [DONE].
+var (
+	errUpstreamEvent = errors.New("gateway: the upstream ended its stream with an error event")
+	errNoDone        = errors.New("gateway: the upstream's stream ended without [DONE]")
+)
+
+// errorEvent reports whether chunk holds a server-sent event whose data is
+// an error: {"error": ...} (OpenAI, vLLM since 0.10.1, SGLang) or
+// {"object": "error", ...} (vLLM before it). A token's text cannot match:
+// inside a JSON string its quotes are escaped.
+func errorEvent(chunk []byte) bool {
+	for rest := chunk; ; {
+		i := bytes.Index(rest, []byte("data:"))
+		if i < 0 {
+			return false
+		}
+		rest = bytes.TrimLeft(rest[i+len("data:"):], " ")
+		if bytes.HasPrefix(rest, []byte(`{"error"`)) || bytes.HasPrefix(rest, []byte(`{"object":"error"`)) ||
+			bytes.HasPrefix(rest, []byte(`{"object": "error"`)) {
+			return true
+		}
+	}
 }
 
 // errStreamBroken ends a stream whose backend broke under it (or went
