@@ -45,11 +45,12 @@ func TestScriptsBothDrivers(t *testing.T) {
 				t.Skip("-short: the gateway's half runs a live run per directive")
 			}
 			datadriven.Walk(t, "testdata/both", func(t *testing.T, path string) {
-				if driver == "gateway" && raceDetector && strings.Contains(path, "gameday") {
-					// A whole game day is minutes of CPU under the race
+				if driver == "gateway" && raceDetector && (strings.Contains(path, "gameday") || strings.Contains(path, "scaling")) {
+					// A whole game day, or 8,800 requests through an
+					// autoscaled fleet, is minutes of CPU under the race
 					// detector, beside make test's raced packages; make
-					// test runs it again in its last group, without it.
-					t.Skip("a whole game day: runs without the race detector")
+					// test runs them again in its last group, without it.
+					t.Skip("a long script: runs without the race detector")
 				}
 				datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
 					return runBoth(t, td, driver)
