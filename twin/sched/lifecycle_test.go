@@ -132,9 +132,11 @@ func TestLifecycleCutStreamFails(t *testing.T) {
 	require.Equal(t, 1, l.Retries, "the cut is not counted a retry")
 }
 
-// TestLifecycleBudget: with the budget spent, a request not already retrying
-// may not start; one already counted may go on.
-func TestLifecycleBudget(t *testing.T) {
+// spentBudget begins RetryFloor+1 requests under a zero budget and fails
+// each once: the first RetryFloor retry, the last gives up, the floor
+// spent.
+func spentBudget(t *testing.T) (*Lifecycle, []Life) {
+	t.Helper()
 	policy := RetryPolicy{MaxAttempts: 5, Backoff: time.Millisecond, MaxBackoff: time.Second, Budget: 0}
 	lc := NewLifecycle(policy, false)
 	lives := make([]Life, RetryFloor+1)
@@ -145,8 +147,15 @@ func TestLifecycleBudget(t *testing.T) {
 	for i := range RetryFloor {
 		require.Equal(t, Reoffer, lc.Failed(&lives[i], AttemptError, 0, half).Action, "request %d within the floor", i)
 	}
+	require.Equal(t, GiveUp, lc.Failed(&lives[RetryFloor], AttemptError, 0, noDraw(t)).Action, "the floor is spent")
+	return lc, lives
+}
+
+// TestLifecycleBudget: with the budget spent, a request not already retrying
+// may not start; one already counted may go on.
+func TestLifecycleBudget(t *testing.T) {
+	lc, lives := spentBudget(t)
 	last := &lives[RetryFloor]
-	require.Equal(t, GiveUp, lc.Failed(last, AttemptError, 0, noDraw(t)).Action, "the floor is spent")
 	require.False(t, last.InRetry)
 	// One already retrying retries again.
 	lc.Offered(&lives[0], Decision{Outcome: Dispatched}, noDraw(t))
@@ -206,18 +215,8 @@ func TestLadderVerdictsInTheLifecycle(t *testing.T) {
 // however many times its driver calls End on the way out, so that a retry
 // decided next counts it out in both drivers.
 func TestLifecycleEndFreesTheBudgetAtOnce(t *testing.T) {
-	policy := RetryPolicy{MaxAttempts: 5, Backoff: time.Millisecond, MaxBackoff: time.Second, Budget: 0}
-	lc := NewLifecycle(policy, false)
-	lives := make([]Life, RetryFloor+1)
-	for i := range lives {
-		lc.Begin()
-		lc.Offered(&lives[i], Decision{Outcome: Dispatched}, noDraw(t))
-	}
-	for i := range RetryFloor {
-		require.Equal(t, Reoffer, lc.Failed(&lives[i], AttemptError, 0, half).Action)
-	}
+	lc, lives := spentBudget(t)
 	last := &lives[RetryFloor]
-	require.Equal(t, GiveUp, lc.Failed(last, AttemptError, 0, noDraw(t)).Action, "the floor is spent")
 	// One retrying request is answered: ended, it frees its place.
 	lc.End(&lives[0])
 	lc.End(&lives[0]) // the driver's way out: counted once
