@@ -3,10 +3,23 @@ package faults
 import "time"
 
 // AnswerRTT is how long an answer a fault gives in place of the backend (a
-// 429, a 5xx) takes to come back: one network round trip. The twin's
-// failed attempts end after it, and the gateway's fault layer, whose
-// answers never cross a network, waits it out, so both time them alike.
+// 429, a 5xx) takes to come back on average: one network round trip.
 const AnswerRTT = 20 * time.Millisecond
+
+// AnswerDelay is how long one such answer takes, for a uniform draw u in
+// [0, 1) of the attempt's own (sched.AnswerDraw): AnswerRTT, give or take
+// half of it. The twin's failed attempts end after it, and the gateway's
+// fault layer, whose answers never cross a network, waits it out, so both
+// time each answer alike. The spread is the point: the attempts a pool
+// takes at one instant (its queue, when a throttle lifts) would otherwise
+// all be answered at one instant, and which of them wins a retry budget's
+// last places would be the order the twin's events or the gateway's
+// goroutines happen to run in (the twin's was arrival order, which kept
+// the oldest requests retrying and made the tail of their waits the
+// longest possible).
+func AnswerDelay(u float64) time.Duration {
+	return AnswerRTT/2 + time.Duration(u*float64(AnswerRTT))
+}
 
 // Condition is what the faults on one replica do to an attempt there. The
 // twin (its ground truth) and the live gateway's fault layer both combine a

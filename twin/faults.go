@@ -601,15 +601,21 @@ func (w *faultWorld) faultAtDispatch(req *request, ri int) attemptFate {
 		if st.Down {
 			return attemptFate{fail: true, delay: w.downDelay(ri)}
 		}
-		return attemptFate{fail: true, delay: st.Latency + faults.AnswerRTT}
+		return attemptFate{fail: true, delay: st.Latency + w.answer(req, ri)}
 	}
 	if qs := w.quota[w.replicas[ri].pool]; len(qs) > 0 {
 		if wait := takeAll(qs, w.s.Now(), req.core.Input+req.core.Output); wait > 0 {
 			// A 429 is an answer: it comes back at the network's pace.
-			return attemptFate{fail: true, throttle: wait, delay: st.Latency + faults.AnswerRTT}
+			return attemptFate{fail: true, throttle: wait, delay: st.Latency + w.answer(req, ri)}
 		}
 	}
 	return attemptFate{delay: st.Latency}
+}
+
+// answer is how long a fault's answer to req's attempt on ri takes to
+// come back (faults.AnswerDelay, as the gateway's fault layer times it).
+func (w *faultWorld) answer(req *request, ri int) time.Duration {
+	return faults.AnswerDelay(sched.AnswerDraw(w.seed, req.core.ID, req.life.Attempts, ri))
 }
 
 // failAttempt ends one attempt of req on replica ri as fate says, after its

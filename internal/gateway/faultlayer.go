@@ -380,7 +380,7 @@ func (l *FaultLayer) send(up *http.Request, q *request, rep int) (*http.Response
 	}
 	wait := v.latency
 	if v.status != 0 {
-		wait += v.delay + faults.AnswerRTT
+		wait += v.delay + faults.AnswerDelay(sched.AnswerDraw(l.seed, q.c.req.ID, q.c.life.Attempts, rep))
 	}
 	if wait > 0 {
 		t := time.NewTimer(l.clk.wall(wait))

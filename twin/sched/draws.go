@@ -14,7 +14,15 @@ const (
 	saltShadow  = 2 // a shadow copy (drawShadow)
 	saltFate    = 3 // an attempt's fate under a fault that fails a share of attempts
 	saltBackoff = 4 // a retry's backoff jitter
+	saltAnswer  = 5 // how long a fault's answer takes to come back
 )
+
+// AnswerDraw is the uniform draw in [0, 1) that times the answer a fault
+// gives in place of the backend (a 429, a 5xx) to the attempt of request
+// id at its offer'th offer on replica (faults.AnswerDelay).
+func AnswerDraw(seed, id uint64, offer, replica int) float64 {
+	return draw(seed, id, saltAnswer|uint64(offer)<<8|uint64(replica)<<32)
+}
 
 // AttemptFate is the uniform draw in [0, 1) that decides whether the
 // attempt of request id made at its offer'th offer (Life.Attempts) on
