@@ -53,3 +53,13 @@ func TestConditionFailsDrawsOnlyWhenItDecides(t *testing.T) {
 	require.False(t, Condition{FailRate: 0.5}.Fails(draw(0.5)))
 	require.Equal(t, 2, draws)
 }
+
+// TestAnswerDelay: a fault's answer takes a round trip of AnswerRTT give
+// or take half of it, spread over the draw, so that attempts taken at one
+// instant are answered at distinct ones.
+func TestAnswerDelay(t *testing.T) {
+	require.Equal(t, AnswerRTT/2, AnswerDelay(0))
+	require.Equal(t, AnswerRTT, AnswerDelay(0.5))
+	require.Less(t, AnswerDelay(0.999999), 3*AnswerRTT/2)
+	require.Less(t, AnswerDelay(0.25), AnswerDelay(0.26), "a different draw, a different instant")
+}
