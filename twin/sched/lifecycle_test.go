@@ -79,12 +79,21 @@ func TestLifecycleOffered(t *testing.T) {
 	}
 }
 
-func TestLifecycleFailed(t *testing.T) {
-	policy := RetryPolicy{MaxAttempts: 2, Backoff: time.Second, MaxBackoff: 8 * time.Second, Budget: 1}
+// dispatched begins one request under a policy of maxAttempts (budget 1)
+// and has the core dispatch it.
+func dispatched(t *testing.T, maxAttempts int) (*Lifecycle, *Life) {
+	t.Helper()
+	policy := RetryPolicy{MaxAttempts: maxAttempts, Backoff: time.Second, MaxBackoff: 8 * time.Second, Budget: 1}
 	lc := NewLifecycle(policy, false)
 	lc.Begin()
 	var l Life
 	require.Equal(t, Wait, lc.Offered(&l, Decision{Outcome: Dispatched}, noDraw(t)).Action)
+	return lc, &l
+}
+
+func TestLifecycleFailed(t *testing.T) {
+	lc, lp := dispatched(t, 2)
+	l := *lp
 
 	// A 429 with Retry-After: the core keeps the pool out of routing that
 	// long; the request only backs off (half of the first backoff) and may
@@ -119,11 +128,8 @@ func TestLifecycleFailed(t *testing.T) {
 // reached the client gives up with attempts and budget to spare, where the
 // same failure before the first token is retried.
 func TestLifecycleCutStreamFails(t *testing.T) {
-	policy := RetryPolicy{MaxAttempts: 3, Backoff: time.Second, MaxBackoff: 8 * time.Second, Budget: 1}
-	lc := NewLifecycle(policy, false)
-	lc.Begin()
-	var l Life
-	require.Equal(t, Wait, lc.Offered(&l, Decision{Outcome: Dispatched}, noDraw(t)).Action)
+	lc, lp := dispatched(t, 3)
+	l := *lp
 	require.Equal(t, Reoffer, lc.Failed(&l, AttemptError, 0, half).Action, "an error before the first token is retried")
 	require.Equal(t, Wait, lc.Offered(&l, Decision{Outcome: Dispatched}, noDraw(t)).Action)
 	n := lc.Failed(&l, AttemptCut, 0, noDraw(t))
