@@ -97,16 +97,16 @@ func (r *runner) observeAttempt(req *request, ri int, ok, met bool) {
 	// A copy is offered when it arrives.
 	from := req.offeredAt
 	if req.shadow {
-		from = req.core.Arrived
+		from = req.Core.Arrived
 	}
-	r.canaries.AttemptEnded(r.s.Now(), &req.core, ri, ok, from, req.firstAt, met)
+	r.canaries.AttemptEnded(r.s.Now(), &req.Core, ri, ok, from, req.firstAt, met)
 }
 
 // mirror sends a shadow copy of req, just admitted, to a canary's
 // candidate when the request engine says so.
 func (r *runner) mirror(req *request) {
 	now := r.s.Now()
-	cp, _, ok := r.canaries.Mirror(now, r.core, &req.core)
+	cp, _, ok := r.canaries.Mirror(now, r.core, &req.Core)
 	if !ok {
 		return
 	}
@@ -114,13 +114,13 @@ func (r *runner) mirror(req *request) {
 	// lifecycle's count of live requests (the retry budget's base).
 	sh := r.entry()
 	sh.shadow = true
-	sh.core = cp
+	sh.Core = cp
 	sh.seq = r.newSeq()
 	*sh.seq = engine.Seq{Tag: sh.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
-	sh.link, sh.linkID, sh.linked = req.idx, req.core.ID, true
-	req.link, req.linkID, req.linked = sh.idx, sh.core.ID, true
+	sh.link, sh.linkID, sh.linked = req.idx, req.Core.ID, true
+	req.link, req.linkID, req.linked = sh.idx, sh.Core.ID, true
 	sh.state = stWaiting
-	if !r.canaries.OfferShadow(now, r.core, &sh.core) {
+	if !r.canaries.OfferShadow(now, r.core, &sh.Core) {
 		r.finishShadow(sh)
 		return
 	}
@@ -131,7 +131,7 @@ func (r *runner) mirror(req *request) {
 // faults as any attempt does.
 func (r *runner) startShadow(sh *request, ri int) {
 	pp := &r.p.pools[r.replicas[ri].pool]
-	r.canaries.ShadowDispatched(&sh.core, pp.Region.Jurisdiction)
+	r.canaries.ShadowDispatched(&sh.Core, pp.Region.Jurisdiction)
 	if r.faultState != nil {
 		if fate := r.faultAtDispatch(sh, ri); fate.fail {
 			r.failAttempt(sh, ri, fate)
@@ -147,7 +147,7 @@ func (r *runner) startShadow(sh *request, ri int) {
 
 // completeShadow ends a copy that ran to its end: its answer is discarded.
 func (r *runner) completeShadow(sh *request) {
-	r.observeAttempt(sh, sh.core.Replica, true, false)
+	r.observeAttempt(sh, sh.Core.Replica, true, false)
 	r.finishShadow(sh)
 }
 
@@ -160,7 +160,7 @@ func (r *runner) endShadow(sh *request, cancelled bool) {
 	now := r.s.Now()
 	switch sh.state {
 	case stRunning:
-		ri := sh.core.Replica
+		ri := sh.Core.Replica
 		if rt := &r.replicas[ri]; rt.eng != nil {
 			rt.eng.Cancel(now, sh.seq)
 			sh.held = sh.seq.Held()
@@ -173,7 +173,7 @@ func (r *runner) endShadow(sh *request, cancelled bool) {
 	case stFailing:
 		sh.attemptTimer.Stop()
 	}
-	r.canaries.ShadowEnded(&sh.core, cancelled)
+	r.canaries.ShadowEnded(&sh.Core, cancelled)
 	r.finishShadow(sh)
 }
 
@@ -190,7 +190,7 @@ func (r *runner) finishShadow(sh *request) {
 		o.linked = false
 	}
 	sh.linked = false
-	r.core.Finish(r.s.Now(), &sh.core)
+	r.core.Finish(r.s.Now(), &sh.Core)
 	r.dispatch()
 	if !sh.held {
 		r.release(sh)
@@ -203,7 +203,7 @@ func (r *runner) linkedTo(req *request) *request {
 		return nil
 	}
 	o := r.reqs[req.link]
-	if o.core.ID != req.linkID || o.state == stDone {
+	if o.Core.ID != req.linkID || o.state == stDone {
 		return nil
 	}
 	return o
@@ -217,7 +217,7 @@ func (r *runner) primaryDone(req *request) {
 		return
 	}
 	sh.linked = false
-	if r.canaries.CancelsWithPrimary(&sh.core) {
+	if r.canaries.CancelsWithPrimary(&sh.Core) {
 		r.endShadow(sh, true)
 	}
 }

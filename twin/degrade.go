@@ -40,28 +40,18 @@ func (r *runner) evaluateLadder() {
 	}
 }
 
-// degrade applies the engaged rungs to a request the ladder judges (before
-// its first offer, or back from a ladder's deferral; the lifecycle says
-// which and what follows). It reports true when the request was handled
-// (shed, deferred or answered from cache) and must not be offered.
-func (r *runner) degrade(req *request) bool {
-	// The cache's draw is taken from the ladder's own stream, only when a
-	// cached-answers rung covers the request's class.
-	n, e, judged := r.ladder.Judge(r.lc, &req.life, &req.core, req.measured, r.ladderRand.Float64)
-	if !judged {
-		return false
-	}
-	switch n.Action {
+// judged carries out the ladder's verdict on a request (the engine judged
+// it before an offer, and applied its effect to the core's request): a
+// deferral is counted, a cached answer is looked up, and a capped output
+// caps the engine sequence the request will run as. A shed is an Answer.
+func (r *runner) judged(j reqengine.Judged) {
+	req := r.owner(&j.Req.Core)
+	switch j.Next.Action {
 	case sched.Reoffer:
 		if req.measured {
 			r.count(req, func(c *Counts) { c.Deferred++ })
 		}
 		req.state = stDeferred
-		req.retry = r.s.After(n.After, req.onRetry)
-		return true
-	case sched.Refuse:
-		r.reject(req, sched.Decision{Outcome: sched.Rejected, Reason: n.Reason, RetryAfter: n.RetryAfter})
-		return true
 	case sched.AnswerCached:
 		// Answered from the cache at once; its age is disclosed with the
 		// answer (the report and the timeline say which age).
@@ -69,14 +59,11 @@ func (r *runner) degrade(req *request) bool {
 		req.state = stRunning
 		req.dispatchedAt, req.firstAt = now, now
 		r.completeCached(req)
-		return true
+	case sched.OfferNow:
+		if j.Effect.Capped {
+			req.seq.Output = j.Effect.Output
+		}
 	}
-	if e.Capped {
-		req.core.Output = e.Output
-		req.seq.Output = e.Output
-	}
-	req.core.Model = e.Model
-	return false
 }
 
 // degradationReport is what ladder l did up to now; nil without one.

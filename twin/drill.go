@@ -274,10 +274,10 @@ func (d *Drill) Snapshot() Snapshot {
 	tenantOldest := make([]time.Duration, len(sc.Tenants))
 	for _, req := range r.reqs {
 		if req.state != stDone && req.firstAt == 0 && !req.shadow {
-			age := now - req.core.Arrived
-			waiting[req.core.Class] = append(waiting[req.core.Class], age)
-			tenantWaiting[req.core.Tenant]++
-			tenantOldest[req.core.Tenant] = max(tenantOldest[req.core.Tenant], age)
+			age := now - req.Core.Arrived
+			waiting[req.Core.Class] = append(waiting[req.Core.Class], age)
+			tenantWaiting[req.Core.Tenant]++
+			tenantOldest[req.Core.Tenant] = max(tenantOldest[req.Core.Tenant], age)
 		}
 	}
 	for ci, c := range sc.Classes {

@@ -446,14 +446,14 @@ func (r *runner) failReplicaWork(ri int) {
 	rt := &r.replicas[ri]
 	var victims []*request
 	for _, req := range r.reqs {
-		if req.state == stRunning && req.core.Replica == ri {
+		if req.state == stRunning && req.Core.Replica == ri {
 			victims = append(victims, req)
 		}
 		if req.state == stRunning && req.hedgeSeq != nil && req.hedgeAt == ri {
 			// A duplicate on the failed replica is lost; the original
 			// carries on.
-			reqengine.SettleHedge(r.s.Now(), r.core, &req.core, reqengine.DuplicateLost, func(s reqengine.Settlement) {
-				r.cancelLeg(req, req.core.Replica, s.Cancel)
+			reqengine.SettleHedge(r.s.Now(), r.core, &req.Core, reqengine.DuplicateLost, func(s reqengine.Settlement) {
+				r.cancelLeg(req, req.Core.Replica, s.Cancel)
 			})
 		}
 	}
@@ -597,14 +597,14 @@ type attemptFate struct {
 // when it runs normally.
 func (w *faultWorld) faultAtDispatch(req *request, ri int) attemptFate {
 	st := &w.faultState[ri]
-	if st.Fails(func() float64 { return sched.AttemptFate(w.seed, req.core.ID, req.life.Attempts, ri) }) {
+	if st.Fails(func() float64 { return sched.AttemptFate(w.seed, req.Core.ID, req.Life.Attempts, ri) }) {
 		if st.Down {
 			return attemptFate{fail: true, delay: w.downDelay(ri)}
 		}
 		return attemptFate{fail: true, delay: st.Latency + w.answer(req, ri)}
 	}
 	if qs := w.quota[w.replicas[ri].pool]; len(qs) > 0 {
-		if wait := takeAll(qs, w.s.Now(), req.core.Input+req.core.Output); wait > 0 {
+		if wait := takeAll(qs, w.s.Now(), req.Core.Input+req.Core.Output); wait > 0 {
 			// A 429 is an answer: it comes back at the network's pace.
 			return attemptFate{fail: true, throttle: wait, delay: st.Latency + w.answer(req, ri)}
 		}
@@ -615,7 +615,7 @@ func (w *faultWorld) faultAtDispatch(req *request, ri int) attemptFate {
 // answer is how long a fault's answer to req's attempt on ri takes to
 // come back (faults.AnswerDelay, as the gateway's fault layer times it).
 func (w *faultWorld) answer(req *request, ri int) time.Duration {
-	return faults.AnswerDelay(sched.AnswerDraw(w.seed, req.core.ID, req.life.Attempts, ri))
+	return faults.AnswerDelay(sched.AnswerDraw(w.seed, req.Core.ID, req.Life.Attempts, ri))
 }
 
 // failAttempt ends one attempt of req on replica ri as fate says, after its
@@ -625,14 +625,13 @@ func (w *faultWorld) answer(req *request, ri int) time.Duration {
 func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 	// A duplicate in flight dies with the attempt: the retry starts over.
 	r.dropHedge(req)
-	reqengine.SettleHedge(r.s.Now(), r.core, &req.core, reqengine.FirstFailed, nil)
+	reqengine.SettleHedge(r.s.Now(), r.core, &req.Core, reqengine.FirstFailed, nil)
 	r.dispatch()
 	req.state = stFailing
 	req.attemptTimer = r.s.After(fate.delay, func() {
 		if req.state != stFailing {
 			return
 		}
-		now := r.s.Now()
 		if req.shadow {
 			r.observeAttempt(req, ri, false, false)
 			r.finishShadow(req)
@@ -643,18 +642,13 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 		if fate.throttle > 0 {
 			how = sched.AttemptThrottled
 			r.faultWorld.throttled(ri, fate.throttle)
-		} else {
-			if req.firstAt != 0 {
-				// Its first tokens reached the client (the replay's
-				// clients stream): the stream is cut.
-				how = sched.AttemptCut
-			}
-			reqengine.Observed(now, r.core, r.ladder, ri, false, 0)
-			r.dispatch()
+		} else if req.firstAt != 0 {
+			// Its first tokens reached the client (the replay's clients
+			// stream): the stream is cut.
+			how = sched.AttemptCut
 		}
-		r.core.Finish(now, &req.core)
-		r.dispatch()
-		r.attemptFailed(req, how, fate.throttle)
+		r.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &req.Req, Replica: ri, How: how,
+			RetryAfter: fate.throttle, Observed: true})
 	})
 }
 
@@ -808,7 +802,7 @@ func (w *faultWorld) observeProbe(ri int, ok bool) {
 // noteServed updates the faults' mitigation and recovery times when a
 // request completes on replica ri.
 func (w *faultWorld) noteServed(req *request, ri int) {
-	noteServed(w.p, w.faults, w.s.Now(), ri, req.core.Model, req.core.Served, req.canary, w.log.addEvent)
+	noteServed(w.p, w.faults, w.s.Now(), ri, req.Core.Model, req.Core.Served, req.canary, w.log.addEvent)
 }
 
 // noteServed updates faults' mitigation and recovery when a request for
@@ -869,18 +863,18 @@ func (p *plan) displaced(f *faultRT, model, canary int) bool {
 func (w *faultWorld) noteOutcome(req *request, met, lost bool) {
 	now := w.s.Now()
 	for _, f := range w.faults {
-		f.outcome(req.core.Arrived, now, met, lost)
+		f.outcome(req.Core.Arrived, now, met, lost)
 	}
 }
 
 // noteEnding attributes a finished request to the faults' impact on its
 // tenant and class (impact.go).
 func (w *faultWorld) noteEnding(req *request, res Result, reason string, met bool) {
-	e := ending{tenant: req.core.Tenant, class: req.core.Class, model: req.core.Model, served: req.core.Served,
-		replica: -1, arrived: req.core.Arrived, ended: w.s.Now(), met: met, result: res, reason: reason,
+	e := ending{tenant: req.Core.Tenant, class: req.Core.Class, model: req.Core.Model, served: req.Core.Served,
+		replica: -1, arrived: req.Core.Arrived, ended: w.s.Now(), met: met, result: res, reason: reason,
 		canary: req.canary}
 	if res == Completed {
-		e.replica = req.core.Replica
+		e.replica = req.Core.Replica
 	}
 	noteEnding(w.p, w.faults, &e)
 	if req.measured {

@@ -28,7 +28,7 @@ func (r *runner) hedge(req *request) {
 		return
 	}
 	now := r.s.Now()
-	h := r.core.Hedge(now, &req.core)
+	h := r.core.Hedge(now, &req.Core)
 	if h < 0 {
 		return
 	}
@@ -36,7 +36,7 @@ func (r *runner) hedge(req *request) {
 		if fate := r.faultAtDispatch(req, h); fate.fail || r.replicas[h].eng == nil {
 			// The duplicate went to a failing replica: it is lost, and
 			// the gateway hears of the failure (or of the 429).
-			reqengine.SettleHedge(now, r.core, &req.core, reqengine.DuplicateFailed, func(reqengine.Settlement) {
+			reqengine.SettleHedge(now, r.core, &req.Core, reqengine.DuplicateFailed, func(reqengine.Settlement) {
 				if fate.throttle > 0 {
 					r.throttled(h, fate.throttle)
 				} else {
@@ -48,7 +48,7 @@ func (r *runner) hedge(req *request) {
 		}
 	}
 	if r.replicas[h].eng == nil {
-		reqengine.SettleHedge(now, r.core, &req.core, reqengine.DuplicateLost, nil)
+		reqengine.SettleHedge(now, r.core, &req.Core, reqengine.DuplicateLost, nil)
 		r.dispatch()
 		return
 	}
@@ -72,8 +72,8 @@ func (r *runner) settleHedge(req *request, hedgeWon bool) {
 	if hedgeWon {
 		end = reqengine.DuplicateAnswered
 	}
-	primary := req.core.Replica
-	reqengine.SettleHedge(r.s.Now(), r.core, &req.core, end, func(s reqengine.Settlement) {
+	primary := req.Core.Replica
+	reqengine.SettleHedge(r.s.Now(), r.core, &req.Core, end, func(s reqengine.Settlement) {
 		if s.Won && req.measured {
 			r.hedges.Won++
 		}
@@ -100,7 +100,7 @@ func (r *runner) cancelLeg(req *request, primary int, leg reqengine.Leg) {
 func (r *runner) dropHedge(req *request) {
 	req.hedgeTimer.Stop()
 	if req.hedgeSeq != nil {
-		r.cancelLeg(req, req.core.Replica, reqengine.Duplicate)
+		r.cancelLeg(req, req.Core.Replica, reqengine.Duplicate)
 	}
 }
 

@@ -466,10 +466,10 @@ func (mr *metricsRec) offered(req *request) {
 	}
 	m := mr.m
 	now := mr.s.Now()
-	tj := mr.p.sc.Tenants[req.core.Tenant].Jurisdiction
+	tj := mr.p.sc.Tenants[req.Core.Tenant].Jurisdiction
 	for pi := range mr.p.pools {
 		pp := &mr.p.pools[pi]
-		if !mr.core.Serves(pi, req.core.Served) ||
+		if !mr.core.Serves(pi, req.Core.Served) ||
 			(tj != "" && pp.Region.Jurisdiction != tj && !mr.p.core.IgnoreResidency) {
 			continue
 		}
@@ -483,9 +483,9 @@ func (mr *metricsRec) offered(req *request) {
 func (mr *metricsRec) routed(req *request) {
 	if mr != nil {
 		m := mr.m
-		m.add(mRoutes, cellKey{int32(req.core.Model), int32(req.core.Served)}, 1)
-		if req.core.Fallback {
-			m.fellBack[req.core.ID] = true
+		m.add(mRoutes, cellKey{int32(req.Core.Model), int32(req.Core.Served)}, 1)
+		if req.Core.Fallback {
+			m.fellBack[req.Core.ID] = true
 		}
 	}
 }
@@ -494,7 +494,7 @@ func (mr *metricsRec) routed(req *request) {
 func (mr *metricsRec) rejected(req *request, reason string) {
 	if mr != nil {
 		m := mr.m
-		m.add(mRejected, cellKey{int32(req.core.Class), m.reason(reason)}, 1)
+		m.add(mRejected, cellKey{int32(req.Core.Class), m.reason(reason)}, 1)
 	}
 }
 
@@ -506,17 +506,17 @@ func (mr *metricsRec) completed(req *request, sv *served) {
 	}
 	m := mr.m
 	pool := int32(-1)
-	if ri := req.core.Replica; ri >= 0 {
+	if ri := req.Core.Replica; ri >= 0 {
 		pool = int32(mr.replicas[ri].pool)
 	}
-	k := cellKey{int32(req.core.Served), pool, int32(sv.class)}
+	k := cellKey{int32(req.Core.Served), pool, int32(sv.class)}
 	m.observe(mTTFT, k, sv.ttft.Seconds())
 	m.observe(mE2E, k, sv.e2e.Seconds())
 	if sv.output > 1 {
 		m.observe(mTPOT, k, sv.tpot().Seconds())
 	}
-	if req.core.Fallback {
-		m.add(mFallbacksOK, cellKey{int32(req.core.Model), int32(req.core.Served)}, 1)
+	if req.Core.Fallback {
+		m.add(mFallbacksOK, cellKey{int32(req.Core.Model), int32(req.Core.Served)}, 1)
 	}
 }
 
@@ -541,11 +541,11 @@ func (mr *metricsRec) finished(req *request, outcome func(*Counts), answered boo
 	case c.Cancelled > 0:
 		o = outCancelled
 	}
-	m.add(mRequests, cellKey{int32(req.core.Model), int32(req.core.Class), int32(o)}, 1)
-	if m.fellBack[req.core.ID] {
-		delete(m.fellBack, req.core.ID)
+	m.add(mRequests, cellKey{int32(req.Core.Model), int32(req.Core.Class), int32(o)}, 1)
+	if m.fellBack[req.Core.ID] {
+		delete(m.fellBack, req.Core.ID)
 		if !answered && o != outCancelled {
-			m.add(mFallbacksFailed, cellKey{int32(req.core.Model)}, 1)
+			m.add(mFallbacksFailed, cellKey{int32(req.Core.Model)}, 1)
 		}
 	}
 }

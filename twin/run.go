@@ -152,9 +152,12 @@ type runner struct {
 	free []int
 	next uint64 // request ids
 
-	// lc is the requests' lifecycle around the core, shared with the live
-	// gateway: retries, their budget, what admitted means.
-	lc *sched.Lifecycle
+	// eng is the request engine (reqengine.Engine): every decision on a
+	// request between its arrival and its answer; the runner carries them
+	// out. lc is its lifecycle (retries, their budget, what admitted
+	// means), read for the run's liveness.
+	eng *reqengine.Engine
+	lc  *sched.Lifecycle
 
 	warmup, duration, end time.Duration
 
@@ -173,7 +176,10 @@ type runner struct {
 	seqPool                        // pooled engine sequences
 	dq          []sched.Dispatch   // dispatches being started (see dispatch)
 	trq         []sched.Transition // breaker transitions being recorded
-	urq         []*sched.Request   // unroutable requests being offered again
+	jq          []reqengine.Judged // the ladder's judgements being carried out
+	oq          []reqengine.Offer  // offers being counted
+	roq         []reqengine.Reoffer
+	aq          []reqengine.Answer // outcomes being recorded
 	dispatching bool
 
 	onArrive   func(*request) // tests: observe every arrival
@@ -228,7 +234,9 @@ const (
 )
 
 type request struct {
-	core     sched.Request
+	// The engine's record of the request, its core request first: it must
+	// stay the first field (owner converts a core request back).
+	reqengine.Req
 	seq      *engine.Seq // the current attempt's sequence (pooled: see newSeq)
 	idx      int
 	stream   int
@@ -236,10 +244,8 @@ type request struct {
 	state    reqState
 
 	deadline     sim.Timer
-	retry        sim.Timer
 	dispatchedAt time.Duration
 	firstAt      time.Duration
-	life         sched.Life  // attempts, admission, the retry budget (see sched.Lifecycle)
 	held         bool        // finished, but an engine holds its sequence until Dropped
 	rejected     bool        // finished by a rejection
 	hedgeSeq     *engine.Seq // a hedged duplicate attempt's sequence, on hedgeAt
@@ -247,7 +253,6 @@ type request struct {
 	hedgeTimer   sim.Timer
 	attemptTimer sim.Timer
 	startTimer   sim.Timer // a dispatch delayed by injected latency
-	queueTimer   sim.Timer // policy.admission.queue_timeout of its wait in the core's queue
 	startAt      int       // the replica startTimer starts it on
 	// shadow: a copy mirrored to a canary's candidate (canary.go). link
 	// is its original's slab index (an original's: its copy's), linkID
@@ -260,8 +265,8 @@ type request struct {
 	linkID    uint64
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
-	// a retry allocates nothing.
-	onDeadline, onRetry, onHedge, onStart, onQueueTimeout func()
+	// a hedge allocates nothing.
+	onDeadline, onHedge, onStart func()
 }
 
 func newRunner(p *plan) (*runner, error) {
@@ -337,6 +342,9 @@ func newRunner(p *plan) (*runner, error) {
 	}
 	r.lc = sched.NewLifecycle(p.retry, sc.Policy.Retries.RetryRejected)
 	r.ladderRand = r.s.Rand("degradation")
+	r.ladder = reqengine.NewLadder(r.p.core, 0, sched.LadderEvery)
+	r.eng = reqengine.NewEngine(r.core, r.lc, r.ladder, reqengine.EngineConfig{Seed: sc.Seed,
+		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), LadderDraw: r.ladderRand.Float64})
 	if err := r.faultWorld.initFaults(); err != nil {
 		r.closeSources()
 		return nil, err
@@ -345,7 +353,6 @@ func newRunner(p *plan) (*runner, error) {
 		r.closeSources()
 		return nil, err
 	}
-	r.ladder = reqengine.NewLadder(r.p.core, 0, sched.LadderEvery)
 	r.initRollouts()
 	r.demand = newDemand(len(sc.Classes), ForecastWindow, r.duration)
 	if err := r.initWindows(r.faultSpans()); err != nil {
@@ -510,7 +517,7 @@ func (r *runner) arrive(i int) {
 	cls := &r.p.sc.Classes[class]
 	// Served is the model until the core routes it elsewhere: a cached
 	// answer never reaches the core, and is no fallback.
-	req.core = sched.Request{ID: r.next, Tenant: tenant, Class: class, Model: model, Served: model,
+	req.Core = sched.Request{ID: r.next, Tenant: tenant, Class: class, Model: model, Served: model,
 		Input: a.in, Output: a.out, Arrived: now}
 	r.next++
 	deadline := cls.Deadline.D()
@@ -518,8 +525,8 @@ func (r *runner) arrive(i int) {
 		deadline = a.deadline
 	}
 	if deadline > 0 {
-		req.core.Deadline = now + deadline
-		req.deadline = r.s.At(req.core.Deadline, req.onDeadline)
+		req.Core.Deadline = now + deadline
+		req.deadline = r.s.At(req.Core.Deadline, req.onDeadline)
 	}
 	req.seq = r.newSeq()
 	*req.seq = engine.Seq{Tag: req.idx, Prompt: a.in, Output: a.out, Blocks: a.blocks}
@@ -530,117 +537,111 @@ func (r *runner) arrive(i int) {
 		r.onArrive(req)
 	}
 	req.measured = now >= r.warmup
+	req.Counted = req.measured
 	if req.measured {
 		r.count(req, func(c *Counts) { c.Arrived++ })
 	}
-	if r.degrade(req) {
-		return
-	}
-	r.offer(req)
+	r.step(reqengine.Event{Kind: reqengine.Arrival, Req: &req.Req})
 }
 
-// offer submits a request (new, or a deferred one coming back) to admission,
-// and carries out what its lifecycle says next.
-func (r *runner) offer(req *request) {
+// step tells the request engine what happened now, and carries out what
+// it decided.
+func (r *runner) step(ev reqengine.Event) {
+	r.eng.Step(r.s.Now(), ev)
+	r.dispatch()
+}
+
+// offered counts and logs an offer of req to the core, and what its
+// lifecycle said follows (the engine has done it), before the dispatches
+// the offer caused start.
+func (r *runner) offered(o reqengine.Offer) {
+	req := r.owner(&o.Req.Core)
 	now := r.s.Now()
-	req.offeredAt = now
-	d := r.core.Arrive(now, &req.core)
-	next := r.lc.Offered(&req.life, d, sched.Backoff(r.p.sc.Seed, &req.core, &req.life))
+	req.offeredAt = o.Req.Offered
 	r.metrics.offered(req)
+	next := o.Next
 	switch next.Action {
 	case sched.Wait:
 		if next.FirstAdmit && req.measured {
 			r.count(req, func(c *Counts) { c.Admitted++ })
 		}
 		req.state = stWaiting
-		r.dispatch()
-		if qt := r.p.sc.Policy.Admission.QueueTimeout.D(); qt > 0 && req.state == stWaiting {
-			req.queueTimer = r.s.After(qt, req.onQueueTimeout)
-		}
-		if d.Outcome == sched.Queued {
-			r.jobs.preemptFor(req.core.Served)
-		}
-		if next.FirstAdmit && r.canaries != nil && req.state != stDone {
-			r.mirror(req)
-		}
 	case sched.Reoffer:
 		if next.Retry {
 			r.noteRejectedRetry(next.Reason, now)
-			r.retryLater(req, next.After)
+			req.state = stRetrying
 			break
 		}
 		if req.measured {
 			r.count(req, func(c *Counts) { c.Deferred++ })
 		}
-		r.recent.deferred(req.core.Class, now)
+		r.recent.deferred(req.Core.Class, now)
 		r.noteDeferral(next.Reason, now)
 		req.state = stDeferred
-		req.retry = r.s.After(next.After, req.onRetry)
-	case sched.Refuse:
-		r.reject(req, d)
 	}
-	r.armWake()
 }
 
-// attemptFailed carries out what the lifecycle says after an attempt of req
-// ended without an answer: a retry after a backoff, or the end.
-func (r *runner) attemptFailed(req *request, how sched.Attempt, retryAfter time.Duration) {
-	next := r.lc.Failed(&req.life, how, retryAfter, sched.Backoff(r.p.sc.Seed, &req.core, &req.life))
-	switch {
-	case next.Action == sched.Reoffer:
-		r.retryLater(req, next.After)
-	case next.Reason != "":
-		// The provider's quota refused every attempt: refused, as the
-		// gateway answers the client (429 upstream-quota).
-		r.reject(req, sched.Decision{Outcome: sched.Rejected, Reason: next.Reason, RetryAfter: next.RetryAfter})
+// admitted carries out what follows an admission once its dispatches
+// started: a queued request may preempt a batch job, and a first
+// admission may be mirrored to a canary's candidate.
+func (r *runner) admitted(o reqengine.Offer) {
+	if o.Next.Action != sched.Wait {
+		return
+	}
+	req := r.owner(&o.Req.Core)
+	if o.Decision.Outcome == sched.Queued {
+		r.jobs.preemptFor(req.Core.Served)
+	}
+	if o.Next.FirstAdmit && r.canaries != nil && req.state != stDone {
+		r.mirror(req)
+	}
+}
+
+// answered records an outcome the engine decided.
+func (r *runner) answered(a reqengine.Answer) {
+	req := r.owner(&a.Req.Core)
+	switch a.Outcome {
+	case reqengine.Completed:
+		r.finish(req, a.Replica, Completed, "")
+	case reqengine.Refused:
+		if req.measured {
+			r.rejections[a.Reason]++
+		}
+		r.note(a.Reason, a.Detail, r.s.Now())
+		req.rejected = true
+		r.metrics.rejected(req, a.Reason)
+		r.finish(req, a.Replica, Rejected, a.Reason)
+	case reqengine.Failed:
+		r.finish(req, a.Replica, Failed, "")
+	case reqengine.QueueTimedOut:
+		if req.Core.Route > 0 {
+			r.observeAttempt(req, -1, false, false) // it waited for the canary's candidate in vain
+		}
+		r.finish(req, a.Replica, TimedOut, "")
 	default:
-		r.finish(req, Failed, "")
+		r.finish(req, a.Replica, TimedOut, "")
 	}
 }
 
-// retryLater offers req again after delay.
-func (r *runner) retryLater(req *request, delay time.Duration) {
-	req.state = stRetrying
-	req.retry = r.s.After(delay, req.onRetry)
-}
-
-func (r *runner) reject(req *request, d sched.Decision) {
-	reason := d.Reason
-	if req.measured {
-		r.rejections[reason]++
-	}
-	r.note(reason, d.Detail, r.s.Now())
-	req.rejected = true
-	r.metrics.rejected(req, reason)
-	r.finish(req, Rejected, reason)
-}
-
-// dispatch carries out the core's Ready: breaker transitions go on the
-// timeline, requests no pool serves any more are offered again, and
-// dispatched requests start on their replicas. Carrying one out can make
-// the core decide more (a replica unblocks, a re-offer dispatches); those
-// join the same work lists, so no decision is lost or handled twice.
+// dispatch carries out the request engine's Ready (gathering first what
+// the core decided on a direct call: a hedge, a copy, a probe): breaker
+// transitions go on the timeline, the ladder's verdicts and the offers
+// are counted, dispatched requests start on their replicas, and outcomes
+// are recorded. Carrying one out can make the engine decide more (a
+// replica unblocks, an attempt fails at once); those join the same work
+// lists, so no decision is lost or handled twice.
 func (r *runner) dispatch() {
-	rd := r.core.Ready()
-	r.dq = append(r.dq, rd.Dispatches...)
-	r.trq = append(r.trq, rd.Transitions...)
-	for _, e := range rd.Ejections {
-		r.ejected(e)
-	}
-	r.urq = append(r.urq, rd.Unroutable...)
-	for _, sh := range rd.ShadowsShed {
-		r.shq = append(r.shq, shedCopy{sh, sh.ID})
-	}
-	r.core.Advance()
+	r.eng.Collect(r.s.Now())
+	r.take()
 	if r.dispatching {
 		return
 	}
 	r.dispatching = true
-	for len(r.trq)+len(r.urq)+len(r.dq)+len(r.shq) > 0 {
+	for len(r.trq)+len(r.jq)+len(r.oq)+len(r.roq)+len(r.dq)+len(r.shq)+len(r.aq) > 0 {
 		for i := 0; i < len(r.shq); i++ {
 			// The copy may have ended since the core shed it (its
 			// original finished) and its slab entry gone to another.
-			if sh := r.owner(r.shq[i].req); sh.shadow && sh.core.ID == r.shq[i].id {
+			if sh := r.owner(r.shq[i].req); sh.shadow && sh.Core.ID == r.shq[i].id {
 				r.endShadow(sh, false)
 			}
 			r.shq[i] = shedCopy{}
@@ -650,22 +651,69 @@ func (r *runner) dispatch() {
 			r.breakerChanged(r.trq[i])
 		}
 		r.trq = r.trq[:0]
-		for i := 0; i < len(r.urq); i++ {
-			req := r.owner(r.urq[i])
-			r.urq[i] = nil
-			r.core.Finish(r.s.Now(), &req.core)
-			req.state = stNew
-			r.offer(req)
+		for i := 0; i < len(r.jq); i++ {
+			r.judged(r.jq[i])
+			r.jq[i] = reqengine.Judged{}
 		}
-		r.urq = r.urq[:0]
+		r.jq = r.jq[:0]
+		for i := 0; i < len(r.roq); i++ {
+			if req := r.owner(&r.roq[i].Req.Core); req.measured && r.roq[i].Retry {
+				r.count(req, func(c *Counts) { c.Retries++ })
+			}
+			r.roq[i] = reqengine.Reoffer{}
+		}
+		r.roq = r.roq[:0]
+		oq := r.oq
+		r.oq = nil
+		for i := range oq {
+			r.offered(oq[i])
+		}
 		for i := 0; i < len(r.dq); i++ {
 			r.startDispatched(r.dq[i])
 		}
 		r.dq = r.dq[:0]
+		for i := range oq {
+			r.admitted(oq[i])
+			oq[i] = reqengine.Offer{}
+		}
+		if r.oq == nil {
+			r.oq = oq[:0]
+		}
+		aq := r.aq
+		r.aq = nil
+		for i := range aq {
+			r.answered(aq[i])
+			aq[i] = reqengine.Answer{}
+		}
+		if r.aq == nil {
+			r.aq = aq[:0]
+		}
+		r.take()
 	}
 	r.dispatching = false
 	// Filling a replica can spend a provider quota and ask for a wake-up.
 	r.armWake()
+}
+
+// take moves the engine's Ready into the runner's work lists.
+func (r *runner) take() {
+	if !r.eng.HasReady() {
+		return
+	}
+	rd := r.eng.Ready()
+	r.jq = append(r.jq, rd.Judged...)
+	r.oq = append(r.oq, rd.Offers...)
+	r.roq = append(r.roq, rd.Reoffered...)
+	r.dq = append(r.dq, rd.Starts...)
+	r.trq = append(r.trq, rd.Transitions...)
+	for _, e := range rd.Ejections {
+		r.ejected(e)
+	}
+	for _, sh := range rd.ShadowsShed {
+		r.shq = append(r.shq, shedCopy{sh, sh.ID})
+	}
+	r.aq = append(r.aq, rd.Answers...)
+	r.eng.Advance()
 }
 
 // startDispatched starts a request the core dispatched: on its replica, or
@@ -681,19 +729,18 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 	}
 	rt := &r.replicas[x.Replica]
 	req.state = stRunning
-	req.queueTimer.Stop()
 	req.dispatchedAt = now
 	if req.shadow {
 		r.startShadow(req, x.Replica)
 		return
 	}
-	if req.core.Route > 0 {
-		req.canary = req.core.Route
+	if req.Core.Route > 0 {
+		req.canary = req.Core.Route
 	}
 	r.metrics.routed(req)
 	pp := &r.p.pools[rt.pool]
 	r.pools[rt.pool].Dispatched++
-	tj := r.p.sc.Tenants[req.core.Tenant].Jurisdiction
+	tj := r.p.sc.Tenants[req.Core.Tenant].Jurisdiction
 	if tj != "" && pp.Region.Jurisdiction != tj && req.measured {
 		r.residency++
 	}
@@ -717,7 +764,7 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 // completeCached answers a request from the cache: a lookup of 10 ms, no
 // replica, no queue.
 func (r *runner) completeCached(req *request) {
-	req.core.Replica = -1
+	req.Core.Replica = -1
 	r.s.After(10*time.Millisecond, func() {
 		req.firstAt = r.s.Now()
 		r.complete(req)
@@ -726,7 +773,7 @@ func (r *runner) completeCached(req *request) {
 
 // startOn starts a dispatched request on its replica.
 func (r *runner) startOn(req *request, ri int) {
-	if req.state != stRunning || req.core.Replica != ri {
+	if req.state != stRunning || req.Core.Replica != ri {
 		return // it expired while the injected latency delayed it
 	}
 	rt := &r.replicas[ri]
@@ -742,7 +789,7 @@ func (r *runner) startOn(req *request, ri int) {
 		req.seq = r.newSeq()
 		*req.seq = engine.Seq{Tag: req.idx, Prompt: old.Prompt, Output: old.Output, Blocks: old.Blocks}
 		req.held = false
-	} else if req.life.Attempts > 1 {
+	} else if req.Life.Attempts > 1 {
 		// A retry starts over: what an earlier attempt generated is lost.
 		*req.seq = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
 	}
@@ -892,10 +939,10 @@ func (r *runner) complete(req *request) {
 		r.completeShadow(req)
 		return
 	}
-	sv := served{class: req.core.Class, tenant: req.core.Tenant, arrived: req.core.Arrived,
-		ttft: req.firstAt - req.core.Arrived, e2e: now - req.core.Arrived, wait: req.dispatchedAt - req.core.Arrived,
-		output: req.core.Output, fallback: req.core.Fallback}
-	if ri := req.core.Replica; ri >= 0 {
+	sv := served{class: req.Core.Class, tenant: req.Core.Tenant, arrived: req.Core.Arrived,
+		ttft: req.firstAt - req.Core.Arrived, e2e: now - req.Core.Arrived, wait: req.dispatchedAt - req.Core.Arrived,
+		output: req.Core.Output, fallback: req.Core.Fallback}
+	if ri := req.Core.Replica; ri >= 0 {
 		sv.pool = r.p.pools[r.replicas[ri].pool].Spec.Name
 	}
 	if r.onComplete != nil {
@@ -903,122 +950,113 @@ func (r *runner) complete(req *request) {
 		if req.seq.Admitted {
 			sched = req.seq.Scheduled
 		}
-		r.onComplete(RequestLog{ID: req.core.ID, Input: req.core.Input, Output: req.core.Output,
-			Arrived: req.core.Arrived, Dispatched: req.dispatchedAt, Scheduled: sched, FirstToken: req.firstAt, Done: now,
-			Replica: req.core.Replica, Served: req.core.Served})
+		r.onComplete(RequestLog{ID: req.Core.ID, Input: req.Core.Input, Output: req.Core.Output,
+			Arrived: req.Core.Arrived, Dispatched: req.dispatchedAt, Scheduled: sched, FirstToken: req.firstAt, Done: now,
+			Replica: req.Core.Replica, Served: req.Core.Served})
 	}
 	met := r.tally.complete(&sv, req.measured)
 	r.metrics.completed(req, &sv)
-	r.recent.complete(req.core.Class, now, sv.ttft, sv.e2e, met)
+	r.recent.complete(req.Core.Class, now, sv.ttft, sv.e2e, met)
 	if r.recent != nil {
 		pool := -1
-		if ri := req.core.Replica; ri >= 0 {
+		if ri := req.Core.Replica; ri >= 0 {
 			pool = r.replicas[ri].pool
 		}
-		r.recent.tenantEnded(req.core.Tenant, now, Completed, met, pool, req.core.Served, req.core.Served != req.core.Model)
+		r.recent.tenantEnded(req.Core.Tenant, now, Completed, met, pool, req.Core.Served, req.Core.Served != req.Core.Model)
 	}
-	if ri := req.core.Replica; ri >= 0 {
+	ri := req.Core.Replica
+	if ri >= 0 {
 		r.observeAttempt(req, ri, true, met)
-		reqengine.Observed(now, r.core, r.ladder, ri, true, req.firstAt-req.dispatchedAt)
-		r.dispatch()
 		r.noteServed(req, ri)
 	}
 	r.noteOutcome(req, met, false)
 	r.noteEnding(req, Completed, "", met)
-	r.finish(req, Completed, "")
+	r.step(reqengine.Event{Kind: reqengine.Answered, Req: &req.Req, Replica: ri, Observed: ri >= 0,
+		Latency: req.firstAt - req.dispatchedAt})
 }
 
-// expire handles a deadline: the request is cancelled wherever it is.
+// expire handles a deadline: what carries out the request is stopped
+// wherever it is, and the engine ends it.
 func (r *runner) expire(req *request) {
 	now := r.s.Now()
 	switch req.state {
 	case stRunning:
-		r.observeAttempt(req, req.core.Replica, false, false)
-		rt := &r.replicas[req.core.Replica]
+		r.observeAttempt(req, req.Core.Replica, false, false)
+		rt := &r.replicas[req.Core.Replica]
 		if rt.eng != nil {
 			rt.eng.Cancel(now, req.seq)
 			// A running sequence leaves the engine at the end of its
 			// step: until Dropped, the request must not be reused.
 			req.held = req.seq.Held()
-			r.rearm(req.core.Replica)
+			r.rearm(req.Core.Replica)
 		} else {
 			rt.timer.Stop()
 			rt.svcBusy += now - rt.svcStart
 			rt.svcReq = nil
 		}
-	case stDeferred, stRetrying:
-		req.retry.Stop()
 	case stFailing:
 		req.attemptTimer.Stop()
 	case stWaiting:
-		if req.core.Route > 0 {
+		if req.Core.Route > 0 {
 			r.observeAttempt(req, -1, false, false) // it waited for the canary's candidate in vain
 		}
-	case stNew:
-	default:
+	case stDone:
 		return
 	}
-	r.finish(req, TimedOut, "")
+	r.primaryDone(req)
+	r.dropHedge(req)
+	r.step(reqengine.Event{Kind: reqengine.Gone, Req: &req.Req, Deadline: true})
 }
 
 // finish records a request's outcome, releases what it holds in the core
 // (which may dispatch others), and recycles it. A request that ends without
 // an answer (failed, rejected, timed out) misses its SLO in the fault
 // windows it arrived in and is lost to the faults active now.
-func (r *runner) finish(req *request, res Result, reason string) {
+func (r *runner) finish(req *request, ri int, res Result, reason string) {
 	if req.state == stDone {
 		return
 	}
 	outcome, answered := res.count, res == Completed
 	r.primaryDone(req)
 	req.state = stDone
-	r.demand.finish(req.core.Class, r.s.Now(), r.s.Now()-req.core.Arrived)
+	r.demand.finish(req.Core.Class, r.s.Now(), r.s.Now()-req.Core.Arrived)
 	r.metrics.finished(req, outcome, answered)
-	r.lc.Finish(&req.life)
 	req.deadline.Stop()
-	req.retry.Stop()
 	req.attemptTimer.Stop()
 	req.startTimer.Stop()
-	req.queueTimer.Stop()
 	if !answered {
 		r.noteOutcome(req, false, true)
 		r.noteEnding(req, res, reason, false)
-		r.recent.unanswered(req.core.Class, r.s.Now(), req.rejected)
-		r.recent.tenantEnded(req.core.Tenant, r.s.Now(), res, false, -1, 0, false)
+		r.recent.unanswered(req.Core.Class, r.s.Now(), req.rejected)
+		r.recent.tenantEnded(req.Core.Tenant, r.s.Now(), res, false, -1, 0, false)
 	}
 	if req.measured {
 		r.count(req, outcome)
 	}
 	r.dropHedge(req)
-	ri := req.core.Replica
-	r.core.Finish(r.s.Now(), &req.core)
-	r.dispatch()
 	if ri >= 0 {
 		r.jobs.drained(ri)
 	}
-	r.armWake()
 	if !req.held {
 		r.release(req)
 	}
 }
 
-// armWake keeps one kernel timer at the core's requested wake-up.
+// armWake keeps one kernel timer at the request engine's wake-up.
 func (r *runner) armWake() {
-	at := r.core.Ready().WakeAt
+	at := r.eng.Ready().WakeAt
 	if at == 0 || (r.coreWake.Pending() && r.coreWakeAt == at) {
 		return
 	}
 	r.coreWake.Stop()
 	r.coreWakeAt = at
 	r.coreWake = r.s.At(at, func() {
-		r.core.Tick(r.s.Now())
-		r.dispatch()
-		r.armWake()
+		r.step(reqengine.Event{Kind: reqengine.Tick})
 	})
 }
 
 func (r *runner) count(req *request, f func(*Counts)) {
-	r.tally.count(req.core.Class, req.core.Tenant, req.core.Arrived, f)
+	r.tally.count(req.Core.Class, req.Core.Tenant, req.Core.Arrived, f)
 }
 
 func (r *runner) owner(cr *sched.Request) *request {
@@ -1026,10 +1064,7 @@ func (r *runner) owner(cr *sched.Request) *request {
 	return (*request)(unsafePointer(cr))
 }
 
-func (r *runner) alloc() *request {
-	r.lc.Begin()
-	return r.entry()
-}
+func (r *runner) alloc() *request { return r.entry() }
 
 // entry takes a slab entry: a freed one, or a new one.
 func (r *runner) entry() *request {
@@ -1037,37 +1072,20 @@ func (r *runner) entry() *request {
 		i := r.free[n-1]
 		r.free = r.free[:n-1]
 		req := r.reqs[i]
-		*req = request{idx: i, onDeadline: req.onDeadline, onRetry: req.onRetry, onHedge: req.onHedge, onStart: req.onStart,
-			onQueueTimeout: req.onQueueTimeout}
+		*req = request{idx: i, onDeadline: req.onDeadline, onHedge: req.onHedge, onStart: req.onStart}
 		return req
 	}
 	req := &request{idx: len(r.reqs)}
 	req.onDeadline = func() { r.expire(req) }
 	req.onHedge = func() { r.hedge(req) }
 	req.onStart = func() { r.startOn(req, req.startAt) }
-	req.onQueueTimeout = func() {
-		if req.state == stWaiting {
-			r.expire(req) // still queued: it timed out waiting
-		}
-	}
-	req.onRetry = func() {
-		if r.degrade(req) {
-			return // back from the ladder's deferral, and still shed
-		}
-		// A deferred request coming back is not a retry: it was never
-		// refused or failed (the deferrals are counted apart).
-		if req.measured && req.state == stRetrying {
-			r.count(req, func(c *Counts) { c.Retries++ })
-		}
-		r.offer(req)
-	}
 	r.reqs = append(r.reqs, req)
 	return req
 }
 
 func (r *runner) release(req *request) {
 	if !req.shadow {
-		r.lc.Release() // a copy is no client's request (see mirror)
+		r.eng.Release(&req.Req) // a copy is no client's request (see mirror)
 	}
 	if req.seq != nil {
 		r.freeSeq(req.seq)
@@ -1083,7 +1101,7 @@ func (r *runner) report() *Report {
 	for _, req := range r.reqs {
 		if req.state != stDone && req.measured {
 			r.count(req, func(c *Counts) { c.InFlightAtEnd++ })
-			r.tally.ended(req.core.Tenant, req.core.Model, req.core.Arrived, false, true)
+			r.tally.ended(req.Core.Tenant, req.Core.Model, req.Core.Arrived, false, true)
 		}
 	}
 	return r.assemble()

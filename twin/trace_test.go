@@ -41,8 +41,8 @@ func TestTraceReplayKeepsTimesAndTokens(t *testing.T) {
 	got := arrivals(t, traceScenario(scenarios.TraceSource{}))
 	require.Len(t, got, 100)
 	for i, req := range got {
-		require.Equal(t, time.Duration(i)*time.Second, req.core.Arrived)
-		require.Equal(t, 600+i, req.core.Input)
+		require.Equal(t, time.Duration(i)*time.Second, req.Core.Arrived)
+		require.Equal(t, 600+i, req.Core.Input)
 		require.Equal(t, []uint64{uint64(i % 5), uint64(100 + i)}, req.seq.Blocks)
 	}
 }
@@ -50,23 +50,23 @@ func TestTraceReplayKeepsTimesAndTokens(t *testing.T) {
 func TestTraceWindowAndTimeScale(t *testing.T) {
 	got := arrivals(t, traceScenario(scenarios.TraceSource{Start: dur(10 * time.Second), Duration: dur(20 * time.Second), TimeScale: 0.5}))
 	require.Len(t, got, 20, "the window [10s, 30s)")
-	require.Equal(t, 610, got[0].core.Input, "the window's first request")
-	require.Equal(t, time.Duration(0), got[0].core.Arrived, "arrives at the stream's start")
-	require.Equal(t, 500*time.Millisecond, got[1].core.Arrived, "gaps halved")
+	require.Equal(t, 610, got[0].Core.Input, "the window's first request")
+	require.Equal(t, time.Duration(0), got[0].Core.Arrived, "arrives at the stream's start")
+	require.Equal(t, 500*time.Millisecond, got[1].Core.Arrived, "gaps halved")
 }
 
 func TestTraceRateScale(t *testing.T) {
 	double := arrivals(t, traceScenario(scenarios.TraceSource{RateScale: 2}))
 	require.Len(t, double, 200, "two full copies, none thinned")
 	for i := 1; i < len(double); i++ {
-		require.LessOrEqual(t, double[i-1].core.Arrived, double[i].core.Arrived, "merged in time order")
+		require.LessOrEqual(t, double[i-1].Core.Arrived, double[i].Core.Arrived, "merged in time order")
 	}
 	half := arrivals(t, traceScenario(scenarios.TraceSource{RateScale: 0.5}))
 	require.InDelta(t, 50, len(half), 15, "thinned to about half")
 	again := arrivals(t, traceScenario(scenarios.TraceSource{RateScale: 0.5}))
 	require.Equal(t, len(half), len(again), "seeded")
 	for i := range half {
-		require.Equal(t, half[i].core.Arrived, again[i].core.Arrived)
+		require.Equal(t, half[i].Core.Arrived, again[i].Core.Arrived)
 	}
 }
 
@@ -81,12 +81,12 @@ func TestTraceMapping(t *testing.T) {
 	batch := 0
 	for i, req := range got {
 		if i%2 == 0 && i%4 < 2 { // gpt-4 chat
-			require.Equal(t, 1, req.core.Tenant, "request %d", i)
-			require.Equal(t, 0, req.core.Class)
+			require.Equal(t, 1, req.Core.Tenant, "request %d", i)
+			require.Equal(t, 0, req.Core.Class)
 			continue
 		}
-		require.Equal(t, 0, req.core.Tenant)
-		if req.core.Class == 1 {
+		require.Equal(t, 0, req.Core.Tenant)
+		if req.Core.Class == 1 {
 			batch++
 		}
 	}

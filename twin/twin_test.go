@@ -265,7 +265,7 @@ func TestArrivalsDoNotDependOnPolicy(t *testing.T) {
 		sc.Policy.Scheduler = policy
 		var log []string
 		runInternal(t, sc, func(req *request) {
-			log = append(log, fmt.Sprintf("%d %v %d %d", req.stream, req.core.Arrived, req.core.Input, req.core.Output))
+			log = append(log, fmt.Sprintf("%d %v %d %d", req.stream, req.Core.Arrived, req.Core.Input, req.Core.Output))
 		})
 		return log
 	}

@@ -22,7 +22,7 @@ func waitingAges(reqs []*request, classes int, now time.Duration) [][]time.Durat
 	ages := make([][]time.Duration, classes)
 	for _, req := range reqs {
 		if req.state != stDone && req.firstAt == 0 && !req.shadow {
-			ages[req.core.Class] = append(ages[req.core.Class], now-req.core.Arrived)
+			ages[req.Core.Class] = append(ages[req.Core.Class], now-req.Core.Arrived)
 		}
 	}
 	return ages

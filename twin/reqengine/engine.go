@@ -1,0 +1,493 @@
+package reqengine
+
+import (
+	"container/heap"
+	"time"
+	"unsafe"
+
+	"github.com/fleetdrill/fleetdrill/twin/sched"
+)
+
+// Engine is the request engine's one front door, as etcd's RawNode is
+// raft's: a driver tells it what happened through Step, reads what to do
+// in Ready, carries that out and calls Advance. It owns the core, the
+// requests' lifecycle (sched.Lifecycle), the degradation ladder's judgement
+// of a request, and each request's state between its arrival and its end,
+// with the times the engine itself keeps: a re-offer after a deferral, a
+// ladder's deferral or a retry's backoff, and the queue time-out
+// (policy.admission.queue_timeout). A driver keeps one timer, at
+// Ready.WakeAt, and steps Tick there; it never times a retry itself.
+//
+// Both drivers carry it out: the twin in virtual time (an engine's steps,
+// the faults' ground truth), the gateway on the wall clock (HTTP, its
+// fault layer). What the engine does not own yet is reached through it
+// (Core, Lifecycle) and the feature files beside this one.
+//
+// Like the core it is pure: every input carries the driver's now, it
+// draws no random number of its own (the ladder's cache draw is the
+// driver's, Config.LadderDraw) and it is not safe for concurrent use (the
+// gateway holds its lock around Step, Ready and Advance).
+type Engine struct {
+	core   *sched.Core
+	lc     *sched.Lifecycle
+	ladder *Ladder
+	cfg    EngineConfig
+
+	timers timerHeap
+	seq    uint64 // timers' tie-break: the order they were set
+	rd     Ready
+}
+
+// EngineConfig is what an Engine is built with.
+type EngineConfig struct {
+	Seed uint64 // the run's seed: the retries' backoff draws (sched.Backoff)
+	// QueueTimeout bounds a request's wait in the core's queue
+	// (policy.admission.queue_timeout); 0: its deadline and client do.
+	QueueTimeout time.Duration
+	// LadderDraw is the cached-answers rung's uniform draw, the driver's
+	// seeded stream; nil where no such rung can run.
+	LadderDraw func() float64
+}
+
+// NewEngine returns an engine over core and lc, with the degradation
+// ladder l (nil: none).
+func NewEngine(core *sched.Core, lc *sched.Lifecycle, l *Ladder, cfg EngineConfig) *Engine {
+	return &Engine{core: core, lc: lc, ladder: l, cfg: cfg}
+}
+
+// Core is the scheduler core the engine drives (for what the engine does
+// not own yet: hedges, copies, probes, route changes). A driver that
+// calls it directly calls Collect afterwards.
+func (e *Engine) Core() *sched.Core { return e.core }
+
+// Lifecycle is the requests' lifecycle (its budget's figures, for reports).
+func (e *Engine) Lifecycle() *sched.Lifecycle { return e.lc }
+
+// State is where a request is in its life, as the engine sees it.
+type State uint8
+
+const (
+	// New: not offered yet.
+	New State = iota
+	// Held: the core holds it, queued or dispatched but not yet started.
+	Held
+	// Running: an attempt was handed to the driver (Ready.Starts), until
+	// the driver steps its end.
+	Running
+	// Backoff: waiting to be offered again (a deferral, the ladder's, or a
+	// retry's backoff).
+	Backoff
+	// Done: its outcome is decided.
+	Done
+)
+
+// Req is one request as the engine tracks it. A driver embeds it as the
+// first field of its own record (the core's Request, first here, converts
+// back to it: see ReqOf).
+type Req struct {
+	Core sched.Request // must stay the first field (ReqOf)
+	Life sched.Life
+	// Counted says whether the ladder's report counts the request (the
+	// twin counts its measured requests only; the gateway all).
+	Counted bool
+
+	state   State
+	retry   bool          // Backoff: the re-offer is a retry, not a deferral
+	Offered time.Duration // when its current attempt was offered to the core
+	timer   timerEntry
+}
+
+// State is where the request is.
+func (q *Req) State() State { return q.state }
+
+// Retrying reports whether a request in Backoff will be offered again as a
+// retry (a deferral otherwise).
+func (q *Req) Retrying() bool { return q.state == Backoff && q.retry }
+
+// EventKind says what happened.
+type EventKind uint8
+
+const (
+	// Arrival: Event.Req arrived (its Core.Arrived is now).
+	Arrival EventKind = iota + 1
+	// Answered: Event.Req's attempt on Event.Replica (-1: answered without
+	// one, from the cache) answered; Event.Latency is the replica's own
+	// (dispatch to first token; 0: unknown), Event.Observed whether the
+	// replica's health and latency count.
+	Answered
+	// AttemptFailed: Event.Req's attempt on Event.Replica ended without an
+	// answer, as Event.How says (a 429 with Event.RetryAfter, the provider's
+	// hint; an error; a stream cut). The core hears of the replica's
+	// health (Observed) unless the attempt was throttled; the lifecycle
+	// retries the request or ends it.
+	AttemptFailed
+	// Gone: Event.Req's client is gone or its deadline passed, wherever it
+	// is: it is cancelled (Answer TimedOut or Cancelled as Event.Deadline
+	// says); a running attempt is the driver's to stop.
+	Gone
+	// Tick: time passed; what is due at now is done.
+	Tick
+)
+
+// Event is one input to Step.
+type Event struct {
+	Kind       EventKind
+	Req        *Req
+	Replica    int
+	How        sched.Attempt
+	RetryAfter time.Duration
+	Latency    time.Duration
+	Observed   bool
+	Deadline   bool // Gone: its deadline passed (else its client left)
+}
+
+// Outcome is how a request ended, as an Answer says.
+type Outcome uint8
+
+const (
+	// Completed: an attempt answered.
+	Completed Outcome = iota + 1
+	// Refused: refused with Answer.Reason (the core's, the ladder's shed,
+	// the provider's quota after every retry), Answer.RetryAfter the
+	// client's hint.
+	Refused
+	// Failed: its attempts failed and it gave up.
+	Failed
+	// QueueTimedOut: no replica became free within the queue time-out.
+	QueueTimedOut
+	// TimedOut: its deadline passed.
+	TimedOut
+	// Cancelled: its client went away.
+	Cancelled
+)
+
+// Answer is a request's decided outcome.
+type Answer struct {
+	Req        *Req
+	Outcome    Outcome
+	Reason     string
+	RetryAfter time.Duration
+	Detail     string
+	// Was is where the request was when it ended (Gone: a running attempt
+	// is the driver's to stop), Replica the replica its attempt held then
+	// (-1: none); the core has let go of it.
+	Was     State
+	Replica int
+}
+
+// Offer is one offer of a request to the core, with its decision and what
+// the lifecycle says follows: what a driver counts and logs (admitted,
+// deferred, a refusal retried). A refusal is in Answers too.
+type Offer struct {
+	Req      *Req
+	Decision sched.Decision
+	Next     sched.Next
+}
+
+// Judged is the ladder's judgement of a request before an offer: its
+// verdict (Next: OfferNow, Reoffer for a deferral, Refuse for a shed,
+// AnswerCached) and its effect, which the engine has applied to the
+// request's Core (its output cap, its model); the driver applies it to
+// what it sends (a body, an engine sequence) and counts it.
+type Judged struct {
+	Req    *Req
+	Next   sched.Next
+	Effect sched.Effect
+	Again  bool // it came back from the ladder's deferral
+}
+
+// Ready is what the driver carries out, in this order: Judged and Offers
+// are decisions to count and log; Starts are attempts to start on their
+// replicas (a shadow copy's too: Core.Shadow); Answers are outcomes
+// decided; the core's breaker transitions, ejections and shed copies pass
+// through.
+type Ready struct {
+	Judged      []Judged
+	Offers      []Offer
+	Reoffered   []Reoffer
+	Starts      []sched.Dispatch
+	Answers     []Answer
+	Transitions []sched.Transition
+	Ejections   []sched.Ejection
+	ShadowsShed []*sched.Request
+	// WakeAt is when the driver steps Tick next: the core's wake-up or
+	// the engine's next timer, whichever is first; 0: nothing waits on
+	// time. It is state, not an event: it stays until Tick.
+	WakeAt time.Duration
+}
+
+// Reoffer is a request back from its Backoff, offered again: a retry, or
+// back from a deferral (the core's or the ladder's).
+type Reoffer struct {
+	Req   *Req
+	Retry bool
+}
+
+// HasReady reports whether Ready holds anything to carry out (WakeAt
+// aside).
+func (e *Engine) HasReady() bool {
+	rd := &e.rd
+	return len(rd.Judged)+len(rd.Offers)+len(rd.Reoffered)+len(rd.Starts)+len(rd.Answers)+
+		len(rd.Transitions)+len(rd.Ejections)+len(rd.ShadowsShed) > 0
+}
+
+// Ready returns what to carry out. Its slices are the engine's until
+// Advance.
+func (e *Engine) Ready() Ready {
+	rd := e.rd
+	rd.WakeAt = e.wakeAt()
+	return rd
+}
+
+// Advance acknowledges the last Ready: its lists are carried out.
+func (e *Engine) Advance() {
+	rd := &e.rd
+	clear(rd.Judged)
+	clear(rd.Offers)
+	clear(rd.Reoffered)
+	clear(rd.Starts)
+	clear(rd.Answers)
+	clear(rd.ShadowsShed)
+	*rd = Ready{Judged: rd.Judged[:0], Offers: rd.Offers[:0], Reoffered: rd.Reoffered[:0], Starts: rd.Starts[:0],
+		Answers: rd.Answers[:0], Transitions: rd.Transitions[:0], Ejections: rd.Ejections[:0], ShadowsShed: rd.ShadowsShed[:0]}
+}
+
+func (e *Engine) wakeAt() time.Duration {
+	at := e.core.Ready().WakeAt
+	if len(e.timers) > 0 {
+		if t := e.timers[0].at; at == 0 || t < at {
+			at = t
+		}
+	}
+	return at
+}
+
+// Step tells the engine what happened at now.
+func (e *Engine) Step(now time.Duration, ev Event) {
+	q := ev.Req
+	switch ev.Kind {
+	case Arrival:
+		e.lc.Begin()
+		e.judgeThenOffer(now, q)
+	case Answered:
+		if q.state != Running {
+			return
+		}
+		if ev.Observed && ev.Replica >= 0 {
+			Observed(now, e.core, e.ladder, ev.Replica, true, ev.Latency)
+		}
+		e.end(now, q, Answer{Outcome: Completed})
+	case AttemptFailed:
+		if q.state != Running {
+			return
+		}
+		if ev.Observed && ev.Replica >= 0 && ev.How != sched.AttemptThrottled {
+			Observed(now, e.core, e.ladder, ev.Replica, false, 0)
+		}
+		e.core.Finish(now, &q.Core)
+		e.collect(now)
+		next := e.lc.Failed(&q.Life, ev.How, ev.RetryAfter, sched.Backoff(e.cfg.Seed, &q.Core, &q.Life))
+		switch {
+		case next.Action == sched.Reoffer:
+			e.backoff(now, q, next.After, true)
+		case next.Reason != "":
+			e.end(now, q, Answer{Outcome: Refused, Reason: next.Reason, RetryAfter: next.RetryAfter})
+		default:
+			e.end(now, q, Answer{Outcome: Failed})
+		}
+	case Gone:
+		if q.state == Done {
+			return
+		}
+		out := Cancelled
+		if ev.Deadline {
+			out = TimedOut
+		}
+		e.end(now, q, Answer{Outcome: out})
+	case Tick:
+		e.core.Tick(now)
+		e.collect(now)
+		for len(e.timers) > 0 && e.timers[0].at <= now {
+			t := heap.Pop(&e.timers).(*timerEntry)
+			e.fire(now, t.req)
+		}
+	}
+}
+
+// Collect gathers what the core decided since the last call (after a
+// driver called the core directly at now: a hedge, a copy, a probe's
+// result).
+func (e *Engine) Collect(now time.Duration) { e.collect(now) }
+
+// collect moves the core's Ready into the engine's: dispatches become
+// starts, requests no pool serves any more are offered again at once.
+func (e *Engine) collect(now time.Duration) {
+	for {
+		crd := e.core.Ready()
+		if len(crd.Dispatches)+len(crd.Transitions)+len(crd.Ejections)+len(crd.Unroutable)+len(crd.ShadowsShed) == 0 {
+			return
+		}
+		rd := &e.rd
+		for _, d := range crd.Dispatches {
+			if !d.Req.Shadow {
+				q := ReqOf(d.Req)
+				q.state = Running
+				e.stopTimer(q)
+			}
+			rd.Starts = append(rd.Starts, d)
+		}
+		rd.Transitions = append(rd.Transitions, crd.Transitions...)
+		rd.Ejections = append(rd.Ejections, crd.Ejections...)
+		rd.ShadowsShed = append(rd.ShadowsShed, crd.ShadowsShed...)
+		unroutable := append([]*sched.Request(nil), crd.Unroutable...)
+		e.core.Advance()
+		for _, cr := range unroutable {
+			// The core let go of its queue place: offer it again, to its
+			// fallback chain or a refusal.
+			q := ReqOf(cr)
+			e.stopTimer(q)
+			e.core.Finish(now, cr)
+			e.offer(now, q)
+		}
+	}
+}
+
+// fire is a request's timer: its re-offer, or its queue time-out.
+func (e *Engine) fire(now time.Duration, q *Req) {
+	switch q.state {
+	case Backoff:
+		e.rd.Reoffered = append(e.rd.Reoffered, Reoffer{Req: q, Retry: q.retry})
+		e.judgeThenOffer(now, q)
+	case Held:
+		e.end(now, q, Answer{Outcome: QueueTimedOut})
+	}
+}
+
+// judgeThenOffer has the ladder judge q where it judges (before the first
+// offer, and back from its deferral), then offers it to the core.
+func (e *Engine) judgeThenOffer(now time.Duration, q *Req) {
+	if e.ladder != nil && q.Life.LadderJudges() {
+		again := q.Life.Shed > 0
+		n, eff, _ := e.ladder.Judge(e.lc, &q.Life, &q.Core, q.Counted, e.cfg.LadderDraw)
+		switch n.Action {
+		case sched.Reoffer:
+			e.rd.Judged = append(e.rd.Judged, Judged{Req: q, Next: n, Effect: eff, Again: again})
+			e.backoff(now, q, n.After, false)
+			return
+		case sched.Refuse:
+			e.rd.Judged = append(e.rd.Judged, Judged{Req: q, Next: n, Effect: eff, Again: again})
+			e.end(now, q, Answer{Outcome: Refused, Reason: n.Reason, RetryAfter: n.RetryAfter})
+			return
+		case sched.AnswerCached:
+			e.rd.Judged = append(e.rd.Judged, Judged{Req: q, Next: n, Effect: eff, Again: again})
+			// Answered from the cache: the driver times the lookup and
+			// steps Answered with no replica.
+			q.state = Running
+			return
+		}
+		if eff.Capped {
+			q.Core.Output = eff.Output
+		}
+		q.Core.Model = eff.Model
+		e.rd.Judged = append(e.rd.Judged, Judged{Req: q, Next: n, Effect: eff, Again: again})
+	}
+	e.offer(now, q)
+}
+
+// offer submits q to admission and does what its lifecycle says next.
+func (e *Engine) offer(now time.Duration, q *Req) {
+	q.Offered = now
+	q.state = Held
+	d := e.core.Arrive(now, &q.Core)
+	next := e.lc.Offered(&q.Life, d, sched.Backoff(e.cfg.Seed, &q.Core, &q.Life))
+	e.rd.Offers = append(e.rd.Offers, Offer{Req: q, Decision: d, Next: next})
+	switch next.Action {
+	case sched.Wait:
+		e.collect(now)
+		if qt := e.cfg.QueueTimeout; qt > 0 && q.state == Held {
+			e.setTimer(q, now+qt)
+		}
+	case sched.Reoffer:
+		e.backoff(now, q, next.After, next.Retry)
+	case sched.Refuse:
+		e.end(now, q, Answer{Outcome: Refused, Reason: d.Reason, RetryAfter: d.RetryAfter, Detail: d.Detail})
+	}
+}
+
+// backoff holds q until after, then offers it again (a retry when retry
+// is set, else a deferral).
+func (e *Engine) backoff(now time.Duration, q *Req, after time.Duration, retry bool) {
+	q.state, q.retry = Backoff, retry
+	e.setTimer(q, now+after)
+}
+
+// end decides q's outcome: it leaves the core (which may dispatch others)
+// and the retry budget. The driver releases it from flight (Release) when
+// what it holds is free.
+func (e *Engine) end(now time.Duration, q *Req, a Answer) {
+	a.Req, a.Was, a.Replica = q, q.state, q.Core.Replica
+	q.state = Done
+	e.stopTimer(q)
+	e.lc.Finish(&q.Life)
+	e.core.Finish(now, &q.Core)
+	e.rd.Answers = append(e.rd.Answers, a)
+	e.collect(now)
+}
+
+// Release counts q out of flight: its answer is written, what it held is
+// free (the twin's cancelled sequence may outlive it in an engine's step).
+// It counts once.
+func (e *Engine) Release(q *Req) { e.lc.End(&q.Life) }
+
+// ReqOf is the Req whose Core cr is.
+func ReqOf(cr *sched.Request) *Req { return (*Req)(unsafe.Pointer(cr)) }
+
+// A request's timer: its re-offer (Backoff) or its queue time-out (Held).
+// One at a time; the heap orders them by time, then by when they were set.
+type timerEntry struct {
+	req *Req
+	at  time.Duration
+	seq uint64
+	idx int // in the heap; -1: not set
+}
+
+func (e *Engine) setTimer(q *Req, at time.Duration) {
+	e.stopTimer(q)
+	e.seq++
+	q.timer = timerEntry{req: q, at: at, seq: e.seq}
+	heap.Push(&e.timers, &q.timer)
+}
+
+func (e *Engine) stopTimer(q *Req) {
+	if q.timer.req != nil && q.timer.idx >= 0 && q.timer.idx < len(e.timers) && e.timers[q.timer.idx] == &q.timer {
+		heap.Remove(&e.timers, q.timer.idx)
+	}
+	q.timer.req = nil
+}
+
+type timerHeap []*timerEntry
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].at != h[j].at {
+		return h[i].at < h[j].at
+	}
+	return h[i].seq < h[j].seq
+}
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].idx, h[j].idx = i, j
+}
+func (h *timerHeap) Push(x any) {
+	t := x.(*timerEntry)
+	t.idx = len(*h)
+	*h = append(*h, t)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	t.idx = -1
+	return t
+}
