@@ -84,26 +84,10 @@ func (g *Gateway) attemptEnded(q *request, rep int, ok bool) {
 	c := &q.c
 	first := time.Duration(-1) // none
 	if q.ttft > 0 {
-		first = c.req.Arrived + q.ttft // q.ttft counts from arrival
+		first = c.Core.Arrived + q.ttft // q.ttft counts from arrival
 	}
-	met := ok && reqengine.MetSLO(g.sc.Classes[c.req.Class].SLO, q.ttft, now-c.req.Arrived, c.req.Output)
-	g.can.AttemptEnded(now, &c.req, rep, ok, c.offered, first, met)
-}
-
-// waitedInVain feeds the rollouts a canary request that timed out waiting
-// for the candidate (replica -1): an expiry in the queue, to a rollout;
-// nothing when its client went away (gone).
-func (g *Gateway) waitedInVain(q *request, gone bool) {
-	if gone || g.can == nil {
-		return
-	}
-	g.mu.Lock()
-	// Under the lock: a rollback moves a waiting request to the baseline.
-	onCanary := q.c.req.Route > 0
-	g.mu.Unlock()
-	if onCanary {
-		g.attemptEnded(q, -1, false)
-	}
+	met := ok && reqengine.MetSLO(g.sc.Classes[c.Core.Class].SLO, q.ttft, now-c.Core.Arrived, c.Core.Output)
+	g.can.AttemptEnded(now, &c.Core, rep, ok, c.Offered, first, met)
 }
 
 // cancelledAttempt feeds the rollouts an attempt whose request's context

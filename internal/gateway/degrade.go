@@ -1,12 +1,11 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
@@ -71,57 +70,35 @@ func (g *Gateway) Ladder(fn func(l *sched.Ladder)) {
 	fn(g.ladder.Ladder)
 }
 
-// degrade applies the engaged rungs to q, a new request, before its first
-// offer (the lifecycle says what follows each verdict). It reports done
-// when q was answered (refused, or its deferral ended by its deadline or
-// its client), with the outcome and status; else q goes on, its output
-// capped or its model substituted as the rungs say.
-func (g *Gateway) degrade(ctx context.Context, w http.ResponseWriter, q *request) (outcome string, status int, done bool) {
-	if g.ladder == nil {
-		return "", 0, false
-	}
-	for {
-		g.mu.Lock()
-		// No draw: the cache's is the only one, and New refuses
-		// cached-answers.
-		again := q.c.life.Shed > 0
-		n, e, judged := g.ladder.Judge(g.lc, &q.c.life, &q.c.req, true, nil)
-		g.mu.Unlock()
-		if !judged {
-			return "", 0, false
-		}
-		switch n.Action {
-		case sched.Refuse:
+// judged carries out the ladder's verdict on q (the engine judged it
+// before its first offer, or back from the ladder's deferral, and applied
+// its effect to q's core request): it is counted, and a capped output or
+// a substituted model is written into the body sent upstream. A shed
+// comes back as the engine's answer, a deferral as its offer later.
+func (g *Gateway) judged(q *request, j reqengine.Judged) {
+	switch j.Next.Action {
+	case sched.Refuse:
+		g.metrics.degraded.WithLabelValues(degradedShed).Inc()
+	case sched.Reoffer:
+		if !j.Again {
 			g.metrics.degraded.WithLabelValues(degradedShed).Inc()
-			setRetryAfter(w, n.RetryAfter)
-			return outRejected, q.fail(w, outRejected, n.Reason,
-				rateLimited(n.Reason, "request refused: "+n.Reason)), true
-		case sched.Reoffer:
-			if !again {
-				g.metrics.degraded.WithLabelValues(degradedShed).Inc()
-			}
-			// A deferral, as the core's: X-Fleetdrill-Deferrals and
-			// the attempts count it (Life.Offers, Life.AllDeferrals).
-			g.metrics.deferrals.WithLabelValues(q.tenant, q.class, n.Reason).Inc()
-			if !g.clk.sleep(ctx, n.After) {
-				return ctxOutcome(ctx), ctxStatus(ctx, w, q), true
-			}
-			continue
 		}
+		// A deferral, as the core's: X-Fleetdrill-Deferrals and the
+		// attempts count it (Life.Offers, Life.AllDeferrals).
+		g.metrics.deferrals.WithLabelValues(q.tenant, q.class, j.Next.Reason).Inc()
+	case sched.OfferNow:
+		e := j.Effect
 		if e.Capped {
 			g.metrics.degraded.WithLabelValues(degradedCapped).Inc()
-			q.c.req.Output = e.Output
 		}
 		if e.Substituted {
 			g.metrics.degraded.WithLabelValues(degradedSubstituted).Inc()
-			q.c.req.Model = e.Model
 			// Counted under the model it now asks for.
 			q.model = g.sc.Models[e.Model].Name
 		}
 		if e.Capped || e.Substituted {
 			q.body = degradedBody(q.body, q.model, e.Capped, e.Output)
 		}
-		return "", 0, false
 	}
 }
 

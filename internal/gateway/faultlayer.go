@@ -362,7 +362,7 @@ func (l *FaultLayer) send(up *http.Request, q *request, rep int) (*http.Response
 	}
 	// The attempt's own draw (sched.AttemptFate), a run's too: its ID and
 	// offer are the request's, fixed while the attempt is out.
-	v := decide(fs, q.served, func() float64 { return sched.AttemptFate(l.seed, q.c.req.ID, q.c.life.Attempts, rep) })
+	v := decide(fs, q.served, func() float64 { return sched.AttemptFate(l.seed, q.c.Core.ID, q.c.Life.Attempts, rep) })
 	l.mu.Unlock()
 
 	ctx := up.Context()
@@ -380,7 +380,7 @@ func (l *FaultLayer) send(up *http.Request, q *request, rep int) (*http.Response
 	}
 	wait := v.latency
 	if v.status != 0 {
-		wait += v.delay + faults.AnswerDelay(sched.AnswerDraw(l.seed, q.c.req.ID, q.c.life.Attempts, rep))
+		wait += v.delay + faults.AnswerDelay(sched.AnswerDraw(l.seed, q.c.Core.ID, q.c.Life.Attempts, rep))
 	}
 	if wait > 0 {
 		t := time.NewTimer(l.clk.wall(wait))

@@ -54,16 +54,15 @@ type Gateway struct {
 	// split, so a dispatch and a scaler's change are never torn apart.
 	mu       sync.Mutex
 	core     *sched.Core
-	waiting  map[uint64]*call // requests the core holds, awaiting dispatch
+	eng      *reqengine.Engine // the request engine (both drivers'): the core, the lifecycle, the ladder's judgement, the requests' timers
+	calls    callTable         // the requests whose handlers run
 	nextID   uint64
 	nonce    string           // this gateway's, for idempotency keys unique across restarts
-	lc       *sched.Lifecycle // requests' lives around the core (both drivers')
+	lc       *sched.Lifecycle // requests' lives around the core (the engine's)
 	wakeAt   time.Duration    // the core's wake-up (model time), a job of sched; 0: none
 	closed   bool
 	report   *reporter         // breakers' transitions and failed attempts, to the log and the Observer (observer.go)
 	ejected  []bool            // per replica: out of routing as a latency outlier, as last reported
-	held     int               // requests the core holds (queued or dispatched)
-	heldPeak int               // most held at once
 	ladder   *reqengine.Ladder // the degradation ladder (degrade.go); nil without one
 
 	// Canaries (canary.go): the rollouts (nil without canaries) over the
@@ -105,14 +104,80 @@ type keyEntry struct {
 	tenant int
 }
 
-// call is one client request as the driver tracks it.
+// call is one client request as the driver tracks it: the request
+// engine's record of it, and what the engine decided for it that its
+// handler has not carried out yet.
 type call struct {
-	req        sched.Request
-	ready      chan int      // the replica, when the core dispatches the request
-	dispatched time.Duration // model time of the last dispatch; set before ready is sent
-	offered    time.Duration // model time the current attempt was offered to the core
-	held       bool          // the core holds it (admitted, not finished)
-	life       sched.Life    // attempts, deferrals, admission, the retry budget (see sched.Lifecycle)
+	reqengine.Req               // must stay the first field (the engine's record)
+	dispatched    time.Duration // model time of the last dispatch; set before its start is posted
+	held          bool          // the core holds it (admitted, its attempt not ended)
+	// notes are the engine's decisions for this request, in order, for
+	// its handler (under mu); wake says there are some.
+	notes []note
+	wake  chan struct{}
+}
+
+// noteKind is what a note says.
+type noteKind uint8
+
+const (
+	noteJudged  noteKind = iota + 1 // the ladder's verdict (its effect applied to Core)
+	noteOffer                       // an offer to the core and what follows
+	noteReoffer                     // back from a backoff: a retry or a deferral ending
+	noteStart                       // start an attempt on replica
+	noteAnswer                      // the outcome is decided
+)
+
+// note is one of the engine's decisions for a request, which its handler
+// carries out (degrade.go, proxy.go).
+type note struct {
+	kind    noteKind
+	judged  reqengine.Judged
+	offer   reqengine.Offer
+	retry   bool
+	replica int
+	answer  reqengine.Answer
+}
+
+// callTable is the requests whose handlers run, by ID, and how many of
+// them the core holds (queued or dispatched). Under mu.
+type callTable struct {
+	m              map[uint64]*call
+	held, heldPeak int // held now, and most at once
+}
+
+// post hands n to the handler of the request whose core request is cr,
+// if it still runs.
+func (t *callTable) post(cr *sched.Request, n note) {
+	if c := t.m[cr.ID]; c != nil {
+		c.post(n)
+	}
+}
+
+// hold counts c among the core's requests, once.
+func (t *callTable) hold(c *call) {
+	if !c.held {
+		c.held = true
+		t.held++
+		t.heldPeak = max(t.heldPeak, t.held)
+	}
+}
+
+// unhold counts c out of the core's requests.
+func (t *callTable) unhold(c *call) {
+	if c.held {
+		c.held = false
+		t.held--
+	}
+}
+
+// post hands n to c's handler. Called with mu held.
+func (c *call) post(n note) {
+	c.notes = append(c.notes, n)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // New builds a gateway and starts its health probes.
@@ -158,7 +223,7 @@ func New(cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
 	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, clk: clock{start: time.Now(), speed: cfg.Speed}, reg: cfg.Registry,
-		models: map[string]int{}, classes: map[string]int{}, waiting: map[uint64]*call{}, byPool: map[string][]int{},
+		models: map[string]int{}, classes: map[string]int{}, calls: callTable{m: map[uint64]*call{}}, byPool: map[string][]int{},
 		lc: sched.NewLifecycle(compile.RetryPolicy(&sc), sc.Policy.Retries.RetryRejected)}
 	// Not from the seeded stream: keys must differ between two gateways
 	// started with the same seed.
@@ -272,6 +337,10 @@ func New(cfg Config) (*Gateway, error) {
 	// Evaluated every sched.LadderEvery of model time, and at least a
 	// millisecond of wall time apart.
 	g.ladder = reqengine.NewLadder(core, g.clk.now(), g.clk.model(time.Millisecond))
+	// No ladder draw: the cache's is the only one, and checkLadder refuses
+	// cached-answers.
+	g.eng = reqengine.NewEngine(g.core, g.lc, g.ladder, reqengine.EngineConfig{Seed: cfg.Seed,
+		QueueTimeout: sc.Policy.Admission.QueueTimeout.D()})
 	g.coreCfg = core
 	g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries)
 	if err := g.as.init(&sc, g.core, g.byPool, g.replicas, cfg.Seed, cfg.HoldAutoscale); err != nil {
@@ -433,12 +502,15 @@ func (g *Gateway) SetServes(pool, model string, on bool) (version int, changed b
 	return version, true, nil
 }
 
-// deliver carries out the core's Ready: breaker transitions and outlier
-// ejections are logged, counted and reported, dispatches handed to their waiting requests, and the wake-up
-// timer armed. Called with mu held after every core call, with the now
-// that call was given.
+// deliver carries out the request engine's Ready (gathering first what the
+// core decided on a direct call: a hedge, a copy, a probe, a route
+// change): breaker transitions and outlier ejections are logged, counted
+// and reported, each request's decisions posted to its handler, and the
+// wake-up timer armed. Called with mu held after every engine or core
+// call, with the now that call was given.
 func (g *Gateway) deliver(now time.Duration) {
-	rd := g.core.Ready()
+	g.eng.Collect(now)
+	rd := g.eng.Ready()
 	for _, tr := range rd.Transitions {
 		g.report.breaker(now, tr.Replica, tr.To)
 		if tr.To == sched.HalfOpen && g.probeCtx != nil && g.probeCtx.Err() == nil && g.probedLocked(tr.Replica) {
@@ -463,30 +535,42 @@ func (g *Gateway) deliver(now time.Duration) {
 	for _, req := range rd.ShadowsShed {
 		g.copies.shed(req.ID)
 	}
-	for _, d := range rd.Dispatches {
-		c, ok := g.waiting[d.Req.ID]
-		if !ok {
+	for _, j := range rd.Judged {
+		g.calls.post(&j.Req.Core, note{kind: noteJudged, judged: j})
+	}
+	for _, o := range rd.Offers {
+		if c := g.calls.m[o.Req.Core.ID]; c != nil && o.Next.Action == sched.Wait {
+			g.calls.hold(c)
+		}
+		g.calls.post(&o.Req.Core, note{kind: noteOffer, offer: o})
+	}
+	for _, ro := range rd.Reoffered {
+		g.calls.post(&ro.Req.Core, note{kind: noteReoffer, retry: ro.Retry})
+	}
+	for _, d := range rd.Starts {
+		if d.Req.Shadow {
 			g.copies.dispatched(d)
 			continue
 		}
-		delete(g.waiting, d.Req.ID)
-		c.dispatched = now
-		if g.obs.Dispatch != nil {
-			g.obs.Dispatch(now, d.Replica)
+		if c := g.calls.m[d.Req.ID]; c != nil {
+			c.dispatched = now
+			if g.obs.Dispatch != nil {
+				g.obs.Dispatch(now, d.Replica)
+			}
+			c.post(note{kind: noteStart, replica: d.Replica})
 		}
-		c.ready <- d.Replica
 	}
-	// Requests a route change (SetServes) left with no pool go back to
-	// their handlers, which offer them again (a fallback, or a refusal),
-	// the core's Ready.Unroutable, whichever driver carries it out.
-	for _, req := range rd.Unroutable {
-		if c, ok := g.waiting[req.ID]; ok {
-			delete(g.waiting, req.ID)
-			c.ready <- -1
+	for _, a := range rd.Answers {
+		if c := g.calls.m[a.Req.Core.ID]; c != nil {
+			g.calls.unhold(c)
+			c.post(note{kind: noteAnswer, answer: a})
 		}
+		// Out of flight at the instant its outcome is decided, however
+		// long its answer then takes to write.
+		g.eng.Release(a.Req)
 	}
 	at := rd.WakeAt
-	g.core.Advance()
+	g.eng.Advance()
 	if g.closed {
 		return
 	}
@@ -496,7 +580,7 @@ func (g *Gateway) deliver(now time.Duration) {
 	}
 }
 
-// onWake is the core's wake-up (Ready.WakeAt), run by the schedule.
+// onWake is the engine's wake-up (Ready.WakeAt), run by the schedule.
 func (g *Gateway) onWake() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -504,87 +588,76 @@ func (g *Gateway) onWake() {
 	if g.closed {
 		return
 	}
-	now := g.clk.now()
-	g.core.Tick(now)
-	g.deliver(now)
+	g.stepLocked(g.clk.now(), reqengine.Event{Kind: reqengine.Tick})
 }
 
-// admit offers c to the core: its decision, and what c's lifecycle says to
-// do next.
-func (g *Gateway) admit(c *call) (sched.Decision, sched.Next) {
+// step tells the request engine what happened to a request now, and
+// carries out what it decided.
+func (g *Gateway) step(ev reqengine.Event) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	select {
-	case <-c.ready: // a dispatch raced with the end of the last attempt
-	default:
-	}
-	now := g.clk.now()
-	g.waiting[c.req.ID] = c
-	c.offered = now
-	d := g.core.Arrive(now, &c.req)
-	next := g.lc.Offered(&c.life, d, sched.Backoff(g.cfg.Seed, &c.req, &c.life))
-	if next.Action == sched.Wait {
-		c.held = true
-		g.held++
-		g.heldPeak = max(g.heldPeak, g.held)
-	}
-	g.deliver(now)
-	if next.Action != sched.Wait {
-		delete(g.waiting, c.req.ID)
-	}
-	if next.Action == sched.Refuse {
-		g.lc.End(&c.life)
-	}
-	return d, next
+	g.stepLocked(g.clk.now(), ev)
 }
 
-// tooLarge asks the core whether size alone kept c from every route (see
-// sched.Core.TooLarge), and the most tokens a pool that may serve it holds.
-func (g *Gateway) tooLarge(c *call) (int64, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.core.TooLarge(&c.req)
-}
-
-// failed asks c's lifecycle what to do after an attempt ended without an
-// answer; a 429 tells the core the pool's provider is throttling.
-func (g *Gateway) failed(c *call, how sched.Attempt, retryAfter time.Duration) sched.Next {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	next := g.lc.Failed(&c.life, how, retryAfter, sched.Backoff(g.cfg.Seed, &c.req, &c.life))
-	if next.Action == sched.GiveUp {
-		g.lc.End(&c.life)
+// stepLocked is step with mu held, at now. An attempt's end observed on a
+// replica reports its breaker's state first: the core moves an open
+// breaker to half-open lazily, and reading it makes that step a
+// transition of its own.
+func (g *Gateway) stepLocked(now time.Duration, ev reqengine.Event) {
+	if ev.Observed && ev.Replica >= 0 && ev.How != sched.AttemptThrottled {
+		g.report.breaker(now, ev.Replica, g.core.Breaker(now, ev.Replica))
 	}
-	return next
-}
-
-// finish tells the core that c's attempt ended (wherever it was), with
-// the replica's health when observed is set; ok says the replica
-// answered, which ends the request.
-func (g *Gateway) finish(c *call, replica int, observed, ok bool, ttft time.Duration) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.clk.now()
-	delete(g.waiting, c.req.ID)
-	if observed && replica >= 0 {
-		var lat time.Duration // the replica's own: dispatch to first token
-		if ttft > 0 {
-			lat = ttft - (c.dispatched - c.req.Arrived)
+	g.eng.Step(now, ev)
+	if ev.Kind == reqengine.AttemptFailed {
+		if c := g.calls.m[ev.Req.Core.ID]; c != nil {
+			g.calls.unhold(c) // the core let go of it; an offer holds it again
 		}
-		// The core moves an open breaker to half-open lazily; reading
-		// the state first makes that step a transition of its own.
-		g.report.breaker(now, replica, g.core.Breaker(now, replica))
-		reqengine.Observed(now, g.core, g.ladder, replica, ok, lat)
-	}
-	if c.held {
-		c.held = false
-		g.held--
-	}
-	g.core.Finish(now, &c.req)
-	if ok {
-		g.lc.End(&c.life)
 	}
 	g.deliver(now)
+}
+
+// next waits for the engine's next decision for q, and returns it; false
+// when q's context ended first, which ends q in the engine (its client
+// gone, or its deadline passed).
+func (g *Gateway) next(ctx context.Context, q *request) (note, bool) {
+	for {
+		g.mu.Lock()
+		if len(q.c.notes) > 0 {
+			n := q.c.notes[0]
+			q.c.notes[0] = note{}
+			q.c.notes = q.c.notes[1:]
+			g.mu.Unlock()
+			return n, true
+		}
+		g.mu.Unlock()
+		select {
+		case <-q.c.wake:
+		case <-ctx.Done():
+			g.gone(ctx, q)
+			return note{}, false
+		}
+	}
+}
+
+// gone ends q in the engine, if it has not ended: its context ended (the
+// class deadline, or the client went away), wherever it was; from its
+// handler's exit, a handler that panicked. A canary request whose
+// deadline passed while it waited for the candidate tells its rollout (an
+// expiry in the queue); a client gone tells it nothing.
+func (g *Gateway) gone(ctx context.Context, q *request) {
+	deadline := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	g.mu.Lock()
+	st := q.c.State()
+	// Under the lock: a rollback moves a waiting request to the baseline.
+	onCanary := q.c.Core.Route > 0
+	g.mu.Unlock()
+	if st == reqengine.Done {
+		return
+	}
+	if st == reqengine.Held && deadline && onCanary {
+		g.attemptEnded(q, -1, false)
+	}
+	g.step(reqengine.Event{Kind: reqengine.Gone, Req: &q.c.Req, Deadline: deadline})
 }
 
 // throttle tells the core that replica r's provider answered 429 asking
@@ -603,7 +676,7 @@ func (g *Gateway) hedge(c *call) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.clk.now()
-	h := g.core.Hedge(now, &c.req)
+	h := g.core.Hedge(now, &c.Core)
 	g.deliver(now)
 	return h
 }
@@ -615,7 +688,7 @@ func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengin
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.clk.now()
-	s := reqengine.SettleHedge(now, g.core, &c.req, end, func(s reqengine.Settlement) {
+	s := reqengine.SettleHedge(now, g.core, &c.Core, end, func(s reqengine.Settlement) {
 		if !s.ReportFailure {
 			return
 		}

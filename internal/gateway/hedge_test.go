@@ -32,7 +32,7 @@ func TestHedgeWinsOnASecondReplica(t *testing.T) {
 	eventually(t, "both slots released", func() bool {
 		h.gw.mu.Lock()
 		defer h.gw.mu.Unlock()
-		n := h.gw.held
+		n := h.gw.calls.held
 		for r := range h.gw.replicas {
 			n += h.gw.core.Inflight(r)
 		}

@@ -284,7 +284,7 @@ func (l *Limits) tenantFull(w http.ResponseWriter, tenant, class int, arrived ti
 		return false
 	}
 	q := &request{tenant: l.sc.Tenants[tenant].Name, class: l.sc.Classes[class].Name, model: modelUnread, arrived: arrived}
-	q.c.life.Attempts = 1 // one offer, refused: as the core's refusal says it
+	q.c.Life.Attempts = 1 // one offer, refused: as the core's refusal says it
 	setRetryAfter(w, retry)
 	status := q.fail(w, outRejected, sched.ReasonTenantConcurrency,
 		rateLimited(sched.ReasonTenantConcurrency, "request refused: "+sched.ReasonTenantConcurrency))

@@ -114,7 +114,7 @@ func TestOverloadIsBounded(t *testing.T) {
 		}
 	}
 	h.gw.mu.Lock()
-	held, live := h.gw.held, h.gw.lc.Live()
+	held, live := h.gw.calls.held, h.gw.lc.Live()
 	h.gw.mu.Unlock()
 	assert.Equal(t, bound, held, "requests the core holds")
 	assert.Equal(t, bound, live, "requests the gateway tracks")
@@ -130,10 +130,10 @@ func TestOverloadIsBounded(t *testing.T) {
 	}
 	assert.Equal(t, bound, served)
 	h.gw.mu.Lock()
-	assert.LessOrEqual(t, h.gw.heldPeak, bound, "the core held more than the admission bound")
-	assert.Zero(t, h.gw.held)
+	assert.LessOrEqual(t, h.gw.calls.heldPeak, bound, "the core held more than the admission bound")
+	assert.Zero(t, h.gw.calls.held)
 	assert.Zero(t, h.gw.lc.Live())
-	assert.Empty(t, h.gw.waiting)
+	assert.Empty(t, h.gw.calls.m)
 	h.gw.mu.Unlock()
 	assert.Equal(t, float64(n-bound), h.metric("fleetdrill_gateway_requests_total", map[string]string{"outcome": "rejected"}))
 

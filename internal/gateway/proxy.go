@@ -251,11 +251,11 @@ func (q *request) setHeaders(w http.ResponseWriter, outcome, reason string) {
 		h.Set(hdrReason, reason)
 	}
 	// A deferral by the ladder is counted as the core's: an offer, deferred.
-	if n := q.c.life.AllDeferrals(); n > 0 {
+	if n := q.c.Life.AllDeferrals(); n > 0 {
 		h.Set(hdrDeferrals, strconv.Itoa(n))
 	}
-	h.Set(hdrAttempts, strconv.Itoa(q.c.life.Offers()))
-	if q.c.life.Admitted {
+	h.Set(hdrAttempts, strconv.Itoa(q.c.Life.Offers()))
+	if q.c.Life.Admitted {
 		h.Set(hdrAdmitted, "1")
 	}
 }
@@ -318,18 +318,19 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	q := &request{path: r.URL.Path, body: g.lim.screen(r, body), stream: cr.Stream, arrived: arrived,
 		tenant: g.sc.Tenants[tenant].Name, class: g.sc.Classes[class].Name, model: cr.Model,
 		inParam: inParam, outParam: outParam}
-	q.c.ready = make(chan int, 1)
+	q.c.wake = make(chan struct{}, 1)
+	q.c.Counted = true // the ladder's report counts every request
 	// A request arrives once, when the client sent it: a retry, a deferred
 	// request offered again or one the ladder deferred keeps its arrival,
 	// so FIFO order, priority aging, WFQ and its wait count
 	// from then.
-	q.c.req = sched.Request{Tenant: tenant, Class: class, Model: model, Input: in, Output: out, Arrived: g.clk.at(arrived)}
+	q.c.Core = sched.Request{Tenant: tenant, Class: class, Model: model, Input: in, Output: out, Arrived: g.clk.at(arrived)}
 
 	// The class deadline is model time from arrival: the core sees it on
 	// its clock, the request's context on the wall clock.
 	ctx := r.Context()
 	if d := g.sc.Classes[class].Deadline.D(); d > 0 {
-		q.c.req.Deadline = g.clk.at(arrived) + d
+		q.c.Core.Deadline = g.clk.at(arrived) + d
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, arrived.Add(g.clk.wall(d)))
 		defer cancel()
@@ -338,138 +339,115 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	// Numbered from 0 in arrival order, as a run numbers its requests:
 	// the hashes that draw by ID (a canary's route) draw alike.
-	q.c.req.ID = g.nextID
+	q.c.Core.ID = g.nextID
 	g.nextID++
-	q.c.life.Key = g.nonce + "-" + strconv.FormatUint(q.c.req.ID, 10)
-	g.lc.Begin()
+	q.c.Life.Key = g.nonce + "-" + strconv.FormatUint(q.c.Core.ID, 10)
+	g.calls.m[q.c.Core.ID] = &q.c
 	g.mu.Unlock()
-	g.first.add(q.c.req.ID, class, q.c.req.Tenant, q.c.req.Arrived)
+	g.first.add(q.c.Core.ID, class, q.c.Core.Tenant, q.c.Core.Arrived)
 	// Whatever way the handler leaves (a panic net/http recovers included),
-	// the request stops waiting: a stale entry would grow the gauges forever.
-	defer g.first.done(q.c.req.ID)
+	// the request stops waiting and leaves the engine: a stale entry would
+	// grow the gauges forever, and a live one keep its timers.
+	defer g.first.done(q.c.Core.ID)
+	defer func() {
+		g.gone(ctx, q) // a handler that panicked; a no-op once q ended
+		g.mu.Lock()
+		g.eng.Release(&q.c.Req)
+		delete(g.calls.m, q.c.Core.ID)
+		g.mu.Unlock()
+	}()
 
-	outcome, status, done := g.degrade(ctx, w, q)
-	if !done {
-		outcome, status = g.run(ctx, w, q)
-	}
+	g.step(reqengine.Event{Kind: reqengine.Arrival, Req: &q.c.Req})
+	outcome, status := g.run(ctx, w, q)
 	g.copies.primaryDone(q)
 
-	g.first.done(q.c.req.ID)
-	g.mu.Lock()
-	g.lc.End(&q.c.life) // where its outcome was not decided under the lock
-	g.mu.Unlock()
+	g.first.done(q.c.Core.ID)
 	g.metrics.ended(q, outcome)
 	g.log.Info("request", "tenant", q.tenant, "class", q.class, "model", cr.Model, "stream", q.stream,
-		"outcome", outcome, "status", status, "attempts", q.c.life.Offers(), "deferrals", q.c.life.AllDeferrals(),
-		"input_tokens_est", in, "max_output_tokens", q.c.req.Output, "duration", g.clk.model(time.Since(arrived)))
+		"outcome", outcome, "status", status, "attempts", q.c.Life.Offers(), "deferrals", q.c.Life.AllDeferrals(),
+		"input_tokens_est", in, "max_output_tokens", q.c.Core.Output, "duration", g.clk.model(time.Since(arrived)))
 }
 
-// run carries out one request's life (sched.Lifecycle decides each
-// step): admission, waits, attempts, and the answer to the
-// client. It returns the outcome and the status sent (0: none).
+// run carries out what the request engine decides for q, from its arrival
+// (stepped by the caller) to its answer: the ladder's verdict, offers,
+// attempts and the answer to the client. It returns the outcome and the
+// status sent (0: none).
 func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (string, int) {
-	var next sched.Next
 	for {
-		var d sched.Decision
-		d, next = g.admit(&q.c)
-		if next.Action == sched.Wait && next.FirstAdmit {
-			g.copies.mirror(q)
+		n, ok := g.next(ctx, q)
+		if !ok {
+			return ctxOutcome(ctx), ctxStatus(ctx, w, q)
 		}
-		switch next.Action {
-		case sched.Reoffer:
-			if next.Retry {
+		switch n.kind {
+		case noteJudged:
+			g.judged(q, n.judged)
+		case noteOffer:
+			switch o := n.offer; {
+			case o.Next.Action == sched.Wait && o.Next.FirstAdmit:
+				g.copies.mirror(q)
+			case o.Next.Action == sched.Reoffer && !o.Next.Retry:
+				g.metrics.deferrals.WithLabelValues(q.tenant, q.class, o.Next.Reason).Inc()
+			}
+		case noteReoffer:
+			if n.retry {
 				g.metrics.retries.WithLabelValues(q.tenant, q.class).Inc()
-			} else {
-				g.metrics.deferrals.WithLabelValues(q.tenant, q.class, next.Reason).Inc()
 			}
-			if !g.clk.sleep(ctx, next.After) {
-				return ctxOutcome(ctx), ctxStatus(ctx, w, q)
-			}
-			continue
-		case sched.Refuse:
-			if d.Reason == sched.ReasonNoRoute {
-				// Too large for every pool that may serve it: the
-				// client's to fix (a retry cannot help), as OpenAI's
-				// context_length_exceeded. Any other reason (residency,
-				// no pool serving the model) is the fleet's.
-				if limit, ok := g.tooLarge(&q.c); ok {
-					return outRejected, q.fail(w, outRejected, d.Reason, q.tooLong(limit))
+		case noteStart:
+			if res, outcome, status := g.forward(ctx, w, q, n.replica); res != resRetry {
+				if res == resCancelled {
+					return ctxOutcome(ctx), ctxStatus(ctx, w, q)
 				}
-				return outRejected, q.fail(w, outRejected, d.Reason,
-					apiError{http.StatusServiceUnavailable, typeServer, "no_route", "", "no pool may serve this request"})
+				return outcome, status
 			}
-			setRetryAfter(w, next.RetryAfter)
-			if next.Reason == sched.ReasonUnavailable {
-				// Every pool that may serve it is down: the fleet's
-				// outage, not the client's rate; back after Retry-After.
-				return outRejected, q.fail(w, outRejected, next.Reason,
-					apiError{http.StatusServiceUnavailable, typeServer, "jurisdiction_unavailable", "",
-						"request refused: " + next.Reason + ": every pool that may serve it is down"})
-			}
-			return outRejected, q.fail(w, outRejected, next.Reason, rateLimited(next.Reason, "request refused: "+next.Reason))
-		}
-		// Wait for a replica.
-		var rep int
-		select {
-		case rep = <-q.c.ready:
-		default:
-			// policy.admission.queue_timeout bounds the wait, as in the
-			// twin; without it, the class deadline and the client do.
-			var timeout <-chan time.Time
-			var t *time.Timer
-			if qt := g.sc.Policy.Admission.QueueTimeout.D(); qt > 0 {
-				t = time.NewTimer(g.clk.wall(qt))
-				timeout = t.C
-			}
-			stop := func() {
-				if t != nil {
-					t.Stop()
-				}
-			}
-			select {
-			case rep = <-q.c.ready:
-				stop()
-			case <-timeout:
-				g.waitedInVain(q, false)
-				g.finish(&q.c, -1, false, false, 0)
-				setRetryAfter(w, time.Second)
-				return outTimedOut, q.fail(w, outTimedOut, "",
-					apiError{http.StatusServiceUnavailable, typeServer, "queue_timeout", "", "no replica became free in time"})
-			case <-ctx.Done():
-				stop()
-				g.waitedInVain(q, !errors.Is(ctx.Err(), context.DeadlineExceeded))
-				g.finish(&q.c, -1, false, false, 0)
-				return ctxOutcome(ctx), ctxStatus(ctx, w, q)
-			}
-		}
-		if rep < 0 {
-			// The core let go of it (no pool serves its model any more):
-			// offer it again.
-			g.finish(&q.c, -1, false, false, 0)
-			continue
-		}
-		res, outcome, status := g.forward(ctx, w, q, rep)
-		switch res {
-		case resDone:
-			return outcome, status
-		case resCancelled:
-			return ctxOutcome(ctx), ctxStatus(ctx, w, q)
-		}
-		how := sched.AttemptError
-		if q.lastStatus == http.StatusTooManyRequests {
-			how = sched.AttemptThrottled
-		}
-		if next = g.failed(&q.c, how, q.lastRetry); next.Action == sched.GiveUp {
-			break
-		}
-		g.metrics.retries.WithLabelValues(q.tenant, q.class).Inc()
-		if !g.clk.sleep(ctx, next.After) {
-			return ctxOutcome(ctx), ctxStatus(ctx, w, q)
+		case noteAnswer:
+			return g.answer(w, q, n.answer)
 		}
 	}
-	if next.Reason == sched.ReasonUpstreamQuota {
-		setRetryAfter(w, next.RetryAfter)
-		return outRejected, q.fail(w, outRejected, next.Reason, rateLimited(next.Reason, "upstream quota exhausted"))
+}
+
+// answer writes the outcome the engine decided for q, other than an
+// attempt's answer (which forward passed through).
+func (g *Gateway) answer(w http.ResponseWriter, q *request, a reqengine.Answer) (string, int) {
+	switch a.Outcome {
+	case reqengine.Refused:
+		switch a.Reason {
+		case sched.ReasonNoRoute:
+			// Too large for every pool that may serve it: the client's to
+			// fix (a retry cannot help), as OpenAI's
+			// context_length_exceeded. Any other reason (residency, no
+			// pool serving the model) is the fleet's.
+			g.mu.Lock()
+			limit, ok := g.core.TooLarge(&q.c.Core)
+			g.mu.Unlock()
+			if ok {
+				return outRejected, q.fail(w, outRejected, a.Reason, q.tooLong(limit))
+			}
+			return outRejected, q.fail(w, outRejected, a.Reason,
+				apiError{http.StatusServiceUnavailable, typeServer, "no_route", "", "no pool may serve this request"})
+		case sched.ReasonUnavailable:
+			// Every pool that may serve it is down: the fleet's outage,
+			// not the client's rate; back after Retry-After.
+			setRetryAfter(w, a.RetryAfter)
+			return outRejected, q.fail(w, outRejected, a.Reason,
+				apiError{http.StatusServiceUnavailable, typeServer, "jurisdiction_unavailable", "",
+					"request refused: " + a.Reason + ": every pool that may serve it is down"})
+		case sched.ReasonUpstreamQuota:
+			setRetryAfter(w, a.RetryAfter)
+			return outRejected, q.fail(w, outRejected, a.Reason, rateLimited(a.Reason, "upstream quota exhausted"))
+		}
+		setRetryAfter(w, a.RetryAfter)
+		return outRejected, q.fail(w, outRejected, a.Reason, rateLimited(a.Reason, "request refused: "+a.Reason))
+	case reqengine.QueueTimedOut:
+		// An expiry in the queue: a canary request's tells its rollout.
+		g.mu.Lock()
+		onCanary := q.c.Core.Route > 0
+		g.mu.Unlock()
+		if onCanary {
+			g.attemptEnded(q, -1, false)
+		}
+		setRetryAfter(w, time.Second)
+		return outTimedOut, q.fail(w, outTimedOut, "",
+			apiError{http.StatusServiceUnavailable, typeServer, "queue_timeout", "", "no replica became free in time"})
 	}
 	return outFailed, q.fail(w, outFailed, "", apiError{http.StatusBadGateway, typeServer, "upstream_error", "", q.lastMsg})
 }
@@ -479,7 +457,7 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 // model's own context window is the backend's to enforce): its param is
 // the prompt's field when the prompt alone is too long, else the output's.
 func (q *request) tooLong(limit int64) apiError {
-	in, out := q.c.req.Input, q.c.req.Output
+	in, out := q.c.Core.Input, q.c.Core.Output
 	param := q.outParam
 	if int64(in) > limit {
 		param = q.inParam
@@ -505,22 +483,6 @@ func ctxStatus(ctx context.Context, w http.ResponseWriter, q *request) int {
 		return q.fail(w, outTimedOut, "", errDeadline)
 	}
 	return 0 // nobody is listening
-}
-
-// sleep waits d of model time; false when ctx ended first.
-func (c clock) sleep(ctx context.Context, d time.Duration) bool {
-	wall := c.wall(d)
-	if wall <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(wall)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return ctx.Err() == nil
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // upstream is one attempt's call to a replica, up to the first bytes of
@@ -580,7 +542,7 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 	up.Header.Set("Content-Type", "application/json")
 	// Every attempt of a request, retries and hedges, carries its key, so
 	// an upstream that deduplicates can.
-	up.Header.Set("Idempotency-Key", q.c.life.Key)
+	up.Header.Set("Idempotency-Key", q.c.Life.Key)
 	// The class, a scenario name, lets an emulated node label its latency
 	// series as the gateway does.
 	up.Header.Set("X-Fleetdrill-Class", q.class)
@@ -704,10 +666,10 @@ func (g *Gateway) race(ctx context.Context, q *request, rep int, body []byte) *u
 // and, unless it failed in a way worth retrying, answers the client. It
 // always tells the core the attempt ended.
 func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request, rep int) (result, string, int) {
-	q.served = g.sc.Models[q.c.req.Served].Name
+	q.served = g.sc.Models[q.c.Core.Served].Name
 	g.metrics.routes.WithLabelValues(q.model, q.served).Inc()
 	body := q.body
-	if q.c.req.Served != q.c.req.Model {
+	if q.c.Core.Served != q.c.Core.Model {
 		q.fellBack = true
 		body = withModel(body, q.served)
 	}
@@ -723,14 +685,14 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		if ctx.Err() != nil {
 			g.metrics.attempts.WithLabelValues(be.pool, "cancelled").Inc()
 			g.cancelledAttempt(ctx, q, rep)
-			g.finish(&q.c, rep, false, false, 0)
+			g.gone(ctx, q)
 			return resCancelled, "", 0
 		}
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
 		g.report.attemptFailed(rep, 0, true)
 		g.attemptEnded(q, rep, false)
-		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry, q.lastMsg = 0, 0, "upstream unreachable or unresponsive"
+		g.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &q.c.Req, Replica: rep, How: sched.AttemptError, Observed: true})
 		return resRetry, "", 0
 	}
 	resp := u.resp
@@ -739,7 +701,6 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
 		g.report.attemptFailed(rep, resp.StatusCode, true)
 		g.attemptEnded(q, rep, false)
-		g.finish(&q.c, rep, true, false, 0)
 		q.lastStatus, q.lastRetry = resp.StatusCode, 0
 		q.lastMsg = fmt.Sprintf("upstream answered %d", resp.StatusCode)
 		if resp.StatusCode < 500 {
@@ -747,6 +708,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 			q.lastMsg = fmt.Sprintf("upstream refused the gateway's credentials (%d): check its backend key", resp.StatusCode)
 			g.log.Warn("backend refused the gateway's key", "pool", be.pool, "replica", rep, "status", resp.StatusCode)
 		}
+		g.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &q.c.Req, Replica: rep, How: sched.AttemptError, Observed: true})
 		return resRetry, "", 0
 	case resp.StatusCode == http.StatusTooManyRequests:
 		g.metrics.attempts.WithLabelValues(be.pool, "throttled").Inc()
@@ -759,7 +721,8 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		// (Core.Throttled).
 		g.throttle(rep, q.lastRetry)
 		g.attemptEnded(q, rep, false)
-		g.finish(&q.c, rep, false, false, 0)
+		g.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &q.c.Req, Replica: rep, How: sched.AttemptThrottled,
+			RetryAfter: q.lastRetry, Observed: true})
 		return resRetry, "", 0
 	}
 
@@ -774,7 +737,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	}
 	h.Set("X-Fleetdrill-Pool", be.pool)
 	h.Set("X-Fleetdrill-Replica", strconv.Itoa(rep))
-	h.Set("X-Fleetdrill-Model", g.sc.Models[q.c.req.Served].Name)
+	h.Set("X-Fleetdrill-Model", g.sc.Models[q.c.Core.Served].Name)
 	if u.hedge {
 		h.Set(hdrHedged, "won")
 	}
@@ -783,7 +746,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		outcome = outCompleted
 	}
 	q.setHeaders(w, outcome, "")
-	h.Set(hdrQueueWait, strconv.FormatFloat((q.c.dispatched-q.c.req.Arrived).Seconds(), 'f', -1, 64))
+	h.Set(hdrQueueWait, strconv.FormatFloat((q.c.dispatched-q.c.Core.Arrived).Seconds(), 'f', -1, 64))
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }() // the connection may serve another request
@@ -809,7 +772,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	defer stallTimer.Stop()
 	// The answer's first bytes are here: the request waits no more for
 	// its first token (waiting.go).
-	g.first.done(q.c.req.ID)
+	g.first.done(q.c.Core.ID)
 	chunk, at, eof := u.first, u.firstAt, u.eof
 	if len(chunk) > 0 {
 		q.ttft = g.clk.model(at.Sub(q.arrived))
@@ -880,7 +843,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		u.cancel()
 		g.metrics.attempts.WithLabelValues(be.pool, "cancelled").Inc()
 		g.cancelledAttempt(ctx, q, rep)
-		g.finish(&q.c, rep, false, false, 0)
+		g.gone(ctx, q)
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			if events && writeErr == nil {
 				endStream(w, errDeadline)
@@ -895,10 +858,9 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		g.metrics.attempts.WithLabelValues(be.pool, "error").Inc()
 		g.report.attemptFailed(rep, 0, true)
 		g.attemptEnded(q, rep, false)
-		g.finish(&q.c, rep, true, false, 0)
 		// The answer's first bytes reached the client: the lifecycle
 		// gives a cut stream up (sched.AttemptCut), in the twin too.
-		g.failed(&q.c, sched.AttemptCut, 0)
+		g.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &q.c.Req, Replica: rep, How: sched.AttemptCut, Observed: true})
 		return resDone, outFailed, resp.StatusCode
 	}
 	g.metrics.attempts.WithLabelValues(be.pool, "ok").Inc()
@@ -912,7 +874,11 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		g.reconcile(&q.c, usage)
 	}
 	g.attemptEnded(q, rep, outcome == outCompleted)
-	g.finish(&q.c, rep, true, true, q.ttft)
+	var lat time.Duration // the replica's own: dispatch to first token
+	if q.ttft > 0 {
+		lat = q.ttft - (q.c.dispatched - q.c.Core.Arrived)
+	}
+	g.step(reqengine.Event{Kind: reqengine.Answered, Req: &q.c.Req, Replica: rep, Observed: true, Latency: lat})
 	return resDone, outcome, resp.StatusCode
 }
 

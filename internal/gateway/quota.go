@@ -141,5 +141,5 @@ func (g *Gateway) reconcile(c *call, s *usageScanner) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.core.Reconcile(g.clk.now(), &c.req, in, out)
+	g.core.Reconcile(g.clk.now(), &c.Core, in, out)
 }

@@ -86,7 +86,7 @@ func (s *shadowCopies) mirror(q *request) {
 		return
 	}
 	now := s.clk.now()
-	cp, seq, ok := s.can.Mirror(now, s.core, &q.c.req)
+	cp, seq, ok := s.can.Mirror(now, s.core, &q.c.Core)
 	if !ok {
 		return
 	}
@@ -94,11 +94,11 @@ func (s *shadowCopies) mirror(q *request) {
 	// The same body, its own idempotency key: an upstream that
 	// deduplicates must not answer the copy with the original's answer.
 	sh.q = request{path: q.path, body: q.body, stream: q.stream, tenant: q.tenant, class: q.class, model: q.model,
-		served: s.sc.Models[q.c.req.Model].Name}
-	sh.q.c.life.Key = s.nonce + "-shadow-" + strconv.FormatUint(seq, 10)
+		served: s.sc.Models[q.c.Core.Model].Name}
+	sh.q.c.Life.Key = s.nonce + "-shadow-" + strconv.FormatUint(seq, 10)
 	// Its ID is what the fault layer draws its fate from, as for any
 	// attempt (sched.AttemptFate).
-	sh.q.c.req = cp
+	sh.q.c.Core = cp
 	q.shadow = sh
 	s.inFlight[sh.req.ID] = sh
 	if !s.can.OfferShadow(now, s.core, &sh.req) {
