@@ -52,18 +52,18 @@ type Gateway struct {
 	// change the core or live beside it (sched's jobs, copies, as, be)
 	// hold a pointer to it and take it themselves: one lock, as before the
 	// split, so a dispatch and a scaler's change are never torn apart.
-	mu       sync.Mutex
-	core     *sched.Core
-	eng      *reqengine.Engine // the request engine (both drivers'): the core, the lifecycle, the ladder's judgement, the requests' timers
-	calls    callTable         // the requests whose handlers run
-	nextID   uint64
-	nonce    string           // this gateway's, for idempotency keys unique across restarts
-	lc       *sched.Lifecycle // requests' lives around the core (the engine's)
-	wakeAt   time.Duration    // the core's wake-up (model time), a job of sched; 0: none
-	closed   bool
-	report   *reporter         // breakers' transitions and failed attempts, to the log and the Observer (observer.go)
-	ejected  []bool            // per replica: out of routing as a latency outlier, as last reported
-	ladder   *reqengine.Ladder // the degradation ladder (degrade.go); nil without one
+	mu      sync.Mutex
+	core    *sched.Core
+	eng     *reqengine.Engine // the request engine (both drivers'): the core, the lifecycle, the ladder's judgement, the requests' timers
+	calls   callTable         // the requests whose handlers run
+	nextID  uint64
+	nonce   string           // this gateway's, for idempotency keys unique across restarts
+	lc      *sched.Lifecycle // requests' lives around the core (the engine's)
+	wakeAt  time.Duration    // the core's wake-up (model time), a job of sched; 0: none
+	closed  bool
+	report  *reporter         // breakers' transitions and failed attempts, to the log and the Observer (observer.go)
+	ejected []bool            // per replica: out of routing as a latency outlier, as last reported
+	ladder  *reqengine.Ladder // the degradation ladder (degrade.go); nil without one
 
 	// Canaries (canary.go): the rollouts (nil without canaries) over the
 	// core's configuration, their clock's origin; the shadow copies in the
