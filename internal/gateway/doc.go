@@ -16,18 +16,25 @@
 // ([Gateway.Ladder], [Autoscaling.Scalers], [Gateway.CanaryInputs]) that
 // its caller (internal/liverun) turns into the twin's types.
 //
-// # How the wall clock drives the core
+// # How the wall clock drives the request engine
 //
-// One mutex owns the core. Every input carries now, the model time since
-// the gateway started (see Time compression): an arrival (Arrive), a
-// finished attempt (Finish), a result or probe (Observe), a provider's 429
-// (Throttled). After each call the core's Ready is carried out (one Ready,
-// then Advance, in both drivers): breaker transitions are logged, the dispatches handed to the
-// waiting requests (each has a one-slot channel), and when the core asks to
-// be woken (WakeAt: a provider quota refills, a throttle ends) one
-// time.Timer is armed to call Tick then; then Advance. What each request
-// does next (wait, re-offer, retry, give up) is sched.Lifecycle's answer.
-// The core itself never reads a clock.
+// One mutex owns the request engine (reqengine.Engine), which owns the
+// core. Every input carries now, the model time since the gateway started
+// (see Time compression), and goes through the engine's Step: an arrival, an
+// attempt's end (answered, failed, throttled with the provider's
+// Retry-After, a stream cut), a client gone or a deadline passed, and Tick
+// at the engine's wake-up. After each step the engine's Ready is carried out
+// (one Ready, then Advance, in both drivers): breaker transitions and
+// ejections are logged, and each request's decisions — the ladder's verdict,
+// an offer and what follows it, a re-offer, an attempt to start on its
+// replica, the outcome — are posted to its handler, which carries them out
+// in order. The engine keeps the requests' own times (a deferral, a retry's
+// backoff, the queue time-out) and the core's (a quota refilling, a
+// throttle ending) and asks for one wake-up: the gateway's model-time
+// schedule calls Tick then. No handler sleeps or arms a timer of its own;
+// the core and the engine never read a clock. The probes, a hedge and the
+// shadow copies still call the core directly, then deliver what it
+// decided.
 //
 // # Time compression
 //
@@ -39,10 +46,11 @@
 // its config is model time, turned into wall time (÷ Speed) only where a
 // timer is armed: the core's wake-up, the probe interval (at least 1 ms of
 // wall time) and the health timeout (policy.health), the degradation
-// ladder's evaluations (every 5 s, at least 1 ms of wall time) and its
-// deferrals (policy.admission.defer_for), the retry backoff, an
-// upstream's Retry-After (a node at the same speed gives it in model
-// seconds), policy.admission.queue_timeout and the class deadline. What the gateway
+// ladder's evaluations (every 5 s, at least 1 ms of wall time), the
+// engine's wake-up (its deferrals, policy.admission.defer_for, the retry
+// backoff and policy.admission.queue_timeout among them), an upstream's
+// Retry-After (a node at the same speed gives it in model seconds) and the
+// class deadline. What the gateway
 // reports is model time too: the Retry-After it sends, every latency
 // histogram (gen_ai_server_time_to_first_token_seconds and the rest of the
 // catalogue's, fleetdrill_gateway_ttft_seconds, _e2e_seconds), the TTFT fed

@@ -6,7 +6,18 @@
 // that the twin and the gateway cannot drift apart; docs/architecture.md
 // says where a new feature goes.
 //
-// It holds, so far:
+// Its front door is Engine (engine.go), as etcd's RawNode is raft's: a
+// driver tells it what happened through Step (an arrival, an attempt's
+// end, a client gone, Tick at its wake-up), carries out its Ready (the
+// ladder's verdicts, the offers and what follows them, attempts to start,
+// outcomes, the core's transitions and one wake-up time) and calls
+// Advance. The Engine owns the core, the lifecycle, the ladder's judgement
+// of a request and each request's state and times (deferrals, retries'
+// backoff, the queue time-out); neither driver times a retry or decides
+// what follows an attempt.
+//
+// Beside it, each feature the drivers still call directly lives in its own
+// file:
 //
 //   - canary rollouts and their shadow copies (canary.go): the rollouts'
 //     clock, the copies' ID space and construction, the rule that a failed
