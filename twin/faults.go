@@ -272,7 +272,8 @@ type faultWorld struct {
 	p        *plan
 	s        *sim.Sim
 	core     *sched.Core
-	replicas []replicaRT // the runner's: built before the run, never resliced
+	eng      *reqengine.Engine // the runner's: a probe's result is stepped to it
+	replicas []replicaRT       // the runner's: built before the run, never resliced
 	pools    []*PoolReport
 	jobs     *jobsRT
 	end      time.Duration
@@ -449,14 +450,13 @@ func (r *runner) failReplicaWork(ri int) {
 		if req.state == stRunning && req.Core.Replica == ri {
 			victims = append(victims, req)
 		}
-		if req.state == stRunning && req.hedgeSeq != nil && req.hedgeAt == ri {
+		if (req.state == stRunning || req.state == stFailing) && req.hedgeSeq != nil && req.hedgeAt == ri {
 			// A duplicate on the failed replica is lost; the original
 			// carries on.
-			reqengine.SettleHedge(r.s.Now(), r.core, &req.Core, reqengine.DuplicateLost, func(s reqengine.Settlement) {
-				r.cancelLeg(req, req.Core.Replica, s.Cancel)
-			})
+			r.eng.Step(r.s.Now(), reqengine.Event{Kind: reqengine.DuplicateGone, Req: &req.Req})
 		}
 	}
+	r.dispatch() // the lost duplicates are cancelled
 	for _, req := range victims {
 		if rt.eng != nil {
 			rt.eng.Cancel(r.s.Now(), req.seq)
@@ -623,10 +623,9 @@ func (w *faultWorld) answer(req *request, ri int) time.Duration {
 // 429 as the pool's throttle — and the request's lifecycle retries it or
 // ends it.
 func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
-	// A duplicate in flight dies with the attempt: the retry starts over.
-	r.dropHedge(req)
-	reqengine.SettleHedge(r.s.Now(), r.core, &req.Core, reqengine.FirstFailed, nil)
-	r.dispatch()
+	// A duplicate in flight dies with the attempt when its failure is
+	// stepped (the request engine settles the race): until then, as a
+	// gateway that cannot know it will fail, the attempt may be hedged.
 	req.state = stFailing
 	req.attemptTimer = r.s.After(fate.delay, func() {
 		if req.state != stFailing {
@@ -793,8 +792,8 @@ func (w *faultWorld) probeReplica(ri int) {
 }
 
 func (w *faultWorld) observeProbe(ri int, ok bool) {
-	w.core.Observe(w.s.Now(), ri, ok)
-	if w.core.HasReady() {
+	w.eng.Step(w.s.Now(), reqengine.Event{Kind: reqengine.Probe, Replica: ri, Healthy: ok})
+	if w.eng.HasReady() {
 		w.dispatch()
 	}
 }

@@ -3,11 +3,13 @@ package twin
 import (
 	"github.com/fleetdrill/fleetdrill/twin/engine"
 	"github.com/fleetdrill/fleetdrill/twin/reqengine"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// Hedged requests (routing.hedge_after): how a race ends is the request
-// engine's (reqengine.SettleHedge, the gateway's too); the twin runs the
-// duplicate as a second engine sequence and cancels the loser's. The
+// Hedged requests (routing.hedge_after): when a duplicate is sent and how
+// a race ends are the request engine's (reqengine.Engine, the gateway's
+// too); the twin runs the duplicate as a second engine sequence, steps the
+// first tokens and cancels the loser's sequence. The
 // duplicate costs a replica slot and its prefill: the report counts what
 // was sent and won.
 
@@ -17,39 +19,36 @@ type HedgeReport struct {
 	Won  uint64 `json:"won"` // the duplicate answered first
 }
 
-type hedgeResult struct {
-	req      *request
-	hedgeWon bool
+// firstToken is a first token produced during an engine's step, stepped
+// to the request engine after it (see advance): a hedge race is decided
+// there.
+type firstToken struct {
+	req       *request
+	duplicate bool
 }
 
-// hedge sends req's duplicate, if it still has no first token.
-func (r *runner) hedge(req *request) {
-	if req.state != stRunning || req.firstAt != 0 || req.hedgeSeq != nil {
-		return
-	}
-	now := r.s.Now()
-	h := r.core.Hedge(now, &req.Core)
-	if h < 0 {
-		return
-	}
+// startHedge starts the duplicate the request engine sent (Ready.Hedges)
+// on its replica, meeting that replica's faults as any attempt does.
+func (r *runner) startHedge(x sched.Dispatch) {
+	req := r.owner(x.Req)
+	h := x.Replica
 	if r.faultState != nil {
-		if fate := r.faultAtDispatch(req, h); fate.fail || r.replicas[h].eng == nil {
+		if fate := r.faultAtDispatch(req, h); fate.fail {
 			// The duplicate went to a failing replica: it is lost, and
-			// the gateway hears of the failure (or of the 429).
-			reqengine.SettleHedge(now, r.core, &req.Core, reqengine.DuplicateFailed, func(reqengine.Settlement) {
-				if fate.throttle > 0 {
-					r.throttled(h, fate.throttle)
-				} else {
-					r.core.Observe(now, h, false)
-				}
-			})
-			r.dispatch()
+			// the core hears of the failure (a 429 as any attempt's).
+			how := sched.AttemptError
+			if fate.throttle > 0 {
+				how = sched.AttemptThrottled
+				r.throttled(h, fate.throttle)
+			}
+			r.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &req.Req, Replica: h, How: how, Duplicate: true, Observed: true})
 			return
 		}
 	}
 	if r.replicas[h].eng == nil {
-		reqengine.SettleHedge(now, r.core, &req.Core, reqengine.DuplicateLost, nil)
-		r.dispatch()
+		// A service-time replica runs one request at a time: no room
+		// for a duplicate.
+		r.step(reqengine.Event{Kind: reqengine.DuplicateGone, Req: &req.Req})
 		return
 	}
 	hs := r.newSeq()
@@ -58,49 +57,40 @@ func (r *runner) hedge(req *request) {
 	if req.measured {
 		r.hedges.Sent++
 	}
-	r.replicas[h].eng.Add(now, hs)
+	r.replicas[h].eng.Add(r.s.Now(), hs)
 	r.rearm(h)
 }
 
-// settleHedge ends a hedge race decided by a first token: the loser is
-// cancelled (reqengine.SettleHedge).
-func (r *runner) settleHedge(req *request, hedgeWon bool) {
-	if req.hedgeSeq == nil || req.state != stRunning {
-		return
-	}
-	end := reqengine.FirstAnswered
-	if hedgeWon {
-		end = reqengine.DuplicateAnswered
-	}
-	primary := req.Core.Replica
-	reqengine.SettleHedge(r.s.Now(), r.core, &req.Core, end, func(s reqengine.Settlement) {
-		if s.Won && req.measured {
+// cancelled stops the attempt of a hedge race the request engine
+// cancelled (Ready.Cancels): the first attempt (the duplicate goes on as
+// the request's, and won), or the duplicate.
+func (r *runner) cancelled(c reqengine.Cancel) {
+	req := r.owner(&c.Req.Core)
+	switch c.Leg {
+	case reqengine.FirstLeg:
+		if c.Won && req.measured {
 			r.hedges.Won++
 		}
-		r.cancelLeg(req, primary, s.Cancel)
-	})
-	r.dispatch()
-}
-
-// cancelLeg cancels one attempt of req's hedge race (the first on replica
-// primary, or the duplicate); a cancelled first leaves the duplicate as the
-// request's attempt.
-func (r *runner) cancelLeg(req *request, primary int, leg reqengine.Leg) {
-	switch leg {
-	case reqengine.FirstLeg:
-		r.cancelSeq(primary, req.seq)
+		if req.state == stFailing {
+			// Its failure was on the way: the duplicate answered first.
+			req.attemptTimer.Stop()
+			req.state = stRunning
+		}
+		r.cancelSeq(c.Replica, req.seq)
 		req.seq, req.hedgeSeq = req.hedgeSeq, nil
 	case reqengine.Duplicate:
-		r.cancelSeq(req.hedgeAt, req.hedgeSeq)
-		req.hedgeSeq = nil
+		if req.hedgeSeq != nil {
+			r.cancelSeq(req.hedgeAt, req.hedgeSeq)
+			req.hedgeSeq = nil
+		}
 	}
 }
 
-// dropHedge cancels a finishing request's duplicate, if any.
+// dropHedge cancels a finishing request's duplicate, if any is left.
 func (r *runner) dropHedge(req *request) {
-	req.hedgeTimer.Stop()
 	if req.hedgeSeq != nil {
-		r.cancelLeg(req, req.Core.Replica, reqengine.Duplicate)
+		r.cancelSeq(req.hedgeAt, req.hedgeSeq)
+		req.hedgeSeq = nil
 	}
 }
 

@@ -170,7 +170,7 @@ type runner struct {
 	timelineLog // the timeline as it is written (timelinelog.go)
 
 	done   []*request    // completions collected during an engine Advance
-	firsts []hedgeResult // hedge races decided during an engine Advance
+	firsts []firstToken // first tokens produced during an engine Advance
 	hedges HedgeReport
 
 	seqPool                        // pooled engine sequences
@@ -179,6 +179,8 @@ type runner struct {
 	jq          []reqengine.Judged // the ladder's judgements being carried out
 	oq          []reqengine.Offer  // offers being counted
 	roq         []reqengine.Reoffer
+	cq          []reqengine.Cancel // hedge race losers being cancelled
+	hq          []sched.Dispatch   // duplicates being started
 	aq          []reqengine.Answer // outcomes being recorded
 	dispatching bool
 
@@ -250,7 +252,6 @@ type request struct {
 	rejected     bool        // finished by a rejection
 	hedgeSeq     *engine.Seq // a hedged duplicate attempt's sequence, on hedgeAt
 	hedgeAt      int
-	hedgeTimer   sim.Timer
 	attemptTimer sim.Timer
 	startTimer   sim.Timer // a dispatch delayed by injected latency
 	startAt      int       // the replica startTimer starts it on
@@ -266,7 +267,7 @@ type request struct {
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a hedge allocates nothing.
-	onDeadline, onHedge, onStart func()
+	onDeadline, onStart func()
 }
 
 func newRunner(p *plan) (*runner, error) {
@@ -344,7 +345,9 @@ func newRunner(p *plan) (*runner, error) {
 	r.ladderRand = r.s.Rand("degradation")
 	r.ladder = reqengine.NewLadder(r.p.core, 0, sched.LadderEvery)
 	r.eng = reqengine.NewEngine(r.core, r.lc, r.ladder, reqengine.EngineConfig{Seed: sc.Seed,
-		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), LadderDraw: r.ladderRand.Float64})
+		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), LadderDraw: r.ladderRand.Float64,
+		HedgeAfter: sc.Policy.Routing.HedgeAfter.D()})
+	r.faultWorld.eng = r.eng
 	if err := r.faultWorld.initFaults(); err != nil {
 		r.closeSources()
 		return nil, err
@@ -637,7 +640,7 @@ func (r *runner) dispatch() {
 		return
 	}
 	r.dispatching = true
-	for len(r.trq)+len(r.jq)+len(r.oq)+len(r.roq)+len(r.dq)+len(r.shq)+len(r.aq) > 0 {
+	for len(r.trq)+len(r.jq)+len(r.oq)+len(r.roq)+len(r.cq)+len(r.dq)+len(r.hq)+len(r.shq)+len(r.aq) > 0 {
 		for i := 0; i < len(r.shq); i++ {
 			// The copy may have ended since the core shed it (its
 			// original finished) and its slab entry gone to another.
@@ -668,10 +671,19 @@ func (r *runner) dispatch() {
 		for i := range oq {
 			r.offered(oq[i])
 		}
+		for i := 0; i < len(r.cq); i++ {
+			r.cancelled(r.cq[i])
+			r.cq[i] = reqengine.Cancel{}
+		}
+		r.cq = r.cq[:0]
 		for i := 0; i < len(r.dq); i++ {
 			r.startDispatched(r.dq[i])
 		}
 		r.dq = r.dq[:0]
+		for i := 0; i < len(r.hq); i++ {
+			r.startHedge(r.hq[i])
+		}
+		r.hq = r.hq[:0]
 		for i := range oq {
 			r.admitted(oq[i])
 			oq[i] = reqengine.Offer{}
@@ -704,7 +716,9 @@ func (r *runner) take() {
 	r.jq = append(r.jq, rd.Judged...)
 	r.oq = append(r.oq, rd.Offers...)
 	r.roq = append(r.roq, rd.Reoffered...)
+	r.cq = append(r.cq, rd.Cancels...)
 	r.dq = append(r.dq, rd.Starts...)
+	r.hq = append(r.hq, rd.Hedges...)
 	r.trq = append(r.trq, rd.Transitions...)
 	for _, e := range rd.Ejections {
 		r.ejected(e)
@@ -743,10 +757,6 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 	tj := r.p.sc.Tenants[req.Core.Tenant].Jurisdiction
 	if tj != "" && pp.Region.Jurisdiction != tj && req.measured {
 		r.residency++
-	}
-	if h := r.p.sc.Policy.Routing.HedgeAfter.D(); h > 0 {
-		// The hedge clock starts when the request is sent.
-		req.hedgeTimer = r.s.After(h, req.onHedge)
 	}
 	if r.faultState != nil {
 		if fate := r.faultAtDispatch(req, x.Replica); fate.fail {
@@ -849,28 +859,31 @@ func (r *runner) advance(i int) {
 	r.rearm(i)
 	firsts := r.firsts
 	r.firsts = r.firsts[:0]
-	for _, h := range firsts {
-		r.settleHedge(h.req, h.hedgeWon)
+	for _, f := range firsts {
+		r.eng.Step(r.s.Now(), reqengine.Event{Kind: reqengine.FirstToken, Req: &f.req.Req, Duplicate: f.duplicate})
+	}
+	if len(firsts) > 0 {
+		r.dispatch() // a race decided: its loser is cancelled
 	}
 	for _, req := range done {
 		r.complete(req)
 	}
 }
 
-// FirstToken implements engine.Sink. With a hedge in flight, the first
-// attempt to produce a token wins; the race is settled after the engine's
-// step (see advance).
+// FirstToken implements engine.Sink. The request engine hears of it after
+// the engine's step (see advance): with a hedge in flight, the first
+// attempt to produce a token wins.
 func (r *runner) FirstToken(s *engine.Seq, at time.Duration) {
 	req := r.reqs[s.Tag]
 	switch {
 	case s == req.seq && req.firstAt == 0:
 		req.firstAt = at
-		if req.hedgeSeq != nil {
-			r.firsts = append(r.firsts, hedgeResult{req, false})
+		if !req.shadow {
+			r.firsts = append(r.firsts, firstToken{req, false})
 		}
 	case s == req.hedgeSeq && req.firstAt == 0:
 		req.firstAt = at
-		r.firsts = append(r.firsts, hedgeResult{req, true})
+		r.firsts = append(r.firsts, firstToken{req, true})
 	}
 }
 
@@ -1004,7 +1017,6 @@ func (r *runner) expire(req *request) {
 		return
 	}
 	r.primaryDone(req)
-	r.dropHedge(req)
 	r.step(reqengine.Event{Kind: reqengine.Gone, Req: &req.Req, Deadline: true})
 }
 
@@ -1072,12 +1084,11 @@ func (r *runner) entry() *request {
 		i := r.free[n-1]
 		r.free = r.free[:n-1]
 		req := r.reqs[i]
-		*req = request{idx: i, onDeadline: req.onDeadline, onHedge: req.onHedge, onStart: req.onStart}
+		*req = request{idx: i, onDeadline: req.onDeadline, onStart: req.onStart}
 		return req
 	}
 	req := &request{idx: len(r.reqs)}
 	req.onDeadline = func() { r.expire(req) }
-	req.onHedge = func() { r.hedge(req) }
 	req.onStart = func() { r.startOn(req, req.startAt) }
 	r.reqs = append(r.reqs, req)
 	return req

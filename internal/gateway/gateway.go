@@ -125,6 +125,8 @@ const (
 	noteOffer                       // an offer to the core and what follows
 	noteReoffer                     // back from a backoff: a retry or a deferral ending
 	noteStart                       // start an attempt on replica
+	noteHedge                       // start its duplicate on replica
+	noteCancel                      // cancel an attempt of its hedge race
 	noteAnswer                      // the outcome is decided
 )
 
@@ -136,6 +138,7 @@ type note struct {
 	offer   reqengine.Offer
 	retry   bool
 	replica int
+	cancel  reqengine.Cancel
 	answer  reqengine.Answer
 }
 
@@ -340,7 +343,7 @@ func New(cfg Config) (*Gateway, error) {
 	// No ladder draw: the cache's is the only one, and checkLadder refuses
 	// cached-answers.
 	g.eng = reqengine.NewEngine(g.core, g.lc, g.ladder, reqengine.EngineConfig{Seed: cfg.Seed,
-		QueueTimeout: sc.Policy.Admission.QueueTimeout.D()})
+		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), HedgeAfter: sc.Policy.Routing.HedgeAfter.D()})
 	g.coreCfg = core
 	g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries)
 	if err := g.as.init(&sc, g.core, g.byPool, g.replicas, cfg.Seed, cfg.HoldAutoscale); err != nil {
@@ -535,6 +538,11 @@ func (g *Gateway) deliver(now time.Duration) {
 	for _, req := range rd.ShadowsShed {
 		g.copies.shed(req.ID)
 	}
+	// A hedge race's loser first: its slot may be among those the
+	// starts below take.
+	for _, c := range rd.Cancels {
+		g.calls.post(&c.Req.Core, note{kind: noteCancel, cancel: c})
+	}
 	for _, j := range rd.Judged {
 		g.calls.post(&j.Req.Core, note{kind: noteJudged, judged: j})
 	}
@@ -559,6 +567,9 @@ func (g *Gateway) deliver(now time.Duration) {
 			}
 			c.post(note{kind: noteStart, replica: d.Replica})
 		}
+	}
+	for _, h := range rd.Hedges {
+		g.calls.post(h.Req, note{kind: noteHedge, replica: h.Replica})
 	}
 	for _, a := range rd.Answers {
 		if c := g.calls.m[a.Req.Core.ID]; c != nil {
@@ -604,7 +615,7 @@ func (g *Gateway) step(ev reqengine.Event) {
 // breaker to half-open lazily, and reading it makes that step a
 // transition of its own.
 func (g *Gateway) stepLocked(now time.Duration, ev reqengine.Event) {
-	if ev.Observed && ev.Replica >= 0 && ev.How != sched.AttemptThrottled {
+	if (ev.Observed && ev.Replica >= 0 && ev.How != sched.AttemptThrottled) || ev.Kind == reqengine.Probe {
 		g.report.breaker(now, ev.Replica, g.core.Breaker(now, ev.Replica))
 	}
 	g.eng.Step(now, ev)
@@ -670,50 +681,10 @@ func (g *Gateway) throttle(r int, retryAfter time.Duration) {
 	g.deliver(now)
 }
 
-// hedge asks the core for a second replica for c's dispatched request (a
-// hedged duplicate): -1 when none has room.
-func (g *Gateway) hedge(c *call) int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.clk.now()
-	h := g.core.Hedge(now, &c.Core)
-	g.deliver(now)
-	return h
-}
-
-// endHedge settles c's hedge race as end says (reqengine.SettleHedge); u is the attempt whose result decided it. A failed
-// duplicate is reported to the core as any attempt's failure (a 429
-// throttles its pool, anything else counts against its breaker).
-func (g *Gateway) endHedge(c *call, end reqengine.RaceEnd, u *upstream) reqengine.Settlement {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	now := g.clk.now()
-	s := reqengine.SettleHedge(now, g.core, &c.Core, end, func(s reqengine.Settlement) {
-		if !s.ReportFailure {
-			return
-		}
-		pool := g.replicas[u.rep].pool
-		if u.resp != nil && u.resp.StatusCode == http.StatusTooManyRequests {
-			g.metrics.attempts.WithLabelValues(pool, "throttled").Inc()
-			g.report.throttled(g.core, now, u.rep, g.clk.parseRetryAfter(u.resp.Header.Get("Retry-After")))
-		} else {
-			g.metrics.attempts.WithLabelValues(pool, "error").Inc()
-			g.observe(now, u.rep, false)
-		}
-	})
-	g.deliver(now)
-	return s
-}
-
-// observe feeds a probe of replica r, or a lost hedge duplicate, to its
-// breaker (an attempt's end is reqengine.Observed, in finish). Called with
-// mu held.
+// observe steps a probe of replica r to the engine: its breaker hears of
+// it. Called with mu held.
 func (g *Gateway) observe(now time.Duration, r int, ok bool) {
-	// The core moves an open breaker to half-open lazily; reading the
-	// state first makes that step a transition of its own.
-	g.report.breaker(now, r, g.core.Breaker(now, r))
-	g.core.Observe(now, r, ok)
-	g.deliver(now) // its transition, if any, is in Ready
+	g.stepLocked(now, reqengine.Event{Kind: reqengine.Probe, Replica: r, Healthy: ok})
 }
 
 // Handler returns the gateway's HTTP handler.

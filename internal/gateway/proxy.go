@@ -223,6 +223,8 @@ type request struct {
 	ttft       time.Duration // model time
 	reason     string        // of a rejection (X-Fleetdrill-Reason)
 	shadow     *shadow       // its copy to a canary's candidate, while it may be cancelled with it (shadow.go)
+	// legs cancel its attempt's two legs (race): the first, the duplicate.
+	legs [reqengine.Duplicate + 1]context.CancelFunc
 
 	// Where the last attempt went (scenario names), for the metrics.
 	served, pool, region string
@@ -399,6 +401,8 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 				}
 				return outcome, status
 			}
+		case noteCancel:
+			q.cancelLeg(g.metrics, n.cancel) // a failed attempt took its duplicate with it
 		case noteAnswer:
 			return g.answer(w, q, n.answer)
 		}
@@ -600,66 +604,111 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 	}
 }
 
-// race runs one attempt of q on replica rep, and when the route hedges
-// (policy.routing.hedge_after) and no answer has come after that long, a
-// duplicate on a second replica the core picks (Core.Hedge). How the race
-// ends is reqengine.SettleHedge's: the first to answer wins and the other is
-// cancelled; a first attempt that fails takes its duplicate with it (the
-// request is retried); a duplicate that fails is dropped and the core hears
-// of its failure. It returns the attempt that answered or failed.
+// race runs one attempt of q on replica rep until its first bytes, and
+// the duplicate the request engine sends when the route hedges
+// (policy.routing.hedge_after) and no answer has come after that long.
+// When to hedge and how the race ends are the engine's (Engine.Step:
+// FirstToken settles it, the first to answer wins; a failed duplicate
+// goes alone; a failed first attempt takes its duplicate with it when its
+// failure is stepped): race steps what each attempt's first result was and
+// cancels what the engine cancels. It returns the attempt that answered,
+// or the first attempt's failure.
 func (g *Gateway) race(ctx context.Context, q *request, rep int, body []byte) *upstream {
-	after := g.sc.Policy.Routing.HedgeAfter.D()
-	if after <= 0 {
-		return g.call(ctx, q, rep, body, false)
-	}
 	results := make(chan *upstream, 2)
-	go func() { results <- g.call(ctx, q, rep, body, false) }()
-	t := time.NewTimer(g.clk.wall(after))
-	defer t.Stop()
-	select {
-	case u := <-results:
-		return u
-	case <-t.C:
+	q.start(ctx, results, reqengine.FirstLeg, func(c context.Context) *upstream { return g.call(c, q, rep, body, false) })
+	pending := 1
+	for {
+		select {
+		case u := <-results:
+			pending--
+			if !u.answered() && u.hedge {
+				// The duplicate failed; the first attempt goes on. The
+				// core hears of it as of any attempt (a 429 throttles
+				// its pool), unless its client went away.
+				u.close()
+				if ctx.Err() == nil {
+					g.duplicateFailed(q, u)
+				}
+				continue
+			}
+			if u.answered() {
+				g.step(reqengine.Event{Kind: reqengine.FirstToken, Req: &q.c.Req, Duplicate: u.hedge})
+				g.carryOut(q)
+			}
+			// The loser's result, if one runs, is read and closed: it
+			// was cancelled (carryOut), or is when the failure of this
+			// one is stepped.
+			for range pending {
+				go func() { (<-results).close() }()
+			}
+			return u
+		case <-q.c.wake:
+			if h, ok := g.carryOut(q); ok && pending == 1 {
+				g.metrics.hedges.WithLabelValues("sent").Inc()
+				pending++
+				q.start(ctx, results, reqengine.Duplicate, func(c context.Context) *upstream { return g.call(c, q, h, body, true) })
+			}
+		}
 	}
-	h := g.hedge(&q.c)
-	if h < 0 {
-		return <-results // no second replica has room: wait for the first
+}
+
+// start runs leg of q's attempt in a goroutine, under a context its
+// cancellation (Ready.Cancels) ends, and sends its result to results.
+func (q *request) start(ctx context.Context, results chan<- *upstream, leg reqengine.Leg, call func(context.Context) *upstream) {
+	lctx, cancel := context.WithCancel(ctx)
+	q.legs[leg] = cancel
+	go func() { results <- call(lctx) }()
+}
+
+// carryOut takes the engine's decisions posted to q during its attempt —
+// a duplicate to send (returned), an attempt to cancel — and carries out
+// the cancellations. Anything else waits for run.
+func (g *Gateway) carryOut(q *request) (hedge int, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	rest := q.c.notes[:0]
+	for _, n := range q.c.notes {
+		switch n.kind {
+		case noteHedge:
+			hedge, ok = n.replica, true
+		case noteCancel:
+			q.cancelLeg(g.metrics, n.cancel)
+		default:
+			rest = append(rest, n)
+		}
 	}
-	g.metrics.hedges.WithLabelValues("sent").Inc()
-	go func() { results <- g.call(ctx, q, h, body, true) }()
-	// The first result decides the race (reqengine.SettleHedge).
-	u := <-results
-	var end reqengine.RaceEnd
-	switch {
-	case u.answered() && u.hedge:
-		end = reqengine.DuplicateAnswered
-	case u.answered():
-		end = reqengine.FirstAnswered
-	case !u.hedge:
-		end = reqengine.FirstFailed
-	case ctx.Err() != nil:
-		end = reqengine.DuplicateLost // its client went away
-	default:
-		end = reqengine.DuplicateFailed
+	clear(q.c.notes[len(rest):])
+	q.c.notes = rest
+	return hedge, ok
+}
+
+// cancelLeg cancels the attempt the engine cancelled (a hedge race's
+// loser), counting a duplicate that won.
+func (q *request) cancelLeg(m *metrics, c reqengine.Cancel) {
+	if c.Won {
+		m.hedges.WithLabelValues("won").Inc()
 	}
-	s := g.endHedge(&q.c, end, u)
-	if s.Won {
-		g.metrics.hedges.WithLabelValues("won").Inc()
+	if cancel := q.legs[c.Leg]; cancel != nil {
+		cancel()
+		q.legs[c.Leg] = nil
 	}
-	leg := reqengine.FirstLeg
-	if u.hedge {
-		leg = reqengine.Duplicate
+}
+
+// duplicateFailed reports q's duplicate u, which failed, to the engine: a
+// 429 throttles its pool (the core hears of it as of any attempt's), an
+// error counts against its replica's breaker.
+func (g *Gateway) duplicateFailed(q *request, u *upstream) {
+	pool := g.replicas[u.rep].pool
+	how, retryAfter := sched.AttemptError, time.Duration(0)
+	if u.resp != nil && u.resp.StatusCode == http.StatusTooManyRequests {
+		how, retryAfter = sched.AttemptThrottled, g.clk.parseRetryAfter(u.resp.Header.Get("Retry-After"))
+		g.metrics.attempts.WithLabelValues(pool, "throttled").Inc()
+		g.throttle(u.rep, retryAfter)
+	} else {
+		g.metrics.attempts.WithLabelValues(pool, "error").Inc()
 	}
-	if s.Cancel == reqengine.NoLeg || s.Cancel == leg {
-		// The duplicate failed or was lost: the first attempt goes on
-		// alone, the race over.
-		u.close()
-		return <-results
-	}
-	// The other attempt is the loser: cancelled with ctx's end, its result
-	// read and closed.
-	go func() { (<-results).close() }()
-	return u
+	g.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &q.c.Req, Replica: u.rep, How: how, RetryAfter: retryAfter,
+		Duplicate: true, Observed: true})
 }
 
 // forward runs one attempt of q on replica rep (and its hedged duplicate)

@@ -14,8 +14,12 @@ import (
 // requests' lifecycle (sched.Lifecycle), the degradation ladder's judgement
 // of a request, and each request's state between its arrival and its end,
 // with the times the engine itself keeps: a re-offer after a deferral, a
-// ladder's deferral or a retry's backoff, and the queue time-out
-// (policy.admission.queue_timeout). A driver keeps one timer, at
+// ladder's deferral or a retry's backoff, the queue time-out
+// (policy.admission.queue_timeout) and a hedge's delay
+// (policy.routing.hedge_after). It decides when attempts start — a
+// request's, its hedged duplicate, a shadow copy the core dispatched —,
+// when one is cancelled (the loser of a hedge race, a duplicate whose
+// request ended) and what each attempt's end means. A driver keeps one timer, at
 // Ready.WakeAt, and steps Tick there; it never times a retry itself.
 //
 // Both drivers carry it out: the twin in virtual time (an engine's steps,
@@ -47,6 +51,10 @@ type EngineConfig struct {
 	// LadderDraw is the cached-answers rung's uniform draw, the driver's
 	// seeded stream; nil where no such rung can run.
 	LadderDraw func() float64
+	// HedgeAfter is policy.routing.hedge_after: an attempt with no first
+	// token that long after it started gets a duplicate on a second
+	// replica the core picks (Core.Hedge); 0: no hedging.
+	HedgeAfter time.Duration
 }
 
 // NewEngine returns an engine over core and lc, with the degradation
@@ -93,6 +101,7 @@ type Req struct {
 
 	state   State
 	retry   bool          // Backoff: the re-offer is a retry, not a deferral
+	first   bool          // Running: its attempt's first token came (no hedge after it)
 	Offered time.Duration // when its current attempt was offered to the core
 	timer   timerEntry
 }
@@ -125,6 +134,21 @@ const (
 	// is: it is cancelled (Answer TimedOut or Cancelled as Event.Deadline
 	// says); a running attempt is the driver's to stop.
 	Gone
+	// FirstToken: Event.Req's running attempt produced its first token
+	// (Event.Duplicate: its hedged duplicate's). No duplicate is sent after
+	// it, and a hedge race ends: the first to answer wins, the other is
+	// cancelled (Ready.Cancels).
+	FirstToken
+	// DuplicateGone: Event.Req's duplicate ended with nothing for the core
+	// to hear (no engine to run on, its replica gone); the first attempt
+	// goes on. A duplicate that failed is AttemptFailed with
+	// Event.Duplicate: the core hears of it as of any attempt (unless
+	// throttled: the driver reports a 429 to the core as for any attempt)
+	// and the first attempt goes on.
+	DuplicateGone
+	// Probe: a health probe of Event.Replica answered (Event.Healthy) or
+	// not; the replica's breaker hears of it.
+	Probe
 	// Tick: time passed; what is due at now is done.
 	Tick
 )
@@ -139,6 +163,8 @@ type Event struct {
 	Latency    time.Duration
 	Observed   bool
 	Deadline   bool // Gone: its deadline passed (else its client left)
+	Duplicate  bool // FirstToken, AttemptFailed: the hedged duplicate's
+	Healthy    bool // Probe: the replica answered its probe
 }
 
 // Outcome is how a request ended, as an Answer says.
@@ -202,10 +228,16 @@ type Judged struct {
 // decided; the core's breaker transitions, ejections and shed copies pass
 // through.
 type Ready struct {
-	Judged      []Judged
-	Offers      []Offer
-	Reoffered   []Reoffer
-	Starts      []sched.Dispatch
+	Judged    []Judged
+	Offers    []Offer
+	Reoffered []Reoffer
+	// Cancels are attempts to stop at once, before Starts are carried out
+	// (a freed slot may be among them).
+	Cancels []Cancel
+	Starts  []sched.Dispatch
+	// Hedges are duplicates to start: a running request's second attempt,
+	// on Replica.
+	Hedges      []sched.Dispatch
 	Answers     []Answer
 	Transitions []sched.Transition
 	Ejections   []sched.Ejection
@@ -214,6 +246,16 @@ type Ready struct {
 	// the engine's next timer, whichever is first; 0: nothing waits on
 	// time. It is state, not an event: it stays until Tick.
 	WakeAt time.Duration
+}
+
+// Cancel is an attempt of a hedged request to stop: its first attempt (on
+// Replica; the duplicate goes on as the request's attempt, Won) or its
+// duplicate (on Replica).
+type Cancel struct {
+	Req     *Req
+	Leg     Leg
+	Replica int
+	Won     bool
 }
 
 // Reoffer is a request back from its Backoff, offered again: a retry, or
@@ -227,7 +269,7 @@ type Reoffer struct {
 // aside).
 func (e *Engine) HasReady() bool {
 	rd := &e.rd
-	return len(rd.Judged)+len(rd.Offers)+len(rd.Reoffered)+len(rd.Starts)+len(rd.Answers)+
+	return len(rd.Judged)+len(rd.Offers)+len(rd.Reoffered)+len(rd.Cancels)+len(rd.Starts)+len(rd.Hedges)+len(rd.Answers)+
 		len(rd.Transitions)+len(rd.Ejections)+len(rd.ShadowsShed) > 0
 }
 
@@ -245,11 +287,14 @@ func (e *Engine) Advance() {
 	clear(rd.Judged)
 	clear(rd.Offers)
 	clear(rd.Reoffered)
+	clear(rd.Cancels)
 	clear(rd.Starts)
+	clear(rd.Hedges)
 	clear(rd.Answers)
 	clear(rd.ShadowsShed)
-	*rd = Ready{Judged: rd.Judged[:0], Offers: rd.Offers[:0], Reoffered: rd.Reoffered[:0], Starts: rd.Starts[:0],
-		Answers: rd.Answers[:0], Transitions: rd.Transitions[:0], Ejections: rd.Ejections[:0], ShadowsShed: rd.ShadowsShed[:0]}
+	*rd = Ready{Judged: rd.Judged[:0], Offers: rd.Offers[:0], Reoffered: rd.Reoffered[:0], Cancels: rd.Cancels[:0],
+		Starts: rd.Starts[:0], Hedges: rd.Hedges[:0], Answers: rd.Answers[:0], Transitions: rd.Transitions[:0],
+		Ejections: rd.Ejections[:0], ShadowsShed: rd.ShadowsShed[:0]}
 }
 
 func (e *Engine) wakeAt() time.Duration {
@@ -273,6 +318,7 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 		if q.state != Running {
 			return
 		}
+		e.settle(now, q, FirstAnswered, ev)
 		if ev.Observed && ev.Replica >= 0 {
 			Observed(now, e.core, e.ladder, ev.Replica, true, ev.Latency)
 		}
@@ -281,6 +327,12 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 		if q.state != Running {
 			return
 		}
+		if ev.Duplicate {
+			e.settle(now, q, DuplicateFailed, ev)
+			return
+		}
+		// A first attempt that fails takes its duplicate with it.
+		e.settle(now, q, FirstFailed, ev)
 		if ev.Observed && ev.Replica >= 0 && ev.How != sched.AttemptThrottled {
 			Observed(now, e.core, e.ladder, ev.Replica, false, 0)
 		}
@@ -304,6 +356,24 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 			out = TimedOut
 		}
 		e.end(now, q, Answer{Outcome: out})
+	case FirstToken:
+		if q.state != Running || q.first {
+			return
+		}
+		q.first = true
+		e.stopTimer(q) // no hedge after a first token
+		end := FirstAnswered
+		if ev.Duplicate {
+			end = DuplicateAnswered
+		}
+		e.settle(now, q, end, ev)
+	case DuplicateGone:
+		if q.state == Running {
+			e.settle(now, q, DuplicateLost, ev)
+		}
+	case Probe:
+		e.core.Observe(now, ev.Replica, ev.Healthy)
+		e.collect(now)
 	case Tick:
 		e.core.Tick(now)
 		e.collect(now)
@@ -331,8 +401,12 @@ func (e *Engine) collect(now time.Duration) {
 		for _, d := range crd.Dispatches {
 			if !d.Req.Shadow {
 				q := ReqOf(d.Req)
-				q.state = Running
+				q.state, q.first = Running, false
 				e.stopTimer(q)
+				if e.cfg.HedgeAfter > 0 {
+					// The hedge's clock starts when the attempt is sent.
+					e.setTimer(q, now+e.cfg.HedgeAfter)
+				}
 			}
 			rd.Starts = append(rd.Starts, d)
 		}
@@ -352,7 +426,8 @@ func (e *Engine) collect(now time.Duration) {
 	}
 }
 
-// fire is a request's timer: its re-offer, or its queue time-out.
+// fire is a request's timer: its re-offer, its queue time-out, or its
+// hedge.
 func (e *Engine) fire(now time.Duration, q *Req) {
 	switch q.state {
 	case Backoff:
@@ -360,7 +435,38 @@ func (e *Engine) fire(now time.Duration, q *Req) {
 		e.judgeThenOffer(now, q)
 	case Held:
 		e.end(now, q, Answer{Outcome: QueueTimedOut})
+	case Running:
+		if q.first || q.Core.Hedge >= 0 {
+			return
+		}
+		if h := e.core.Hedge(now, &q.Core); h >= 0 {
+			e.rd.Hedges = append(e.rd.Hedges, sched.Dispatch{Req: &q.Core, Replica: h})
+		}
+		e.collect(now)
 	}
+}
+
+// settle ends q's hedge race, if it has a duplicate in flight, as end
+// says (SettleHedge): the loser goes to Ready.Cancels before the core frees
+// its slot, and a failed duplicate is reported to the core (ev is the
+// failure's event: a 429 is the driver's to report, as any attempt's).
+func (e *Engine) settle(now time.Duration, q *Req, end RaceEnd, ev Event) {
+	first, dup := q.Core.Replica, q.Core.Hedge
+	if dup < 0 {
+		return
+	}
+	SettleHedge(now, e.core, &q.Core, end, func(s Settlement) {
+		if s.ReportFailure && ev.How != sched.AttemptThrottled {
+			e.core.Observe(now, dup, false)
+		}
+		switch s.Cancel {
+		case FirstLeg:
+			e.rd.Cancels = append(e.rd.Cancels, Cancel{Req: q, Leg: FirstLeg, Replica: first, Won: s.Won})
+		case Duplicate:
+			e.rd.Cancels = append(e.rd.Cancels, Cancel{Req: q, Leg: Duplicate, Replica: dup})
+		}
+	})
+	e.collect(now)
 }
 
 // judgeThenOffer has the ladder judge q where it judges (before the first
@@ -425,6 +531,7 @@ func (e *Engine) backoff(now time.Duration, q *Req, after time.Duration, retry b
 // and the retry budget. The driver releases it from flight (Release) when
 // what it holds is free.
 func (e *Engine) end(now time.Duration, q *Req, a Answer) {
+	e.settle(now, q, DuplicateLost, Event{}) // its duplicate, if any, is cancelled
 	a.Req, a.Was, a.Replica = q, q.state, q.Core.Replica
 	q.state = Done
 	e.stopTimer(q)

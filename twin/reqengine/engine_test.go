@@ -13,18 +13,34 @@ import (
 // request at a time, a queue of limit, three attempts per request and the
 // queue time-out qt (0: none).
 func newEngine(t *testing.T, limit int, qt time.Duration) *Engine {
+	return newEngineWith(t, limit, 1, sched.Health{}, EngineConfig{Seed: 7, QueueTimeout: qt})
+}
+
+// newEngineWith is newEngine over replicas replicas, with their breakers'
+// health and cfg.
+func newEngineWith(t *testing.T, limit, replicas int, health sched.Health, cfg EngineConfig) *Engine {
 	t.Helper()
 	c, err := sched.New(sched.Config{
+		Health:   health,
 		Tenants:  []sched.Tenant{{Name: "any", Weight: 1}},
 		Classes:  []sched.Class{{Name: "interactive", Priority: 1}},
 		Models:   []sched.Model{{Name: "m"}},
 		Pools:    []sched.Pool{{Name: "a", PricePerHour: 1, Serves: []bool{true}, KVTokens: []int64{1e6}}},
-		Replicas: []sched.Replica{{Pool: 0, MaxBatch: 1}},
+		Replicas: oneAtATime(replicas),
 		Policy:   "fifo", QueueLimit: limit, Strategy: "least-loaded",
 	})
 	require.NoError(t, err)
 	lc := sched.NewLifecycle(sched.RetryPolicy{MaxAttempts: 3, Backoff: time.Second, MaxBackoff: 8 * time.Second, Budget: 1}, true)
-	return NewEngine(c, lc, nil, EngineConfig{Seed: 7, QueueTimeout: qt})
+	return NewEngine(c, lc, nil, cfg)
+}
+
+// oneAtATime is n replicas of pool 0 taking one request each.
+func oneAtATime(n int) []sched.Replica {
+	rs := make([]sched.Replica, n)
+	for i := range rs {
+		rs[i] = sched.Replica{Pool: 0, MaxBatch: 1}
+	}
+	return rs
 }
 
 // drain returns the engine's Ready and advances past it (its slices are
@@ -34,8 +50,11 @@ func drain(e *Engine) Ready {
 	out := Ready{WakeAt: rd.WakeAt}
 	out.Offers = append(out.Offers, rd.Offers...)
 	out.Reoffered = append(out.Reoffered, rd.Reoffered...)
+	out.Cancels = append(out.Cancels, rd.Cancels...)
 	out.Starts = append(out.Starts, rd.Starts...)
+	out.Hedges = append(out.Hedges, rd.Hedges...)
 	out.Answers = append(out.Answers, rd.Answers...)
+	out.Transitions = append(out.Transitions, rd.Transitions...)
 	e.Advance()
 	return out
 }
@@ -175,4 +194,87 @@ func TestEngineRefusals(t *testing.T) {
 	require.Equal(t, Refused, rd.Answers[0].Outcome)
 	require.Equal(t, sched.ReasonNoRoute, rd.Answers[0].Reason)
 	require.NotEmpty(t, rd.Answers[0].Detail)
+}
+
+// Hedging is the engine's: a duplicate after hedge_after with no first
+// token, none after one; the first token decides the race and the loser
+// is cancelled; a failed first attempt takes its duplicate with it; a
+// failed duplicate goes alone, and its replica's breaker hears of it.
+func TestEngineHedges(t *testing.T) {
+	cfg := EngineConfig{Seed: 7, HedgeAfter: time.Second}
+	health := sched.Health{Threshold: 1, OpenFor: time.Minute} // one failure opens a breaker
+	t.Run("the duplicate wins", func(t *testing.T) {
+		e := newEngineWith(t, 10, 2, health, cfg)
+		q := arrive(e, 0, 1)
+		rd := drain(e)
+		require.Equal(t, time.Second, rd.WakeAt, "the hedge's delay, from the start")
+		first := rd.Starts[0].Replica
+		e.Step(time.Second, Event{Kind: Tick})
+		rd = drain(e)
+		require.Len(t, rd.Hedges, 1)
+		dup := rd.Hedges[0].Replica
+		require.NotEqual(t, first, dup)
+		e.Step(1500*time.Millisecond, Event{Kind: FirstToken, Req: q, Duplicate: true})
+		rd = drain(e)
+		require.Equal(t, []Cancel{{Req: q, Leg: FirstLeg, Replica: first, Won: true}}, rd.Cancels)
+		require.Equal(t, dup, q.Core.Replica, "the duplicate goes on as the request's attempt")
+		require.Zero(t, e.Core().Inflight(first), "the loser's slot is free")
+		e.Step(2*time.Second, Event{Kind: Answered, Req: q, Replica: dup})
+		rd = drain(e)
+		require.Equal(t, Completed, rd.Answers[0].Outcome)
+		require.Empty(t, rd.Cancels, "nothing left to cancel")
+	})
+	t.Run("no duplicate after a first token", func(t *testing.T) {
+		e := newEngineWith(t, 10, 2, health, cfg)
+		q := arrive(e, 0, 1)
+		drain(e)
+		e.Step(500*time.Millisecond, Event{Kind: FirstToken, Req: q})
+		rd := drain(e)
+		require.Zero(t, rd.WakeAt, "the hedge is no longer due")
+		e.Step(time.Second, Event{Kind: Tick})
+		require.False(t, e.HasReady())
+	})
+	t.Run("a failed first attempt takes its duplicate", func(t *testing.T) {
+		e := newEngineWith(t, 10, 2, health, cfg)
+		q := arrive(e, 0, 1)
+		drain(e)
+		e.Step(time.Second, Event{Kind: Tick})
+		dup := drain(e).Hedges[0].Replica
+		e.Step(1200*time.Millisecond, Event{Kind: AttemptFailed, Req: q, Replica: q.Core.Replica, How: sched.AttemptError, Observed: true})
+		rd := drain(e)
+		require.Equal(t, []Cancel{{Req: q, Leg: Duplicate, Replica: dup}}, rd.Cancels)
+		require.Equal(t, Backoff, q.State(), "retried as after any failed attempt")
+		require.Zero(t, e.Core().Inflight(0)+e.Core().Inflight(1))
+	})
+	t.Run("a failed duplicate goes alone", func(t *testing.T) {
+		e := newEngineWith(t, 10, 2, health, cfg)
+		q := arrive(e, 0, 1)
+		drain(e)
+		e.Step(time.Second, Event{Kind: Tick})
+		dup := drain(e).Hedges[0].Replica
+		require.Equal(t, sched.Closed, e.Core().BreakerView(time.Second, dup))
+		e.Step(1200*time.Millisecond, Event{Kind: AttemptFailed, Req: q, Replica: dup, How: sched.AttemptError, Duplicate: true})
+		rd := drain(e)
+		require.Empty(t, rd.Cancels)
+		require.Empty(t, rd.Answers)
+		require.Equal(t, Running, q.State(), "the first attempt goes on")
+		require.Equal(t, -1, q.Core.Hedge)
+		require.Zero(t, e.Core().Inflight(dup))
+		require.Equal(t, sched.Open, e.Core().BreakerView(1200*time.Millisecond, dup), "its breaker heard of it")
+		require.NotEmpty(t, rd.Transitions)
+		// And no second duplicate: one race per attempt.
+		e.Step(3*time.Second, Event{Kind: Tick})
+		require.Empty(t, drain(e).Hedges)
+	})
+	t.Run("a request that ends cancels its duplicate", func(t *testing.T) {
+		e := newEngineWith(t, 10, 2, health, cfg)
+		q := arrive(e, 0, 1)
+		drain(e)
+		e.Step(time.Second, Event{Kind: Tick})
+		dup := drain(e).Hedges[0].Replica
+		e.Step(1100*time.Millisecond, Event{Kind: Gone, Req: q, Deadline: true})
+		rd := drain(e)
+		require.Equal(t, []Cancel{{Req: q, Leg: Duplicate, Replica: dup}}, rd.Cancels)
+		require.Equal(t, TimedOut, rd.Answers[0].Outcome)
+	})
 }
