@@ -169,7 +169,7 @@ type runner struct {
 	residency   uint64
 	timelineLog // the timeline as it is written (timelinelog.go)
 
-	done   []*request    // completions collected during an engine Advance
+	done   []*request   // completions collected during an engine Advance
 	firsts []firstToken // first tokens produced during an engine Advance
 	hedges HedgeReport
 
