@@ -163,6 +163,7 @@ type runner struct {
 
 	coreWake   sim.Timer
 	coreWakeAt time.Duration
+	onWake     func() // steps Tick; bound once, so that arming the wake-up allocates nothing
 
 	tally
 	pools       []*PoolReport
@@ -173,15 +174,8 @@ type runner struct {
 	firsts []firstToken // first tokens produced during an engine Advance
 	hedges HedgeReport
 
-	seqPool                        // pooled engine sequences
-	dq          []sched.Dispatch   // dispatches being started (see dispatch)
-	trq         []sched.Transition // breaker transitions being recorded
-	jq          []reqengine.Judged // the ladder's judgements being carried out
-	oq          []reqengine.Offer  // offers being counted
-	roq         []reqengine.Reoffer
-	cq          []reqengine.Cancel // hedge race losers being cancelled
-	hq          []sched.Dispatch   // duplicates being started
-	aq          []reqengine.Answer // outcomes being recorded
+	seqPool                     // pooled engine sequences
+	work        reqengine.Ready // the engine's decisions being carried out (see dispatch)
 	dispatching bool
 
 	onArrive   func(*request) // tests: observe every arrival
@@ -348,6 +342,7 @@ func newRunner(p *plan) (*runner, error) {
 		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), LadderDraw: r.ladderRand.Float64,
 		HedgeAfter: sc.Policy.Routing.HedgeAfter.D()})
 	r.faultWorld.eng = r.eng
+	r.onWake = func() { r.step(reqengine.Event{Kind: reqengine.Tick}) }
 	if err := r.faultWorld.initFaults(); err != nil {
 		r.closeSources()
 		return nil, err
@@ -557,7 +552,7 @@ func (r *runner) step(ev reqengine.Event) {
 // offered counts and logs an offer of req to the core, and what its
 // lifecycle said follows (the engine has done it), before the dispatches
 // the offer caused start.
-func (r *runner) offered(o reqengine.Offer) {
+func (r *runner) offered(o *reqengine.Offer) {
 	req := r.owner(&o.Req.Core)
 	now := r.s.Now()
 	req.offeredAt = o.Req.Offered
@@ -587,7 +582,7 @@ func (r *runner) offered(o reqengine.Offer) {
 // admitted carries out what follows an admission once its dispatches
 // started: a queued request may preempt a batch job, and a first
 // admission may be mirrored to a canary's candidate.
-func (r *runner) admitted(o reqengine.Offer) {
+func (r *runner) admitted(o *reqengine.Offer) {
 	if o.Next.Action != sched.Wait {
 		return
 	}
@@ -601,7 +596,7 @@ func (r *runner) admitted(o reqengine.Offer) {
 }
 
 // answered records an outcome the engine decided.
-func (r *runner) answered(a reqengine.Answer) {
+func (r *runner) answered(a *reqengine.Answer) {
 	req := r.owner(&a.Req.Core)
 	switch a.Outcome {
 	case reqengine.Completed:
@@ -640,7 +635,7 @@ func (r *runner) dispatch() {
 		return
 	}
 	r.dispatching = true
-	for len(r.trq)+len(r.jq)+len(r.oq)+len(r.roq)+len(r.cq)+len(r.dq)+len(r.hq)+len(r.shq)+len(r.aq) > 0 {
+	for len(r.work.Transitions)+len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.shq)+len(r.work.Answers) > 0 {
 		for i := 0; i < len(r.shq); i++ {
 			// The copy may have ended since the core shed it (its
 			// original finished) and its slab entry gone to another.
@@ -650,56 +645,47 @@ func (r *runner) dispatch() {
 			r.shq[i] = shedCopy{}
 		}
 		r.shq = r.shq[:0]
-		for i := 0; i < len(r.trq); i++ {
-			r.breakerChanged(r.trq[i])
+		for i := 0; i < len(r.work.Transitions); i++ {
+			r.breakerChanged(r.work.Transitions[i])
 		}
-		r.trq = r.trq[:0]
-		for i := 0; i < len(r.jq); i++ {
-			r.judged(r.jq[i])
-			r.jq[i] = reqengine.Judged{}
+		r.work.Transitions = r.work.Transitions[:0]
+		for i := 0; i < len(r.work.Judged); i++ {
+			r.judged(r.work.Judged[i])
 		}
-		r.jq = r.jq[:0]
-		for i := 0; i < len(r.roq); i++ {
-			if req := r.owner(&r.roq[i].Req.Core); req.measured && r.roq[i].Retry {
+		r.work.Judged = r.work.Judged[:0]
+		for i := 0; i < len(r.work.Reoffered); i++ {
+			if req := r.owner(&r.work.Reoffered[i].Req.Core); req.measured && r.work.Reoffered[i].Retry {
 				r.count(req, func(c *Counts) { c.Retries++ })
 			}
-			r.roq[i] = reqengine.Reoffer{}
 		}
-		r.roq = r.roq[:0]
-		oq := r.oq
-		r.oq = nil
-		for i := range oq {
-			r.offered(oq[i])
+		r.work.Reoffered = r.work.Reoffered[:0]
+		// The offers taken so far are counted before the dispatches
+		// start and carried out after: those this carrying out adds wait
+		// for the next round.
+		no := len(r.work.Offers)
+		for i := 0; i < no; i++ {
+			r.offered(&r.work.Offers[i])
 		}
-		for i := 0; i < len(r.cq); i++ {
-			r.cancelled(r.cq[i])
-			r.cq[i] = reqengine.Cancel{}
+		for i := 0; i < len(r.work.Cancels); i++ {
+			r.cancelled(r.work.Cancels[i])
 		}
-		r.cq = r.cq[:0]
-		for i := 0; i < len(r.dq); i++ {
-			r.startDispatched(r.dq[i])
+		r.work.Cancels = r.work.Cancels[:0]
+		for i := 0; i < len(r.work.Starts); i++ {
+			r.startDispatched(r.work.Starts[i])
 		}
-		r.dq = r.dq[:0]
-		for i := 0; i < len(r.hq); i++ {
-			r.startHedge(r.hq[i])
+		r.work.Starts = r.work.Starts[:0]
+		for i := 0; i < len(r.work.Hedges); i++ {
+			r.startHedge(r.work.Hedges[i])
 		}
-		r.hq = r.hq[:0]
-		for i := range oq {
-			r.admitted(oq[i])
-			oq[i] = reqengine.Offer{}
+		r.work.Hedges = r.work.Hedges[:0]
+		for i := 0; i < no; i++ {
+			r.admitted(&r.work.Offers[i])
 		}
-		if r.oq == nil {
-			r.oq = oq[:0]
+		r.work.Offers = r.work.Offers[:copy(r.work.Offers, r.work.Offers[no:])]
+		for i := 0; i < len(r.work.Answers); i++ {
+			r.answered(&r.work.Answers[i])
 		}
-		aq := r.aq
-		r.aq = nil
-		for i := range aq {
-			r.answered(aq[i])
-			aq[i] = reqengine.Answer{}
-		}
-		if r.aq == nil {
-			r.aq = aq[:0]
-		}
+		r.work.Answers = r.work.Answers[:0]
 		r.take()
 	}
 	r.dispatching = false
@@ -712,22 +698,15 @@ func (r *runner) take() {
 	if !r.eng.HasReady() {
 		return
 	}
-	rd := r.eng.Ready()
-	r.jq = append(r.jq, rd.Judged...)
-	r.oq = append(r.oq, rd.Offers...)
-	r.roq = append(r.roq, rd.Reoffered...)
-	r.cq = append(r.cq, rd.Cancels...)
-	r.dq = append(r.dq, rd.Starts...)
-	r.hq = append(r.hq, rd.Hedges...)
-	r.trq = append(r.trq, rd.Transitions...)
-	for _, e := range rd.Ejections {
+	r.eng.AppendTo(&r.work)
+	for _, e := range r.work.Ejections {
 		r.ejected(e)
 	}
-	for _, sh := range rd.ShadowsShed {
+	r.work.Ejections = r.work.Ejections[:0]
+	for _, sh := range r.work.ShadowsShed {
 		r.shq = append(r.shq, shedCopy{sh, sh.ID})
 	}
-	r.aq = append(r.aq, rd.Answers...)
-	r.eng.Advance()
+	r.work.ShadowsShed = r.work.ShadowsShed[:0]
 }
 
 // startDispatched starts a request the core dispatched: on its replica, or
@@ -862,7 +841,7 @@ func (r *runner) advance(i int) {
 	for _, f := range firsts {
 		r.eng.Step(r.s.Now(), reqengine.Event{Kind: reqengine.FirstToken, Req: &f.req.Req, Duplicate: f.duplicate})
 	}
-	if len(firsts) > 0 {
+	if r.eng.HasReady() {
 		r.dispatch() // a race decided: its loser is cancelled
 	}
 	for _, req := range done {
@@ -878,7 +857,7 @@ func (r *runner) FirstToken(s *engine.Seq, at time.Duration) {
 	switch {
 	case s == req.seq && req.firstAt == 0:
 		req.firstAt = at
-		if !req.shadow {
+		if !req.shadow && req.HedgePending() {
 			r.firsts = append(r.firsts, firstToken{req, false})
 		}
 	case s == req.hedgeSeq && req.firstAt == 0:
@@ -1056,15 +1035,13 @@ func (r *runner) finish(req *request, ri int, res Result, reason string) {
 
 // armWake keeps one kernel timer at the request engine's wake-up.
 func (r *runner) armWake() {
-	at := r.eng.Ready().WakeAt
+	at := r.eng.WakeAt()
 	if at == 0 || (r.coreWake.Pending() && r.coreWakeAt == at) {
 		return
 	}
 	r.coreWake.Stop()
 	r.coreWakeAt = at
-	r.coreWake = r.s.At(at, func() {
-		r.step(reqengine.Event{Kind: reqengine.Tick})
-	})
+	r.coreWake = r.s.At(at, r.onWake)
 }
 
 func (r *runner) count(req *request, f func(*Counts)) {

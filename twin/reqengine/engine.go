@@ -109,6 +109,13 @@ type Req struct {
 // State is where the request is.
 func (q *Req) State() State { return q.state }
 
+// HedgePending reports whether a first token of the request's attempt
+// would decide anything: a hedge is due or a duplicate runs. A driver may
+// skip stepping FirstToken otherwise.
+func (q *Req) HedgePending() bool {
+	return q.state == Running && !q.first && (q.timer.req != nil || q.Core.Hedge >= 0)
+}
+
 // Retrying reports whether a request in Backoff will be offered again as a
 // retry (a deferral otherwise).
 func (q *Req) Retrying() bool { return q.state == Backoff && q.retry }
@@ -211,8 +218,9 @@ type Offer struct {
 }
 
 // Judged is the ladder's judgement of a request before an offer: its
-// verdict (Next: OfferNow, Reoffer for a deferral, Refuse for a shed,
-// AnswerCached) and its effect, which the engine has applied to the
+// verdict (Next: OfferNow with an output capped or a model substituted,
+// Reoffer for a deferral, Refuse for a shed, AnswerCached; a request let
+// through untouched has none) and its effect, which the engine has applied to the
 // request's Core (its output cap, its model); the driver applies it to
 // what it sends (a body, an engine sequence) and counts it.
 type Judged struct {
@@ -281,24 +289,46 @@ func (e *Engine) Ready() Ready {
 	return rd
 }
 
-// Advance acknowledges the last Ready: its lists are carried out.
-func (e *Engine) Advance() {
+// AppendTo appends Ready's lists (not WakeAt) to w's and advances: for a
+// driver that carries decisions out in its own work lists, without a copy
+// of Ready between.
+func (e *Engine) AppendTo(w *Ready) {
 	rd := &e.rd
-	clear(rd.Judged)
-	clear(rd.Offers)
-	clear(rd.Reoffered)
-	clear(rd.Cancels)
-	clear(rd.Starts)
-	clear(rd.Hedges)
-	clear(rd.Answers)
-	clear(rd.ShadowsShed)
-	*rd = Ready{Judged: rd.Judged[:0], Offers: rd.Offers[:0], Reoffered: rd.Reoffered[:0], Cancels: rd.Cancels[:0],
-		Starts: rd.Starts[:0], Hedges: rd.Hedges[:0], Answers: rd.Answers[:0], Transitions: rd.Transitions[:0],
-		Ejections: rd.Ejections[:0], ShadowsShed: rd.ShadowsShed[:0]}
+	w.Judged = append(w.Judged, rd.Judged...)
+	w.Offers = append(w.Offers, rd.Offers...)
+	w.Reoffered = append(w.Reoffered, rd.Reoffered...)
+	w.Cancels = append(w.Cancels, rd.Cancels...)
+	w.Starts = append(w.Starts, rd.Starts...)
+	w.Hedges = append(w.Hedges, rd.Hedges...)
+	w.Answers = append(w.Answers, rd.Answers...)
+	w.Transitions = append(w.Transitions, rd.Transitions...)
+	w.Ejections = append(w.Ejections, rd.Ejections...)
+	w.ShadowsShed = append(w.ShadowsShed, rd.ShadowsShed...)
+	e.Advance()
 }
 
+// Advance acknowledges the last Ready: its lists are carried out. (They
+// are reused, not cleared: what they point to is the drivers' requests,
+// which outlive them.)
+func (e *Engine) Advance() {
+	rd := &e.rd
+	rd.Judged = rd.Judged[:0]
+	rd.Offers = rd.Offers[:0]
+	rd.Reoffered = rd.Reoffered[:0]
+	rd.Cancels = rd.Cancels[:0]
+	rd.Starts = rd.Starts[:0]
+	rd.Hedges = rd.Hedges[:0]
+	rd.Answers = rd.Answers[:0]
+	rd.Transitions = rd.Transitions[:0]
+	rd.Ejections = rd.Ejections[:0]
+	rd.ShadowsShed = rd.ShadowsShed[:0]
+}
+
+// WakeAt is Ready's WakeAt, without the rest.
+func (e *Engine) WakeAt() time.Duration { return e.wakeAt() }
+
 func (e *Engine) wakeAt() time.Duration {
-	at := e.core.Ready().WakeAt
+	at := e.core.WakeAt()
 	if len(e.timers) > 0 {
 		if t := e.timers[0].at; at == 0 || t < at {
 			at = t
@@ -392,28 +422,32 @@ func (e *Engine) Collect(now time.Duration) { e.collect(now) }
 // collect moves the core's Ready into the engine's: dispatches become
 // starts, requests no pool serves any more are offered again at once.
 func (e *Engine) collect(now time.Duration) {
-	for {
+	for e.core.HasReady() {
 		crd := e.core.Ready()
-		if len(crd.Dispatches)+len(crd.Transitions)+len(crd.Ejections)+len(crd.Unroutable)+len(crd.ShadowsShed) == 0 {
-			return
-		}
 		rd := &e.rd
 		for _, d := range crd.Dispatches {
 			if !d.Req.Shadow {
 				q := ReqOf(d.Req)
 				q.state, q.first = Running, false
-				e.stopTimer(q)
+				if q.timer.req != nil {
+					e.stopTimer(q)
+				}
 				if e.cfg.HedgeAfter > 0 {
 					// The hedge's clock starts when the attempt is sent.
 					e.setTimer(q, now+e.cfg.HedgeAfter)
 				}
 			}
-			rd.Starts = append(rd.Starts, d)
 		}
-		rd.Transitions = append(rd.Transitions, crd.Transitions...)
-		rd.Ejections = append(rd.Ejections, crd.Ejections...)
-		rd.ShadowsShed = append(rd.ShadowsShed, crd.ShadowsShed...)
-		unroutable := append([]*sched.Request(nil), crd.Unroutable...)
+		rd.Starts = append(rd.Starts, crd.Dispatches...)
+		if len(crd.Transitions)+len(crd.Ejections)+len(crd.ShadowsShed) > 0 {
+			rd.Transitions = append(rd.Transitions, crd.Transitions...)
+			rd.Ejections = append(rd.Ejections, crd.Ejections...)
+			rd.ShadowsShed = append(rd.ShadowsShed, crd.ShadowsShed...)
+		}
+		var unroutable []*sched.Request
+		if len(crd.Unroutable) > 0 {
+			unroutable = append(unroutable, crd.Unroutable...)
+		}
 		e.core.Advance()
 		for _, cr := range unroutable {
 			// The core let go of its queue place: offer it again, to its
@@ -495,7 +529,11 @@ func (e *Engine) judgeThenOffer(now time.Duration, q *Req) {
 			q.Core.Output = eff.Output
 		}
 		q.Core.Model = eff.Model
-		e.rd.Judged = append(e.rd.Judged, Judged{Req: q, Next: n, Effect: eff, Again: again})
+		if eff.Capped || eff.Substituted {
+			// A request the rungs let through untouched has no verdict
+			// to carry out.
+			e.rd.Judged = append(e.rd.Judged, Judged{Req: q, Next: n, Effect: eff, Again: again})
+		}
 	}
 	e.offer(now, q)
 }

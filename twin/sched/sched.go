@@ -544,6 +544,9 @@ func (c *Core) Ready() Ready {
 		ShadowsShed: c.shadowsShed, WakeAt: c.wakeAt, RouteVersion: c.routeVersion}
 }
 
+// WakeAt is Ready's WakeAt, without the rest.
+func (c *Core) WakeAt() time.Duration { return c.wakeAt }
+
 // HasReady reports whether Ready holds anything to carry out (WakeAt aside).
 func (c *Core) HasReady() bool {
 	return len(c.dispatches)+len(c.transitions)+len(c.ejections)+len(c.unroutable)+len(c.shadowsShed) > 0
