@@ -614,6 +614,12 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 // cancels what the engine cancels. It returns the attempt that answered,
 // or the first attempt's failure.
 func (g *Gateway) race(ctx context.Context, q *request, rep int, body []byte) *upstream {
+	if g.sc.Policy.Routing.HedgeAfter.D() <= 0 {
+		// No duplicate can come (so no first token decides anything:
+		// Req.HedgePending): the attempt runs on the handler's own
+		// goroutine, as a hand-off per request is latency at the tail.
+		return g.call(ctx, q, rep, body, false)
+	}
 	results := make(chan *upstream, 2)
 	q.start(ctx, results, reqengine.FirstLeg, func(c context.Context) *upstream { return g.call(c, q, rep, body, false) })
 	pending := 1
