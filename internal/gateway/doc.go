@@ -32,9 +32,12 @@
 // backoff, the queue time-out) and the core's (a quota refilling, a
 // throttle ending) and asks for one wake-up: the gateway's model-time
 // schedule calls Tick then. No handler sleeps or arms a timer of its own;
-// the core and the engine never read a clock. The probes, a hedge and the
-// shadow copies still call the core directly, then deliver what it
-// decided.
+// the core and the engine never read a clock. A probe's result is a step
+// too; the shadow copies and the autoscalers still call the core directly,
+// then deliver what it decided. With policy.routing.hedge_after, the
+// engine sends a duplicate (a hedge) to the handler still waiting for its
+// attempt's first bytes, which steps the first result back and cancels
+// the loser the engine names (each leg runs under its own context).
 //
 // # Time compression
 //

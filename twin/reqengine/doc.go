@@ -7,17 +7,20 @@
 // says where a new feature goes.
 //
 // Its front door is Engine (engine.go), as etcd's RawNode is raft's: a
-// driver tells it what happened through Step (an arrival, an attempt's
-// end, a client gone, Tick at its wake-up), carries out its Ready (the
-// ladder's verdicts, the offers and what follows them, attempts to start,
-// outcomes, the core's transitions and one wake-up time) and calls
-// Advance. The Engine owns the core, the lifecycle, the ladder's judgement
-// of a request and each request's state and times (deferrals, retries'
-// backoff, the queue time-out); neither driver times a retry or decides
-// what follows an attempt.
+// driver tells it what happened through Step (an arrival, a first token,
+// an attempt's end, a duplicate lost, a client gone, a probe's result,
+// Tick at its wake-up), carries out its Ready (the ladder's verdicts, the
+// offers and what follows them, attempts to cancel and to start — a
+// request's, a duplicate, a shadow copy the core dispatched —, outcomes,
+// the core's transitions and one wake-up time) and calls Advance. The
+// Engine owns the core, the lifecycle, the ladder's judgement of a
+// request, hedging, and each request's state and times (deferrals,
+// retries' backoff, the queue time-out, a hedge's delay); neither driver
+// times a retry or a hedge, or decides what follows an attempt.
 //
-// Beside it, each feature the drivers still call directly lives in its own
-// file:
+// Each feature lives in its own file; the drivers still call the first,
+// third and fourth directly (their evaluations run on the drivers' clocks,
+// reading NextAt):
 //
 //   - canary rollouts and their shadow copies (canary.go): the rollouts'
 //     clock, the copies' ID space and construction, the rule that a failed
@@ -25,7 +28,8 @@
 //     a rollout, and whether a request met its class's objectives (MetSLO,
 //     which the reports' tallies use too);
 //   - how a hedge race ends (hedge.go): which attempt is cancelled, which
-//     goes on, and whether the core hears of a failed duplicate;
+//     goes on, and whether the core hears of a failed duplicate, which the
+//     Engine applies;
 //   - autoscaling (scaling.go): each autoscaled pool's scaler, what its
 //     transitions do to the core, what it measures and is offered, and
 //     its clock's origin; the driver starts and stops the instances;
