@@ -43,19 +43,11 @@ func oneAtATime(n int) []sched.Replica {
 	return rs
 }
 
-// drain returns the engine's Ready and advances past it (its slices are
-// copied: the engine reuses them).
+// drain returns the engine's Ready and advances past it (AppendTo: its
+// lists copied, as the engine reuses them).
 func drain(e *Engine) Ready {
-	rd := e.Ready()
-	out := Ready{WakeAt: rd.WakeAt}
-	out.Offers = append(out.Offers, rd.Offers...)
-	out.Reoffered = append(out.Reoffered, rd.Reoffered...)
-	out.Cancels = append(out.Cancels, rd.Cancels...)
-	out.Starts = append(out.Starts, rd.Starts...)
-	out.Hedges = append(out.Hedges, rd.Hedges...)
-	out.Answers = append(out.Answers, rd.Answers...)
-	out.Transitions = append(out.Transitions, rd.Transitions...)
-	e.Advance()
+	out := Ready{WakeAt: e.WakeAt()}
+	e.AppendTo(&out)
 	return out
 }
 
