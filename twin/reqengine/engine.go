@@ -408,8 +408,9 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 		e.core.Tick(now)
 		e.collect(now)
 		for len(e.timers) > 0 && e.timers[0].at <= now {
-			t := heap.Pop(&e.timers).(*timerEntry)
-			e.fire(now, t.req)
+			q := heap.Pop(&e.timers).(*timerEntry).req
+			q.timer.req = nil // fired: no timer set
+			e.fire(now, q)
 		}
 	}
 }
