@@ -1,6 +1,8 @@
 package twin
 
 import (
+	"time"
+
 	"github.com/fleetdrill/fleetdrill/twin/engine"
 	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
@@ -28,12 +30,16 @@ type firstToken struct {
 }
 
 // startHedge starts the duplicate the request engine sent (Ready.Hedges)
-// on its replica, meeting that replica's faults as any attempt does.
+// on its replica, meeting that replica's faults as any attempt does: it
+// fails, or starts after the injected latency, as the primary would.
 func (r *runner) startHedge(x sched.Dispatch) {
 	req := r.owner(x.Req)
 	h := x.Replica
+	var delay time.Duration
 	if r.faultState != nil {
-		if fate := r.faultAtDispatch(req, h); fate.fail {
+		fate := r.faultAtDispatch(req, h)
+		delay = fate.delay
+		if fate.fail {
 			// The duplicate went to a failing replica: it is lost, and
 			// the core hears of the failure (a 429 as any attempt's).
 			how := sched.AttemptError
@@ -51,12 +57,28 @@ func (r *runner) startHedge(x sched.Dispatch) {
 		r.step(reqengine.Event{Kind: reqengine.DuplicateGone, Req: &req.Req})
 		return
 	}
-	hs := r.newSeq()
-	*hs = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
-	req.hedgeSeq, req.hedgeAt = hs, h
 	if req.measured {
 		r.hedges.Sent++
 	}
+	req.hedgeAt = h
+	if delay > 0 {
+		// Sent, and slowed on its way as any attempt to the replica is
+		// (the gateway's fault layer holds it as long).
+		req.hedgeStart = r.s.After(delay, func() { r.runHedge(req, h) })
+		return
+	}
+	r.runHedge(req, h)
+}
+
+// runHedge starts req's duplicate on replica h, unless its race ended
+// meanwhile.
+func (r *runner) runHedge(req *request, h int) {
+	if req.Core.Hedge != h || req.hedgeSeq != nil {
+		return
+	}
+	hs := r.newSeq()
+	*hs = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
+	req.hedgeSeq = hs
 	r.replicas[h].eng.Add(r.s.Now(), hs)
 	r.rearm(h)
 }
@@ -79,6 +101,7 @@ func (r *runner) cancelled(c reqengine.Cancel) {
 		r.cancelSeq(c.Replica, req.seq)
 		req.seq, req.hedgeSeq = req.hedgeSeq, nil
 	case reqengine.Duplicate:
+		req.hedgeStart.Stop()
 		if req.hedgeSeq != nil {
 			r.cancelSeq(req.hedgeAt, req.hedgeSeq)
 			req.hedgeSeq = nil
@@ -88,6 +111,7 @@ func (r *runner) cancelled(c reqengine.Cancel) {
 
 // dropHedge cancels a finishing request's duplicate, if any is left.
 func (r *runner) dropHedge(req *request) {
+	req.hedgeStart.Stop()
 	if req.hedgeSeq != nil {
 		r.cancelSeq(req.hedgeAt, req.hedgeSeq)
 		req.hedgeSeq = nil

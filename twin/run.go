@@ -246,6 +246,7 @@ type request struct {
 	rejected     bool        // finished by a rejection
 	hedgeSeq     *engine.Seq // a hedged duplicate attempt's sequence, on hedgeAt
 	hedgeAt      int
+	hedgeStart   sim.Timer // a duplicate's start delayed by injected latency, on hedgeAt
 	attemptTimer sim.Timer
 	startTimer   sim.Timer // a dispatch delayed by injected latency
 	startAt      int       // the replica startTimer starts it on
