@@ -51,7 +51,7 @@ func (r *runner) judged(j reqengine.Judged) {
 		if req.measured {
 			r.count(req, func(c *Counts) { c.Deferred++ })
 		}
-		req.state = stDeferred
+		req.state = stBackoff
 	case sched.AnswerCached:
 		// Answered from the cache at once; its age is disclosed with the
 		// answer (the report and the timeline say which age).

@@ -646,6 +646,7 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 			// stream): the stream is cut.
 			how = sched.AttemptCut
 		}
+		req.state = stBackoff // until the engine offers it again or ends it
 		r.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &req.Req, Replica: ri, How: how,
 			RetryAfter: fate.throttle, Observed: true})
 	})

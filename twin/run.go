@@ -219,13 +219,15 @@ type replicaRT struct {
 
 type reqState uint8
 
+// The runner's view of a request: what it carries out for it. Whether a
+// request waiting to be offered again is a retry or a deferral is the
+// engine's (reqengine.Req.Retrying), not kept here twice.
 const (
 	stNew reqState = iota
 	stWaiting
 	stRunning
-	stDeferred
-	stFailing  // an attempt is failing (its error is on the way)
-	stRetrying // waiting to retry after a failed or refused attempt
+	stFailing // an attempt is failing (its error is on the way)
+	stBackoff // the engine offers it again later (a deferral or a retry)
 	stDone
 )
 
@@ -568,7 +570,7 @@ func (r *runner) offered(o *reqengine.Offer) {
 	case sched.Reoffer:
 		if next.Retry {
 			r.noteRejectedRetry(next.Reason, now)
-			req.state = stRetrying
+			req.state = stBackoff
 			break
 		}
 		if req.measured {
@@ -576,7 +578,7 @@ func (r *runner) offered(o *reqengine.Offer) {
 		}
 		r.recent.deferred(req.Core.Class, now)
 		r.noteDeferral(next.Reason, now)
-		req.state = stDeferred
+		req.state = stBackoff
 	}
 }
 
