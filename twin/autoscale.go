@@ -51,8 +51,9 @@ const (
 
 // scaler is one autoscaled pool in a run: the request engine's
 // (reqengine.ScaledPool: the core's Scaler and what its transitions do to
-// the core), and the twin's side of it (reqengine.ScalingWorld): the
-// replicas' engines, the timeline, the faults' ground truth.
+// the core), and the twin's side of it: the replicas' engines (scaled:
+// what Ready.Scaling asks of them), the timeline, and the acquisition
+// faults on the pool (reqengine.Acquirer).
 type scaler struct {
 	r    *runner
 	pool int
@@ -107,7 +108,7 @@ type ReplicaCount = sched.ReplicaCount
 
 // initAutoscale builds a scaler for each autoscaled pool.
 func (r *runner) initAutoscale() error {
-	r.scaling = reqengine.NewScaling(r.p.sc, func(pi int) int { return r.p.pools[pi].Spec.Replicas })
+	r.scaling = reqengine.NewScaling(r.p.sc, func(pi int) int { return r.p.pools[pi].Spec.Replicas }, false)
 	for pi := range r.p.pools {
 		ps := r.p.pools[pi].Spec
 		if ps.Autoscale == nil {
@@ -128,7 +129,8 @@ func (r *runner) initAutoscale() error {
 			r.replicas[ri].absent = k >= ps.Replicas
 		}
 		sc := &scaler{r: r, pool: pi, sc: s}
-		sc.eng = r.scaling.Add(r.core, pi, reps, ps.Replicas, s, sc)
+		// A simulated replica's engine answers once started.
+		sc.eng = r.scaling.Add(r.core, pi, reps, ps.Replicas, s, sc, true)
 		// A request is counted when it ends, after its arrival: the
 		// series so far has the pool's counts then.
 		r.tally.watchShortfall(r.p, pi, func(t time.Duration) bool { return ShortAt(s.Tally().Series, t) })
@@ -137,46 +139,24 @@ func (r *runner) initAutoscale() error {
 	return nil
 }
 
-// arm schedules the scaler's next Advance. Its NextAt changes only in
-// Advance, so one pending event a scaler suffices.
-func (sc *scaler) arm() {
-	at := sc.sc.NextAt()
-	if at < 0 {
-		return
+// scaled carries out what a scaler decided for a replica's engine: a
+// replica started idles until its model has loaded (the twin counts it a
+// cold start); one serving, released or gone takes that state. The core
+// routes to a serving one already (the request engine made it ready).
+func (r *runner) scaled(a reqengine.ScaleAction) {
+	rt := &r.replicas[a.Replica]
+	switch a.Kind {
+	case reqengine.ScaleStart:
+		rt.absent, rt.loading = false, true
+		r.pools[a.Pool].ColdStarts++
+	case reqengine.ScaleRoutable, reqengine.ScaleReleased:
+		rt.loading = false
+	case reqengine.ScaleGone:
+		rt.absent = true
 	}
-	sc.r.s.At(max(at, sc.r.s.Now()), func() {
-		sc.eng.Advance(sc.r.s.Now())
-		sc.arm()
-	})
 }
 
-// Start implements reqengine.ScalingWorld: the replica's engine idles
-// until its model has loaded, which the twin counts as a cold start.
-func (sc *scaler) Start(k int) bool {
-	rt := &sc.r.replicas[sc.eng.Reps[k]]
-	rt.absent, rt.loading = false, true
-	sc.r.pools[sc.pool].ColdStarts++
-	return true
-}
-
-// Routable implements reqengine.ScalingWorld: the twin dispatches to it at
-// once.
-func (sc *scaler) Routable(k int) {
-	sc.r.replicas[sc.eng.Reps[k]].loading = false
-	sc.r.dispatch()
-}
-
-// Released implements reqengine.ScalingWorld.
-func (sc *scaler) Released(k int) { sc.r.replicas[sc.eng.Reps[k]].loading = false }
-
-// Gone implements reqengine.ScalingWorld.
-func (sc *scaler) Gone(k int) { sc.r.replicas[sc.eng.Reps[k]].absent = true }
-
-// Quiet implements reqengine.ScalingWorld: no request live and none to
-// come.
-func (sc *scaler) Quiet() bool { return sc.r.lc.Live() == 0 && sc.r.afterArrivals() }
-
-// Acquisition implements reqengine.ScalingWorld: the acquisition faults
+// Acquisition implements reqengine.Acquirer: the acquisition faults
 // active on the pool, in the scenario's order.
 func (sc *scaler) Acquisition() []faults.Spec {
 	var on []faults.Spec
@@ -188,8 +168,6 @@ func (sc *scaler) Acquisition() []faults.Spec {
 	return on
 }
 
-// Event implements reqengine.ScalingWorld.
-func (sc *scaler) Event(ev sched.ScalerEvent) { sc.r.event(ev.At, ev.Kind, ev.Detail) }
 
 // view is the scaler's counts now, for a snapshot (PoolState.Autoscale).
 func (sc *scaler) view() *AutoscaleState { return AutoscaleView(sc.sc, sc.r.s.Now()) }

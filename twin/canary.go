@@ -15,9 +15,10 @@ import (
 )
 
 // Canaries and shadow traffic in the twin: what to do is the request
-// engine's (reqengine.Canaries, which the live gateway drives too); the twin
-// schedules the rollouts' evaluations in simulated time, says when each
-// attempt ended, and plays the shadow copies on the candidate's replicas.
+// engine's (reqengine.Canaries, which the live gateway drives too, and
+// whose evaluations the engine runs at its wake-ups); the twin writes
+// their decisions on its timeline, says when each attempt ended, and
+// plays the shadow copies on the candidate's replicas.
 //
 // A shadow copy is a request of its own in the slab, flagged shadow: it
 // never reaches the tally, the metrics, the tenant's quotas or the report's
@@ -37,26 +38,13 @@ type shedCopy struct {
 	id  uint64
 }
 
-func (r *runner) startRollouts() {
-	if r.canaries == nil {
-		return
-	}
-	if at, ok := r.canaries.NextAt(); ok && at <= r.end {
-		r.s.At(at, r.evaluateRollouts)
-	}
-}
-
-func (r *runner) evaluateRollouts() {
+// rolledOut writes a rollout's decision on the timeline, with what it
+// says of the faults on the canary's candidate.
+func (r *runner) rolledOut(d sched.RolloutDecision) {
 	now := r.s.Now()
-	for _, d := range r.canaries.Evaluate(now, r.core) {
-		r.addEvent(CanaryEvent(now, d))
-		for _, ev := range canaryActed(r.p, r.faults, now, d) {
-			r.addEvent(ev)
-		}
-	}
-	r.dispatch()
-	if at, ok := r.canaries.NextAt(); ok && at <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
-		r.s.At(at, r.evaluateRollouts)
+	r.addEvent(CanaryEvent(now, d))
+	for _, ev := range canaryActed(r.p, r.faults, now, d) {
+		r.addEvent(ev)
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 
 // The degradation ladder. Its rule, its cadence, what feeds it and its
 // judgement of a request are the request engine's (reqengine.Ladder), the
-// gateway's too; the twin schedules its evaluations and carries the
+// gateway's too; the twin writes its moves on the timeline and carries the
 // verdicts out on the simulated request.
 
 // DegradationReport is what the ladder did.
@@ -28,16 +28,9 @@ type StepReport struct {
 	EngagedS    float64 `json:"engaged_s"` // total time engaged
 }
 
-// evaluateLadder is the ladder's evaluation, due every sched.LadderEvery
-// while the run has requests live or to come.
-func (r *runner) evaluateLadder() {
-	now := r.s.Now()
-	if ch, ok := r.ladder.Evaluate(now, r.core); ok {
-		r.event(now, reqengine.ChangeKind(ch), ch.Detail)
-	}
-	if next := r.ladder.NextAt(); next <= r.end && (r.lc.Live() > 0 || !r.afterArrivals()) {
-		r.s.At(next, r.evaluateLadder)
-	}
+// laddered writes a ladder's move on the timeline.
+func (r *runner) laddered(ch sched.LadderChange) {
+	r.event(r.s.Now(), reqengine.ChangeKind(ch), ch.Detail)
 }
 
 // judged carries out the ladder's verdict on a request (the engine judged

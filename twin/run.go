@@ -341,20 +341,21 @@ func newRunner(p *plan) (*runner, error) {
 	r.lc = sched.NewLifecycle(p.retry, sc.Policy.Retries.RetryRejected)
 	r.ladderRand = r.s.Rand("degradation")
 	r.ladder = reqengine.NewLadder(r.p.core, 0, sched.LadderEvery)
+	if err := r.initAutoscale(); err != nil {
+		r.closeSources()
+		return nil, err
+	}
+	r.initRollouts()
 	r.eng = reqengine.NewEngine(r.core, r.lc, r.ladder, reqengine.EngineConfig{Seed: sc.Seed,
 		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), LadderDraw: r.ladderRand.Float64,
-		HedgeAfter: sc.Policy.Routing.HedgeAfter.D()})
+		HedgeAfter: sc.Policy.Routing.HedgeAfter.D(),
+		Canaries:   r.canaries, Scaling: r.scaling, ArrivalsEnd: r.duration})
 	r.faultWorld.eng = r.eng
 	r.onWake = func() { r.step(reqengine.Event{Kind: reqengine.Tick}) }
 	if err := r.faultWorld.initFaults(); err != nil {
 		r.closeSources()
 		return nil, err
 	}
-	if err := r.initAutoscale(); err != nil {
-		r.closeSources()
-		return nil, err
-	}
-	r.initRollouts()
 	r.demand = newDemand(len(sc.Classes), ForecastWindow, r.duration)
 	if err := r.initWindows(r.faultSpans()); err != nil {
 		r.closeSources()
@@ -417,14 +418,10 @@ func (r *runner) start() {
 		r.schedule(i)
 	}
 	r.jobs.start()
-	if r.ladder != nil {
-		r.s.At(r.ladder.NextAt(), r.evaluateLadder)
-	}
 	r.scheduleFaults()
-	r.startRollouts()
-	for _, sc := range r.scalers {
-		sc.arm() // its first sync
-	}
+	// The ladder's, the canaries' and the scalers' first evaluations are
+	// the request engine's wake-ups.
+	r.armWake()
 	// The gateway probes its replicas whether or not the scenario has
 	// faults, as a real one does: a drill may inject one at any time, and
 	// its run must match the scenario that lists it.
@@ -638,7 +635,8 @@ func (r *runner) dispatch() {
 		return
 	}
 	r.dispatching = true
-	for len(r.work.Transitions)+len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.shq)+len(r.work.Answers) > 0 {
+	for len(r.work.Transitions)+len(r.work.Changes)+len(r.work.Rollouts)+len(r.work.ScalerEvents)+len(r.work.Scaling)+
+		len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.shq)+len(r.work.Answers) > 0 {
 		for i := 0; i < len(r.shq); i++ {
 			// The copy may have ended since the core shed it (its
 			// original finished) and its slab entry gone to another.
@@ -652,6 +650,24 @@ func (r *runner) dispatch() {
 			r.breakerChanged(r.work.Transitions[i])
 		}
 		r.work.Transitions = r.work.Transitions[:0]
+		for i := 0; i < len(r.work.Changes); i++ {
+			r.laddered(r.work.Changes[i])
+		}
+		r.work.Changes = r.work.Changes[:0]
+		for i := 0; i < len(r.work.Rollouts); i++ {
+			r.rolledOut(r.work.Rollouts[i])
+		}
+		r.work.Rollouts = r.work.Rollouts[:0]
+		for i := 0; i < len(r.work.ScalerEvents); i++ {
+			ev := r.work.ScalerEvents[i]
+			r.event(ev.At, ev.Kind, ev.Detail)
+		}
+		r.work.ScalerEvents = r.work.ScalerEvents[:0]
+		// Before the starts: one may be on a replica just made routable.
+		for i := 0; i < len(r.work.Scaling); i++ {
+			r.scaled(r.work.Scaling[i])
+		}
+		r.work.Scaling = r.work.Scaling[:0]
 		for i := 0; i < len(r.work.Judged); i++ {
 			r.judged(r.work.Judged[i])
 		}
@@ -1039,7 +1055,7 @@ func (r *runner) finish(req *request, ri int, res Result, reason string) {
 // armWake keeps one kernel timer at the request engine's wake-up.
 func (r *runner) armWake() {
 	at := r.eng.WakeAt()
-	if at == 0 || (r.coreWake.Pending() && r.coreWakeAt == at) {
+	if at == reqengine.NoWake || (r.coreWake.Pending() && r.coreWakeAt == at) {
 		return
 	}
 	r.coreWake.Stop()

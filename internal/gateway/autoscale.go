@@ -22,8 +22,9 @@ import (
 )
 
 // Autoscaling, live: each autoscaled pool's scaler and what it does to the
-// core are the request engine's (reqengine.Scaling), run on the gateway's
-// model-time schedule. The pool's backends are its replicas up to
+// core are the request engine's (reqengine.Scaling), run at the engine's
+// wake-ups; the gateway carries out what Ready.Scaling asks of the
+// instances and steps their answers (InstanceUp, InstanceFailed). The pool's backends are its replicas up to
 // max_replicas; those beyond `replicas` start absent, and the core routes
 // to none of them until the scaler has one granted, provisioned (the
 // Provisioner starts its instance: a container) and loaded (cold_start of
@@ -61,27 +62,23 @@ type Autoscaling struct {
 	// the gateway closed: a cancelled ctx is a closing gateway.
 	wg  *sync.WaitGroup
 	ctx context.Context
-	// deliver carries out the core's Ready after a scaler changed the
-	// core (Gateway.deliver); kick makes the schedule read the scalers'
-	// due time again (schedule.kick). Both are called with mu held.
-	deliver func(now time.Duration)
-	kick    func()
+	// step steps the request engine and carries out its Ready
+	// (Gateway.stepLocked); called with mu held.
+	step func(now time.Duration, ev reqengine.Event)
 
 	// Guarded by mu. scaling, scalers and of are set by New, then only
 	// read (their contents change under mu).
 	scaling *reqengine.Scaling // the request engine's scaled pools
 	scalers []*gwScaler        // one per autoscaled pool, in pool order
 	of      []*asRef           // per replica: its scaler (nil: not autoscaled)
-	started bool
-	stopped bool // Stop: frozen
-	nextAcq int  // the last acquisition fault's id
+	nextAcq int                // the last acquisition fault's id
 }
 
 // gwScaler is one autoscaled pool: the request engine's
 // (reqengine.ScaledPool: the core's Scaler and what its transitions do to
-// the core) and the gateway's side of it (reqengine.ScalingWorld): the
-// instances, the log and metrics, the acquisition faults injected. Its
-// methods run with a.mu held.
+// the core) and the gateway's side of it: the instances (what
+// Ready.Scaling asks of them), the log and metrics, the acquisition faults
+// injected (reqengine.Acquirer). Its methods run with a.mu held.
 type gwScaler struct {
 	a    *Autoscaling
 	pool string
@@ -115,7 +112,7 @@ type asRef struct {
 // and end with the scenario.
 func (a *Autoscaling) init(sc *scenarios.Scenario, core *sched.Core, byPool map[string][]int, replicas []replica,
 	seed uint64, held bool) error {
-	a.scaling = reqengine.NewScaling(sc, func(pi int) int { return len(byPool[sc.Pools[pi].Name]) })
+	a.scaling = reqengine.NewScaling(sc, func(pi int) int { return len(byPool[sc.Pools[pi].Name]) }, held)
 	// A replay's scalers ask nothing after its arrivals, as a run's do; a
 	// gateway serving for real scales as long as it runs.
 	end := time.Duration(math.MaxInt64)
@@ -138,15 +135,13 @@ func (a *Autoscaling) init(sc *scenarios.Scenario, core *sched.Core, byPool map[
 		as := &gwScaler{a: a, pool: ps.Name, pi: pi, s: s,
 			gen: make([]int, n), started: make([]bool, n), op: make([]chan struct{}, n), acq: map[int]faults.Spec{}, exported: map[string]uint64{}}
 		// The starting replicas are running, as a fixed pool's are.
-		as.eng = a.scaling.Add(core, pi, reps, ps.Replicas, s, as)
+		// Without a Provisioner a backend is taken to be up once started.
+		as.eng = a.scaling.Add(core, pi, reps, ps.Replicas, s, as, a.prov == nil)
 		for k, ri := range reps {
 			a.of[ri] = &asRef{as, k}
 			as.started[k] = as.eng.IsUp(k)
 		}
 		a.scalers = append(a.scalers, as)
-	}
-	if len(a.scalers) > 0 {
-		a.started = !held
 	}
 	return nil
 }
@@ -163,49 +158,48 @@ func (a *Autoscaling) Start(at time.Duration) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.started {
-		return
-	}
-	a.scaling.Start(at)
-	a.started = true
-	a.kick()
+	a.step(a.clk.now(), reqengine.Event{Kind: reqengine.StartScaling, At: at})
 }
 
 // Stop freezes the scalers where they stand: a replay's end, after which
 // its report reads them. Replicas keep serving; nothing more is asked,
 // provisioned, loaded or released.
 func (a *Autoscaling) Stop() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.stopped = true
-}
-
-// due is when a scaler is next due, on the gateway's clock; noDue when
-// none is or they do not run. Called with mu held (the schedule's job).
-func (a *Autoscaling) due() time.Duration {
-	if a.started && !a.stopped {
-		if at, ok := a.scaling.NextAt(); ok {
-			return at
-		}
-	}
-	return noDue
-}
-
-// advance does what is due of every scaler, in pool order.
-func (a *Autoscaling) advance() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.started || a.stopped || a.ctx.Err() != nil {
+	if len(a.scalers) == 0 {
 		return
 	}
-	// Replicas made routable in this pass serve from its instant: two
-	// loaded together are one change of the pool's timeline.
-	now := a.clk.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.step(a.clk.now(), reqengine.Event{Kind: reqengine.StopScaling})
+}
+
+// carry carries out what the scalers decided (Ready.Scaling), logs their
+// timeline entries, and sets the series. Called with mu held.
+func (a *Autoscaling) carry(now time.Duration, acts []reqengine.ScaleAction, evs []reqengine.ScalerEvent) {
+	for _, ev := range evs {
+		a.event(now, a.scaling.PoolName(ev.Pool), ev.ScalerEvent)
+	}
+	for _, act := range acts {
+		for _, as := range a.scalers {
+			if as.pi != act.Pool {
+				continue
+			}
+			switch act.Kind {
+			case reqengine.ScaleStart:
+				as.start(act.K)
+			case reqengine.ScaleGone:
+				as.gone(act.K)
+			}
+		}
+	}
+	a.export()
+}
+
+// export sets every pool's autoscaling series. Called with mu held.
+func (a *Autoscaling) export() {
 	for _, as := range a.scalers {
-		as.eng.Advance(now)
 		as.export()
 	}
-	a.deliver(a.clk.now())
 }
 
 // export sets the pool's autoscaling series.
@@ -228,10 +222,7 @@ func (as *gwScaler) export() {
 	}
 }
 
-// Quiet implements reqengine.ScalingWorld: a gateway scales until its end.
-func (as *gwScaler) Quiet() bool { return false }
-
-// Acquisition implements reqengine.ScalingWorld: the acquisition faults
+// Acquisition implements reqengine.Acquirer: the acquisition faults
 // injected on the pool, in the order they were.
 func (as *gwScaler) Acquisition() []faults.Spec {
 	var on []faults.Spec
@@ -241,14 +232,15 @@ func (as *gwScaler) Acquisition() []faults.Spec {
 	return on
 }
 
-// Start implements reqengine.ScalingWorld: the Provisioner starts the
-// replica's instance, in the background; the engine routes to it once its
-// model has loaded and the instance answers. Without a Provisioner the
-// backend is taken to be up.
-func (as *gwScaler) Start(k int) bool {
+// start carries out a ScaleStart: the Provisioner starts the replica's
+// instance, in the background, and the engine hears when it answers (it
+// routes to it once its model has loaded too) or fails. Without a
+// Provisioner the backend is taken to be up (the engine knows: Add's
+// instant).
+func (as *gwScaler) start(k int) {
 	a := as.a
 	if a.prov == nil {
-		return true
+		return
 	}
 	gen := as.gen[k]
 	as.started[k] = true
@@ -265,16 +257,15 @@ func (as *gwScaler) Start(k int) bool {
 			// in the log.
 			msg, _, _ := strings.Cut(err.Error(), "\n")
 			a.log.Warn("autoscale: replica did not start", "pool", as.pool, "replica", k, "err", err)
-			as.Event(sched.ScalerEvent{At: a.scaling.Clock(now), Kind: "replica-failed",
+			a.event(now, as.pool, sched.ScalerEvent{At: a.scaling.Clock(now), Kind: "replica-failed",
 				Detail: fmt.Sprintf("pool %s: replica %d did not start: %s", as.pool, k, msg)})
 			as.started[k] = false
-			as.eng.Failed(now, k)
-			as.export()
+			a.step(now, reqengine.Event{Kind: reqengine.InstanceFailed, Replica: as.eng.Reps[k]})
 			return
 		}
-		as.eng.Up(now, k) // routable now if its model has loaded
+		// Routable now if its model has loaded.
+		a.step(now, reqengine.Event{Kind: reqengine.InstanceUp, Replica: as.eng.Reps[k]})
 	})
-	return false
 }
 
 // queue runs op for replica k after the replica's last queued op, in a
@@ -296,20 +287,9 @@ func (as *gwScaler) queue(k int, op func(ctx context.Context)) {
 	}()
 }
 
-// Routable implements reqengine.ScalingWorld: the series move, and the
-// core's Ready is carried out (it may dispatch to the replica).
-func (as *gwScaler) Routable(int) {
-	as.export()
-	as.a.deliver(as.a.clk.now())
-}
-
-// Released implements reqengine.ScalingWorld: nothing to do until the
-// replica is gone.
-func (as *gwScaler) Released(int) {}
-
-// Gone implements reqengine.ScalingWorld: the replica's instance is
-// stopped (after its Start, if that still runs).
-func (as *gwScaler) Gone(k int) {
+// gone carries out a ScaleGone: the replica's instance is stopped (after
+// its start, if that still runs).
+func (as *gwScaler) gone(k int) {
 	a := as.a
 	as.gen[k]++
 	if a.prov == nil || !as.started[k] {
@@ -323,12 +303,11 @@ func (as *gwScaler) Gone(k int) {
 	})
 }
 
-// Event implements reqengine.ScalingWorld: the log, and the observer.
-func (as *gwScaler) Event(ev sched.ScalerEvent) {
-	a := as.a
-	a.log.Info("autoscale", "pool", as.pool, "kind", ev.Kind, "detail", ev.Detail)
+// event is a scaler's timeline entry: the log, and the observer.
+func (a *Autoscaling) event(now time.Duration, pool string, ev sched.ScalerEvent) {
+	a.log.Info("autoscale", "pool", pool, "kind", ev.Kind, "detail", ev.Detail)
 	if a.onEvent != nil {
-		a.onEvent(a.clk.now(), ev)
+		a.onEvent(now, ev)
 	}
 }
 

@@ -43,32 +43,18 @@ func (g *Gateway) StartCanaries(at time.Duration) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.can.Start(at) {
-		return
-	}
-	g.sched.kick()
+	g.stepLocked(g.clk.now(), reqengine.Event{Kind: reqengine.StartCanaries, At: at})
 }
 
-// evaluateCanaries runs the rollouts' due evaluations and applies their
-// decisions.
-func (g *Gateway) evaluateCanaries() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return
+// rolledOut logs, counts and reports a rollout's decision (the engine
+// applied its share to the core).
+func (g *Gateway) rolledOut(now time.Duration, d sched.RolloutDecision) {
+	g.log.Info("canary", "canary", d.Name, "action", d.Action, "from", d.From, "to", d.To, "why", d.Why)
+	g.metrics.canaryShare.WithLabelValues(d.Name).Set(d.To)
+	g.metrics.canaryDecisions.WithLabelValues(d.Name, d.Action).Inc()
+	if g.obs.Canary != nil {
+		g.obs.Canary(now, d)
 	}
-	now := g.clk.now()
-	for _, d := range g.can.Evaluate(now, g.core) {
-		g.log.Info("canary", "canary", d.Name, "action", d.Action, "from", d.From, "to", d.To, "why", d.Why)
-		g.metrics.canaryShare.WithLabelValues(d.Name).Set(d.To)
-		g.metrics.canaryDecisions.WithLabelValues(d.Name, d.Action).Inc()
-		if g.obs.Canary != nil {
-			g.obs.Canary(now, d)
-		}
-	}
-	// A share of 0 moves the canary's queued requests to the baseline,
-	// which may dispatch them.
-	g.deliver(now)
 }
 
 // attemptEnded feeds the rollouts an attempt of q's original on replica

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
@@ -11,9 +12,9 @@ import (
 
 // The degradation ladder, live. Its rule, its cadence, what feeds it and
 // its judgement of a request are the request engine's (reqengine.Ladder);
-// the gateway runs its evaluations on the model-time schedule, and carries
-// the engaged rungs out on each new request before its first offer to the
-// core:
+// the engine runs its evaluations at its wake-ups, and the gateway logs its
+// moves and carries the engaged rungs out on each new request before its
+// first offer to the core:
 //
 //   - shed-batch and defer-async: a request of a deferrable class waits
 //     Config.DeferFor (model time) and is looked at again, while its class
@@ -37,19 +38,8 @@ func checkLadder(cfg sched.Config) error {
 	return errors.Join(errs...)
 }
 
-// evaluateLadder moves the ladder by at most one rung, and logs and reports
-// the change.
-func (g *Gateway) evaluateLadder() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed {
-		return
-	}
-	now := g.clk.now()
-	ch, ok := g.ladder.Evaluate(now, g.core)
-	if !ok {
-		return
-	}
+// laddered logs and reports a move of the ladder.
+func (g *Gateway) laddered(now time.Duration, ch sched.LadderChange) {
 	r := g.ladder.Rungs()[ch.Rung]
 	g.log.Info("degradation", "step", r.Name, "action", r.Action, "engaged", ch.Engaged,
 		"steps_engaged", g.ladder.Engaged(), "detail", ch.Detail)

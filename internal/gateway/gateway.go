@@ -59,7 +59,7 @@ type Gateway struct {
 	nextID  uint64
 	nonce   string           // this gateway's, for idempotency keys unique across restarts
 	lc      *sched.Lifecycle // requests' lives around the core (the engine's)
-	wakeAt  time.Duration    // the core's wake-up (model time), a job of sched; 0: none
+	wakeAt  time.Duration    // the request engine's wake-up (model time), a job of sched; reqengine.NoWake: none
 	closed  bool
 	report  *reporter         // breakers' transitions and failed attempts, to the log and the Observer (observer.go)
 	ejected []bool            // per replica: out of routing as a latency outlier, as last reported
@@ -326,7 +326,7 @@ func New(cfg Config) (*Gateway, error) {
 	// come once the core is built, ctx and kick once the gateway's are.
 	g.metrics = newMetrics(g)
 	g.as = &Autoscaling{mu: &g.mu, clk: g.clk, log: g.log, metrics: g.metrics, prov: cfg.Provisioner,
-		onEvent: g.obs.Autoscale, wg: &g.probeWG, deliver: g.deliver, of: make([]*asRef, len(g.replicas))}
+		onEvent: g.obs.Autoscale, wg: &g.probeWG, step: g.stepLocked, of: make([]*asRef, len(g.replicas))}
 	g.rs = restarts{Restarts: reqengine.NewRestarts(len(g.replicas)), cut: make([]func(), len(g.replicas))}
 	g.be = newBackends(g.replicas, g.sc, g.clk, client, cfg.BackendKey != "", &g.mu, g.probedLocked)
 	g.faults = newFaultLayer(g.replicas, g.models, sc.Name, g.log, g.clk, cfg.Seed, client.Do)
@@ -340,15 +340,16 @@ func New(cfg Config) (*Gateway, error) {
 	// Evaluated every sched.LadderEvery of model time, and at least a
 	// millisecond of wall time apart.
 	g.ladder = reqengine.NewLadder(core, g.clk.now(), g.clk.model(time.Millisecond))
-	// No ladder draw: the cache's is the only one, and checkLadder refuses
-	// cached-answers.
-	g.eng = reqengine.NewEngine(g.core, g.lc, g.ladder, reqengine.EngineConfig{Seed: cfg.Seed,
-		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), HedgeAfter: sc.Policy.Routing.HedgeAfter.D()})
 	g.coreCfg = core
 	g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries)
 	if err := g.as.init(&sc, g.core, g.byPool, g.replicas, cfg.Seed, cfg.HoldAutoscale); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
+	// No ladder draw: the cache's is the only one, and checkLadder refuses
+	// cached-answers. Arrivals never end: a gateway serves until closed.
+	g.eng = reqengine.NewEngine(g.core, g.lc, g.ladder, reqengine.EngineConfig{Seed: cfg.Seed,
+		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), HedgeAfter: sc.Policy.Routing.HedgeAfter.D(),
+		Canaries: g.can, Scaling: g.as.scaling})
 	limitDefaults(&g.cfg)
 	// The core's refusal for a tenant's concurrency is final, and can be
 	// made before the body is read, unless retry_rejected retries it
@@ -383,26 +384,15 @@ func New(cfg Config) (*Gateway, error) {
 	// The jobs in the order they fire when due together: the core's
 	// wake-up first.
 	jobs := []job{{due: func() time.Duration {
-		if g.wakeAt > 0 {
+		if g.wakeAt >= 0 {
 			return g.wakeAt
 		}
 		return noDue
 	}, fire: g.onWake}}
-	if g.ladder != nil {
-		jobs = append(jobs, job{due: g.ladder.NextAt, fire: g.evaluateLadder})
-	}
-	if g.can != nil {
-		jobs = append(jobs, job{due: func() time.Duration {
-			if at, ok := g.can.NextAt(); ok {
-				return at
-			}
-			return noDue
-		}, fire: g.evaluateCanaries})
-	}
-	jobs = append(jobs, job{due: g.as.due, fire: g.as.advance})
 	jobs = append(jobs, job{due: g.rs.due, fire: g.loaded})
 	g.sched = newSchedule(&g.mu, g.clk, jobs...)
-	g.as.kick = g.sched.kick
+	// The ladder's, the canaries' and the scalers' first evaluations.
+	g.wakeAt = g.eng.WakeAt()
 	ctx, cancel := context.WithCancel(context.Background())
 	g.probeCtx, g.probeCancel = ctx, cancel
 	g.as.ctx = ctx
@@ -538,6 +528,16 @@ func (g *Gateway) deliver(now time.Duration) {
 	for _, req := range rd.ShadowsShed {
 		g.copies.shed(req.ID)
 	}
+	for _, ch := range rd.Changes {
+		g.laddered(now, ch)
+	}
+	for _, d := range rd.Rollouts {
+		g.rolledOut(now, d)
+	}
+	if len(rd.Scaling)+len(rd.ScalerEvents) > 0 {
+		// Before the starts: one may be on a replica just made routable.
+		g.as.carry(now, rd.Scaling, rd.ScalerEvents)
+	}
 	// A hedge race's loser first: its slot may be among those the
 	// starts below take.
 	for _, c := range rd.Cancels {
@@ -585,7 +585,7 @@ func (g *Gateway) deliver(now time.Duration) {
 	if g.closed {
 		return
 	}
-	if at > 0 && (g.wakeAt == 0 || at < g.wakeAt) {
+	if at >= 0 && (g.wakeAt < 0 || at < g.wakeAt) {
 		g.wakeAt = at
 		g.sched.kick() // the schedule reads its due times again
 	}
@@ -595,11 +595,12 @@ func (g *Gateway) deliver(now time.Duration) {
 func (g *Gateway) onWake() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.wakeAt = 0
+	g.wakeAt = reqengine.NoWake
 	if g.closed {
 		return
 	}
 	g.stepLocked(g.clk.now(), reqengine.Event{Kind: reqengine.Tick})
+	g.as.export() // a sync may move the series without an action
 }
 
 // step tells the request engine what happened to a request now, and

@@ -8,12 +8,11 @@ import (
 )
 
 // The gateway's model-time schedule: one goroutine and one timer for what
-// is due at a time of the model's — the core's wake-up (Ready.WakeAt: a
-// quota refill, a breaker due half-open, an ejection's end), the
-// degradation ladder's evaluations (every sched.LadderEvery), the
-// canaries' (their NextAt) and the scalers' (theirs), each the request
-// engine's due time, and the restarted replicas' loads (restart.go). Only the health probes keep their own loop (their
-// interval, and I/O).
+// is due at a time of the model's — the request engine's wake-up
+// (Ready.WakeAt: a quota refill, a breaker due half-open, an ejection's
+// end, a request's retry or time-out, the ladder's, the canaries' and the
+// scalers' evaluations) and the restarted replicas' loads (restart.go).
+// Only the health probes keep their own loop (their interval, and I/O).
 
 // noDue is a due time that never comes.
 const noDue = time.Duration(math.MaxInt64)

@@ -11,8 +11,9 @@ import (
 // Engine is the request engine's one front door, as etcd's RawNode is
 // raft's: a driver tells it what happened through Step, reads what to do
 // in Ready, carries that out and calls Advance. It owns the core, the
-// requests' lifecycle (sched.Lifecycle), the degradation ladder's judgement
-// of a request, and each request's state between its arrival and its end,
+// requests' lifecycle (sched.Lifecycle), the degradation ladder (its
+// evaluations and its judgement of a request), the canary rollouts'
+// evaluations, the scalers, and each request's state between its arrival and its end,
 // with the times the engine itself keeps: a re-offer after a deferral, a
 // ladder's deferral or a retry's backoff, the queue time-out
 // (policy.admission.queue_timeout) and a hedge's delay
@@ -36,6 +37,10 @@ type Engine struct {
 	lc     *sched.Lifecycle
 	ladder *Ladder
 	cfg    EngineConfig
+	// ladderOn, canariesOn: their evaluations go on (they stop once the
+	// run is quiet: ArrivalsEnd).
+	ladderOn, canariesOn bool
+	now                  time.Duration // the last Step's
 
 	timers timerHeap
 	seq    uint64 // timers' tie-break: the order they were set
@@ -55,12 +60,42 @@ type EngineConfig struct {
 	// token that long after it started gets a duplicate on a second
 	// replica the core picks (Core.Hedge); 0: no hedging.
 	HedgeAfter time.Duration
+	// Canaries are the canary rollouts (nil: none), Scaling the
+	// autoscaled pools (nil: none): the engine evaluates them at their
+	// due times (Tick) and puts what they decide in Ready.
+	Canaries *Canaries
+	Scaling  *Scaling
+	// ArrivalsEnd is when the last request may arrive (the twin's run:
+	// its duration); once past it with no request live, the ladder, the
+	// canaries and the scalers stop, as what they would change no request
+	// meets, and a run ends when nothing is due. 0: arrivals never end (a
+	// gateway serving).
+	ArrivalsEnd time.Duration
 }
 
 // NewEngine returns an engine over core and lc, with the degradation
 // ladder l (nil: none).
 func NewEngine(core *sched.Core, lc *sched.Lifecycle, l *Ladder, cfg EngineConfig) *Engine {
-	return &Engine{core: core, lc: lc, ladder: l, cfg: cfg}
+	e := &Engine{core: core, lc: lc, ladder: l, cfg: cfg, ladderOn: true, canariesOn: true}
+	if x := cfg.Scaling; x != nil {
+		x.rd = &e.rd
+		x.quiet = func() bool { return e.quiet(e.now) }
+	}
+	return e
+}
+
+// Canaries are the canary rollouts (nil: none).
+func (e *Engine) Canaries() *Canaries { return e.cfg.Canaries }
+
+// Scaling is the autoscaled pools (nil: none).
+func (e *Engine) Scaling() *Scaling { return e.cfg.Scaling }
+
+// Ladder is the degradation ladder (nil: none).
+func (e *Engine) Ladder() *Ladder { return e.ladder }
+
+// quiet reports whether nothing is live at now and nothing will arrive.
+func (e *Engine) quiet(now time.Duration) bool {
+	return e.cfg.ArrivalsEnd > 0 && now >= e.cfg.ArrivalsEnd && e.lc.Live() == 0
 }
 
 // Core is the scheduler core the engine drives (for what the engine does
@@ -156,8 +191,25 @@ const (
 	// Probe: a health probe of Event.Replica answered (Event.Healthy) or
 	// not; the replica's breaker hears of it.
 	Probe
-	// Tick: time passed; what is due at now is done.
+	// Tick: time passed; what is due at now is done: the core's wake-up,
+	// the requests' timers, then the ladder's, the canaries' and the
+	// scalers' evaluations, in that order.
 	Tick
+	// InstanceUp: the instance of autoscaled replica Event.Replica (the
+	// core's index), started for Ready.Scaling's ScaleStart, answers; it
+	// serves once its model has loaded. InstanceFailed: it did not start;
+	// it is handed back.
+	InstanceUp
+	InstanceFailed
+	// StartCanaries starts held canary rollouts, StartScaling held
+	// scalers, with their clocks' origin at Event.At (the driver's clock):
+	// a replay starts them with its trace. A second start does nothing.
+	StartCanaries
+	StartScaling
+	// StopScaling freezes the scalers where they stand (a replay's end,
+	// before its report reads them): replicas keep serving; nothing more
+	// is asked, provisioned, loaded or released.
+	StopScaling
 )
 
 // Event is one input to Step.
@@ -169,9 +221,10 @@ type Event struct {
 	RetryAfter time.Duration
 	Latency    time.Duration
 	Observed   bool
-	Deadline   bool // Gone: its deadline passed (else its client left)
-	Duplicate  bool // FirstToken, AttemptFailed: the hedged duplicate's
-	Healthy    bool // Probe: the replica answered its probe
+	Deadline   bool          // Gone: its deadline passed (else its client left)
+	Duplicate  bool          // FirstToken, AttemptFailed: the hedged duplicate's
+	Healthy    bool          // Probe: the replica answered its probe
+	At         time.Duration // StartCanaries, StartScaling: the clocks' origin
 }
 
 // Outcome is how a request ended, as an Answer says.
@@ -250,11 +303,27 @@ type Ready struct {
 	Transitions []sched.Transition
 	Ejections   []sched.Ejection
 	ShadowsShed []*sched.Request
-	// WakeAt is when the driver steps Tick next: the core's wake-up or
-	// the engine's next timer, whichever is first; 0: nothing waits on
-	// time. It is state, not an event: it stays until Tick.
+	// Changes are the degradation ladder's moves and Rollouts the canary
+	// rollouts' decisions (their shares applied to the core already), for
+	// the timeline or the log.
+	Changes  []sched.LadderChange
+	Rollouts []sched.RolloutDecision
+	// Scaling is what the scalers decided for the replicas' instances
+	// (start, serve, drain, hand back), carried out before Starts (a
+	// replica made routable may be dispatched to at once); ScalerEvents
+	// are their timeline entries.
+	Scaling      []ScaleAction
+	ScalerEvents []ScalerEvent
+	// WakeAt is when the driver steps Tick next: the core's wake-up, the
+	// engine's next timer, or the ladder's, the canaries' or the scalers'
+	// next evaluation, whichever is first; NoWake: nothing waits on time.
+	// It is state, not an event: it stays until Tick.
 	WakeAt time.Duration
 }
+
+// NoWake is Ready.WakeAt when nothing waits on time (0 is a time: a
+// canary's first step may be due at a run's start).
+const NoWake time.Duration = -1
 
 // Cancel is an attempt of a hedged request to stop: its first attempt (on
 // Replica; the duplicate goes on as the request's attempt, Won) or its
@@ -278,7 +347,7 @@ type Reoffer struct {
 func (e *Engine) HasReady() bool {
 	rd := &e.rd
 	return len(rd.Judged)+len(rd.Offers)+len(rd.Reoffered)+len(rd.Cancels)+len(rd.Starts)+len(rd.Hedges)+len(rd.Answers)+
-		len(rd.Transitions)+len(rd.Ejections)+len(rd.ShadowsShed) > 0
+		len(rd.Transitions)+len(rd.Ejections)+len(rd.ShadowsShed)+len(rd.Changes)+len(rd.Rollouts)+len(rd.Scaling)+len(rd.ScalerEvents) > 0
 }
 
 // Ready returns what to carry out. Its slices are the engine's until
@@ -304,6 +373,10 @@ func (e *Engine) AppendTo(w *Ready) {
 	w.Transitions = append(w.Transitions, rd.Transitions...)
 	w.Ejections = append(w.Ejections, rd.Ejections...)
 	w.ShadowsShed = append(w.ShadowsShed, rd.ShadowsShed...)
+	w.Changes = append(w.Changes, rd.Changes...)
+	w.Rollouts = append(w.Rollouts, rd.Rollouts...)
+	w.Scaling = append(w.Scaling, rd.Scaling...)
+	w.ScalerEvents = append(w.ScalerEvents, rd.ScalerEvents...)
 	e.Advance()
 }
 
@@ -322,16 +395,39 @@ func (e *Engine) Advance() {
 	rd.Transitions = rd.Transitions[:0]
 	rd.Ejections = rd.Ejections[:0]
 	rd.ShadowsShed = rd.ShadowsShed[:0]
+	rd.Changes = rd.Changes[:0]
+	rd.Rollouts = rd.Rollouts[:0]
+	rd.Scaling = rd.Scaling[:0]
+	rd.ScalerEvents = rd.ScalerEvents[:0]
 }
 
 // WakeAt is Ready's WakeAt, without the rest.
 func (e *Engine) WakeAt() time.Duration { return e.wakeAt() }
 
 func (e *Engine) wakeAt() time.Duration {
-	at := e.core.WakeAt()
-	if len(e.timers) > 0 {
-		if t := e.timers[0].at; at == 0 || t < at {
+	at := NoWake
+	earlier := func(t time.Duration) {
+		if at < 0 || t < at {
 			at = t
+		}
+	}
+	if w := e.core.WakeAt(); w > 0 {
+		earlier(w)
+	}
+	if len(e.timers) > 0 {
+		earlier(e.timers[0].at)
+	}
+	if e.ladder != nil && e.ladderOn {
+		earlier(e.ladder.NextAt())
+	}
+	if c := e.cfg.Canaries; c != nil && e.canariesOn {
+		if t, ok := c.NextAt(); ok {
+			earlier(t)
+		}
+	}
+	if x := e.cfg.Scaling; x != nil {
+		if t, ok := x.NextAt(); ok {
+			earlier(t)
 		}
 	}
 	return at
@@ -339,6 +435,7 @@ func (e *Engine) wakeAt() time.Duration {
 
 // Step tells the engine what happened at now.
 func (e *Engine) Step(now time.Duration, ev Event) {
+	e.now = now
 	q := ev.Req
 	switch ev.Kind {
 	case Arrival:
@@ -411,6 +508,58 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 			q := heap.Pop(&e.timers).(*timerEntry).req
 			q.timer.req = nil // fired: no timer set
 			e.fire(now, q)
+		}
+		e.evaluate(now)
+	case InstanceUp, InstanceFailed:
+		if e.cfg.Scaling == nil {
+			return
+		}
+		if p, k := e.cfg.Scaling.of(ev.Replica); p != nil {
+			if ev.Kind == InstanceUp {
+				p.instanceUp(now, k)
+			} else {
+				p.instanceFailed(now, k)
+			}
+			e.collect(now)
+		}
+	case StartCanaries:
+		if e.cfg.Canaries != nil {
+			e.cfg.Canaries.Start(ev.At)
+		}
+	case StartScaling:
+		if e.cfg.Scaling != nil {
+			e.cfg.Scaling.start(ev.At)
+		}
+	case StopScaling:
+		if e.cfg.Scaling != nil {
+			e.cfg.Scaling.stopped = true
+		}
+	}
+}
+
+// evaluate runs the ladder's, the canaries' and the scalers' evaluations
+// due at now, in that order. The ladder and the canaries stop once the
+// run is quiet after one (the scalers ask it themselves: ScalerEnv.Quiet).
+func (e *Engine) evaluate(now time.Duration) {
+	if l := e.ladder; l != nil && e.ladderOn && l.NextAt() <= now {
+		if ch, ok := l.Evaluate(now, e.core); ok {
+			e.rd.Changes = append(e.rd.Changes, ch)
+		}
+		e.ladderOn = !e.quiet(now)
+	}
+	if c := e.cfg.Canaries; c != nil && e.canariesOn {
+		if t, ok := c.NextAt(); ok && t <= now {
+			e.rd.Rollouts = append(e.rd.Rollouts, c.Evaluate(now, e.core)...)
+			// A share of 0 moves the canary's queued requests to the
+			// baseline, which may dispatch them.
+			e.collect(now)
+			e.canariesOn = !e.quiet(now)
+		}
+	}
+	if x := e.cfg.Scaling; x != nil {
+		if t, ok := x.NextAt(); ok && t <= now {
+			x.advance(now)
+			e.collect(now)
 		}
 	}
 }

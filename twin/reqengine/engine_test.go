@@ -72,7 +72,7 @@ func TestEngineStartsAndAnswers(t *testing.T) {
 	require.Same(t, &a.Core, rd.Starts[0].Req)
 	require.Equal(t, Running, a.State())
 	require.Equal(t, Held, b.State())
-	require.Zero(t, rd.WakeAt, "nothing waits on time without a queue time-out")
+	require.Equal(t, NoWake, rd.WakeAt, "nothing waits on time without a queue time-out")
 
 	e.Step(2*time.Second, Event{Kind: Answered, Req: a, Replica: 0, Observed: true, Latency: time.Second})
 	rd = drain(e)
@@ -117,7 +117,7 @@ func TestEngineRetriesOnItsTimer(t *testing.T) {
 	require.Equal(t, []Reoffer{{Req: q, Retry: true}}, rd.Reoffered)
 	require.Len(t, rd.Starts, 1)
 	require.Equal(t, Running, q.State())
-	require.Zero(t, rd.WakeAt)
+	require.Equal(t, NoWake, rd.WakeAt)
 
 	e.Step(5*time.Second, Event{Kind: AttemptFailed, Req: q, Replica: 0, How: sched.AttemptError, Observed: true})
 	rd = drain(e)
@@ -147,7 +147,7 @@ func TestEngineQueueTimeout(t *testing.T) {
 	rd = drain(e)
 	require.Equal(t, []Answer{{Req: b, Outcome: QueueTimedOut, Was: Held, Replica: -1}}, rd.Answers)
 	require.Zero(t, e.Core().QueueLen(0), "it left the core's queue")
-	require.Zero(t, rd.WakeAt)
+	require.Equal(t, NoWake, rd.WakeAt)
 }
 
 // A client gone (or a deadline passed) ends the request wherever it is and
@@ -157,11 +157,11 @@ func TestEngineGone(t *testing.T) {
 	q := arrive(e, 0, 1)
 	drain(e)
 	e.Step(time.Second, Event{Kind: AttemptFailed, Req: q, Replica: 0, How: sched.AttemptError})
-	require.NotZero(t, drain(e).WakeAt)
+	require.NotEqual(t, NoWake, drain(e).WakeAt)
 	e.Step(1500*time.Millisecond, Event{Kind: Gone, Req: q, Deadline: true})
 	rd := drain(e)
 	require.Equal(t, []Answer{{Req: q, Outcome: TimedOut, Was: Backoff, Replica: -1}}, rd.Answers)
-	require.Zero(t, rd.WakeAt, "its retry is no longer due")
+	require.Equal(t, NoWake, rd.WakeAt, "its retry is no longer due")
 	e.Step(2*time.Second, Event{Kind: Gone, Req: q})
 	require.False(t, e.HasReady(), "it ended once")
 }
@@ -222,7 +222,7 @@ func TestEngineHedges(t *testing.T) {
 		drain(e)
 		e.Step(500*time.Millisecond, Event{Kind: FirstToken, Req: q})
 		rd := drain(e)
-		require.Zero(t, rd.WakeAt, "the hedge is no longer due")
+		require.Equal(t, NoWake, rd.WakeAt, "the hedge is no longer due")
 		e.Step(time.Second, Event{Kind: Tick})
 		require.False(t, e.HasReady())
 	})

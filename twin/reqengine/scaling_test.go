@@ -12,29 +12,27 @@ import (
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
-// world is a driver's side of a scaled pool that writes down what it is
-// told; its instances answer at once when instant (the twin's), later
-// otherwise (a live driver's).
-type world struct {
-	instant bool
-	calls   []string
-	acq     []faults.Spec
-}
+// world is a provider's acquisition faults, as a driver says them.
+type world struct{ acq []faults.Spec }
 
-func (w *world) Start(k int) bool {
-	w.calls = append(w.calls, fmt.Sprint("start ", k))
-	return w.instant
-}
-func (w *world) Routable(k int)             { w.calls = append(w.calls, fmt.Sprint("routable ", k)) }
-func (w *world) Released(k int)             { w.calls = append(w.calls, fmt.Sprint("released ", k)) }
-func (w *world) Gone(k int)                 { w.calls = append(w.calls, fmt.Sprint("gone ", k)) }
 func (w *world) Acquisition() []faults.Spec { return w.acq }
-func (w *world) Quiet() bool                { return false }
-func (w *world) Event(ev sched.ScalerEvent) { w.calls = append(w.calls, ev.Kind) }
+
+// actions transcribes what the engine asked of the instances, and its
+// scalers' timeline kinds, then advances.
+func actions(e *Engine) []string {
+	var out []string
+	rd := e.Ready()
+	for _, a := range rd.Scaling {
+		out = append(out, fmt.Sprint([]string{"", "start", "routable", "released", "gone"}[a.Kind], " ", a.K))
+	}
+	e.Advance()
+	return out
+}
 
 // scaled returns a scaled pool "a" of three replicas (one serving) on a
-// core whose pool "b" has two fixed replicas at the same provider.
-func scaled(t *testing.T, w *world) (*sched.Core, *Scaling, *ScaledPool) {
+// core whose pool "b" has two fixed replicas at the same provider, and
+// the engine running it; instances answer once started when instant.
+func scaled(t *testing.T, w *world, instant, held bool) (*Engine, *Scaling, *ScaledPool) {
 	t.Helper()
 	core, err := sched.New(sched.Config{
 		Tenants: []sched.Tenant{{Name: "any", Weight: 1}},
@@ -58,8 +56,10 @@ func scaled(t *testing.T, w *world) (*sched.Core, *Scaling, *ScaledPool) {
 		{Name: "a", Provider: "cloud", GPUsPerReplica: 8},
 		{Name: "b", Provider: "cloud", GPUsPerReplica: 8},
 	}}
-	x := NewScaling(sc, func(int) int { return 2 })
-	return core, x, x.Add(core, 0, []int{0, 1, 2}, 1, s, w)
+	x := NewScaling(sc, func(int) int { return 2 }, held)
+	p := x.Add(core, 0, []int{0, 1, 2}, 1, s, w, instant)
+	e := NewEngine(core, sched.NewLifecycle(sched.RetryPolicy{}, false), nil, EngineConfig{Scaling: x})
+	return e, x, p
 }
 
 // A replica's life as the engine carries it out on the core: present and
@@ -68,8 +68,8 @@ func scaled(t *testing.T, w *world) (*sched.Core, *Scaling, *ScaledPool) {
 func TestScaledPoolLife(t *testing.T) {
 	for _, instant := range []bool{true, false} {
 		t.Run(fmt.Sprint("instant=", instant), func(t *testing.T) {
-			w := &world{instant: instant}
-			core, _, p := scaled(t, w)
+			e, _, p := scaled(t, &world{}, instant, false)
+			core := e.Core()
 			require.True(t, p.IsUp(0), "the starting replica runs")
 			p.now = time.Second
 			p.Provisioned(1)
@@ -79,16 +79,19 @@ func TestScaledPoolLife(t *testing.T) {
 			p.Loaded(1)
 			if !instant {
 				require.False(t, core.ReplicaReady(1), "loaded, but its instance does not answer yet")
-				require.Equal(t, []string{"start 1"}, w.calls)
-				p.Up(2*time.Second, 1)
+				require.Equal(t, []string{"start 1"}, actions(e))
+				e.Step(2*time.Second, Event{Kind: InstanceUp, Replica: 1})
+				require.True(t, core.ReplicaReady(1))
+				require.Equal(t, []string{"routable 1"}, actions(e))
+			} else {
+				require.True(t, core.ReplicaReady(1))
+				require.Equal(t, []string{"start 1", "routable 1"}, actions(e))
 			}
-			require.True(t, core.ReplicaReady(1))
-			require.Equal(t, []string{"start 1", "routable 1"}, w.calls)
 			p.Released(1)
 			require.False(t, core.Present(1))
 			p.Gone(1)
 			require.False(t, p.IsUp(1))
-			require.Equal(t, []string{"start 1", "routable 1", "released 1", "gone 1"}, w.calls)
+			require.Equal(t, []string{"released 1", "gone 1"}, actions(e))
 		})
 	}
 }
@@ -97,8 +100,8 @@ func TestScaledPoolLife(t *testing.T) {
 // pool of the provider holds, the scaled pool's granted replicas and the
 // fixed pool's.
 func TestScaledPoolOffer(t *testing.T) {
-	w := &world{instant: true}
-	_, x, p := scaled(t, w)
+	w := &world{}
+	_, x, p := scaled(t, w, true, false)
 	require.Equal(t, sched.NoFaults, p.Offer())
 	w.acq = []faults.Spec{{Kind: faults.QuotaCap, GPUs: 40, Target: faults.Target{Provider: "cloud"}}}
 	require.Equal(t, 1, x.Held(0))
@@ -106,19 +109,20 @@ func TestScaledPoolOffer(t *testing.T) {
 	require.Equal(t, 40-(1+2)*8, p.Offer().FreeGPUs)
 }
 
-// The scalers' clock starts at the driver's origin: a sync due 15 s into
-// it is due 15 s after the origin on the driver's clock, and its events
-// are timed on the scalers' clock.
+// Held scalers wait for StartScaling; their clock starts at the driver's
+// origin: a sync due 15 s into it is the engine's wake-up 15 s after the
+// origin on the driver's clock, and its events are timed on the scalers'
+// clock. Stopped, they are due no more.
 func TestScalingClock(t *testing.T) {
-	w := &world{instant: true}
-	_, x, p := scaled(t, w)
-	x.Start(time.Minute)
-	at, ok := x.NextAt()
-	require.True(t, ok)
+	e, x, p := scaled(t, &world{}, true, true)
+	require.Equal(t, NoWake, e.WakeAt(), "held: nothing due")
+	e.Step(time.Minute, Event{Kind: StartScaling, At: time.Minute})
+	at := e.WakeAt()
 	require.Equal(t, time.Minute+15*time.Second, at)
 	require.Equal(t, 5*time.Second, x.Clock(time.Minute+5*time.Second))
-	x.Advance(at)
+	e.Step(at, Event{Kind: Tick})
 	require.Equal(t, 15*time.Second, p.Now())
-	at2, _ := x.NextAt()
-	require.Equal(t, at+15*time.Second, at2, "the next sync, a period later")
+	require.Equal(t, at+15*time.Second, e.WakeAt(), "the next sync, a period later")
+	e.Step(at, Event{Kind: StopScaling})
+	require.Equal(t, NoWake, e.WakeAt(), "stopped: nothing due")
 }
