@@ -168,7 +168,6 @@ func (sc *scaler) Acquisition() []faults.Spec {
 	return on
 }
 
-
 // view is the scaler's counts now, for a snapshot (PoolState.Autoscale).
 func (sc *scaler) view() *AutoscaleState { return AutoscaleView(sc.sc, sc.r.s.Now()) }
 
