@@ -176,3 +176,22 @@ func TestMetSLO(t *testing.T) {
 		require.Equal(t, tc.met, MetSLO(tc.slo, tc.ttft, tc.e2e, tc.output), tc.name)
 	}
 }
+
+// Held rollouts wait for StartCanaries; then their steps are the engine's
+// wake-ups, counted from the origin the event gives, and each decision is
+// in Ready.Rollouts with its share on the core.
+func TestEngineEvaluatesCanaries(t *testing.T) {
+	c, core := fixture(t, 0, true)
+	e := NewEngine(core, sched.NewLifecycle(sched.RetryPolicy{}, false), nil, EngineConfig{Canaries: c})
+	require.Equal(t, NoWake, e.WakeAt(), "held: nothing due")
+	e.Step(5*time.Second, Event{Kind: StartCanaries, At: 5 * time.Second})
+	at := e.WakeAt()
+	require.Equal(t, 5*time.Second+time.Minute, at, "the rollout's start, from the origin")
+	e.Step(at, Event{Kind: Tick})
+	rd := drain(e)
+	require.Len(t, rd.Rollouts, 1)
+	require.InDelta(t, 0.1, rd.Rollouts[0].To, 1e-9)
+	require.Greater(t, rd.WakeAt, at, "the next evaluation")
+	e.Step(at, Event{Kind: StartCanaries, At: at})
+	require.Equal(t, rd.WakeAt, e.WakeAt(), "a second start changes nothing")
+}

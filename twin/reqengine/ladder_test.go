@@ -89,3 +89,27 @@ func TestLadderObservedAndJudge(t *testing.T) {
 	}
 	require.Equal(t, uint64(1), l.Report(3*time.Second).Shed, "only the counted judgement is in the report")
 }
+
+// The engine runs the ladder at its wake-ups: its evaluation is the
+// engine's WakeAt, a move is in Ready.Changes, and once arrivals have
+// ended with nothing live the ladder stops (no wake-up for it).
+func TestEngineEvaluatesLadder(t *testing.T) {
+	c, cfg := ladderCore(t, shedOnErrors)
+	l := NewLadder(cfg, 0, sched.LadderEvery)
+	lc := sched.NewLifecycle(sched.RetryPolicy{}, false)
+	e := NewEngine(c, lc, l, EngineConfig{ArrivalsEnd: 5 * sched.LadderEvery / 2})
+	require.Equal(t, sched.LadderEvery, e.WakeAt(), "the first evaluation")
+	Observed(time.Second, c, l, 0, false, 0)
+	e.Step(sched.LadderEvery, Event{Kind: Tick})
+	rd := drain(e)
+	require.Len(t, rd.Changes, 1)
+	require.Equal(t, "degrade", ChangeKind(rd.Changes[0]))
+	require.Equal(t, 2*sched.LadderEvery, rd.WakeAt, "the next, a period later")
+
+	e.Step(2*sched.LadderEvery, Event{Kind: Tick})
+	require.Empty(t, drain(e).Changes, "held: no move")
+	require.Equal(t, 3*sched.LadderEvery, e.WakeAt(), "arrivals go on until 2.5 periods")
+	e.Step(3*sched.LadderEvery, Event{Kind: Tick})
+	drain(e)
+	require.Equal(t, NoWake, e.WakeAt(), "past the arrivals with nothing live: the ladder stops")
+}
