@@ -293,7 +293,6 @@ func (w *faultWorld) initFaults() error {
 	}
 	w.faultState = make([]replicaFault, len(w.replicas))
 	w.quota = make([][]*providerQuota, len(w.p.pools))
-	w.restarts = reqengine.NewRestarts(len(w.replicas))
 	for i, f := range fs {
 		if err := w.p.resolveFault(f); err != nil {
 			return fmt.Errorf("faults[%d] %q: %w", i, f.spec.String(), err)
@@ -479,26 +478,25 @@ func (w *faultWorld) downDelay(ri int) time.Duration {
 	return w.p.sc.Policy.Health.Timeout.D()
 }
 
-// restartReplica takes a replica down for a restart: its work fails at
-// once and it loads its model again (a cold start).
+// restartReplica restarts a replica in place: it loads its model again
+// for its pool's cold start, by the request engine's rule (Restart),
+// unless it loads already (a cold start of its own: Busy).
 func (w *faultWorld) restartReplica(ri int) {
 	rt := &w.replicas[ri]
-	if rt.loading || w.restarts.Loading(ri) {
-		return // it loads already: its first load stands (reqengine.Restarts)
-	}
+	w.eng.Step(w.s.Now(), reqengine.Event{Kind: reqengine.Restart, Replica: ri,
+		After: w.p.pools[rt.pool].Spec.ColdStart.D(), Busy: rt.loading})
+}
+
+// restarted carries out a restart the engine took: the replica's work
+// fails at once, as on a refused connection, and its engine idles while
+// it loads (the twin counts a cold start).
+func (w *faultWorld) restarted(ri int) {
+	rt := &w.replicas[ri]
 	w.faultState[ri].Down, w.faultState[ri].Refuse = true, true
 	w.failWork(ri)
 	w.faultState[ri].Down, w.faultState[ri].Refuse = false, false
-	cold := w.p.pools[rt.pool].Spec.ColdStart.D()
-	w.restarts.Restart(w.s.Now(), w.core, ri, false, cold)
 	rt.loading = true
 	w.pools[rt.pool].ColdStarts++
-	w.s.After(max(cold, 1), func() {
-		for _, r := range w.restarts.Loaded(w.s.Now(), w.core, func(r int) bool { return !w.jobs.holds(r) }) {
-			w.replicas[r].loading = false
-		}
-		w.dispatch()
-	})
 }
 
 // retire removes a model from the fault's pools; what was queued for it is

@@ -346,10 +346,12 @@ func newRunner(p *plan) (*runner, error) {
 		return nil, err
 	}
 	r.initRollouts()
+	r.faultWorld.restarts = reqengine.NewRestarts(len(r.replicas))
 	r.eng = reqengine.NewEngine(r.core, r.lc, r.ladder, reqengine.EngineConfig{Seed: sc.Seed,
 		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), LadderDraw: r.ladderRand.Float64,
 		HedgeAfter: sc.Policy.Routing.HedgeAfter.D(),
-		Canaries:   r.canaries, Scaling: r.scaling, ArrivalsEnd: r.duration})
+		Canaries:   r.canaries, Scaling: r.scaling, ArrivalsEnd: r.duration,
+		Restarts: r.faultWorld.restarts, Holds: r.jobs.holds})
 	r.faultWorld.eng = r.eng
 	r.onWake = func() { r.step(reqengine.Event{Kind: reqengine.Tick}) }
 	if err := r.faultWorld.initFaults(); err != nil {
@@ -635,7 +637,7 @@ func (r *runner) dispatch() {
 		return
 	}
 	r.dispatching = true
-	for len(r.work.Transitions)+len(r.work.Changes)+len(r.work.Rollouts)+len(r.work.ScalerEvents)+len(r.work.Scaling)+
+	for len(r.work.Restarted)+len(r.work.Loaded)+len(r.work.Transitions)+len(r.work.Changes)+len(r.work.Rollouts)+len(r.work.ScalerEvents)+len(r.work.Scaling)+
 		len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.shq)+len(r.work.Answers) > 0 {
 		for i := 0; i < len(r.shq); i++ {
 			// The copy may have ended since the core shed it (its
@@ -646,6 +648,14 @@ func (r *runner) dispatch() {
 			r.shq[i] = shedCopy{}
 		}
 		r.shq = r.shq[:0]
+		for i := 0; i < len(r.work.Restarted); i++ {
+			r.faultWorld.restarted(r.work.Restarted[i])
+		}
+		r.work.Restarted = r.work.Restarted[:0]
+		for i := 0; i < len(r.work.Loaded); i++ {
+			r.replicas[r.work.Loaded[i]].loading = false
+		}
+		r.work.Loaded = r.work.Loaded[:0]
 		for i := 0; i < len(r.work.Transitions); i++ {
 			r.breakerChanged(r.work.Transitions[i])
 		}

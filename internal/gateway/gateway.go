@@ -349,7 +349,7 @@ func New(cfg Config) (*Gateway, error) {
 	// cached-answers. Arrivals never end: a gateway serves until closed.
 	g.eng = reqengine.NewEngine(g.core, g.lc, g.ladder, reqengine.EngineConfig{Seed: cfg.Seed,
 		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), HedgeAfter: sc.Policy.Routing.HedgeAfter.D(),
-		Canaries: g.can, Scaling: g.as.scaling})
+		Canaries: g.can, Scaling: g.as.scaling, Restarts: g.rs.Restarts})
 	limitDefaults(&g.cfg)
 	// The core's refusal for a tenant's concurrency is final, and can be
 	// made before the body is read, unless retry_rejected retries it
@@ -389,7 +389,6 @@ func New(cfg Config) (*Gateway, error) {
 		}
 		return noDue
 	}, fire: g.onWake}}
-	jobs = append(jobs, job{due: g.rs.due, fire: g.loaded})
 	g.sched = newSchedule(&g.mu, g.clk, jobs...)
 	// The ladder's, the canaries' and the scalers' first evaluations.
 	g.wakeAt = g.eng.WakeAt()
@@ -534,6 +533,8 @@ func (g *Gateway) deliver(now time.Duration) {
 	for _, d := range rd.Rollouts {
 		g.rolledOut(now, d)
 	}
+	g.rs.taken = append(g.rs.taken, rd.Restarted...)
+	g.rs.done = append(g.rs.done, rd.Loaded...)
 	if len(rd.Scaling)+len(rd.ScalerEvents) > 0 {
 		// Before the starts: one may be on a replica just made routable.
 		g.as.carry(now, rd.Scaling, rd.ScalerEvents)
@@ -594,13 +595,26 @@ func (g *Gateway) deliver(now time.Duration) {
 // onWake is the engine's wake-up (Ready.WakeAt), run by the schedule.
 func (g *Gateway) onWake() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.wakeAt = reqengine.NoWake
 	if g.closed {
+		g.mu.Unlock()
 		return
 	}
 	g.stepLocked(g.clk.now(), reqengine.Event{Kind: reqengine.Tick})
 	g.as.export() // a sync may move the series without an action
+	// Restarted replicas whose load is over: their cuts end outside mu
+	// (the fault layer's lock is never taken with it).
+	done := g.rs.done
+	g.rs.done = nil
+	var cuts []func()
+	for _, r := range done {
+		if c := g.rs.cut[r]; c != nil {
+			cuts = append(cuts, c)
+			g.rs.cut[r] = nil
+		}
+	}
+	g.mu.Unlock()
+	g.loaded(done, cuts)
 }
 
 // step tells the request engine what happened to a request now, and

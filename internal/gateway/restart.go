@@ -8,7 +8,6 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/reqengine"
-	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // Restarts: a replica restarted in place (a lost node back, a driver
@@ -24,25 +23,20 @@ import (
 // restarts; what it does to the instance (a container or in-process node
 // started again, an external server left alone) is its own.
 
-// restarts is the gateway's replicas loading after a restart. Guarded by
+// restarts is the gateway's replicas loading after a restart: the
+// engine's (EngineConfig.Restarts), and the fault layer's cuts. Guarded by
 // the gateway's mu.
 type restarts struct {
 	*reqengine.Restarts
 	cut []func() // per replica: removes the fault-layer injection that fails its work while it loads
+	// taken and done gather Ready.Restarted and Ready.Loaded (deliver)
+	// for the call that stepped them (Restart, onWake).
+	taken, done []int
 }
 
 // loading says whether replica i is loading after a restart. Called with mu
 // held.
 func (r *restarts) loading(i int) bool { return r.Loading(i) }
-
-// due is when the next loading replica has loaded; noDue when none loads.
-// Called with mu held (the schedule's job).
-func (r *restarts) due() time.Duration {
-	if next := r.NextAt(); next > 0 {
-		return next
-	}
-	return noDue
-}
 
 // Restart restarts the given replicas (as ReplicaIndex numbers them) now,
 // under reqengine.Restarts' rule (see restarts). It returns the replicas it
@@ -64,16 +58,11 @@ func (g *Gateway) Restart(replicas []int) ([]int, error) {
 		return nil, nil
 	}
 	now := g.clk.now()
-	var fresh []int
 	for _, r := range replicas {
-		if g.rs.Restart(now, g.core, r, false, coldStart(g.sc.Pools, g.replicas[r].pool)) {
-			fresh = append(fresh, r)
-		}
+		g.stepLocked(now, reqengine.Event{Kind: reqengine.Restart, Replica: r, After: coldStart(g.sc.Pools, g.replicas[r].pool)})
 	}
-	if len(fresh) > 0 {
-		g.deliver(now)
-		g.sched.kick()
-	}
+	fresh := g.rs.taken
+	g.rs.taken = nil
 	g.mu.Unlock()
 	if len(fresh) == 0 {
 		return nil, nil
@@ -107,36 +96,11 @@ func (g *Gateway) Restart(replicas []int) ([]int, error) {
 	return fresh, nil
 }
 
-// loaded makes the replicas whose load is over routable again, in replica
-// order: run by the schedule at their due time.
-func (g *Gateway) loaded() {
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
-		return
-	}
-	now := g.clk.now()
-	var cuts []func()
-	// An autoscaled replica is its scaler's to make ready: only one it
-	// holds serving is routable again.
-	done := g.rs.Loaded(now, g.core, func(r int) bool {
-		ref := g.as.of[r]
-		if ref == nil {
-			return true
-		}
-		st := ref.sc.s.State(ref.k)
-		return st == sched.RepServing || st == sched.RepDraining
-	})
-	for _, r := range done {
-		if c := g.rs.cut[r]; c != nil {
-			cuts = append(cuts, c)
-			g.rs.cut[r] = nil
-		}
-	}
-	if len(done) > 0 {
-		g.deliver(now)
-	}
-	g.mu.Unlock()
+// loaded ends the fault-layer cut of the replicas whose load after a
+// restart is over (the engine made them routable again where nothing
+// holds them): called by onWake, without mu, with the replicas the Tick
+// loaded.
+func (g *Gateway) loaded(done []int, cuts []func()) {
 	for _, c := range cuts {
 		c()
 	}

@@ -65,6 +65,12 @@ type EngineConfig struct {
 	// due times (Tick) and puts what they decide in Ready.
 	Canaries *Canaries
 	Scaling  *Scaling
+	// Restarts are the replicas restarted in place and loading (nil:
+	// none restart); Holds says whether something of the driver's own
+	// holds replica r out of routing when its load is over (the twin's
+	// training jobs; nil: nothing).
+	Restarts *Restarts
+	Holds    func(r int) bool
 	// ArrivalsEnd is when the last request may arrive (the twin's run:
 	// its duration); once past it with no request live, the ladder, the
 	// canaries and the scalers stop, as what they would change no request
@@ -210,6 +216,13 @@ const (
 	// before its report reads them): replicas keep serving; nothing more
 	// is asked, provisioned, loaded or released.
 	StopScaling
+	// Restart: replica Event.Replica restarts in place now (a lost node
+	// back, a driver upgrade), loading its model for Event.After (its
+	// pool's cold start), unless it loads already (after a restart,
+	// provisioned by its scaler, or Event.Busy: the driver's own first
+	// load). A restart taken is in Ready.Restarted (what it had in flight
+	// is the driver's to fail); its load's end in Ready.Loaded.
+	Restart
 )
 
 // Event is one input to Step.
@@ -225,6 +238,8 @@ type Event struct {
 	Duplicate  bool          // FirstToken, AttemptFailed: the hedged duplicate's
 	Healthy    bool          // Probe: the replica answered its probe
 	At         time.Duration // StartCanaries, StartScaling: the clocks' origin
+	After      time.Duration // Restart: the load's length
+	Busy       bool          // Restart: the replica loads for the driver's own reason
 }
 
 // Outcome is how a request ended, as an Answer says.
@@ -314,6 +329,11 @@ type Ready struct {
 	// are their timeline entries.
 	Scaling      []ScaleAction
 	ScalerEvents []ScalerEvent
+	// Restarted are the replicas a Restart took down, Loaded those whose
+	// load after a restart is over (routable again unless something holds
+	// them), in replica order.
+	Restarted []int
+	Loaded    []int
 	// WakeAt is when the driver steps Tick next: the core's wake-up, the
 	// engine's next timer, or the ladder's, the canaries' or the scalers'
 	// next evaluation, whichever is first; NoWake: nothing waits on time.
@@ -347,7 +367,8 @@ type Reoffer struct {
 func (e *Engine) HasReady() bool {
 	rd := &e.rd
 	return len(rd.Judged)+len(rd.Offers)+len(rd.Reoffered)+len(rd.Cancels)+len(rd.Starts)+len(rd.Hedges)+len(rd.Answers)+
-		len(rd.Transitions)+len(rd.Ejections)+len(rd.ShadowsShed)+len(rd.Changes)+len(rd.Rollouts)+len(rd.Scaling)+len(rd.ScalerEvents) > 0
+		len(rd.Transitions)+len(rd.Ejections)+len(rd.ShadowsShed)+len(rd.Changes)+len(rd.Rollouts)+len(rd.Scaling)+len(rd.ScalerEvents)+
+		len(rd.Restarted)+len(rd.Loaded) > 0
 }
 
 // Ready returns what to carry out. Its slices are the engine's until
@@ -377,6 +398,8 @@ func (e *Engine) AppendTo(w *Ready) {
 	w.Rollouts = append(w.Rollouts, rd.Rollouts...)
 	w.Scaling = append(w.Scaling, rd.Scaling...)
 	w.ScalerEvents = append(w.ScalerEvents, rd.ScalerEvents...)
+	w.Restarted = append(w.Restarted, rd.Restarted...)
+	w.Loaded = append(w.Loaded, rd.Loaded...)
 	e.Advance()
 }
 
@@ -399,6 +422,8 @@ func (e *Engine) Advance() {
 	rd.Rollouts = rd.Rollouts[:0]
 	rd.Scaling = rd.Scaling[:0]
 	rd.ScalerEvents = rd.ScalerEvents[:0]
+	rd.Restarted = rd.Restarted[:0]
+	rd.Loaded = rd.Loaded[:0]
 }
 
 // WakeAt is Ready's WakeAt, without the rest.
@@ -427,6 +452,11 @@ func (e *Engine) wakeAt() time.Duration {
 	}
 	if x := e.cfg.Scaling; x != nil {
 		if t, ok := x.NextAt(); ok {
+			earlier(t)
+		}
+	}
+	if rs := e.cfg.Restarts; rs != nil {
+		if t := rs.NextAt(); t > 0 {
 			earlier(t)
 		}
 	}
@@ -534,11 +564,42 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 		if e.cfg.Scaling != nil {
 			e.cfg.Scaling.stopped = true
 		}
+	case Restart:
+		if e.cfg.Restarts == nil {
+			return
+		}
+		busy := ev.Busy
+		if x := e.cfg.Scaling; x != nil {
+			if p, k := x.of(ev.Replica); p != nil {
+				st := p.Scaler.State(k)
+				busy = busy || st == sched.RepProvisioning || st == sched.RepWarming
+			}
+		}
+		if e.cfg.Restarts.Restart(now, e.core, ev.Replica, busy, ev.After) {
+			e.rd.Restarted = append(e.rd.Restarted, ev.Replica)
+		}
+		e.collect(now)
 	}
 }
 
+// serves reports whether a replica whose load after a restart is over
+// may be routed to again: nothing of the driver's holds it, and an
+// autoscaled one is serving (or draining) for its scaler.
+func (e *Engine) serves(r int) bool {
+	if e.cfg.Holds != nil && e.cfg.Holds(r) {
+		return false
+	}
+	if x := e.cfg.Scaling; x != nil {
+		if p, k := x.of(r); p != nil {
+			st := p.Scaler.State(k)
+			return st == sched.RepServing || st == sched.RepDraining
+		}
+	}
+	return true
+}
+
 // evaluate runs the ladder's, the canaries' and the scalers' evaluations
-// due at now, in that order. The ladder and the canaries stop once the
+// due at now, then ends the restarted replicas' loads due, in that order. The ladder and the canaries stop once the
 // run is quiet after one (the scalers ask it themselves: ScalerEnv.Quiet).
 func (e *Engine) evaluate(now time.Duration) {
 	if l := e.ladder; l != nil && e.ladderOn && l.NextAt() <= now {
@@ -559,6 +620,12 @@ func (e *Engine) evaluate(now time.Duration) {
 	if x := e.cfg.Scaling; x != nil {
 		if t, ok := x.NextAt(); ok && t <= now {
 			x.advance(now)
+			e.collect(now)
+		}
+	}
+	if rs := e.cfg.Restarts; rs != nil {
+		if t := rs.NextAt(); t > 0 && t <= now {
+			e.rd.Loaded = append(e.rd.Loaded, rs.Loaded(now, e.core, e.serves)...)
 			e.collect(now)
 		}
 	}

@@ -43,3 +43,32 @@ func TestRestartsLoadForTheColdStart(t *testing.T) {
 	require.False(t, rs.Loading(0))
 	require.Zero(t, rs.NextAt())
 }
+
+// Through the engine: a restart taken is in Ready.Restarted, its load's
+// end is the engine's wake-up and in Ready.Loaded; a replica the driver
+// holds (Holds) or that loads for its own reason (Busy) stays as it is.
+func TestEngineRestarts(t *testing.T) {
+	held := map[int]bool{2: true}
+	e := newEngineWith(t, 10, 3, sched.Health{}, EngineConfig{Restarts: NewRestarts(3), Holds: func(r int) bool { return held[r] }})
+	require.Equal(t, NoWake, e.WakeAt())
+	e.Step(time.Second, Event{Kind: Restart, Replica: 0, After: time.Minute})
+	e.Step(time.Second, Event{Kind: Restart, Replica: 1, After: time.Minute, Busy: true})
+	e.Step(time.Second, Event{Kind: Restart, Replica: 2, After: 30 * time.Second})
+	rd := drain(e)
+	require.Equal(t, []int{0, 2}, rd.Restarted, "the busy replica's first load stands")
+	require.Equal(t, 31*time.Second, rd.WakeAt, "the sooner load's end")
+	require.False(t, e.Core().ReplicaReady(0))
+	e.Step(2*time.Second, Event{Kind: Restart, Replica: 0, After: time.Minute})
+	require.Empty(t, drain(e).Restarted, "a restart during the load keeps the first")
+
+	e.Step(31*time.Second, Event{Kind: Tick})
+	rd = drain(e)
+	require.Equal(t, []int{2}, rd.Loaded)
+	require.False(t, e.Core().ReplicaReady(2), "loaded, but the driver holds it")
+	require.Equal(t, 61*time.Second, rd.WakeAt)
+	e.Step(61*time.Second, Event{Kind: Tick})
+	rd = drain(e)
+	require.Equal(t, []int{0}, rd.Loaded)
+	require.True(t, e.Core().ReplicaReady(0), "routable again")
+	require.Equal(t, NoWake, rd.WakeAt)
+}
