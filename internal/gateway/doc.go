@@ -29,12 +29,16 @@
 // an offer and what follows it, a re-offer, an attempt to start on its
 // replica, the outcome — are posted to its handler, which carries them out
 // in order. The engine keeps the requests' own times (a deferral, a retry's
-// backoff, the queue time-out) and the core's (a quota refilling, a
-// throttle ending) and asks for one wake-up: the gateway's model-time
-// schedule calls Tick then. No handler sleeps or arms a timer of its own;
-// the core and the engine never read a clock. A probe's result is a step
-// too; the shadow copies and the autoscalers still call the core directly,
-// then deliver what it decided. With policy.routing.hedge_after, the
+// backoff, the queue time-out), the core's (a quota refilling, a
+// throttle ending), the ladder's, the canaries' and the scalers'
+// evaluations and the restarted replicas' loads, and asks for one
+// wake-up: the gateway's model-time schedule calls Tick then, and carries
+// out what they decided (a ladder's move and a canary's decision logged
+// and counted, an instance started or stopped: autoscale.go). No handler
+// sleeps or arms a timer of its own; the core and the engine never read a
+// clock. A probe's result, an instance answering and a restart are steps
+// too; only the shadow copies still call the core directly (through
+// reqengine.Canaries), then deliver what it decided. With policy.routing.hedge_after, the
 // engine sends a duplicate (a hedge) to the handler still waiting for its
 // attempt's first bytes, which steps the first result back and cancels
 // the loser the engine names (each leg runs under its own context).
@@ -248,8 +252,8 @@
 // A scenario's policy.degradation runs from the code the twin runs too
 // (sched.Ladder, and sched.Lifecycle.Degrade for the verdict and what follows;
 // degrade.go carries it out). Every sched.LadderEvery (5 s
-// of model time) the gateway's schedule (schedule.go, its one loop for
-// the ladder, the canaries and the scalers) reads the core's oldest queued wait
+// of model time) the request engine, at a wake-up the gateway's schedule
+// (schedule.go) steps, reads the core's oldest queued wait
 // (core.OldestWait) and saturation (core.Saturation) and the error rate of
 // the gateway's own attempts over the last 30 s (an attempt counts where it
 // tells the breaker how it went: a 2xx or a response passed through is ok,

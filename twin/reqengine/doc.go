@@ -8,19 +8,23 @@
 //
 // Its front door is Engine (engine.go), as etcd's RawNode is raft's: a
 // driver tells it what happened through Step (an arrival, a first token,
-// an attempt's end, a duplicate lost, a client gone, a probe's result,
-// Tick at its wake-up), carries out its Ready (the ladder's verdicts, the
-// offers and what follows them, attempts to cancel and to start — a
-// request's, a duplicate, a shadow copy the core dispatched —, outcomes,
-// the core's transitions and one wake-up time) and calls Advance. The
-// Engine owns the core, the lifecycle, the ladder's judgement of a
-// request, hedging, and each request's state and times (deferrals,
-// retries' backoff, the queue time-out, a hedge's delay); neither driver
-// times a retry or a hedge, or decides what follows an attempt.
+// an attempt's end, a duplicate lost, a client gone, a probe's result, an
+// instance up or failed, a replica restarted, held canaries or scalers
+// started or stopped, Tick at its wake-up), carries out its Ready (the
+// ladder's verdicts and moves, the offers and what follows them, attempts
+// to cancel and to start — a request's, a duplicate, a shadow copy the
+// core dispatched —, outcomes, the canaries' decisions, what the scalers
+// ask of the instances, restarts taken and loads over, the core's
+// transitions and one wake-up time) and calls Advance. The Engine owns the
+// core, the lifecycle, the ladder, the canaries' evaluations, the
+// scalers, the restarts, hedging, and each request's state and times
+// (deferrals, retries' backoff, the queue time-out, a hedge's delay);
+// neither driver times a retry, a hedge, an evaluation or a load, or
+// decides what follows an attempt.
 //
-// Each feature lives in its own file; the drivers still call the first,
-// third and fourth directly (their evaluations run on the drivers' clocks,
-// reading NextAt):
+// Each feature lives in its own file, which the Engine runs; the drivers
+// still call canary.go directly for the shadow copies' records (they hold
+// the copy, mirror it when an original is admitted, say when it ended):
 //
 //   - canary rollouts and their shadow copies (canary.go): the rollouts'
 //     clock, the copies' ID space and construction, the rule that a failed
@@ -32,7 +36,10 @@
 //     Engine applies;
 //   - autoscaling (scaling.go): each autoscaled pool's scaler, what its
 //     transitions do to the core, what it measures and is offered, and
-//     its clock's origin; the driver starts and stops the instances;
+//     its clock's origin; the driver starts and stops the instances
+//     (Ready.Scaling) and says when one answers (InstanceUp);
+//   - restarts in place (restart.go): out of routing for the cold start,
+//     one load at a time, routable again unless something holds it;
 //   - the degradation ladder (ladder.go): its cadence, what it reads, its
 //     judgement of a request, and what an attempt's end tells the ladder
 //     and the core (Observed), in one order for both drivers.
