@@ -381,25 +381,58 @@ func (e *Engine) Ready() Ready {
 
 // AppendTo appends Ready's lists (not WakeAt) to w's and advances: for a
 // driver that carries decisions out in its own work lists, without a copy
-// of Ready between.
+// of Ready between. It is on every step's path, and most lists are empty
+// at most steps: each is appended only when it holds something.
 func (e *Engine) AppendTo(w *Ready) {
 	rd := &e.rd
-	w.Judged = append(w.Judged, rd.Judged...)
-	w.Offers = append(w.Offers, rd.Offers...)
-	w.Reoffered = append(w.Reoffered, rd.Reoffered...)
-	w.Cancels = append(w.Cancels, rd.Cancels...)
-	w.Starts = append(w.Starts, rd.Starts...)
-	w.Hedges = append(w.Hedges, rd.Hedges...)
-	w.Answers = append(w.Answers, rd.Answers...)
-	w.Transitions = append(w.Transitions, rd.Transitions...)
-	w.Ejections = append(w.Ejections, rd.Ejections...)
-	w.ShadowsShed = append(w.ShadowsShed, rd.ShadowsShed...)
-	w.Changes = append(w.Changes, rd.Changes...)
-	w.Rollouts = append(w.Rollouts, rd.Rollouts...)
-	w.Scaling = append(w.Scaling, rd.Scaling...)
-	w.ScalerEvents = append(w.ScalerEvents, rd.ScalerEvents...)
-	w.Restarted = append(w.Restarted, rd.Restarted...)
-	w.Loaded = append(w.Loaded, rd.Loaded...)
+	if len(rd.Judged) > 0 {
+		w.Judged = append(w.Judged, rd.Judged...)
+	}
+	if len(rd.Offers) > 0 {
+		w.Offers = append(w.Offers, rd.Offers...)
+	}
+	if len(rd.Reoffered) > 0 {
+		w.Reoffered = append(w.Reoffered, rd.Reoffered...)
+	}
+	if len(rd.Cancels) > 0 {
+		w.Cancels = append(w.Cancels, rd.Cancels...)
+	}
+	if len(rd.Starts) > 0 {
+		w.Starts = append(w.Starts, rd.Starts...)
+	}
+	if len(rd.Hedges) > 0 {
+		w.Hedges = append(w.Hedges, rd.Hedges...)
+	}
+	if len(rd.Answers) > 0 {
+		w.Answers = append(w.Answers, rd.Answers...)
+	}
+	if len(rd.Transitions) > 0 {
+		w.Transitions = append(w.Transitions, rd.Transitions...)
+	}
+	if len(rd.Ejections) > 0 {
+		w.Ejections = append(w.Ejections, rd.Ejections...)
+	}
+	if len(rd.ShadowsShed) > 0 {
+		w.ShadowsShed = append(w.ShadowsShed, rd.ShadowsShed...)
+	}
+	if len(rd.Changes) > 0 {
+		w.Changes = append(w.Changes, rd.Changes...)
+	}
+	if len(rd.Rollouts) > 0 {
+		w.Rollouts = append(w.Rollouts, rd.Rollouts...)
+	}
+	if len(rd.Scaling) > 0 {
+		w.Scaling = append(w.Scaling, rd.Scaling...)
+	}
+	if len(rd.ScalerEvents) > 0 {
+		w.ScalerEvents = append(w.ScalerEvents, rd.ScalerEvents...)
+	}
+	if len(rd.Restarted) > 0 {
+		w.Restarted = append(w.Restarted, rd.Restarted...)
+	}
+	if len(rd.Loaded) > 0 {
+		w.Loaded = append(w.Loaded, rd.Loaded...)
+	}
 	e.Advance()
 }
 
@@ -430,35 +463,40 @@ func (e *Engine) Advance() {
 func (e *Engine) WakeAt() time.Duration { return e.wakeAt() }
 
 func (e *Engine) wakeAt() time.Duration {
+	// Asked after every step a driver carries out: no closure, and each
+	// feature's time only where it has one.
 	at := NoWake
-	earlier := func(t time.Duration) {
-		if at < 0 || t < at {
-			at = t
-		}
-	}
 	if w := e.core.WakeAt(); w > 0 {
-		earlier(w)
+		at = w
 	}
 	if len(e.timers) > 0 {
-		earlier(e.timers[0].at)
+		at = earlier(at, e.timers[0].at)
 	}
 	if e.ladder != nil && e.ladderOn {
-		earlier(e.ladder.NextAt())
+		at = earlier(at, e.ladder.NextAt())
 	}
 	if c := e.cfg.Canaries; c != nil && e.canariesOn {
 		if t, ok := c.NextAt(); ok {
-			earlier(t)
+			at = earlier(at, t)
 		}
 	}
-	if x := e.cfg.Scaling; x != nil {
+	if x := e.cfg.Scaling; x != nil && len(x.Pools) > 0 {
 		if t, ok := x.NextAt(); ok {
-			earlier(t)
+			at = earlier(at, t)
 		}
 	}
 	if rs := e.cfg.Restarts; rs != nil {
 		if t := rs.NextAt(); t > 0 {
-			earlier(t)
+			at = earlier(at, t)
 		}
+	}
+	return at
+}
+
+// earlier is the sooner of wake-up at (NoWake: none) and t.
+func earlier(at, t time.Duration) time.Duration {
+	if at < 0 || t < at {
+		return t
 	}
 	return at
 }

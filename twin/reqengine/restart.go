@@ -19,7 +19,8 @@ import (
 // Like the rest of the engine it reads no clock: every call takes the
 // driver's now.
 type Restarts struct {
-	until []time.Duration // per replica: when its load ends; 0: not loading after a restart
+	until   []time.Duration // per replica: when its load ends; 0: not loading after a restart
+	loading int             // replicas with a load under way: NextAt, asked at every wake-up, scans none when 0
 }
 
 // NewRestarts returns the restarts of a fleet of n replicas, none loading.
@@ -38,6 +39,7 @@ func (rs *Restarts) Restart(now time.Duration, core *sched.Core, r int, busy boo
 		return false
 	}
 	rs.until[r] = now + max(coldStart, 1) // at least a nanosecond: 0 is "not loading"
+	rs.loading++
 	core.SetReady(now, r, false)
 	return true
 }
@@ -45,6 +47,9 @@ func (rs *Restarts) Restart(now time.Duration, core *sched.Core, r int, busy boo
 // NextAt is when the next load ends; 0 when none is under way.
 func (rs *Restarts) NextAt() time.Duration {
 	var next time.Duration
+	if rs.loading == 0 {
+		return 0
+	}
 	for _, u := range rs.until {
 		if u > 0 && (next == 0 || u < next) {
 			next = u
@@ -63,6 +68,7 @@ func (rs *Restarts) Loaded(now time.Duration, core *sched.Core, serve func(r int
 			continue
 		}
 		rs.until[r] = 0
+		rs.loading--
 		done = append(done, r)
 		if serve == nil || serve(r) {
 			core.SetReady(now, r, true)
