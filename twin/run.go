@@ -648,40 +648,15 @@ func (r *runner) dispatch() {
 			r.shq[i] = shedCopy{}
 		}
 		r.shq = r.shq[:0]
-		for i := 0; i < len(r.work.Restarted); i++ {
-			r.faultWorld.restarted(r.work.Restarted[i])
-		}
-		r.work.Restarted = r.work.Restarted[:0]
-		for i := 0; i < len(r.work.Loaded); i++ {
-			r.replicas[r.work.Loaded[i]].loading = false
-		}
-		r.work.Loaded = r.work.Loaded[:0]
-		for i := 0; i < len(r.work.Transitions); i++ {
-			r.breakerChanged(r.work.Transitions[i])
-		}
-		r.work.Transitions = r.work.Transitions[:0]
-		for i := 0; i < len(r.work.Changes); i++ {
-			r.laddered(r.work.Changes[i])
-		}
-		r.work.Changes = r.work.Changes[:0]
-		for i := 0; i < len(r.work.Rollouts); i++ {
-			r.rolledOut(r.work.Rollouts[i])
-		}
-		r.work.Rollouts = r.work.Rollouts[:0]
-		for i := 0; i < len(r.work.ScalerEvents); i++ {
-			ev := r.work.ScalerEvents[i]
-			r.event(ev.At, ev.Kind, ev.Detail)
-		}
-		r.work.ScalerEvents = r.work.ScalerEvents[:0]
+		carry(&r.work.Restarted, r.faultWorld.restarted)
+		carry(&r.work.Loaded, func(ri int) { r.replicas[ri].loading = false })
+		carry(&r.work.Transitions, r.breakerChanged)
+		carry(&r.work.Changes, r.laddered)
+		carry(&r.work.Rollouts, r.rolledOut)
+		carry(&r.work.ScalerEvents, func(ev reqengine.ScalerEvent) { r.event(ev.At, ev.Kind, ev.Detail) })
 		// Before the starts: one may be on a replica just made routable.
-		for i := 0; i < len(r.work.Scaling); i++ {
-			r.scaled(r.work.Scaling[i])
-		}
-		r.work.Scaling = r.work.Scaling[:0]
-		for i := 0; i < len(r.work.Judged); i++ {
-			r.judged(r.work.Judged[i])
-		}
-		r.work.Judged = r.work.Judged[:0]
+		carry(&r.work.Scaling, r.scaled)
+		carry(&r.work.Judged, r.judged)
 		for i := 0; i < len(r.work.Reoffered); i++ {
 			if req := r.owner(&r.work.Reoffered[i].Req.Core); req.measured && r.work.Reoffered[i].Retry {
 				r.count(req, func(c *Counts) { c.Retries++ })
@@ -695,18 +670,9 @@ func (r *runner) dispatch() {
 		for i := 0; i < no; i++ {
 			r.offered(&r.work.Offers[i])
 		}
-		for i := 0; i < len(r.work.Cancels); i++ {
-			r.cancelled(r.work.Cancels[i])
-		}
-		r.work.Cancels = r.work.Cancels[:0]
-		for i := 0; i < len(r.work.Starts); i++ {
-			r.startDispatched(r.work.Starts[i])
-		}
-		r.work.Starts = r.work.Starts[:0]
-		for i := 0; i < len(r.work.Hedges); i++ {
-			r.startHedge(r.work.Hedges[i])
-		}
-		r.work.Hedges = r.work.Hedges[:0]
+		carry(&r.work.Cancels, r.cancelled)
+		carry(&r.work.Starts, r.startDispatched)
+		carry(&r.work.Hedges, r.startHedge)
 		for i := 0; i < no; i++ {
 			r.admitted(&r.work.Offers[i])
 		}
@@ -720,6 +686,16 @@ func (r *runner) dispatch() {
 	r.dispatching = false
 	// Filling a replica can spend a provider quota and ask for a wake-up.
 	r.armWake()
+}
+
+// carry carries out each entry of *list with f, in order — those f's
+// carrying out appends included (the engine may decide more meanwhile) —
+// then empties the list.
+func carry[T any](list *[]T, f func(T)) {
+	for i := 0; i < len(*list); i++ {
+		f((*list)[i])
+	}
+	*list = (*list)[:0]
 }
 
 // take moves the engine's Ready into the runner's work lists.
