@@ -15,10 +15,11 @@ import (
 )
 
 // Canaries and shadow traffic in the twin: what to do is the request
-// engine's (reqengine.Canaries, which the live gateway drives too, and
-// whose evaluations the engine runs at its wake-ups); the twin writes
-// their decisions on its timeline, says when each attempt ended, and
-// plays the shadow copies on the candidate's replicas.
+// engine's (reqengine.Canaries, which the live gateway drives too: the
+// engine runs their evaluations at its wake-ups, mirrors an admitted
+// request, and ends a copy with its original); the twin writes their
+// decisions on its timeline, says when each attempt ended, and plays the
+// shadow copies on the candidate's replicas.
 //
 // A shadow copy is a request of its own in the slab, flagged shadow: it
 // never reaches the tally, the metrics, the tenant's quotas or the report's
@@ -29,13 +30,6 @@ import (
 func (r *runner) initRollouts() {
 	r.canaries = reqengine.NewCanaries(r.p.sc, &r.p.core, false)
 	r.shadowRand = r.s.Rand("shadows")
-}
-
-// shedCopy is a copy the core shed, with its ID: its slab entry may be
-// another request's by the time it is ended.
-type shedCopy struct {
-	req *sched.Request
-	id  uint64
 }
 
 // rolledOut writes a rollout's decision on the timeline, with what it
@@ -76,43 +70,30 @@ func canaryActed(p *plan, fs []*faultRT, now time.Duration, d sched.RolloutDecis
 	return evs
 }
 
-// observeAttempt feeds the rollouts an attempt of req that ended now on
-// replica ri: answered (ok) or not.
+// observeAttempt feeds the rollouts an attempt of req, an original, that
+// ended now on replica ri: answered (ok) or not. (A copy's end is the
+// request engine's.)
 func (r *runner) observeAttempt(req *request, ri int, ok, met bool) {
 	if r.canaries == nil {
 		return
 	}
-	// A copy is offered when it arrives.
-	from := req.offeredAt
-	if req.shadow {
-		from = req.Core.Arrived
-	}
-	r.canaries.AttemptEnded(r.s.Now(), &req.Core, ri, ok, from, req.firstAt, met)
+	r.canaries.AttemptEnded(r.s.Now(), &req.Core, ri, ok, req.offeredAt, req.firstAt, met)
 }
 
-// mirror sends a shadow copy of req, just admitted, to a canary's
-// candidate when the request engine says so.
-func (r *runner) mirror(req *request) {
-	now := r.s.Now()
-	cp, _, ok := r.canaries.Mirror(now, r.core, &req.Core)
-	if !ok {
-		return
-	}
-	// Not alloc: a copy is no client's request, so it is outside the
-	// lifecycle's count of live requests (the retry budget's base).
+// newCopy is the twin's record of a shadow copy of orig the request
+// engine mirrors (EngineConfig.NewCopy): a slab entry flagged shadow, its
+// engine sequence the original's lengths and blocks. Not alloc: a copy is
+// no client's request, so it is outside the lifecycle's count of live
+// requests (the retry budget's base).
+func (r *runner) newCopy(orig *reqengine.Req, cp *sched.Request, _ uint64) *reqengine.Req {
+	req := r.owner(&orig.Core)
 	sh := r.entry()
 	sh.shadow = true
-	sh.Core = cp
+	sh.Core = *cp
 	sh.seq = r.newSeq()
 	*sh.seq = engine.Seq{Tag: sh.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
-	sh.link, sh.linkID, sh.linked = req.idx, req.Core.ID, true
-	req.link, req.linkID, req.linked = sh.idx, sh.Core.ID, true
 	sh.state = stWaiting
-	if !r.canaries.OfferShadow(now, r.core, &sh.Core) {
-		r.finishShadow(sh)
-		return
-	}
-	r.dispatch()
+	return &sh.Req
 }
 
 // startShadow starts a copy the core dispatched, meeting the replica's
@@ -133,22 +114,13 @@ func (r *runner) startShadow(sh *request, ri int) {
 	r.startOn(sh, ri)
 }
 
-// completeShadow ends a copy that ran to its end: its answer is discarded.
-func (r *runner) completeShadow(sh *request) {
-	r.observeAttempt(sh, sh.Core.Replica, true, false)
-	r.finishShadow(sh)
-}
-
-// endShadow ends a copy that did not run to its end: shed (refused, or
-// dropped from its queue) or cancelled with its original.
-func (r *runner) endShadow(sh *request, cancelled bool) {
-	if sh.state == stDone {
-		return
-	}
+// stopCopy stops a copy's attempt the request engine cancelled with its
+// original on replica ri (the core has let go of it already): its engine
+// sequence, its service, or its attempt's pending failure.
+func (r *runner) stopCopy(sh *request, ri int) {
 	now := r.s.Now()
 	switch sh.state {
 	case stRunning:
-		ri := sh.Core.Replica
 		if rt := &r.replicas[ri]; rt.eng != nil {
 			rt.eng.Cancel(now, sh.seq)
 			sh.held = sh.seq.Held()
@@ -161,52 +133,21 @@ func (r *runner) endShadow(sh *request, cancelled bool) {
 	case stFailing:
 		sh.attemptTimer.Stop()
 	}
-	r.canaries.ShadowEnded(&sh.Core, cancelled)
-	r.finishShadow(sh)
 }
 
-// finishShadow lets go of a copy: the core's slot, the link to its
-// original, the slab entry.
-func (r *runner) finishShadow(sh *request) {
+// copyEnded lets go of a copy the request engine ended
+// (Ready.CopiesEnded): its timers and its slab entry, once its engine
+// sequence is let go of.
+func (r *runner) copyEnded(c reqengine.CopyEnd) {
+	sh := r.owner(&c.Req.Core)
 	if sh.state == stDone {
 		return
 	}
 	sh.state = stDone
 	sh.startTimer.Stop()
 	sh.attemptTimer.Stop()
-	if o := r.linkedTo(sh); o != nil {
-		o.linked = false
-	}
-	sh.linked = false
-	r.core.Finish(r.s.Now(), &sh.Core)
-	r.dispatch()
 	if !sh.held {
 		r.release(sh)
-	}
-}
-
-// linkedTo is req's copy (or a copy's original) while both live.
-func (r *runner) linkedTo(req *request) *request {
-	if !req.linked {
-		return nil
-	}
-	o := r.reqs[req.link]
-	if o.Core.ID != req.linkID || o.state == stDone {
-		return nil
-	}
-	return o
-}
-
-// primaryDone cancels req's copy when its canary asks for it.
-func (r *runner) primaryDone(req *request) {
-	sh := r.linkedTo(req)
-	req.linked = false
-	if sh == nil {
-		return
-	}
-	sh.linked = false
-	if r.canaries.CancelsWithPrimary(&sh.Core) {
-		r.endShadow(sh, true)
 	}
 }
 

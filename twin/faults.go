@@ -630,8 +630,7 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 			return
 		}
 		if req.shadow {
-			r.observeAttempt(req, ri, false, false)
-			r.finishShadow(req)
+			r.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &req.Req, Replica: ri, First: req.firstAt})
 			return
 		}
 		r.observeAttempt(req, ri, false, false)

@@ -89,6 +89,8 @@ func (r *runner) runHedge(req *request, h int) {
 func (r *runner) cancelled(c reqengine.Cancel) {
 	req := r.owner(&c.Req.Core)
 	switch c.Leg {
+	case reqengine.CopyLeg:
+		r.stopCopy(req, c.Replica)
 	case reqengine.FirstLeg:
 		if c.Won && req.measured {
 			r.hedges.Won++

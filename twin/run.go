@@ -190,7 +190,6 @@ type runner struct {
 	// Canaries (canary.go): the request engine's rollouts and copies.
 	canaries   *reqengine.Canaries
 	shadowRand *rand.Rand // copies' fault fates and service times: never the clients' draws
-	shq        []shedCopy // copies shed, being ended (see dispatch)
 	ladderRand *rand.Rand
 
 	*faultWorld      // the faults' ground truth (faults.go)
@@ -252,15 +251,11 @@ type request struct {
 	attemptTimer sim.Timer
 	startTimer   sim.Timer // a dispatch delayed by injected latency
 	startAt      int       // the replica startTimer starts it on
-	// shadow: a copy mirrored to a canary's candidate (canary.go). link
-	// is its original's slab index (an original's: its copy's), linkID
-	// the other's ID, to tell a reused entry; linked while both live.
+	// shadow: a copy mirrored to a canary's candidate (canary.go); the
+	// request engine links it to its original.
 	shadow    bool
 	offeredAt time.Duration // when the current attempt was offered to the core
 	canary    int           // the canary (index + 1) an attempt was dispatched on; 0: none
-	linked    bool
-	link      int
-	linkID    uint64
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a hedge allocates nothing.
@@ -351,7 +346,7 @@ func newRunner(p *plan) (*runner, error) {
 		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), LadderDraw: r.ladderRand.Float64,
 		HedgeAfter: sc.Policy.Routing.HedgeAfter.D(),
 		Canaries:   r.canaries, Scaling: r.scaling, ArrivalsEnd: r.duration,
-		Restarts: r.faultWorld.restarts, Holds: r.jobs.holds})
+		Restarts: r.faultWorld.restarts, Holds: r.jobs.holds, NewCopy: r.newCopy})
 	r.faultWorld.eng = r.eng
 	r.onWake = func() { r.step(reqengine.Event{Kind: reqengine.Tick}) }
 	if err := r.faultWorld.initFaults(); err != nil {
@@ -592,9 +587,6 @@ func (r *runner) admitted(o *reqengine.Offer) {
 	if o.Decision.Outcome == sched.Queued {
 		r.jobs.preemptFor(req.Core.Served)
 	}
-	if o.Next.FirstAdmit && r.canaries != nil && req.state != stDone {
-		r.mirror(req)
-	}
 }
 
 // answered records an outcome the engine decided.
@@ -638,16 +630,7 @@ func (r *runner) dispatch() {
 	}
 	r.dispatching = true
 	for len(r.work.Restarted)+len(r.work.Loaded)+len(r.work.Transitions)+len(r.work.Changes)+len(r.work.Rollouts)+len(r.work.ScalerEvents)+len(r.work.Scaling)+
-		len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.shq)+len(r.work.Answers) > 0 {
-		for i := 0; i < len(r.shq); i++ {
-			// The copy may have ended since the core shed it (its
-			// original finished) and its slab entry gone to another.
-			if sh := r.owner(r.shq[i].req); sh.shadow && sh.Core.ID == r.shq[i].id {
-				r.endShadow(sh, false)
-			}
-			r.shq[i] = shedCopy{}
-		}
-		r.shq = r.shq[:0]
+		len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.work.CopiesEnded)+len(r.work.Answers) > 0 {
 		carry(&r.work.Restarted, r.faultWorld.restarted)
 		carry(&r.work.Loaded, func(ri int) { r.replicas[ri].loading = false })
 		carry(&r.work.Transitions, r.breakerChanged)
@@ -671,6 +654,7 @@ func (r *runner) dispatch() {
 			r.offered(&r.work.Offers[i])
 		}
 		carry(&r.work.Cancels, r.cancelled)
+		carry(&r.work.CopiesEnded, r.copyEnded)
 		carry(&r.work.Starts, r.startDispatched)
 		carry(&r.work.Hedges, r.startHedge)
 		for i := 0; i < no; i++ {
@@ -708,10 +692,6 @@ func (r *runner) take() {
 		r.ejected(e)
 	}
 	r.work.Ejections = r.work.Ejections[:0]
-	for _, sh := range r.work.ShadowsShed {
-		r.shq = append(r.shq, shedCopy{sh, sh.ID})
-	}
-	r.work.ShadowsShed = r.work.ShadowsShed[:0]
 }
 
 // startDispatched starts a request the core dispatched: on its replica, or
@@ -933,7 +913,8 @@ func (r *runner) complete(req *request) {
 		return
 	}
 	if req.shadow {
-		r.completeShadow(req)
+		// Its answer is discarded; its figures are its canary's.
+		r.step(reqengine.Event{Kind: reqengine.Answered, Req: &req.Req, Replica: req.Core.Replica, First: req.firstAt})
 		return
 	}
 	sv := served{class: req.Core.Class, tenant: req.Core.Tenant, arrived: req.Core.Arrived,
@@ -1000,7 +981,6 @@ func (r *runner) expire(req *request) {
 	case stDone:
 		return
 	}
-	r.primaryDone(req)
 	r.step(reqengine.Event{Kind: reqengine.Gone, Req: &req.Req, Deadline: true})
 }
 
@@ -1013,7 +993,6 @@ func (r *runner) finish(req *request, ri int, res Result, reason string) {
 		return
 	}
 	outcome, answered := res.count, res == Completed
-	r.primaryDone(req)
 	req.state = stDone
 	r.demand.finish(req.Core.Class, r.s.Now(), r.s.Now()-req.Core.Arrived)
 	r.metrics.finished(req, outcome, answered)

@@ -12,21 +12,22 @@ import (
 // Canaries and shadow traffic, live. What to do is the request engine's
 // (reqengine.Canaries, which the twin drives too): the rollouts' clock and
 // decisions, what an attempt's end tells them, the retry of a failed
-// canary attempt on the baseline, the shadow copies' IDs and accounting.
-// The gateway carries it out:
+// canary attempt on the baseline, the shadow copies' IDs and accounting;
+// the engine evaluates the rollouts at its wake-ups, mirrors an original
+// admitted for the first time, ends each copy and cancels one with its
+// original. The gateway carries it out:
 //
-//   - evaluates the rollouts at their NextAt, in model time, on its canary
-//     loop: each decision logged, counted, reported to the Observer;
+//   - logs, counts and reports each decision (Ready.Rollouts: rolledOut);
 //   - says when every attempt of an original ended (ok or failed, on which
 //     replica, its first byte, whether it met its class's SLO);
-//   - sends an original's shadow copy (shadow.go), once first admitted, when the
-//     engine builds one: the same body, sent upstream while the core holds
-//     it, its answer read and discarded. A copy is never answered to a client and never
-//     counted in the request series, the tenant's quotas or the
-//     lifecycle; its figures go to the canary's (Rollouts.Observe and
-//     ShadowEnded) and to fleetdrill_shadow_requests_total. When the
-//     canary's shadow cancels with its primary, the copy is cancelled
-//     when the original ends.
+//   - holds each copy the engine makes (shadow.go: EngineConfig.NewCopy)
+//     and sends it while the core holds it dispatched: the same body, its
+//     answer read and discarded, its end stepped back. A copy is never
+//     answered to a client and never counted in the request series, the
+//     tenant's quotas or the lifecycle; its figures go to the canary's and
+//     to fleetdrill_shadow_requests_total (Ready.CopiesEnded, with how it
+//     ended); a running copy the engine cancels with its primary is
+//     stopped (Ready.Cancels).
 //
 // NB: a copy holds a goroutine only while the core holds it dispatched,
 // and the core dispatches at most ShadowSlots copies per canary at once;

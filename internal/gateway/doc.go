@@ -36,9 +36,8 @@
 // out what they decided (a ladder's move and a canary's decision logged
 // and counted, an instance started or stopped: autoscale.go). No handler
 // sleeps or arms a timer of its own; the core and the engine never read a
-// clock. A probe's result, an instance answering and a restart are steps
-// too; only the shadow copies still call the core directly (through
-// reqengine.Canaries), then deliver what it decided. With policy.routing.hedge_after, the
+// clock. A probe's result, an instance answering, a restart and a shadow
+// copy's end are steps too. With policy.routing.hedge_after, the
 // engine sends a duplicate (a hedge) to the handler still waiting for its
 // attempt's first bytes, which steps the first result back and cancels
 // the loser the engine names (each leg runs under its own context).

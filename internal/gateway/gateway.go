@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -107,6 +108,10 @@ type keyEntry struct {
 // call is one client request as the driver tracks it: the request
 // engine's record of it, and what the engine decided for it that its
 // handler has not carried out yet.
+// requestOf is the handler's record of a request whose engine record is
+// q (call, and its Req, are each the first field).
+func requestOf(q *reqengine.Req) *request { return (*request)(unsafe.Pointer(q)) }
+
 type call struct {
 	reqengine.Req               // must stay the first field (the engine's record)
 	dispatched    time.Duration // model time of the last dispatch; set before its start is posted
@@ -349,7 +354,10 @@ func New(cfg Config) (*Gateway, error) {
 	// cached-answers. Arrivals never end: a gateway serves until closed.
 	g.eng = reqengine.NewEngine(g.core, g.lc, g.ladder, reqengine.EngineConfig{Seed: cfg.Seed,
 		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), HedgeAfter: sc.Policy.Routing.HedgeAfter.D(),
-		Canaries: g.can, Scaling: g.as.scaling, Restarts: g.rs.Restarts})
+		Canaries: g.can, Scaling: g.as.scaling, Restarts: g.rs.Restarts,
+		NewCopy: func(o *reqengine.Req, cp *sched.Request, seq uint64) *reqengine.Req {
+			return g.copies.newCopy(o, cp, seq)
+		}})
 	limitDefaults(&g.cfg)
 	// The core's refusal for a tenant's concurrency is final, and can be
 	// made before the body is read, unless retry_rejected retries it
@@ -397,7 +405,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.as.ctx = ctx
 	// Before the prober starts: what it delivers may dispatch a copy.
 	g.copies = &shadowCopies{mu: &g.mu, core: g.core, can: g.can, sc: g.sc, replicas: g.replicas, clk: g.clk,
-		nonce: g.nonce, counted: g.metrics.shadows, ctx: ctx, call: g.call, deliver: g.deliver,
+		nonce: g.nonce, counted: g.metrics.shadows, ctx: ctx, call: g.call, step: g.stepLocked,
 		inFlight: map[uint64]*shadow{}}
 	g.probeWG.Add(1)
 	go func() {
@@ -524,9 +532,6 @@ func (g *Gateway) deliver(now time.Duration) {
 			g.obs.Ejection(now, e, rep.pool)
 		}
 	}
-	for _, req := range rd.ShadowsShed {
-		g.copies.shed(req.ID)
-	}
 	for _, ch := range rd.Changes {
 		g.laddered(now, ch)
 	}
@@ -542,7 +547,14 @@ func (g *Gateway) deliver(now time.Duration) {
 	// A hedge race's loser first: its slot may be among those the
 	// starts below take.
 	for _, c := range rd.Cancels {
+		if c.Leg == reqengine.CopyLeg {
+			g.copies.cancel(c.Req.Core.ID)
+			continue
+		}
 		g.calls.post(&c.Req.Core, note{kind: noteCancel, cancel: c})
+	}
+	for _, c := range rd.CopiesEnded {
+		g.copies.ended(c)
 	}
 	for _, j := range rd.Judged {
 		g.calls.post(&j.Req.Core, note{kind: noteJudged, judged: j})

@@ -222,7 +222,6 @@ type request struct {
 	lastMsg    string
 	ttft       time.Duration // model time
 	reason     string        // of a rejection (X-Fleetdrill-Reason)
-	shadow     *shadow       // its copy to a canary's candidate, while it may be cancelled with it (shadow.go)
 	// legs cancel its attempt's two legs (race): the first, the duplicate.
 	legs [reqengine.Duplicate + 1]context.CancelFunc
 
@@ -361,7 +360,6 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 
 	g.step(reqengine.Event{Kind: reqengine.Arrival, Req: &q.c.Req})
 	outcome, status := g.run(ctx, w, q)
-	g.copies.primaryDone(q)
 
 	g.first.done(q.c.Core.ID)
 	g.metrics.ended(q, outcome)
@@ -384,10 +382,7 @@ func (g *Gateway) run(ctx context.Context, w http.ResponseWriter, q *request) (s
 		case noteJudged:
 			g.judged(q, n.judged)
 		case noteOffer:
-			switch o := n.offer; {
-			case o.Next.Action == sched.Wait && o.Next.FirstAdmit:
-				g.copies.mirror(q)
-			case o.Next.Action == sched.Reoffer && !o.Next.Retry:
+			if o := n.offer; o.Next.Action == sched.Reoffer && !o.Next.Retry {
 				g.metrics.deferrals.WithLabelValues(q.tenant, q.class, o.Next.Reason).Inc()
 			}
 		case noteReoffer:

@@ -26,28 +26,33 @@ const (
 	shadowCancelled = "cancelled"
 )
 
-// shadow is one copy in the core (queued or dispatched). Its fields are
-// guarded by the gateway's mu (shadowCopies.mu), bar q and body, which
-// are set before the copy is offered and then only read.
+// shadow is one copy in the core (queued or dispatched): the request
+// engine's record of it is q.c (its Req), which NewCopy gave it. Its
+// fields are guarded by the gateway's mu (shadowCopies.mu), bar q's
+// request fields, which are set before the copy is offered and then only
+// read.
 type shadow struct {
-	k   int // the canary
-	req sched.Request
+	k int // the canary
 	// dispatched is when the core dispatched it, on the gateway's clock
 	// (model time) and on the wall's.
 	dispatched     time.Duration
 	dispatchedWall time.Time
-	q              request // what call needs: path, body, stream, class, the key
+	q              request // what call needs: path, body, stream, class, the key; q.c is the engine's record
 	running        bool
-	// cancelled: its original ended and its canary cancels copies with
-	// their primary; stop ends a running copy's call.
+	// cancelled: the engine cancelled it with its original; stop ends a
+	// running copy's call.
 	cancelled bool
 	stop      context.CancelFunc
 	ended     bool
 }
 
-// shadowCopies owns the shadow copies in the core and sends them. What a
-// copy is, and what its end tells the rollouts, are the request engine's
-// (reqengine.Canaries); the copies share the core with the originals, so
+// core is the copy as the core holds it.
+func (sh *shadow) core() *sched.Request { return &sh.q.c.Core }
+
+// shadowCopies owns the shadow copies' records and sends them. When a copy
+// is made, what its end tells its rollout, and when it is cancelled with
+// its original are the request engine's (reqengine.Engine, with
+// reqengine.Canaries); the copies share the core with the originals, so
 // they live under the gateway's lock.
 type shadowCopies struct {
 	// Set by New, then only read.
@@ -63,72 +68,52 @@ type shadowCopies struct {
 	// then waits for wg.
 	ctx context.Context
 	// call sends a copy upstream as an original's attempt is sent
-	// (Gateway.call); deliver carries out the core's Ready after a copy
-	// ended (Gateway.deliver, with mu held).
-	call    func(ctx context.Context, q *request, rep int, body []byte, hedge bool) *upstream
-	deliver func(now time.Duration)
+	// (Gateway.call); step steps the engine and carries out its Ready
+	// (Gateway.stepLocked, with mu held).
+	call func(ctx context.Context, q *request, rep int, body []byte, hedge bool) *upstream
+	step func(now time.Duration, ev reqengine.Event)
 
 	inFlight map[uint64]*shadow // by the copy's request ID; guarded by mu
 	wg       sync.WaitGroup     // copies being sent
 }
 
-// mirror sends a copy of q, an original just admitted for the first time,
-// to a canary's candidate when the core says so.
-func (s *shadowCopies) mirror(q *request) {
-	if s.can == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// Closing (Close cancels ctx, with mu held, before it marks the
-	// gateway closed): nothing more is copied.
-	if s.ctx.Err() != nil {
-		return
-	}
-	now := s.clk.now()
-	cp, seq, ok := s.can.Mirror(now, s.core, &q.c.Core)
-	if !ok {
-		return
-	}
-	sh := &shadow{k: cp.Route - 1, req: cp}
+// newCopy is the gateway's record of copy cp of orig, an original the
+// engine mirrors to a canary's candidate (EngineConfig.NewCopy): the same
+// body, its own idempotency key. Called with mu held, from a step.
+func (s *shadowCopies) newCopy(orig *reqengine.Req, cp *sched.Request, seq uint64) *reqengine.Req {
+	o := requestOf(orig)
+	sh := &shadow{k: cp.Route - 1}
 	// The same body, its own idempotency key: an upstream that
 	// deduplicates must not answer the copy with the original's answer.
-	sh.q = request{path: q.path, body: q.body, stream: q.stream, tenant: q.tenant, class: q.class, model: q.model,
-		served: s.sc.Models[q.c.Core.Model].Name}
+	sh.q = request{path: o.path, body: o.body, stream: o.stream, tenant: o.tenant, class: o.class, model: o.model,
+		served: s.sc.Models[orig.Core.Model].Name}
 	sh.q.c.Life.Key = s.nonce + "-shadow-" + strconv.FormatUint(seq, 10)
 	// Its ID is what the fault layer draws its fate from, as for any
 	// attempt (sched.AttemptFate).
-	sh.q.c.Core = cp
-	q.shadow = sh
-	s.inFlight[sh.req.ID] = sh
-	if !s.can.OfferShadow(now, s.core, &sh.req) {
-		s.letGo(sh, shadowShed) // shed at once: the engine knows
-	}
-	s.deliver(now)
+	sh.q.c.Core = *cp
+	s.inFlight[cp.ID] = sh
+	return &sh.q.c.Req
 }
 
-// primaryDone ends q's copy with q when its canary cancels copies with
-// their primary. Called once q has its answer.
-func (s *shadowCopies) primaryDone(q *request) {
-	if q.shadow == nil {
+// cancel stops a running copy the engine cancelled with its original
+// (Ready.Cancels); its goroutine ends it. Called from deliver, with mu
+// held.
+func (s *shadowCopies) cancel(id uint64) {
+	if sh, ok := s.inFlight[id]; ok && sh.running && !sh.cancelled {
+		sh.cancelled = true
+		sh.stop()
+	}
+}
+
+// ended forgets a copy the engine ended (Ready.CopiesEnded), counting its
+// outcome. Called from deliver, with mu held.
+func (s *shadowCopies) ended(c reqengine.CopyEnd) {
+	sh, ok := s.inFlight[c.Req.Core.ID]
+	if !ok {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sh := q.shadow
-	q.shadow = nil
-	if sh.ended || !s.can.CancelsWithPrimary(&sh.req) {
-		return
-	}
-	if !sh.running {
-		now := s.clk.now()
-		s.core.Finish(now, &sh.req) // out of its queue
-		s.end(sh, shadowCancelled)
-		s.deliver(now)
-		return
-	}
-	sh.cancelled = true
-	sh.stop() // its goroutine ends it
+	s.letGo(sh, [...]string{reqengine.CopyCompleted: shadowCompleted, reqengine.CopyFailed: shadowFailed,
+		reqengine.CopyShed: shadowShed, reqengine.CopyCancelled: shadowCancelled}[c.How])
 }
 
 // start sends a copy the core dispatched to replica rep. Called from
@@ -136,10 +121,10 @@ func (s *shadowCopies) primaryDone(q *request) {
 func (s *shadowCopies) start(sh *shadow, rep int) {
 	if s.ctx.Err() != nil {
 		// Closing: the copy is not sent (nobody waits for it).
-		s.end(sh, shadowCancelled)
+		s.closing(sh)
 		return
 	}
-	s.can.ShadowDispatched(&sh.req, s.jurisdiction(rep))
+	s.can.ShadowDispatched(sh.core(), s.jurisdiction(rep))
 	sh.running = true
 	ctx, stop := context.WithCancel(s.ctx)
 	sh.stop = stop
@@ -169,7 +154,7 @@ func (s *shadowCopies) jurisdiction(rep int) string {
 // bytes came (zero: none). A copy waits no longer than its class's
 // deadline.
 func (s *shadowCopies) send(ctx context.Context, sh *shadow, rep int) (ok bool, first time.Time) {
-	if d := s.sc.Classes[sh.req.Class].Deadline.D(); d > 0 {
+	if d := s.sc.Classes[sh.q.c.Core.Class].Deadline.D(); d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.clk.wall(d))
 		defer cancel()
@@ -200,47 +185,42 @@ func (s *shadowCopies) send(ctx context.Context, sh *shadow, rep int) (ok bool, 
 	}
 }
 
-// done ends a copy that was sent: its figures go to its canary
-// unless it was cancelled (with its primary, or by Close).
+// done steps the end of a copy that was sent to the engine, which tells
+// its canary and ends it (Ready.CopiesEnded), unless the engine ended it
+// already (cancelled with its original) or the gateway is closing.
 func (s *shadowCopies) done(sh *shadow, rep int, ok bool, first time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clk.now()
 	switch {
-	case sh.cancelled || s.ctx.Err() != nil:
-		s.end(sh, shadowCancelled)
-	default:
-		at := time.Duration(-1) // its first bytes, model time (none)
-		if ok && !first.IsZero() {
-			at = sh.dispatched + s.clk.model(first.Sub(sh.dispatchedWall))
-		}
-		s.can.AttemptEnded(now, &sh.req, rep, ok, sh.req.Arrived, at, false)
-		outcome := shadowFailed
-		if ok {
-			outcome = shadowCompleted
-		}
-		s.end(sh, outcome)
+	case sh.ended:
+		return
+	case s.ctx.Err() != nil:
+		s.closing(sh)
+		s.core.Finish(now, sh.core())
+		return
 	}
-	s.core.Finish(now, &sh.req)
+	var at time.Duration // its first bytes, model time (0: none)
+	if ok && !first.IsZero() {
+		at = sh.dispatched + s.clk.model(first.Sub(sh.dispatchedWall))
+	}
+	kind := reqengine.AttemptFailed
+	if ok {
+		kind = reqengine.Answered
+	}
 	// The gateway is not closed yet: Close marks it so only once wg's
 	// copies are done.
-	s.deliver(now)
+	s.step(now, reqengine.Event{Kind: kind, Req: &sh.q.c.Req, Replica: rep, First: at})
 }
 
-// end lets go of a copy that ended with outcome: a shed or
-// cancelled one counts as such for its canary (a completed or failed one
-// was observed). It does not tell the core. Called with mu held.
-func (s *shadowCopies) end(sh *shadow, outcome string) {
+// closing ends a copy the gateway, closing, will not send or wait for:
+// cancelled, for its canary. Called with mu held.
+func (s *shadowCopies) closing(sh *shadow) {
 	if sh.ended {
 		return
 	}
-	switch outcome {
-	case shadowShed:
-		s.can.ShadowEnded(&sh.req, false)
-	case shadowCancelled:
-		s.can.ShadowEnded(&sh.req, true)
-	}
-	s.letGo(sh, outcome)
+	s.can.ShadowEnded(sh.core(), true)
+	s.letGo(sh, shadowCancelled)
 }
 
 // letGo forgets a copy that ended with outcome, the request
@@ -250,7 +230,7 @@ func (s *shadowCopies) letGo(sh *shadow, outcome string) {
 		return
 	}
 	sh.ended = true
-	delete(s.inFlight, sh.req.ID)
+	delete(s.inFlight, sh.core().ID)
 	s.counted.WithLabelValues(s.sc.Canaries[sh.k].Name, outcome).Inc()
 }
 
@@ -263,12 +243,4 @@ func (s *shadowCopies) dispatched(d sched.Dispatch) bool {
 	}
 	s.start(sh, d.Replica)
 	return true
-}
-
-// shed ends the copy id, which the core shed (Ready.ShadowsShed), if it
-// is one of ours. Called from deliver, with mu held.
-func (s *shadowCopies) shed(id uint64) {
-	if sh, ok := s.inFlight[id]; ok {
-		s.end(sh, shadowShed)
-	}
 }

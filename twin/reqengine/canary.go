@@ -111,8 +111,8 @@ func (c *Canaries) AttemptEnded(now time.Duration, req *sched.Request, replica i
 // Mirror returns the shadow copy of orig, an original admitted for the
 // first time at now, when the core sends one to a canary's candidate:
 // the same model, tenant, class and lengths, its own ID, arrived now. The
-// driver keeps it where the core can hold it and offers it with
-// OfferShadow. seq numbers the copy among those sent (an idempotency key).
+// engine offers it to the core in the driver's record (EngineConfig.NewCopy).
+// seq numbers the copy among those sent (an idempotency key).
 func (c *Canaries) Mirror(now time.Duration, core *sched.Core, orig *sched.Request) (sh sched.Request, seq uint64, ok bool) {
 	if !c.started {
 		return sched.Request{}, 0, false
@@ -127,16 +127,6 @@ func (c *Canaries) Mirror(now time.Duration, core *sched.Core, orig *sched.Reque
 	return sched.Request{ID: ShadowIDBase + seq, Tenant: orig.Tenant, Class: orig.Class,
 		Model: orig.Model, Served: orig.Model, Input: orig.Input, Output: orig.Output, Arrived: now,
 		Shadow: true, Route: k + 1}, seq, true
-}
-
-// OfferShadow offers a copy built by Mirror to the core; false when the
-// core shed it at once, which ends it (the driver lets it go).
-func (c *Canaries) OfferShadow(now time.Duration, core *sched.Core, sh *sched.Request) bool {
-	if d := core.Arrive(now, sh); d.Outcome == sched.Rejected {
-		c.ShadowEnded(sh, false)
-		return false
-	}
-	return true
 }
 
 // ShadowDispatched records a copy dispatched to a replica of a region of

@@ -195,3 +195,52 @@ func TestEngineEvaluatesCanaries(t *testing.T) {
 	e.Step(at, Event{Kind: StartCanaries, At: at})
 	require.Equal(t, rd.WakeAt, e.WakeAt(), "a second start changes nothing")
 }
+
+// The engine mirrors a request admitted for the first time into the
+// driver's record (NewCopy), starts the copy where the core dispatches
+// it, ends it when the driver steps its attempt's end, and cancels a
+// running copy with its original (the canary cancels with the primary):
+// each end is in Ready.CopiesEnded, with how, and told to the rollout.
+func TestEngineMirrorsAndEndsCopies(t *testing.T) {
+	c, core := fixture(t, 1, false)
+	var made []*Req
+	e := NewEngine(core, sched.NewLifecycle(sched.RetryPolicy{}, false), nil, EngineConfig{Canaries: c,
+		NewCopy: func(orig *Req, cp *sched.Request, seq uint64) *Req {
+			require.Equal(t, uint64(len(made)), seq)
+			q := &Req{}
+			made = append(made, q)
+			return q
+		}})
+	arrive := func(now time.Duration, id uint64) (*Req, Ready) {
+		q := &Req{Core: sched.Request{ID: id, Input: 10, Output: 10, Arrived: now}}
+		e.Step(now, Event{Kind: Arrival, Req: q})
+		return q, drain(e)
+	}
+
+	a, rd := arrive(time.Second, 1)
+	require.Len(t, made, 1, "a copy of the admitted request")
+	cp := made[0]
+	require.True(t, cp.Core.Shadow)
+	require.Len(t, rd.Starts, 2, "the original and its copy start")
+	require.Equal(t, Running, cp.State())
+	require.Equal(t, 1, core.Inflight(1), "the copy holds a slot on the candidate")
+	e.Step(2*time.Second, Event{Kind: Answered, Req: cp, Replica: cp.Core.Replica, First: 1500 * time.Millisecond})
+	rd = drain(e)
+	require.Equal(t, []CopyEnd{{Req: cp, How: CopyCompleted}}, rd.CopiesEnded)
+	require.Equal(t, Done, cp.State())
+	require.Zero(t, core.Inflight(1), "the copy left the candidate")
+	e.Step(3*time.Second, Event{Kind: Answered, Req: a, Replica: a.Core.Replica})
+	require.Empty(t, drain(e).CopiesEnded, "an original whose copy ended ends alone")
+
+	b, _ := arrive(4*time.Second, 2)
+	require.Len(t, made, 2)
+	bc := made[1]
+	e.Step(5*time.Second, Event{Kind: Answered, Req: b, Replica: b.Core.Replica})
+	rd = drain(e)
+	require.Equal(t, []Cancel{{Req: bc, Leg: CopyLeg, Replica: 1}}, rd.Cancels, "the running copy is stopped")
+	require.Equal(t, []CopyEnd{{Req: bc, How: CopyCancelled}}, rd.CopiesEnded)
+	require.Zero(t, core.Inflight(1))
+	rep := c.Rollouts().Report(0)
+	require.EqualValues(t, 2, rep.ShadowSent)
+	require.EqualValues(t, 1, rep.ShadowCancelled)
+}

@@ -22,9 +22,9 @@
 // neither driver times a retry, a hedge, an evaluation or a load, or
 // decides what follows an attempt.
 //
-// Each feature lives in its own file, which the Engine runs; the drivers
-// still call canary.go directly for the shadow copies' records (they hold
-// the copy, mirror it when an original is admitted, say when it ended):
+// Each feature lives in its own file, which the Engine runs; a driver holds
+// what the engine decides about in its own records (a request's, a shadow
+// copy's: EngineConfig.NewCopy) and carries it out:
 //
 //   - canary rollouts and their shadow copies (canary.go): the rollouts'
 //     clock, the copies' ID space and construction, the rule that a failed

@@ -71,6 +71,12 @@ type EngineConfig struct {
 	// training jobs; nil: nothing).
 	Restarts *Restarts
 	Holds    func(r int) bool
+	// NewCopy allocates the driver's record of copy cp of orig (the
+	// seq'th copy sent: an idempotency key) and returns its Req, whose
+	// Core the engine sets to cp: a canary's rollout mirrors orig,
+	// admitted for the first time, to its candidate. Needed with
+	// Canaries.
+	NewCopy func(orig *Req, cp *sched.Request, seq uint64) *Req
 	// ArrivalsEnd is when the last request may arrive (the twin's run:
 	// its duration); once past it with no request live, the ladder, the
 	// canaries and the scalers stop, as what they would change no request
@@ -140,11 +146,14 @@ type Req struct {
 	// twin counts its measured requests only; the gateway all).
 	Counted bool
 
-	state   State
-	retry   bool          // Backoff: the re-offer is a retry, not a deferral
-	first   bool          // Running: its attempt's first token came (no hedge after it)
-	Offered time.Duration // when its current attempt was offered to the core
-	timer   timerEntry
+	state State
+	retry bool // Backoff: the re-offer is a retry, not a deferral
+	// copy is an original's shadow copy while both live, copyOf a copy's
+	// original.
+	copy, copyOf *Req
+	first        bool          // Running: its attempt's first token came (no hedge after it)
+	Offered      time.Duration // when its current attempt was offered to the core
+	timer        timerEntry
 }
 
 // State is where the request is.
@@ -168,7 +177,9 @@ const (
 	// Arrival: Event.Req arrived (its Core.Arrived is now).
 	Arrival EventKind = iota + 1
 	// Answered: Event.Req's attempt on Event.Replica (-1: answered without
-	// one, from the cache) answered; Event.Latency is the replica's own
+	// one, from the cache) answered (a shadow copy's too: its figures go
+	// to its canary, Event.First when its first token came, and the copy
+	// ends: Ready.CopiesEnded); Event.Latency is the replica's own
 	// (dispatch to first token; 0: unknown), Event.Observed whether the
 	// replica's health and latency count.
 	Answered
@@ -240,6 +251,7 @@ type Event struct {
 	At         time.Duration // StartCanaries, StartScaling: the clocks' origin
 	After      time.Duration // Restart: the load's length
 	Busy       bool          // Restart: the replica loads for the driver's own reason
+	First      time.Duration // Answered, AttemptFailed of a shadow copy: its first token (0: none)
 }
 
 // Outcome is how a request ended, as an Answer says.
@@ -317,7 +329,6 @@ type Ready struct {
 	Answers     []Answer
 	Transitions []sched.Transition
 	Ejections   []sched.Ejection
-	ShadowsShed []*sched.Request
 	// Changes are the degradation ladder's moves and Rollouts the canary
 	// rollouts' decisions (their shares applied to the core already), for
 	// the timeline or the log.
@@ -334,12 +345,33 @@ type Ready struct {
 	// them), in replica order.
 	Restarted []int
 	Loaded    []int
+	// CopiesEnded are shadow copies the engine ended — ran to their end,
+	// failed, shed by the core, cancelled with their original (a running
+	// one is in Cancels first) —, told to their canary and out of the
+	// core: the driver lets go of each record.
+	CopiesEnded []CopyEnd
 	// WakeAt is when the driver steps Tick next: the core's wake-up, the
 	// engine's next timer, or the ladder's, the canaries' or the scalers'
 	// next evaluation, whichever is first; NoWake: nothing waits on time.
 	// It is state, not an event: it stays until Tick.
 	WakeAt time.Duration
 }
+
+// CopyEnd is a shadow copy's end: its record, and how it ended.
+type CopyEnd struct {
+	Req *Req
+	How CopyOutcome
+}
+
+// CopyOutcome is how a shadow copy ended, as its canary counts it.
+type CopyOutcome uint8
+
+const (
+	CopyCompleted CopyOutcome = iota + 1
+	CopyFailed
+	CopyShed
+	CopyCancelled
+)
 
 // NoWake is Ready.WakeAt when nothing waits on time (0 is a time: a
 // canary's first step may be due at a run's start).
@@ -367,8 +399,8 @@ type Reoffer struct {
 func (e *Engine) HasReady() bool {
 	rd := &e.rd
 	return len(rd.Judged)+len(rd.Offers)+len(rd.Reoffered)+len(rd.Cancels)+len(rd.Starts)+len(rd.Hedges)+len(rd.Answers)+
-		len(rd.Transitions)+len(rd.Ejections)+len(rd.ShadowsShed)+len(rd.Changes)+len(rd.Rollouts)+len(rd.Scaling)+len(rd.ScalerEvents)+
-		len(rd.Restarted)+len(rd.Loaded) > 0
+		len(rd.Transitions)+len(rd.Ejections)+len(rd.Changes)+len(rd.Rollouts)+len(rd.Scaling)+len(rd.ScalerEvents)+
+		len(rd.Restarted)+len(rd.Loaded)+len(rd.CopiesEnded) > 0
 }
 
 // Ready returns what to carry out. Its slices are the engine's until
@@ -412,9 +444,6 @@ func (e *Engine) AppendTo(w *Ready) {
 	if len(rd.Ejections) > 0 {
 		w.Ejections = append(w.Ejections, rd.Ejections...)
 	}
-	if len(rd.ShadowsShed) > 0 {
-		w.ShadowsShed = append(w.ShadowsShed, rd.ShadowsShed...)
-	}
 	if len(rd.Changes) > 0 {
 		w.Changes = append(w.Changes, rd.Changes...)
 	}
@@ -433,6 +462,9 @@ func (e *Engine) AppendTo(w *Ready) {
 	if len(rd.Loaded) > 0 {
 		w.Loaded = append(w.Loaded, rd.Loaded...)
 	}
+	if len(rd.CopiesEnded) > 0 {
+		w.CopiesEnded = append(w.CopiesEnded, rd.CopiesEnded...)
+	}
 	e.Advance()
 }
 
@@ -450,13 +482,13 @@ func (e *Engine) Advance() {
 	rd.Answers = rd.Answers[:0]
 	rd.Transitions = rd.Transitions[:0]
 	rd.Ejections = rd.Ejections[:0]
-	rd.ShadowsShed = rd.ShadowsShed[:0]
 	rd.Changes = rd.Changes[:0]
 	rd.Rollouts = rd.Rollouts[:0]
 	rd.Scaling = rd.Scaling[:0]
 	rd.ScalerEvents = rd.ScalerEvents[:0]
 	rd.Restarted = rd.Restarted[:0]
 	rd.Loaded = rd.Loaded[:0]
+	rd.CopiesEnded = rd.CopiesEnded[:0]
 }
 
 // WakeAt is Ready's WakeAt, without the rest.
@@ -513,6 +545,10 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 		if q.state != Running {
 			return
 		}
+		if q.Core.Shadow {
+			e.copyEnded(now, q, true, ev)
+			return
+		}
 		e.settle(now, q, FirstAnswered, ev)
 		if ev.Observed && ev.Replica >= 0 {
 			Observed(now, e.core, e.ladder, ev.Replica, true, ev.Latency)
@@ -520,6 +556,10 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 		e.end(now, q, Answer{Outcome: Completed})
 	case AttemptFailed:
 		if q.state != Running {
+			return
+		}
+		if q.Core.Shadow {
+			e.copyEnded(now, q, false, ev)
 			return
 		}
 		if ev.Duplicate {
@@ -681,7 +721,9 @@ func (e *Engine) collect(now time.Duration) {
 		crd := e.core.Ready()
 		rd := &e.rd
 		for _, d := range crd.Dispatches {
-			if !d.Req.Shadow {
+			if d.Req.Shadow {
+				ReqOf(d.Req).state = Running
+			} else {
 				q := ReqOf(d.Req)
 				q.state, q.first = Running, false
 				if q.timer.req != nil {
@@ -694,10 +736,14 @@ func (e *Engine) collect(now time.Duration) {
 			}
 		}
 		rd.Starts = append(rd.Starts, crd.Dispatches...)
-		if len(crd.Transitions)+len(crd.Ejections)+len(crd.ShadowsShed) > 0 {
+		if len(crd.Transitions)+len(crd.Ejections) > 0 {
 			rd.Transitions = append(rd.Transitions, crd.Transitions...)
 			rd.Ejections = append(rd.Ejections, crd.Ejections...)
-			rd.ShadowsShed = append(rd.ShadowsShed, crd.ShadowsShed...)
+		}
+		for _, sh := range crd.ShadowsShed {
+			// Shed from its queue (the core let go of it): told to its
+			// canary as shed.
+			e.endCopy(ReqOf(sh), false)
 		}
 		var unroutable []*sched.Request
 		if len(crd.Unroutable) > 0 {
@@ -806,6 +852,9 @@ func (e *Engine) offer(now time.Duration, q *Req) {
 		if qt := e.cfg.QueueTimeout; qt > 0 && q.state == Held {
 			e.setTimer(q, now+qt)
 		}
+		if next.FirstAdmit && e.cfg.Canaries != nil {
+			e.mirror(now, q)
+		}
 	case sched.Reoffer:
 		e.backoff(now, q, next.After, next.Retry)
 	case sched.Refuse:
@@ -825,6 +874,15 @@ func (e *Engine) backoff(now time.Duration, q *Req, after time.Duration, retry b
 // what it holds is free.
 func (e *Engine) end(now time.Duration, q *Req, a Answer) {
 	e.settle(now, q, DuplicateLost, Event{}) // its duplicate, if any, is cancelled
+	if sh := q.copy; sh != nil {
+		q.copy, sh.copyOf = nil, nil
+		if sh.state != Done && e.cfg.Canaries.CancelsWithPrimary(&sh.Core) {
+			// Before the original leaves the core: the copy's slot is
+			// free as the original's is.
+			e.endCopy(sh, true)
+			e.core.Finish(now, &sh.Core)
+		}
+	}
 	a.Req, a.Was, a.Replica = q, q.state, q.Core.Replica
 	q.state = Done
 	e.stopTimer(q)
@@ -832,6 +890,69 @@ func (e *Engine) end(now time.Duration, q *Req, a Answer) {
 	e.core.Finish(now, &q.Core)
 	e.rd.Answers = append(e.rd.Answers, a)
 	e.collect(now)
+}
+
+// mirror sends a shadow copy of q, just admitted for the first time, to a
+// canary's candidate when the rollout says so (Canaries.Mirror): the
+// driver's record (NewCopy) holds it, and it is offered to the core as
+// any request; one shed at once ends at once.
+func (e *Engine) mirror(now time.Duration, q *Req) {
+	c := e.cfg.Canaries
+	cp, seq, ok := c.Mirror(now, e.core, &q.Core)
+	if !ok {
+		return
+	}
+	sh := e.cfg.NewCopy(q, &cp, seq)
+	sh.Core, sh.Offered = cp, now
+	sh.state, sh.copyOf, q.copy = Held, q, sh
+	if d := e.core.Arrive(now, &sh.Core); d.Outcome == sched.Rejected {
+		e.endCopy(sh, false)
+		return
+	}
+	e.collect(now)
+}
+
+// copyEnded ends shadow copy sh, whose attempt on ev.Replica answered
+// (ok) or failed: its figures go to its canary (a copy never meets its
+// class's objectives: it is no client's), and it leaves the core.
+func (e *Engine) copyEnded(now time.Duration, sh *Req, ok bool, ev Event) {
+	e.cfg.Canaries.AttemptEnded(now, &sh.Core, ev.Replica, ok, sh.Core.Arrived, ev.First, false)
+	e.unlinkCopy(sh)
+	sh.state = Done
+	how := CopyFailed
+	if ok {
+		how = CopyCompleted
+	}
+	e.rd.CopiesEnded = append(e.rd.CopiesEnded, CopyEnd{Req: sh, How: how})
+	e.core.Finish(now, &sh.Core)
+	e.collect(now)
+}
+
+// endCopy ends shadow copy sh before its end: shed (by the core, or at
+// once) or cancelled with its original; a running one is the driver's to
+// stop (Ready.Cancels). The caller tells the core where it holds it.
+func (e *Engine) endCopy(sh *Req, cancelled bool) {
+	if sh.state == Done {
+		return
+	}
+	if sh.state == Running {
+		e.rd.Cancels = append(e.rd.Cancels, Cancel{Req: sh, Leg: CopyLeg, Replica: sh.Core.Replica})
+	}
+	e.cfg.Canaries.ShadowEnded(&sh.Core, cancelled)
+	e.unlinkCopy(sh)
+	sh.state = Done
+	how := CopyShed
+	if cancelled {
+		how = CopyCancelled
+	}
+	e.rd.CopiesEnded = append(e.rd.CopiesEnded, CopyEnd{Req: sh, How: how})
+}
+
+// unlinkCopy parts copy sh from its original.
+func (e *Engine) unlinkCopy(sh *Req) {
+	if o := sh.copyOf; o != nil {
+		o.copy, sh.copyOf = nil, nil
+	}
 }
 
 // Release counts q out of flight: its answer is written, what it held is

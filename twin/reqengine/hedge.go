@@ -30,6 +30,9 @@ const (
 	NoLeg     Leg = iota
 	FirstLeg      // the request's attempt
 	Duplicate     // its hedged duplicate
+	// CopyLeg is a shadow copy's attempt (Cancel.Req is the copy),
+	// cancelled with its original.
+	CopyLeg
 )
 
 // RaceEnd is what ended a hedge race.
