@@ -537,16 +537,19 @@ func earlier(at, t time.Duration) time.Duration {
 func (e *Engine) Step(now time.Duration, ev Event) {
 	e.now = now
 	q := ev.Req
+	if (ev.Kind == Answered || ev.Kind == AttemptFailed) && q.Core.Shadow {
+		// A shadow copy's attempt: its figures go to its canary.
+		if q.state == Running {
+			e.copyEnded(now, q, ev.Kind == Answered, ev)
+		}
+		return
+	}
 	switch ev.Kind {
 	case Arrival:
 		e.lc.Begin()
 		e.judgeThenOffer(now, q)
 	case Answered:
 		if q.state != Running {
-			return
-		}
-		if q.Core.Shadow {
-			e.copyEnded(now, q, true, ev)
 			return
 		}
 		e.settle(now, q, FirstAnswered, ev)
@@ -556,10 +559,6 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 		e.end(now, q, Answer{Outcome: Completed})
 	case AttemptFailed:
 		if q.state != Running {
-			return
-		}
-		if q.Core.Shadow {
-			e.copyEnded(now, q, false, ev)
 			return
 		}
 		if ev.Duplicate {
