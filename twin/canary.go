@@ -85,11 +85,11 @@ func (r *runner) observeAttempt(req *request, ri int, ok, met bool) {
 // engine sequence the original's lengths and blocks. Not alloc: a copy is
 // no client's request, so it is outside the lifecycle's count of live
 // requests (the retry budget's base).
-func (r *runner) newCopy(orig *reqengine.Req, cp *sched.Request, _ uint64) *reqengine.Req {
+func (r *runner) newCopy(orig *reqengine.Req, cp sched.Request, _ uint64) *reqengine.Req {
 	req := r.owner(&orig.Core)
 	sh := r.entry()
 	sh.shadow = true
-	sh.Core = *cp
+	sh.Core = cp
 	sh.seq = r.newSeq()
 	*sh.seq = engine.Seq{Tag: sh.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
 	sh.state = stWaiting

@@ -1017,10 +1017,15 @@ func (r *runner) finish(req *request, ri int, res Result, reason string) {
 	}
 }
 
-// armWake keeps one kernel timer at the request engine's wake-up.
+// armWake keeps one kernel timer at the request engine's wake-up. A
+// pending one that is due no later is kept: a Tick with nothing due does
+// nothing, and stopping and re-arming a kernel timer whenever the
+// wake-up moves later (the core's comes and goes between the ladder's,
+// the canaries' and the scalers' evaluations) costs more than the early
+// Tick.
 func (r *runner) armWake() {
 	at := r.eng.WakeAt()
-	if at == reqengine.NoWake || (r.coreWake.Pending() && r.coreWakeAt == at) {
+	if at == reqengine.NoWake || (r.coreWake.Pending() && r.coreWakeAt <= at) {
 		return
 	}
 	r.coreWake.Stop()

@@ -355,7 +355,7 @@ func New(cfg Config) (*Gateway, error) {
 	g.eng = reqengine.NewEngine(g.core, g.lc, g.ladder, reqengine.EngineConfig{Seed: cfg.Seed,
 		QueueTimeout: sc.Policy.Admission.QueueTimeout.D(), HedgeAfter: sc.Policy.Routing.HedgeAfter.D(),
 		Canaries: g.can, Scaling: g.as.scaling, Restarts: g.rs.Restarts,
-		NewCopy: func(o *reqengine.Req, cp *sched.Request, seq uint64) *reqengine.Req {
+		NewCopy: func(o *reqengine.Req, cp sched.Request, seq uint64) *reqengine.Req {
 			return g.copies.newCopy(o, cp, seq)
 		}})
 	limitDefaults(&g.cfg)

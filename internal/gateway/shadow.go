@@ -80,7 +80,7 @@ type shadowCopies struct {
 // newCopy is the gateway's record of copy cp of orig, an original the
 // engine mirrors to a canary's candidate (EngineConfig.NewCopy): the same
 // body, its own idempotency key. Called with mu held, from a step.
-func (s *shadowCopies) newCopy(orig *reqengine.Req, cp *sched.Request, seq uint64) *reqengine.Req {
+func (s *shadowCopies) newCopy(orig *reqengine.Req, cp sched.Request, seq uint64) *reqengine.Req {
 	o := requestOf(orig)
 	sh := &shadow{k: cp.Route - 1}
 	// The same body, its own idempotency key: an upstream that
@@ -90,7 +90,7 @@ func (s *shadowCopies) newCopy(orig *reqengine.Req, cp *sched.Request, seq uint6
 	sh.q.c.Life.Key = s.nonce + "-shadow-" + strconv.FormatUint(seq, 10)
 	// Its ID is what the fault layer draws its fate from, as for any
 	// attempt (sched.AttemptFate).
-	sh.q.c.Core = *cp
+	sh.q.c.Core = cp
 	s.inFlight[cp.ID] = sh
 	return &sh.q.c.Req
 }

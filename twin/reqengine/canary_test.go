@@ -205,7 +205,7 @@ func TestEngineMirrorsAndEndsCopies(t *testing.T) {
 	c, core := fixture(t, 1, false)
 	var made []*Req
 	e := NewEngine(core, sched.NewLifecycle(sched.RetryPolicy{}, false), nil, EngineConfig{Canaries: c,
-		NewCopy: func(orig *Req, cp *sched.Request, seq uint64) *Req {
+		NewCopy: func(orig *Req, cp sched.Request, seq uint64) *Req {
 			require.Equal(t, uint64(len(made)), seq)
 			q := &Req{}
 			made = append(made, q)

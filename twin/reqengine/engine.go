@@ -76,7 +76,9 @@ type EngineConfig struct {
 	// Core the engine sets to cp: a canary's rollout mirrors orig,
 	// admitted for the first time, to its candidate. Needed with
 	// Canaries.
-	NewCopy func(orig *Req, cp *sched.Request, seq uint64) *Req
+	// (cp is passed by value: a pointer would escape through the call, a
+	// heap allocation a copy.)
+	NewCopy func(orig *Req, cp sched.Request, seq uint64) *Req
 	// ArrivalsEnd is when the last request may arrive (the twin's run:
 	// its duration); once past it with no request live, the ladder, the
 	// canaries and the scalers stop, as what they would change no request
@@ -901,7 +903,7 @@ func (e *Engine) mirror(now time.Duration, q *Req) {
 	if !ok {
 		return
 	}
-	sh := e.cfg.NewCopy(q, &cp, seq)
+	sh := e.cfg.NewCopy(q, cp, seq)
 	sh.Core, sh.Offered = cp, now
 	sh.state, sh.copyOf, q.copy = Held, q, sh
 	if d := e.core.Arrive(now, &sh.Core); d.Outcome == sched.Rejected {
