@@ -2,6 +2,7 @@ package reqengine
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,4 +126,38 @@ func TestScalingClock(t *testing.T) {
 	require.Equal(t, at+15*time.Second, e.WakeAt(), "the next sync, a period later")
 	e.Step(at, Event{Kind: StopScaling})
 	require.Equal(t, NoWake, e.WakeAt(), "stopped: nothing due")
+}
+
+// An instance that does not start is handed back: the scaler asks for a
+// replica under a long queue, the engine asks the driver to start its
+// instance (ScaleStart), hears through Step that it failed
+// (InstanceFailed), and hands it back (ScaleGone): the replica leaves the
+// core and a late answer changes nothing.
+func TestInstanceFailedHandsTheReplicaBack(t *testing.T) {
+	e, _, p := scaled(t, &world{}, false, false)
+	core := e.Core()
+	for id := range uint64(20) {
+		e.Step(time.Second, Event{Kind: Arrival, Req: &Req{Core: sched.Request{ID: id, Input: 10, Output: 10, Arrived: time.Second}}})
+	}
+	actions(e)
+	for at := e.WakeAt(); at >= 0 && at <= time.Minute; at = e.WakeAt() {
+		if slices.Contains(actionsAt(e, at), "start 1") {
+			break // the scaler asked for a second replica
+		}
+	}
+	require.True(t, core.Present(1), "provisioned: present, not routable")
+	require.False(t, core.ReplicaReady(1))
+	e.Step(time.Minute, Event{Kind: InstanceFailed, Replica: 1})
+	require.Equal(t, []string{"gone 1"}, actions(e))
+	require.False(t, core.Present(1), "handed back")
+	require.False(t, p.IsUp(1))
+	e.Step(time.Minute, Event{Kind: InstanceUp, Replica: 1})
+	require.Empty(t, actions(e), "a late answer of a replica handed back changes nothing")
+	require.False(t, core.ReplicaReady(1))
+}
+
+// actionsAt steps Tick at at and transcribes what followed.
+func actionsAt(e *Engine, at time.Duration) []string {
+	e.Step(at, Event{Kind: Tick})
+	return actions(e)
 }
