@@ -918,13 +918,11 @@ func (e *Engine) mirror(now time.Duration, q *Req) {
 // class's objectives: it is no client's), and it leaves the core.
 func (e *Engine) copyEnded(now time.Duration, sh *Req, ok bool, ev Event) {
 	e.cfg.Canaries.AttemptEnded(now, &sh.Core, ev.Replica, ok, sh.Core.Arrived, ev.First, false)
-	e.unlinkCopy(sh)
-	sh.state = Done
 	how := CopyFailed
 	if ok {
 		how = CopyCompleted
 	}
-	e.rd.CopiesEnded = append(e.rd.CopiesEnded, CopyEnd{Req: sh, How: how})
+	e.copyDone(sh, how)
 	e.core.Finish(now, &sh.Core)
 	e.collect(now)
 }
@@ -940,20 +938,21 @@ func (e *Engine) endCopy(sh *Req, cancelled bool) {
 		e.rd.Cancels = append(e.rd.Cancels, Cancel{Req: sh, Leg: CopyLeg, Replica: sh.Core.Replica})
 	}
 	e.cfg.Canaries.ShadowEnded(&sh.Core, cancelled)
-	e.unlinkCopy(sh)
-	sh.state = Done
 	how := CopyShed
 	if cancelled {
 		how = CopyCancelled
 	}
-	e.rd.CopiesEnded = append(e.rd.CopiesEnded, CopyEnd{Req: sh, How: how})
+	e.copyDone(sh, how)
 }
 
-// unlinkCopy parts copy sh from its original.
-func (e *Engine) unlinkCopy(sh *Req) {
+// copyDone ends copy sh as how says: parted from its original, and in
+// Ready.CopiesEnded for the driver to let go of its record.
+func (e *Engine) copyDone(sh *Req, how CopyOutcome) {
 	if o := sh.copyOf; o != nil {
 		o.copy, sh.copyOf = nil, nil
 	}
+	sh.state = Done
+	e.rd.CopiesEnded = append(e.rd.CopiesEnded, CopyEnd{Req: sh, How: how})
 }
 
 // Release counts q out of flight: its answer is written, what it held is
