@@ -184,7 +184,7 @@ func (c *Core) arriveShadow(now time.Duration, req *Request) Decision {
 			return Decision{Outcome: Dispatched}
 		}
 	}
-	qi := c.queueIdx[qkey{cr.Model, c.resKey(req), -(k + 1)}]
+	qi, _ := c.queueAt(cr.Model, c.tenantKey[req.Tenant], -(k + 1))
 	if c.queues[qi].q.Len() >= cr.ShadowSlots {
 		return Decision{Outcome: Rejected, Reason: ReasonShadowShed}
 	}

@@ -277,10 +277,16 @@ type Core struct {
 	tenants []tenantState
 	cohorts map[string][]int // cohort → member tenants, sorted
 
-	// queues holds one dispatch queue per (model, residency key); keys
-	// lists the residency keys (tenant jurisdictions, "" for anywhere).
+	// queues holds one dispatch queue per (route version, residency
+	// key), laid out densely (queueAt); keys lists the residency keys
+	// (tenant jurisdictions, "" for anywhere), tenantKey each tenant's and
+	// poolKeys those each pool may serve, as indexes into keys: a queue is
+	// found by arithmetic, where a map keyed by strings cost a hash at
+	// every arrival and every dispatch.
 	queues    []queueState
-	queueIdx  map[qkey]int
+	keys      []string
+	tenantKey []int
+	poolKeys  [][]int
 	modelQLen []int // queued requests per model, all residency keys
 
 	replicas []replicaState
@@ -324,14 +330,6 @@ type Core struct {
 	// for the "why" view: "3 pools skipped: 2 outside jurisdiction eu, 1
 	// quota exhausted".
 	Skipped map[string]uint64
-}
-
-// qkey is a queue's key: model, residency key and route version (0 the
-// baseline, k+1 canary k's own requests, -(k+1) its shadow copies).
-type qkey struct {
-	model int
-	key   string
-	route int
 }
 
 type queueState struct {
@@ -406,7 +404,6 @@ func New(cfg Config) (*Core, error) {
 		cfg:          cfg,
 		tenants:      make([]tenantState, len(cfg.Tenants)),
 		cohorts:      map[string][]int{},
-		queueIdx:     map[qkey]int{},
 		modelQLen:    make([]int, len(cfg.Models)),
 		replicas:     make([]replicaState, len(cfg.Replicas)),
 		groupsOf:     make([][]int, len(cfg.Models)),
@@ -494,17 +491,49 @@ func New(cfg Config) (*Core, error) {
 	for k, cr := range cfg.Canaries {
 		routes = append(routes, route{cr.Model, k + 1}, route{cr.Model, -(k + 1)})
 	}
+	// The layout queueAt reads: route slot by route slot, the keys in
+	// order within each.
 	for _, rt := range routes {
 		for _, k := range keys {
 			q, err := dispatch.New(dispatch.Config{Policy: cfg.Policy, Aging: aging, Weights: weights})
 			if err != nil {
 				return nil, fmt.Errorf("sched: %w", err)
 			}
-			c.queueIdx[qkey{rt.model, k, rt.route}] = len(c.queues)
 			c.queues = append(c.queues, queueState{q: q, model: rt.model, key: k, route: rt.route})
 		}
 	}
+	c.keys = keys
+	c.tenantKey = make([]int, len(cfg.Tenants))
+	for i, t := range cfg.Tenants {
+		c.tenantKey[i] = slices.Index(keys, t.Jurisdiction)
+	}
+	c.poolKeys = make([][]int, len(cfg.Pools))
+	for i, p := range cfg.Pools {
+		c.poolKeys[i] = c.residencyKeys(p.Jurisdiction)
+	}
 	return c, nil
+}
+
+// queueAt returns the index of the queue of model m, residency key k (an
+// index into keys) and route version route (0 the baseline, k+1 canary
+// k's own requests, -(k+1) its shadow copies); false when there is none
+// (a route version of another model).
+func (c *Core) queueAt(m, k, route int) (int, bool) {
+	slot := m
+	switch {
+	case route > 0:
+		slot = len(c.cfg.Models) + 2*(route-1)
+	case route < 0:
+		slot = len(c.cfg.Models) + 2*(-route-1) + 1
+	}
+	qi := slot*len(c.keys) + k
+	if m < 0 || m >= len(c.cfg.Models) || qi < 0 || qi >= len(c.queues) {
+		return 0, false
+	}
+	if q := &c.queues[qi]; q.model != m || q.route != route {
+		return 0, false
+	}
+	return qi, true
 }
 
 // Ready is everything the core decided since the last Advance that the
@@ -918,8 +947,8 @@ func (c *Core) nextOn(now time.Duration, r, route int) *Request {
 	pool := &c.cfg.Pools[rs.Pool]
 	var best *Request
 	bestQ := -1
-	for _, k := range c.residencyKeys(pool.Jurisdiction) {
-		qi, ok := c.queueIdx[qkey{rs.Model, k, route}]
+	for _, k := range c.poolKeys[rs.Pool] {
+		qi, ok := c.queueAt(rs.Model, k, route)
 		if !ok {
 			continue
 		}
@@ -970,22 +999,21 @@ func deadlineKey(d time.Duration) time.Duration {
 	return d
 }
 
-// residencyKeys returns the queue keys a replica in jurisdiction j may
-// serve: requests that may go anywhere, and those bound to j.
-func (c *Core) residencyKeys(j string) []string {
+// residencyKeys returns the queue keys (indexes into keys) a replica in
+// jurisdiction j may serve: requests that may go anywhere, and those
+// bound to j; every key where residency is ignored.
+func (c *Core) residencyKeys(j string) []int {
 	if c.cfg.IgnoreResidency {
-		keys := make([]string, 0, len(c.queues))
-		for _, q := range c.queues {
-			if !slices.Contains(keys, q.key) {
-				keys = append(keys, q.key)
-			}
+		all := make([]int, len(c.keys))
+		for i := range all {
+			all[i] = i
 		}
-		return keys
+		return all
 	}
-	if j == "" {
-		return []string{""}
+	if k := slices.Index(c.keys, j); j != "" && k >= 0 {
+		return []int{0, k}
 	}
-	return []string{"", j}
+	return []int{0} // keys[0] is "": sorted, it comes first
 }
 
 func (c *Core) reqOf(it *dispatch.Item) *Request {
@@ -1005,11 +1033,13 @@ func (c *Core) queueOf(req *Request, m int) int {
 	if req.Shadow {
 		rt = -req.Route
 	}
-	return c.queueIdx[qkey{m, c.resKey(req), rt}]
-}
-
-func (c *Core) resKey(req *Request) string {
-	return c.cfg.Tenants[req.Tenant].Jurisdiction
+	qi, ok := c.queueAt(m, c.tenantKey[req.Tenant], rt)
+	if !ok {
+		// Every model has its baseline queues and every canary its own
+		// and its shadows': a miss is a bug in the caller.
+		panic(fmt.Sprintf("sched: no queue for model %d route %d", m, rt))
+	}
+	return qi
 }
 
 func (c *Core) enqueue(now time.Duration, req *Request, m int) {
