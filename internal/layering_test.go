@@ -42,6 +42,8 @@ var layerRules = []layerRule{
 		"twin/reqengine/doc.go: reads no clock, draws no random number and does no I/O"},
 	{"twin/engine", []string{module + "/sim/...", module + "/sim", "os", "net", "net/...", "io", "math/rand", "math/rand/v2"}, true,
 		"twin/engine/engine.go: must not import sim, read a clock, start goroutines or do I/O"},
+	{"twin/kvlink", []string{module + "/...", "os", "net", "net/...", "io", "io/...", "math/rand", "math/rand/v2"}, true,
+		"twin/kvlink/doc.go: pure: no clock, no random numbers, no I/O, no import from fleetdrill"},
 	{"twin/fleet", []string{module + "/sim", module + "/sim/...", module + "/twin/sched"}, true,
 		"twin/fleet/fleet.go: must not import sim, the scheduler, or anything that does I/O"},
 	{"twin/latency", []string{module + "/...", "math/rand", "math/rand/v2", "net", "net/...", "os"}, true,
