@@ -111,6 +111,7 @@ type Request struct {
 	// cache) must not release a slot it never held.
 	offered bool
 	hedged  bool // Hedge holds a slot
+	prefill int  // replica + 1 computing its prompt remotely (disagg.go); 0: none
 	admitd  bool
 	borrow  bool // holds a concurrency slot borrowed from its cohort
 }
@@ -140,6 +141,9 @@ type Model struct {
 	Name      string
 	Fallbacks []int
 	Quality   float64
+	// Disagg makes the model served disaggregated (disagg.go); nil: every
+	// replica that serves it prefills its own prompts.
+	Disagg *Disagg
 }
 
 // Pool is a pool as routing sees it.
@@ -159,6 +163,12 @@ type Pool struct {
 	// Route is the canary whose candidate the pool is (index + 1), set
 	// by New from Config.Canaries; 0: the baseline.
 	Route int
+	// Prefill marks a prefill pool of a disaggregated model (disagg.go):
+	// its replicas serve no client, so Serves is false for every model.
+	Prefill bool
+	// PrefillPools are, for a decode pool of a disaggregated model, the
+	// prefill pools of its region that compute its prompts.
+	PrefillPools []int
 }
 
 // Replica is one replica's routing view.
@@ -295,8 +305,10 @@ type Core struct {
 	pools    []poolState
 	rr       []int // round-robin cursor per model
 
-	dispatches []Dispatch
-	wakeAt     time.Duration
+	dispatches  []Dispatch
+	disagg      []disaggState // per model
+	fillScratch []int
+	wakeAt      time.Duration
 	cands      []int // scratch for pickByPrefix
 	health     Health
 	outlier    Outlier
@@ -405,6 +417,7 @@ func New(cfg Config) (*Core, error) {
 		tenants:      make([]tenantState, len(cfg.Tenants)),
 		cohorts:      map[string][]int{},
 		modelQLen:    make([]int, len(cfg.Models)),
+		disagg:       make([]disaggState, len(cfg.Models)),
 		replicas:     make([]replicaState, len(cfg.Replicas)),
 		groupsOf:     make([][]int, len(cfg.Models)),
 		pools:        make([]poolState, len(cfg.Pools)),
@@ -607,6 +620,9 @@ func (c *Core) SetReady(now time.Duration, r int, ready bool) {
 	c.fix(r)
 	if ready {
 		c.fill(now, r)
+		if rs := &c.replicas[r]; c.cfg.Pools[rs.Pool].Prefill {
+			c.fillDecode(now, rs.Model)
+		}
 	}
 }
 
@@ -887,6 +903,7 @@ func (c *Core) Finish(now time.Duration, req *Request) {
 	if req.hedged {
 		c.EndHedge(now, req, false)
 	}
+	c.PrefillDone(now, req)
 	if r := req.Replica; r >= 0 {
 		req.Replica = -1
 		if req.Shadow {
@@ -945,6 +962,9 @@ func (c *Core) nextFor(now time.Duration, r int) *Request {
 func (c *Core) nextOn(now time.Duration, r, route int) *Request {
 	rs := &c.replicas[r]
 	pool := &c.cfg.Pools[rs.Pool]
+	if !c.decodeGate(now, rs.Model, rs.Pool) {
+		return nil
+	}
 	var best *Request
 	bestQ := -1
 	for _, k := range c.poolKeys[rs.Pool] {
@@ -1071,6 +1091,9 @@ func (c *Core) start(now time.Duration, req *Request, r int) {
 		c.shadowInflight[req.Route-1]++
 	}
 	c.chargePool(now, rs.Pool, req)
+	if p := c.prefillFor(now, req, rs.Model, rs.Pool); p >= 0 {
+		c.takePrefill(now, req, p)
+	}
 	if !req.Shadow {
 		// A copy is not the queue's progress: the dispatch rates behind
 		// predicted waits (Retry-After) and deadline checks leave it out.
@@ -1173,6 +1196,9 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 		if !rs.hasRoom() {
 			continue // the least-loaded replica is full: all are
 		}
+		if !c.decodeGate(now, m, g.pool) {
+			continue
+		}
 		if c.poolFits(p, m, tj, int64(req.Input+req.Output), c.routeFor(req, m)) != "" {
 			continue
 		}
@@ -1212,7 +1238,8 @@ func (c *Core) pickByPrefix(now time.Duration, req *Request, m int) int {
 	for _, gi := range c.groupsOf[m] {
 		g := &c.groups[gi]
 		p := &c.cfg.Pools[g.pool]
-		if c.poolFits(p, m, tj, int64(req.Input+req.Output), c.routeFor(req, m)) != "" || !c.poolQuotaOK(now, g.pool, req) {
+		if c.poolFits(p, m, tj, int64(req.Input+req.Output), c.routeFor(req, m)) != "" || !c.poolQuotaOK(now, g.pool, req) ||
+			!c.decodeGate(now, m, g.pool) {
 			continue
 		}
 		for _, r := range g.heap {
