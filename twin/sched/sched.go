@@ -309,13 +309,13 @@ type Core struct {
 	disagg      []disaggState // per model
 	fillScratch []int
 	wakeAt      time.Duration
-	cands      []int // scratch for pickByPrefix
-	health     Health
-	outlier    Outlier
-	halfLife   time.Duration
-	refs       []peerRef // per model: the peers' median latency (outlier.go)
-	scratch    []float64
-	retiring   []bool // per model: announced for retirement (SetRetiring)
+	cands       []int // scratch for pickByPrefix
+	health      Health
+	outlier     Outlier
+	halfLife    time.Duration
+	refs        []peerRef // per model: the peers' median latency (outlier.go)
+	scratch     []float64
+	retiring    []bool // per model: announced for retirement (SetRetiring)
 
 	// Per-model dispatch rate estimate for predicted waits: an EWMA of the
 	// interval between dispatches.
