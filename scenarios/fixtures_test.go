@@ -29,6 +29,17 @@ func TestGoodFixtures(t *testing.T) {
 }
 
 var badFixtures = map[string][]string{
+	"disagg.bad.yaml": {
+		"disagg.bad.yaml:26: models[0].disaggregation.decider: got \"sometimes\", want one of always, conditional, never",
+		"disagg.bad.yaml:27: models[0].disaggregation.link.bandwidth_gbs: got -1, want >= 0",
+		"disagg.bad.yaml:27: models[0].disaggregation.link.kind: got \"infiniband\", want one of nvlink, rdma, tcp",
+		"disagg.bad.yaml:37: models[1].disaggregation.decider: got \"always\", max_local_prefill_length and max_prefill_queue_size are the conditional decider's; want decider: conditional, or leave them out",
+		"disagg.bad.yaml:49: pools[0].models[1]: got \"plain\", a prefill pool serves disaggregated models only, and model plain has no disaggregation block; want one under models[2], or role both",
+		"disagg.bad.yaml:51: pools[2].role: got \"decode\", decode pool d-west has no prefill pool for split in its region west (a KV cache moves within a region); want a pool with role prefill there, or role both",
+		"disagg.bad.yaml:52: pools[3].role: got \"middle\", want one of both, prefill, decode",
+		"disagg.bad.yaml:53: pools[4].role: got \"decode\", a service-time pool has no KV cache to move; want both (or leave it out), or profiles instead of service",
+		"disagg.bad.yaml:53: pools[4].role: got \"decode\", decode pool s has no prefill pool for tidy in its region west (a KV cache moves within a region); want a pool with role prefill there, or role both",
+	},
 	"compat.bad.yaml": {
 		"compat.bad.yaml:45: pools[0].gpus_per_replica: got 1, the bf16 weights of big (131.5 GiB) and a 4096-token KV cache do not fit in 1 x 72.0 GiB usable on a100; want >= 2",
 		"compat.bad.yaml:48: pools[0].driver: got \"530.30.02\", want >= 535.104, the min_driver of model small-fp8",

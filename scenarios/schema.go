@@ -99,6 +99,37 @@ type Model struct {
 	MinDriver     string   `yaml:"min_driver"` // e.g. "535.104"
 	Quality       float64  `yaml:"quality"`    // 0..1, higher is better
 	Fallbacks     []string `yaml:"fallbacks,omitempty"`
+	// Disaggregation serves the model with prefill and decode on different
+	// pools (the pools' role): nil, every pool that serves it prefills its
+	// own prompts.
+	Disaggregation *Disaggregation `yaml:"disaggregation,omitempty"`
+}
+
+// Disaggregation is how a model served disaggregated is prefilled
+// (twin/sched/disagg.go): its decode pools (role decode) take the
+// requests, and each prompt is prefilled on a prefill pool (role prefill)
+// of the decode pool's region and its KV cache moved over the link, or on
+// the decode replica itself, as the decider says.
+type Disaggregation struct {
+	// Decider: always (every prompt remotely), conditional (remotely when
+	// longer than max_local_prefill_length and fewer than
+	// max_prefill_queue_size remote prefills are under way, as Dynamo's
+	// disaggregated router decides) or never.
+	Decider               string `yaml:"decider"`
+	MaxLocalPrefillLength int    `yaml:"max_local_prefill_length,omitempty"`
+	MaxPrefillQueueSize   int    `yaml:"max_prefill_queue_size,omitempty"`
+	// Link is what the KV cache moves over, from a prefill replica to a
+	// decode replica.
+	Link KVLink `yaml:"link"`
+}
+
+// KVLink is a P/D link: a built-in kind (twin/kvlink: nvlink, rdma, tcp)
+// and, to replace the kind's figures with measured ones, the bandwidth per
+// GPU of the decode replica and the latency per transfer.
+type KVLink struct {
+	Kind         string   `yaml:"kind"`
+	BandwidthGBs float64  `yaml:"bandwidth_gbs,omitempty"`
+	Latency      Duration `yaml:"latency,omitempty"`
 }
 
 // Pool is a set of identical replicas in one region from one provider.
@@ -162,6 +193,12 @@ type Pool struct {
 	// an order takes to arrive and the shortest term it binds to. Only
 	// fleetdrill plan reads it (to date orders); nil is on demand, at once.
 	Purchase *Purchase `yaml:"purchase,omitempty"`
+	// Role is the pool's part in disaggregated serving: prefill (it
+	// computes prompts for the decode pools of its region and serves no
+	// client), decode (it serves a disaggregated model, its prompts
+	// prefilled by a prefill pool as the model's decider says) or both
+	// (empty: every pool today; it prefills its own prompts).
+	Role string `yaml:"role,omitempty"`
 	// Autoscale makes the pool's replica count follow a metric, as a
 	// Kubernetes HPA (or KEDA) does; replicas is then the count it starts
 	// with. nil: a fixed count.

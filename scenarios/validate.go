@@ -13,6 +13,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/internal/suggest"
 	"github.com/fleetdrill/fleetdrill/twin/dispatch"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
+	"github.com/fleetdrill/fleetdrill/twin/kvlink"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
@@ -29,6 +30,8 @@ var (
 	jobKinds          = []string{"training", "fine-tuning", "batch-embedding"}
 	jobTraceFormats   = []string{"alibaba-pod"}
 	degradeActions    = []string{"shed-batch", "cap-output", "smaller-model", "cached-answers", "defer-async"}
+	poolRoles         = []string{"both", "prefill", "decode"}
+	deciders          = []string{"always", "conditional", "never"}
 	// traceFormats are the request-trace formats internal/trace reads.
 	traceFormats = []string{"azure", "mooncake", "burstgpt", "canonical"}
 	// precisions are the ones the compatibility registry knows.
@@ -332,6 +335,7 @@ func (v *validator) validate() {
 	for i := range s.Pools {
 		v.pool(at("pools", i), s.Pools[i], regions, accels, runtimes, models)
 	}
+	v.disaggregation(models)
 	if len(s.Purchasable) > 0 { // optional, unlike pools
 		v.names("purchasable", len(s.Purchasable), func(i int) string { return s.Purchasable[i].Name })
 	}
@@ -518,8 +522,14 @@ func (v *validator) pool(p string, pl Pool, regions, accels, runtimes, models ma
 		}
 	}
 
+	if pl.Role != "" {
+		v.enum(p+".role", pl.Role, poolRoles)
+	}
 	v.autoscale(p, pl)
 	if sv := pl.Service; sv != nil {
+		if pl.Role == "prefill" || pl.Role == "decode" {
+			v.add(p+".role", q(pl.Role), "a service-time pool has no KV cache to move; want both (or leave it out), or profiles instead of service")
+		}
 		v.enum(p+".service.distribution", sv.Distribution, serviceDists)
 		if sv.Mean <= 0 {
 			v.add(p+".service.mean", sv.Mean.String(), "want > 0, e.g. 2s")
@@ -1111,4 +1121,68 @@ func AutoscalePolicy(a *Autoscale) sched.AutoscalePolicy {
 		p.Tolerance = *a.Tolerance
 	}
 	return p
+}
+
+// disaggregation checks the models served disaggregated and the pools'
+// roles together: a prefill or decode pool serves only disaggregated
+// models, a disaggregated model has a decode pool and, in the region of
+// each, a prefill pool (a KV cache crosses no region, so no jurisdiction),
+// and its decider and link are known.
+func (v *validator) disaggregation(models map[string]int) {
+	s := v.s
+	for i, pl := range s.Pools {
+		if pl.Role != "prefill" && pl.Role != "decode" {
+			continue
+		}
+		for j, mn := range pl.Models {
+			if k, ok := models[mn]; ok && s.Models[k].Disaggregation == nil {
+				v.add(at(at("pools", i)+".models", j), q(mn), fmt.Sprintf(
+					"a %s pool serves disaggregated models only, and model %s has no disaggregation block; want one under models[%d], or role both", pl.Role, mn, k))
+			}
+		}
+	}
+	for i, m := range s.Models {
+		d := m.Disaggregation
+		if d == nil {
+			continue
+		}
+		p := at("models", i) + ".disaggregation"
+		v.enum(p+".decider", d.Decider, deciders)
+		v.atLeast(p+".max_local_prefill_length", d.MaxLocalPrefillLength, 0)
+		v.atLeast(p+".max_prefill_queue_size", d.MaxPrefillQueueSize, 0)
+		if d.Decider != "conditional" && (d.MaxLocalPrefillLength != 0 || d.MaxPrefillQueueSize != 0) {
+			v.add(p+".decider", q(d.Decider), "max_local_prefill_length and max_prefill_queue_size are the conditional decider's; want decider: conditional, or leave them out")
+		}
+		if d.Link.Kind == "" {
+			v.add(p+".link.kind", "", "missing; want "+oneOf(kvlink.Kinds()))
+		} else {
+			v.enum(p+".link.kind", d.Link.Kind, kvlink.Kinds())
+		}
+		v.nonNegative(p+".link.bandwidth_gbs", d.Link.BandwidthGBs)
+		v.nonNegDuration(p+".link.latency", d.Link.Latency)
+
+		prefillIn := map[string]bool{}
+		decodes := 0
+		for _, pl := range s.Pools {
+			if !slices.Contains(pl.Models, m.Name) {
+				continue
+			}
+			switch pl.Role {
+			case "prefill":
+				prefillIn[pl.Region] = true
+			case "decode":
+				decodes++
+			}
+		}
+		if decodes == 0 {
+			v.add(p, "", fmt.Sprintf("no pool with role decode serves %s; want one (role decode, %s in its models)", m.Name, m.Name))
+		}
+		for j, pl := range s.Pools {
+			if pl.Role == "decode" && slices.Contains(pl.Models, m.Name) && !prefillIn[pl.Region] {
+				v.add(at("pools", j)+".role", q(pl.Role), fmt.Sprintf(
+					"decode pool %s has no prefill pool for %s in its region %s (a KV cache moves within a region); want a pool with role prefill there, or role both",
+					pl.Name, m.Name, pl.Region))
+			}
+		}
+	}
 }
