@@ -9,6 +9,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
+	"github.com/fleetdrill/fleetdrill/twin/kvlink"
 	"github.com/fleetdrill/fleetdrill/twin/latency"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
@@ -33,7 +34,22 @@ type Plan struct {
 	// are contiguous, from its FirstReplica).
 	Pools    []Pool
 	Replicas []Replica
+	// Links is, per model, the P/D link of a model served disaggregated
+	// (nil for the others).
+	Links []*Link
 }
+
+// Link is a disaggregated model's KV link as a run drives it: the figures
+// per GPU of a decode replica (its kind's, or the scenario's measured
+// ones) and the KV bytes one prompt token carries.
+type Link struct {
+	Spec            kvlink.Spec
+	KVBytesPerToken float64
+}
+
+// Bandwidth is the link's bytes per second into a decode replica of gpus
+// GPUs (each receives its own shard).
+func (l *Link) Bandwidth(gpus int) float64 { return l.Spec.BandwidthGBs * 1e9 * float64(max(gpus, 1)) }
 
 // Pool is one pool of a Plan.
 type Pool struct {
@@ -91,7 +107,25 @@ func Compile(sc *scenarios.Scenario) (*Plan, error) {
 				fb = append(fb, j)
 			}
 		}
-		p.Core.Models = append(p.Core.Models, sched.Model{Name: m.Name, Fallbacks: fb, Quality: m.Quality})
+		cm := sched.Model{Name: m.Name, Fallbacks: fb, Quality: m.Quality}
+		var link *Link
+		if d := m.Disaggregation; d != nil {
+			cm.Disagg = &sched.Disagg{Mode: deciderModes[d.Decider], MaxLocalPrefill: d.MaxLocalPrefillLength, MaxPrefillQueue: d.MaxPrefillQueueSize}
+			spec, err := kvlink.Lookup(d.Link.Kind)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("models[%s].disaggregation.link: %w", m.Name, err))
+			}
+			if d.Link.BandwidthGBs > 0 {
+				spec.BandwidthGBs, spec.Source = d.Link.BandwidthGBs, "the scenario's link.bandwidth_gbs"
+			}
+			if d.Link.Latency > 0 {
+				spec.Latency = d.Link.Latency.D()
+			}
+			bytes, _ := fleet.PrecisionBytes(m.Precision)
+			link = &Link{Spec: spec, KVBytesPerToken: latency.KVBytesPerToken(m.Layers, m.KVHeads, m.HeadDim, 1, 1) * bytes}
+		}
+		p.Core.Models = append(p.Core.Models, cm)
+		p.Links = append(p.Links, link)
 	}
 
 	regions := map[string]scenarios.Region{}
@@ -150,7 +184,6 @@ func Compile(sc *scenarios.Scenario) (*Plan, error) {
 			}
 			errs = append(errs, fmt.Errorf("pools[%d] (%s) can serve none of its models: %v", pi, ps.Name, why))
 		}
-		p.Core.Pools = append(p.Core.Pools, cp)
 		// Replicas serve the pool's routable models in turn.
 		var serve []int
 		for _, name := range ps.Models {
@@ -158,6 +191,13 @@ func Compile(sc *scenarios.Scenario) (*Plan, error) {
 				serve = append(serve, mi)
 			}
 		}
+		if ps.Role == "prefill" {
+			// Its replicas run their models, for the decode pools:
+			// no client is routed to them.
+			cp.Prefill = true
+			clear(cp.Serves)
+		}
+		p.Core.Pools = append(p.Core.Pools, cp)
 		for r := 0; r < PoolReplicas(ps) && len(serve) > 0; r++ {
 			mi := serve[r%len(serve)]
 			maxBatch := ps.MaxBatch
@@ -172,6 +212,19 @@ func Compile(sc *scenarios.Scenario) (*Plan, error) {
 				Absent: r >= ps.Replicas})
 		}
 		p.Pools = append(p.Pools, pp)
+	}
+
+	// Each decode pool takes its prompts from the prefill pools of its
+	// region (validation has checked there is one per model).
+	for pi := range sc.Pools {
+		if sc.Pools[pi].Role != "decode" {
+			continue
+		}
+		for qi := range sc.Pools {
+			if sc.Pools[qi].Role == "prefill" && sc.Pools[qi].Region == sc.Pools[pi].Region {
+				p.Core.Pools[pi].PrefillPools = append(p.Core.Pools[pi].PrefillPools, qi)
+			}
+		}
 	}
 
 	pol := sc.Policy
@@ -194,6 +247,9 @@ func Compile(sc *scenarios.Scenario) (*Plan, error) {
 	applyDefaults(&p.Core, sc)
 	return p, errors.Join(errs...)
 }
+
+// deciderModes maps a disaggregation decider to the core's mode.
+var deciderModes = map[string]sched.DisaggMode{"always": sched.DisaggAlways, "conditional": sched.DisaggConditional, "never": sched.DisaggNever}
 
 // rungs resolves the degradation ladder's steps to the core's indexes.
 func rungs(steps []scenarios.DegradeStep, classes, models map[string]int) []sched.Rung {

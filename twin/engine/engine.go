@@ -42,6 +42,11 @@ type Seq struct {
 	// CachedTokens is how much of the prompt the replica's prefix cache
 	// held at the sequence's last admission.
 	CachedTokens int
+	// Transferred is how much of the prompt's KV cache a prefill replica
+	// computed and moved here (disaggregated serving): at its first
+	// admission it needs no prefill but for the last prompt token, whose
+	// logits give the first token. A preemption loses it (recompute).
+	Transferred int
 
 	// Progress, maintained by the replica.
 	Generated   int           // output tokens produced so far
@@ -113,7 +118,8 @@ type Replica struct {
 	waiting  []*Seq // FIFO; preempted sequences return to the front
 	wHead    int
 	running  []*Seq // in admission order; preemption takes from the end
-	kvUsed   int64  // reserved by running sequences
+	kvUsed   int64  // reserved by running sequences, and held (Hold)
+	kvHeld   int64  // kept by Hold for transfers under way
 	kvDecode int64  // held by running sequences that decode (the PerKVToken term)
 
 	// The current segment: steps that started at segStart. prefill is the
@@ -207,6 +213,31 @@ func (r *Replica) PrefixHits(blocks []uint64) int {
 	}
 	return r.cache.match(blocks)
 }
+
+// Hold keeps KV cache for tokens no sequence of the replica holds any
+// more: a prefill replica's prompt, computed, kept until its transfer to
+// the decode replica ends (disaggregated serving). Call it from Sink.Done
+// for the sequence whose KV it keeps, which has just given the same room
+// back. Release gives it back.
+func (r *Replica) Hold(tokens int64) {
+	t := max(tokens, 0)
+	r.kvUsed += t
+	r.kvHeld += t
+}
+
+// Release gives back KV cache Hold kept, at now: an idle replica may then
+// admit what waited for it. The caller must then re-read Next.
+func (r *Replica) Release(now time.Duration, tokens int64) {
+	t := min(max(tokens, 0), r.kvHeld)
+	r.kvUsed -= t
+	r.kvHeld -= t
+	if !r.busy && r.wHead < len(r.waiting) {
+		r.plan(now, nil)
+	}
+}
+
+// KVHeld is the KV cache Hold keeps.
+func (r *Replica) KVHeld() int64 { return r.kvHeld }
 
 // Blocked reports whether the replica turned sequences away at its last
 // step boundary (no KV, running slot or prefill budget for them). It is the
@@ -414,6 +445,9 @@ func (r *Replica) plan(now time.Duration, out Sink) {
 		s.kv = need
 		r.kvUsed += need
 		r.running = append(r.running, s)
+		if s.Transferred > 0 && s.Preemptions == 0 {
+			s.prefilled = max(s.prefilled, min(s.Transferred, s.Prompt-1))
+		}
 		if r.cache != nil && len(s.Blocks) > 0 {
 			// Cached leading blocks need no prefill; at least the last
 			// prompt token is always computed, as vLLM does, to produce
@@ -545,8 +579,8 @@ func (r *Replica) Invariants() error {
 		sum += s.kv
 	}
 	switch {
-	case sum != r.kvUsed:
-		return fmt.Errorf("engine: running sequences hold %d KV tokens, kvUsed says %d", sum, r.kvUsed)
+	case sum+r.kvHeld != r.kvUsed:
+		return fmt.Errorf("engine: running sequences hold %d KV tokens and %d are held, kvUsed says %d", sum, r.kvHeld, r.kvUsed)
 	case r.kvUsed > r.kvCap:
 		return fmt.Errorf("engine: %d KV tokens used, capacity %d", r.kvUsed, r.kvCap)
 	case len(r.running) > r.maxSeqs:

@@ -413,3 +413,42 @@ func TestCancelledSequenceIsDroppedNotReported(t *testing.T) {
 	require.Contains(t, l.events, "10ms dropped 1")
 	require.Zero(t, r.KVUsed())
 }
+
+// A prompt whose KV cache a prefill replica moved here computes only its
+// last token before decoding: one chunk of 1 where the whole prompt would
+// take three.
+func TestTransferredPromptSkipsPrefill(t *testing.T) {
+	p := latency.Profile{StepBase: 1000, PerPrefillToken: 1, MaxBatchedTokens: 512}
+	r, err := New(Config{Profile: p, MaxSeqs: 8, KVTokens: 100_000})
+	require.NoError(t, err)
+	l := newLog()
+	s := &Seq{Tag: 1, Prompt: 1200, Output: 2, Transferred: 1200}
+	drive(t, r, []arrival{{0, s}}, l)
+	require.Equal(t, 1001*time.Microsecond, l.first[1], "one prefill token, not chunks of 512, 512, 176")
+	require.Equal(t, 2001*time.Microsecond, l.done[1])
+	require.Equal(t, uint64(2), r.Steps)
+}
+
+// Held KV (a prefill replica's prompt kept for its transfer) keeps a
+// sequence that would fit out until it is released; the invariants count
+// it.
+func TestHoldKeepsKVUntilRelease(t *testing.T) {
+	r, err := New(Config{Profile: flat(1000), MaxSeqs: 8, KVTokens: 1000})
+	require.NoError(t, err)
+	l := newLog()
+	r.Hold(900)
+	require.NoError(t, r.Invariants())
+	s := &Seq{Tag: 1, Prompt: 200, Output: 2}
+	r.Add(0, s)
+	_, busy := r.Next()
+	require.False(t, busy, "no room beside the held KV")
+	require.True(t, r.Blocked())
+	require.Equal(t, int64(900), r.KVHeld())
+	r.Release(5*time.Millisecond, 900)
+	require.NoError(t, r.Invariants())
+	require.Zero(t, r.KVHeld())
+	drive(t, r, nil, l)
+	require.Equal(t, 6*time.Millisecond, l.first[1], "admitted at the release")
+	r.Release(0, 10) // nothing held: nothing released
+	require.Zero(t, r.KVUsed())
+}
