@@ -21,6 +21,7 @@ type plan struct {
 	classes  map[string]int
 	pools    []poolPlan
 	replicas []replicaPlan
+	links    []*compile.Link // per model: a disaggregated model's KV link
 	streams  []streamPlan
 }
 
@@ -45,7 +46,7 @@ func build(sc *scenarios.Scenario) (*plan, error) {
 	c, err := compile.Compile(sc)
 	p := &plan{sc: sc, registry: c.Registry, retry: c.Retry, core: c.Core,
 		models: c.Models, tenants: c.Tenants, classes: c.Classes}
-	p.pools, p.replicas = c.Pools, c.Replicas
+	p.pools, p.replicas, p.links = c.Pools, c.Replicas, c.Links
 	for si := range sc.Workload {
 		st := &sc.Workload[si]
 		p.streams = append(p.streams, streamPlan{spec: st, tenant: p.tenants[st.Tenant], class: p.classes[st.Class], model: p.models[st.Model]})

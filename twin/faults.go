@@ -446,7 +446,7 @@ func (r *runner) failReplicaWork(ri int) {
 	rt := &r.replicas[ri]
 	var victims []*request
 	for _, req := range r.reqs {
-		if req.state == stRunning && req.Core.Replica == ri {
+		if req.state == stRunning && (req.Core.Replica == ri || (req.pd != pdNone && req.pAt == ri)) {
 			victims = append(victims, req)
 		}
 		if (req.state == stRunning || req.state == stFailing) && req.hedgeSeq != nil && req.hedgeAt == ri {
@@ -457,6 +457,7 @@ func (r *runner) failReplicaWork(ri int) {
 	}
 	r.dispatch() // the lost duplicates are cancelled
 	for _, req := range victims {
+		r.pd.abort(req) // its remote prefill, on ri or elsewhere
 		if rt.eng != nil {
 			rt.eng.Cancel(r.s.Now(), req.seq)
 			req.held = req.seq.Held()

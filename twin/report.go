@@ -44,6 +44,9 @@ type Report struct {
 	Windows map[string]*WindowReport `json:"windows"`
 	// Hedges counts hedged duplicates (routing.hedge_after).
 	Hedges HedgeReport `json:"hedges"`
+	// Disaggregation is what disaggregated serving did (disagg.go); nil
+	// when no model is served disaggregated.
+	Disaggregation *DisaggReport `json:"disaggregation,omitempty"`
 	// Degradation reports the ladder, when the policy has one.
 	Degradation *DegradationReport `json:"degradation,omitempty"`
 	// Canaries reports each route version's rollout (canary.go).

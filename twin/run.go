@@ -173,6 +173,7 @@ type runner struct {
 	done   []*request   // completions collected during an engine Advance
 	firsts []firstToken // first tokens produced during an engine Advance
 	hedges HedgeReport
+	pd     *disaggWorld // disaggregated serving (disagg.go); nil without
 
 	seqPool                     // pooled engine sequences
 	work        reqengine.Ready // the engine's decisions being carried out (see dispatch)
@@ -257,6 +258,13 @@ type request struct {
 	offeredAt time.Duration // when the current attempt was offered to the core
 	canary    int           // the canary (index + 1) an attempt was dispatched on; 0: none
 
+	// A remote prefill (disagg.go): its sequence on prefill replica pAt,
+	// where it is, and when its prefill and its transfer ended.
+	pseq                 *engine.Seq
+	pAt                  int
+	pd                   pdPhase
+	prefilledAt, movedAt time.Duration
+
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a hedge allocates nothing.
 	onDeadline, onStart func()
@@ -311,6 +319,9 @@ func newRunner(p *plan) (*runner, error) {
 	}
 	for i := range r.replicas {
 		r.replicas[i].onTimer = func() { r.advance(i) }
+	}
+	if r.pd, err = newDisagg(r); err != nil {
+		return nil, err
 	}
 	r.streams = make([]StreamReport, len(p.streams))
 	if r.sources, err = openSources(p, r.s.Rand, r.duration, r.streams); err != nil {
@@ -767,6 +778,14 @@ func (r *runner) startOn(req *request, ri int) {
 		// A retry starts over: what an earlier attempt generated is lost.
 		*req.seq = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
 	}
+	req.prefilledAt, req.movedAt = 0, 0
+	if r.pd != nil {
+		if p := req.Core.Prefilling(); p >= 0 {
+			r.pd.start(req, p)
+			return
+		}
+		r.pd.local(req)
+	}
 	rt.eng.Add(r.s.Now(), req.seq)
 	r.rearm(ri)
 }
@@ -818,6 +837,10 @@ func (r *runner) rearm(i int) {
 func (r *runner) advance(i int) {
 	rt := &r.replicas[i]
 	rt.eng.Advance(r.s.Now(), r)
+	if r.pd != nil && len(r.pd.prefilled) > 0 {
+		r.pd.moved()
+		defer r.dispatch() // a prefill slot freed
+	}
 	done := r.done
 	r.done = r.done[:0]
 	r.rearm(i)
@@ -859,6 +882,8 @@ func (r *runner) Done(s *engine.Seq, _ time.Duration) {
 		// A hedge that finishes in the step it won settles first (see
 		// advance), and the request completes on it.
 		r.done = append(r.done, req)
+	case s == req.pseq:
+		r.pd.done(req) // a remote prefill is over
 	default:
 		r.freeSeq(s) // an abandoned attempt ran to its end: recycle it
 	}
@@ -932,6 +957,7 @@ func (r *runner) complete(req *request) {
 			Arrived: req.Core.Arrived, Dispatched: req.dispatchedAt, Scheduled: sched, FirstToken: req.firstAt, Done: now,
 			Replica: req.Core.Replica, Served: req.Core.Served})
 	}
+	r.pd.completed(req)
 	met := r.tally.complete(&sv, req.measured)
 	r.metrics.completed(req, &sv)
 	r.recent.complete(req.Core.Class, now, sv.ttft, sv.e2e, met)
@@ -960,6 +986,7 @@ func (r *runner) expire(req *request) {
 	switch req.state {
 	case stRunning:
 		r.observeAttempt(req, req.Core.Replica, false, false)
+		r.pd.abort(req)
 		rt := &r.replicas[req.Core.Replica]
 		if rt.eng != nil {
 			rt.eng.Cancel(now, req.seq)
@@ -1091,6 +1118,7 @@ func (r *runner) assemble() *Report {
 	rep := assembleReport(r.p, &r.tally, r.faults, end, r.pools)
 	rep.Events = r.s.Events()
 	rep.Hedges = r.hedges
+	rep.Disaggregation = r.pd.report()
 	rep.Degradation = degradationReport(r.ladder, r.s.Now())
 	rep.Canaries = r.canaryReports()
 	rep.Forecast = r.demand.final(r.s.Now(), r.p.sc.Classes)

@@ -236,6 +236,13 @@ const (
 	// load). A restart taken is in Ready.Restarted (what it had in flight
 	// is the driver's to fail); its load's end in Ready.Loaded.
 	Restart
+	// Prefilled: Event.Req's prompt, prefilled remotely on Event.Replica
+	// (the core's choice: sched.Request.Prefilling), is computed and its
+	// KV cache on its way to the decode replica: the prefill replica's
+	// breaker hears of a success and its slot is free (sched's
+	// PrefillDone). Its latency is not the decode replica's: it feeds no
+	// outlier reference, and it is no attempt of the ladder's.
+	Prefilled
 )
 
 // Event is one input to Step.
@@ -559,6 +566,13 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 			Observed(now, e.core, e.ladder, ev.Replica, true, ev.Latency)
 		}
 		e.end(now, q, Answer{Outcome: Completed})
+	case Prefilled:
+		if q.state != Running || q.Core.Prefilling() != ev.Replica {
+			return
+		}
+		e.core.Observe(now, ev.Replica, true)
+		e.core.PrefillDone(now, &q.Core)
+		e.collect(now)
 	case AttemptFailed:
 		if q.state != Running {
 			return

@@ -138,7 +138,7 @@ func (c *Core) PrefillDone(now time.Duration, req *Request) {
 	c.poolSlots(now, rs.Pool, -1)
 	c.fix(p)
 	c.disagg[rs.Model].remote--
-	c.fillDecode(now, rs.Model)
+	c.fill(now, p)
 }
 
 // Prefilling returns the prefill replica req's prompt is computed on, or

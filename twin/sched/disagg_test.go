@@ -113,3 +113,20 @@ func TestDisaggConditionalAndNever(t *testing.T) {
 	require.NotContains(t, dec, 2)
 	require.NotContains(t, dec, 4)
 }
+
+// A prefill replica's breaker closing is room for the decode replicas
+// waiting for one, as a freed slot or a load's end is.
+func TestDisaggBreakerClosingReleasesTheQueue(t *testing.T) {
+	c := disaggFixture(Disagg{Mode: DisaggAlways})
+	c.health = Health{Threshold: 1, OpenFor: time.Minute}
+	c.SetReady(0, 4, false) // region B's prefill replica is away
+	c.Observe(0, 2, false)  // region A's opens
+	require.Equal(t, Open, c.Breaker(0, 2))
+	w := req(0, 0, 0)
+	require.Equal(t, Queued, c.Arrive(time.Second, w).Outcome)
+	require.Empty(t, take(c).Dispatches)
+	c.Observe(2*time.Minute, 2, true) // its trial probe answers, once OpenFor has passed
+	dec, pre := disaggDispatched(c)
+	require.Equal(t, []int{0}, dec)
+	require.Equal(t, []int{2}, pre)
+}

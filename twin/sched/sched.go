@@ -620,9 +620,6 @@ func (c *Core) SetReady(now time.Duration, r int, ready bool) {
 	c.fix(r)
 	if ready {
 		c.fill(now, r)
-		if rs := &c.replicas[r]; c.cfg.Pools[rs.Pool].Prefill {
-			c.fillDecode(now, rs.Model)
-		}
 	}
 }
 
@@ -929,6 +926,13 @@ func (c *Core) Tick(now time.Duration) {
 // fill dispatches queued requests to replica r while it has room.
 func (c *Core) fill(now time.Duration, r int) {
 	rs := &c.replicas[r]
+	if c.cfg.Pools[rs.Pool].Prefill {
+		// A prefill replica takes nothing from the queues itself; its room
+		// (a slot freed, a breaker closed, back from loading) is the
+		// decode replicas' waiting for one.
+		c.fillDecode(now, rs.Model)
+		return
+	}
 	for rs.hasRoom() {
 		req := c.nextFor(now, r)
 		if req == nil {

@@ -1,0 +1,242 @@
+package twin
+
+import (
+	"github.com/fleetdrill/fleetdrill/sim"
+	"github.com/fleetdrill/fleetdrill/sim/stats"
+	"github.com/fleetdrill/fleetdrill/twin/engine"
+	"github.com/fleetdrill/fleetdrill/twin/kvlink"
+	"github.com/fleetdrill/fleetdrill/twin/reqengine"
+)
+
+// Disaggregated serving's ground truth (issue 34). Where a prompt is
+// prefilled and on which prefill replica is the core's decision
+// (sched/disagg.go), made once for both drivers; the twin carries it out:
+// the prompt runs on the prefill replica's engine as a one-token
+// sequence, its KV cache is kept there (engine.Hold) while it moves over
+// the decode replica's link (twin/kvlink, shared fairly by the transfers
+// into that replica), and the request then joins the decode replica's
+// engine with its prompt's KV in place (engine.Seq.Transferred), where it
+// computes the last prompt token and decodes. The request engine hears
+// the prefill is over when it is (reqengine.Prefilled): the prefill
+// replica's breaker counts a success and its slot is free.
+//
+// An attempt that ends early (its deadline, a lost replica on either
+// side) is stopped wherever it is: its prefill cancelled, or its transfer
+// and the KV kept for it let go.
+
+// pdPhase is where a request's remote prefill is.
+type pdPhase uint8
+
+const (
+	pdNone       pdPhase = iota
+	pdPrefilling         // on the prefill replica's engine
+	pdMoving             // its KV cache on the link
+)
+
+// DisaggReport is what disaggregated serving did, over the measured
+// window: where prompts were prefilled, what moved over the links, and how
+// the time to first token of a remotely prefilled request splits.
+type DisaggReport struct {
+	// RemotePrefills and LocalPrefills count the attempts of the
+	// disaggregated models' requests by where their prompt was prefilled.
+	RemotePrefills uint64 `json:"remote_prefills"`
+	LocalPrefills  uint64 `json:"local_prefills"`
+	// Transfers counts the KV transfers that ended, Bytes what they
+	// carried; Aborted those stopped by their attempt's end.
+	Transfers uint64  `json:"transfers"`
+	Bytes     float64 `json:"bytes"`
+	Aborted   uint64  `json:"aborted"`
+	// The time to first token of the remotely prefilled requests that
+	// completed, split: Prefill from dispatch to the prefill's end (the
+	// prefill replica's queue and the prompt), Transfer the KV's move
+	// (the link's latency and its share of the bandwidth), Decode from the
+	// transfer's end to the first token (the decode replica's queue and
+	// the last prompt token).
+	Prefill  stats.Summary `json:"prefill_s"`
+	Transfer stats.Summary `json:"transfer_s"`
+	Decode   stats.Summary `json:"decode_s"`
+}
+
+// disaggWorld carries out the core's disaggregation decisions.
+type disaggWorld struct {
+	r     *runner
+	links []*kvlink.Link // per replica: a decode replica's inbound link; nil for the others
+	timer []sim.Timer    // per replica: its link's next event
+	// prefilled collects the prefills that ended during an engine's
+	// Advance, carried on after it (advance), as first tokens are.
+	prefilled []*request
+
+	rep                       DisaggReport
+	prefill, transfer, decode stats.Sketch
+}
+
+// newDisagg builds the links of the decode replicas of the disaggregated
+// models; nil when no model is served disaggregated.
+func newDisagg(r *runner) (*disaggWorld, error) {
+	any := false
+	for _, l := range r.p.links {
+		any = any || l != nil
+	}
+	if !any {
+		return nil, nil
+	}
+	d := &disaggWorld{r: r, links: make([]*kvlink.Link, len(r.replicas)), timer: make([]sim.Timer, len(r.replicas))}
+	for i, rp := range r.p.replicas {
+		pp := &r.p.pools[rp.Pool]
+		spec := r.p.links[rp.Model]
+		if spec == nil || pp.Spec.Role != "decode" {
+			continue
+		}
+		l, err := kvlink.New(spec.Bandwidth(pp.Spec.GPUsPerReplica), spec.Spec.Latency)
+		if err != nil {
+			return nil, err
+		}
+		d.links[i] = l
+	}
+	return d, nil
+}
+
+// start carries out the start of req's attempt on decode replica ri, its
+// prompt to be prefilled on replica p: p's faults meet it first (a lost or
+// failing prefill replica fails the attempt, observed on p); otherwise its
+// prompt joins p's engine.
+func (d *disaggWorld) start(req *request, p int) {
+	r := d.r
+	if req.measured {
+		d.rep.RemotePrefills++
+	}
+	if r.faultState != nil {
+		if fate := r.faultAtDispatch(req, p); fate.fail {
+			r.failAttempt(req, p, fate)
+			return
+		}
+	}
+	ps := r.newSeq()
+	*ps = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: 1, Blocks: req.seq.Blocks}
+	req.pseq, req.pAt, req.pd = ps, p, pdPrefilling
+	r.replicas[p].eng.Add(r.s.Now(), ps)
+	r.rearm(p)
+}
+
+// local counts an attempt of a disaggregated model prefilled on its decode
+// replica.
+func (d *disaggWorld) local(req *request) {
+	if req.measured && d.r.p.links[d.r.replicas[req.Core.Replica].model] != nil {
+		d.rep.LocalPrefills++
+	}
+}
+
+// done is the prefill replica's Done for req's prompt (engine.Sink): its
+// KV cache stays on the replica, held for the transfer, which starts
+// after the engine's step (moved).
+func (d *disaggWorld) done(req *request) {
+	d.r.replicas[req.pAt].eng.Hold(int64(req.pseq.Prompt))
+	d.prefilled = append(d.prefilled, req)
+}
+
+// moved starts the transfers of the prompts prefilled in the last step:
+// the core frees the prefill slot, the KV cache goes on the decode
+// replica's link.
+func (d *disaggWorld) moved() {
+	r := d.r
+	now := r.s.Now()
+	for _, req := range d.prefilled {
+		if req.pd != pdPrefilling {
+			continue
+		}
+		r.freeSeq(req.pseq)
+		req.pseq = nil
+		req.pd = pdMoving
+		req.prefilledAt = now
+		ri := req.Core.Replica
+		r.eng.Step(now, reqengine.Event{Kind: reqengine.Prefilled, Req: &req.Req, Replica: req.pAt})
+		spec := r.p.links[r.replicas[ri].model]
+		d.links[ri].Start(now, uint64(req.idx), kvlink.Bytes(spec.KVBytesPerToken, req.seq.Prompt))
+		d.arm(ri)
+	}
+	clear(d.prefilled)
+	d.prefilled = d.prefilled[:0]
+}
+
+// arm points decode replica ri's link timer at its next event.
+func (d *disaggWorld) arm(ri int) {
+	d.timer[ri].Stop()
+	if at, ok := d.links[ri].Next(); ok {
+		d.timer[ri] = d.r.s.At(at, func() { d.arrive(ri) })
+	}
+}
+
+// arrive carries out the transfers into replica ri that ended: the
+// prefill replica lets their KV go, and each request joins the decode
+// replica's engine with its prompt's KV in place.
+func (d *disaggWorld) arrive(ri int) {
+	r := d.r
+	now := r.s.Now()
+	for _, id := range d.links[ri].Advance(now) {
+		req := r.reqs[id]
+		d.release(req)
+		req.pd = pdNone
+		req.movedAt = now
+		if req.measured {
+			d.rep.Transfers++
+			d.rep.Bytes += kvlink.Bytes(r.p.links[r.replicas[ri].model].KVBytesPerToken, req.seq.Prompt)
+		}
+		req.seq.Transferred = req.seq.Prompt
+		r.replicas[ri].eng.Add(now, req.seq)
+		r.rearm(ri)
+	}
+	d.arm(ri)
+	r.dispatch()
+}
+
+// release lets go of the KV the prefill replica holds for req.
+func (d *disaggWorld) release(req *request) {
+	r := d.r
+	r.replicas[req.pAt].eng.Release(r.s.Now(), int64(req.seq.Prompt))
+	r.rearm(req.pAt)
+}
+
+// abort stops req's remote prefill wherever it is: its attempt ended
+// early. The core's slots are the engine's to free (Finish).
+func (d *disaggWorld) abort(req *request) {
+	if d == nil {
+		return
+	}
+	switch req.pd {
+	case pdPrefilling:
+		d.r.cancelSeq(req.pAt, req.pseq)
+		req.pseq = nil
+	case pdMoving:
+		ri := req.Core.Replica
+		d.links[ri].Cancel(d.r.s.Now(), uint64(req.idx))
+		d.arm(ri)
+		d.release(req)
+	default:
+		return
+	}
+	req.pd = pdNone
+	if req.measured {
+		d.rep.Aborted++
+	}
+}
+
+// completed records the split of a remotely prefilled request's time to
+// first token.
+func (d *disaggWorld) completed(req *request) {
+	if d == nil || !req.measured || req.movedAt == 0 {
+		return
+	}
+	d.prefill.AddDuration(req.prefilledAt - req.dispatchedAt)
+	d.transfer.AddDuration(req.movedAt - req.prefilledAt)
+	d.decode.AddDuration(req.firstAt - req.movedAt)
+}
+
+// report is the run's DisaggReport; nil without disaggregated models.
+func (d *disaggWorld) report() *DisaggReport {
+	if d == nil {
+		return nil
+	}
+	rep := d.rep
+	rep.Prefill, rep.Transfer, rep.Decode = d.prefill.Summary(), d.transfer.Summary(), d.decode.Summary()
+	return &rep
+}

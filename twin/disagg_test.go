@@ -1,0 +1,110 @@
+package twin
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/twin/kvlink"
+	"github.com/fleetdrill/fleetdrill/twin/latency"
+)
+
+func pdRun(t *testing.T, sets ...string) *Report {
+	t.Helper()
+	sc, err := scenarios.LoadWithSets("testdata/pd.yaml", sets)
+	require.NoError(t, err)
+	rep, err := Run(context.Background(), sc, Options{})
+	require.NoError(t, err)
+	require.True(t, rep.Requests.Balanced(), "every request accounted for once: %+v", rep.Requests)
+	return rep
+}
+
+// Always disaggregated: every attempt is prefilled remotely, every
+// transfer of a completed request ended, and a transfer takes at least
+// the link's latency plus the smallest prompt's bytes at the full
+// bandwidth (and at most its share when they overlap).
+func TestDisaggAlwaysMovesEveryPrompt(t *testing.T) {
+	rep := pdRun(t)
+	d := rep.Disaggregation
+	require.NotNil(t, d)
+	require.Positive(t, rep.Requests.Completed)
+	require.Zero(t, d.LocalPrefills)
+	require.Equal(t, d.RemotePrefills, d.Transfers+d.Aborted, "each remote prefill moved or stopped")
+	require.GreaterOrEqual(t, d.Transfers, rep.Requests.Completed)
+	require.Equal(t, d.Transfer.Count, rep.Requests.Completed, "every completed request's TTFT is split")
+
+	m, err := latency.LookupModel("llama-3.1-8b-instruct")
+	require.NoError(t, err)
+	rdma, err := kvlink.Lookup("rdma")
+	require.NoError(t, err)
+	perToken := m.KVBytesPerToken(2)
+	// The mean prompt is about 4,000 tokens: the bytes moved per transfer
+	// say the same, from the model's own config.
+	meanTokens := d.Bytes / float64(d.Transfers) / perToken
+	require.InDelta(t, 4000, meanTokens, 400)
+	floor := kvlink.Duration(kvlink.Bytes(perToken, 1), rdma.BandwidthGBs*1e9, rdma.Latency)
+	require.GreaterOrEqual(t, d.Transfer.Max, floor.Seconds())
+	require.Greater(t, d.Transfer.P50, rdma.Latency.Seconds())
+	// A 4,000-token prompt alone on a 50 GB/s link: 1.31 ms + 10.5 ms.
+	alone := kvlink.Duration(kvlink.Bytes(perToken, 4000), rdma.BandwidthGBs*1e9, rdma.Latency).Seconds()
+	require.InDelta(t, alone, d.Transfer.P50, alone, "the median transfer is about one prompt's, alone or nearly")
+
+	// The split adds up to the requests' TTFT (the same completions).
+	ttft := rep.Classes["interactive"].TTFT.Mean
+	require.InDelta(t, ttft, d.Prefill.Mean+d.Transfer.Mean+d.Decode.Mean, 1e-6)
+
+	// Prefill and decode pools each report their own utilization.
+	require.Positive(t, rep.Pools["prefill"].Utilization)
+	require.Positive(t, rep.Pools["decode"].Utilization)
+	require.Zero(t, rep.Pools["prefill"].Dispatched, "a prefill pool serves no client")
+}
+
+// The same GPUs, aggregated and split: on a prefill-heavy load the split
+// removes prefill's interference from decode (lower TPOT p99) and pays
+// the transfer in TTFT, as the published P/D measurements show.
+func TestDisaggTradesTTFTForITL(t *testing.T) {
+	split := pdRun(t)
+	agg := pdRun(t, "models.llama-3.1-8b.disaggregation.decider=never", "pools.decode.replicas=6", "pools.prefill.replicas=0")
+	require.NotNil(t, agg.Disaggregation)
+	require.Zero(t, agg.Disaggregation.RemotePrefills)
+	require.Positive(t, agg.Disaggregation.LocalPrefills)
+	s, a := split.Classes["interactive"], agg.Classes["interactive"]
+	require.Equal(t, a.Completed, s.Completed, "both serve the load")
+	require.Less(t, s.TPOT.P99, a.TPOT.P99, "decode without prefill interference")
+	require.Greater(t, s.TTFT.P50, a.TTFT.P50+split.Disaggregation.Transfer.P50*0.5,
+		"TTFT gains a transfer and a second queue")
+}
+
+// Conditional: short prompts stay local, and with the prefill pool lost
+// the rest fall back to local prefill, where always waits for it.
+func TestDisaggLostPrefillPool(t *testing.T) {
+	lost := `faults=["node-loss pool=prefill at=3m for=2m percent=100"]`
+	cond := pdRun(t, "models.llama-3.1-8b.disaggregation.decider=conditional",
+		"models.llama-3.1-8b.disaggregation.max_local_prefill_length=3000", lost)
+	d := cond.Disaggregation
+	require.Positive(t, d.LocalPrefills, "prompts of 3,000 tokens or less, and the rest while the pool is lost")
+	require.Positive(t, d.RemotePrefills)
+	require.Zero(t, cond.Requests.TimedOut, "nothing waits for the lost pool")
+
+	always := pdRun(t, lost)
+	require.Positive(t, always.Requests.TimedOut+always.Requests.Rejected,
+		"always disaggregated, the lost prefill pool stops the model: requests wait out their deadline")
+	require.Less(t, always.Requests.Completed, cond.Requests.Completed)
+	require.Positive(t, always.Disaggregation.Aborted, "prefills under way on the lost pool are stopped")
+}
+
+// Disaggregated runs are deterministic: the same scenario and seed give
+// byte-identical reports.
+func TestDisaggDeterministic(t *testing.T) {
+	faults := `faults=["node-loss pool=prefill at=1m for=1m count=1"]`
+	ra, rb := pdRun(t, "duration=3m", faults), pdRun(t, "duration=3m", faults)
+	ra.Run, rb.Run = RunInfo{}, RunInfo{} // its wall time
+	a, err := json.Marshal(ra)
+	require.NoError(t, err)
+	b, err := json.Marshal(rb)
+	require.NoError(t, err)
+	require.Equal(t, string(a), string(b))
+}
