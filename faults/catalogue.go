@@ -16,9 +16,11 @@ var keyOrder = []string{
 	"rpm", "tpm", // quota-exhaustion
 	"notice",            // model-retirement
 	"driver", "runtime", // driver-upgrade
-	"grant",  // stockout
-	"gpus",   // quota-cap
-	"factor", // slow-provisioning
+	"grant",     // stockout
+	"gpus",      // quota-cap
+	"factor",    // slow-provisioning
+	"bandwidth", // link-degraded
+	"timeout",   // kv-transfer-failure
 }
 
 // entry is one kind of the catalogue: what it does, which keys it takes and
@@ -214,6 +216,32 @@ var catalogue = []entry{
 		traits: Traits{Live: LiveAcquisition, ConsoleOn: "pool",
 			Console: Spec{Factor: 4},
 			Words:   []string{"slow provisioning"}}},
+	// The P/D link (twin/kvlink, twin/disagg.go): on a decode pool, or the
+	// decode pools of a region, whose inbound links they hit.
+	{kind: LinkDegraded, effect: "the KV link into a decode pool's replicas slows to bandwidth= GB/s per GPU and/or takes latency= more per transfer (RDMA falling back to TCP)",
+		usage:  "region=NAME|pool=NAME at=D [for=D] [count=N|percent=P] bandwidth=GBS and/or latency=D",
+		takes:  []string{"region", "pool", "at", "for", "count", "percent", "latency", "bandwidth"},
+		target: []string{"region", "pool"},
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			if s.Bandwidth == 0 && s.AddLatency == 0 {
+				add("bandwidth", "", "link-degraded needs bandwidth=, latency= or both (a fallback from RDMA to TCP measured 0.5 GB/s: bandwidth=0.5)", "latency")
+			}
+		},
+		traits: Traits{NotLive: "link-degraded has no live emulation yet: the live P/D link is issue 34's live part", ConsoleOn: "pool",
+			Console: Spec{Bandwidth: 0.5},
+			Words:   []string{"link degradation", "degraded link"}}},
+	{kind: KVTransferFailure, effect: "a share (fail=) of the KV transfers into a decode pool's replicas fail, heard of at once or after timeout= (a hang)",
+		usage:  "region=NAME|pool=NAME at=D [for=D] [count=N|percent=P] fail=F [timeout=D]",
+		takes:  []string{"region", "pool", "at", "for", "count", "percent", "fail", "timeout"},
+		target: []string{"region", "pool"},
+		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
+			if s.FailRate == 0 {
+				add("fail", "", "kv-transfer-failure needs fail= (the share of transfers that fail, 0 < fail <= 1; 1 for all)")
+			}
+		},
+		traits: Traits{NotLive: "kv-transfer-failure has no live emulation yet: the live P/D link is issue 34's live part", ConsoleOn: "pool",
+			Console: Spec{FailRate: 1},
+			Words:   []string{"transfer failure", "kv transfer failure"}}},
 }
 
 func lookup(k Kind) (entry, bool) {

@@ -13,7 +13,7 @@ func TestKinds(t *testing.T) {
 	want := []string{
 		"regional-outage", "brownout", "quota-exhaustion", "model-retirement",
 		"driver-upgrade", "node-loss", "latency", "error-burst", "cold-start-storm",
-		"stockout", "quota-cap", "slow-provisioning",
+		"stockout", "quota-cap", "slow-provisioning", "link-degraded", "kv-transfer-failure",
 	}
 	require.Equal(t, want, Kinds())
 	for _, k := range []Kind{RegionalOutage, Brownout, QuotaExhaustion, ModelRetirement,

@@ -30,14 +30,31 @@ type Condition struct {
 	Refuse   bool          // down and refusing: they fail at once (else they hang until the health timeout)
 	FailRate float64       // share of the attempts that fail
 	Latency  time.Duration // added before each attempt
+
+	// The KV link into a decode replica (link-degraded,
+	// kv-transfer-failure): its bandwidth per GPU, GB/s (0: its own), the
+	// latency added to each transfer, the share of transfers that fail,
+	// and how long the decode side waits before it hears of a failure (0:
+	// at once).
+	LinkBandwidth   float64
+	LinkLatency     time.Duration
+	TransferFail    float64
+	TransferTimeout time.Duration
 }
 
 // With is c with one more fault's share d on the replica: down if either
 // is (refusing if either refuses, else hanging), the latencies added, the
-// higher fail rate.
+// higher fail rate; on the KV link, the lower bandwidth, the latencies
+// added, the higher fail rate and the longer wait.
 func (c Condition) With(d Condition) Condition {
+	bw := c.LinkBandwidth
+	if d.LinkBandwidth > 0 && (bw == 0 || d.LinkBandwidth < bw) {
+		bw = d.LinkBandwidth
+	}
 	return Condition{Down: c.Down || d.Down, Refuse: c.Refuse || d.Refuse,
-		FailRate: max(c.FailRate, d.FailRate), Latency: c.Latency + d.Latency}
+		FailRate: max(c.FailRate, d.FailRate), Latency: c.Latency + d.Latency,
+		LinkBandwidth: bw, LinkLatency: c.LinkLatency + d.LinkLatency,
+		TransferFail: max(c.TransferFail, d.TransferFail), TransferTimeout: max(c.TransferTimeout, d.TransferTimeout)}
 }
 
 // Fails reports whether an attempt fails under c: always when down, else

@@ -32,7 +32,7 @@ func ExampleParse() {
 	// ends at 25m0s
 	// node-loss pool=use-h100 at=12m count=1
 	// regoin: unknown key; did you mean region?
-	// count: got 2, but brownout does not take count=; node-loss, cold-start-storm do
+	// count: got 2, but brownout does not take count=; node-loss, cold-start-storm, link-degraded, kv-transfer-failure do
 	// region: brownout needs one of region= or pool=
 	// fail: brownout needs fail=, latency= or both
 }
@@ -64,4 +64,6 @@ func ExampleDescribe() {
 	// stockout: an autoscaled pool's provider grants no new replicas (or only grant= of them); region=NAME|pool=NAME|provider=NAME [accelerator=NAME] at=D [for=D] [grant=F]
 	// quota-cap: the account's GPUs at a provider are capped at gpus=: scale-ups beyond it are refused; provider=NAME at=D [for=D] gpus=N
 	// slow-provisioning: an autoscaled pool's provisioning delay is multiplied by factor=; pool=NAME|provider=NAME at=D [for=D] factor=F
+	// link-degraded: the KV link into a decode pool's replicas slows to bandwidth= GB/s per GPU and/or takes latency= more per transfer (RDMA falling back to TCP); region=NAME|pool=NAME at=D [for=D] [count=N|percent=P] bandwidth=GBS and/or latency=D
+	// kv-transfer-failure: a share (fail=) of the KV transfers into a decode pool's replicas fail, heard of at once or after timeout= (a hang); region=NAME|pool=NAME at=D [for=D] [count=N|percent=P] fail=F [timeout=D]
 }

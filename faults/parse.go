@@ -218,6 +218,10 @@ func (s *Spec) set(key, v string) (msg string, parsed bool) {
 		return num(&s.Grant, "")
 	case "factor":
 		return num(&s.Factor, msgFactor)
+	case "bandwidth":
+		return num(&s.Bandwidth, msgBandwidth)
+	case "timeout":
+		return dur(&s.Timeout, "")
 	case "gpus":
 		n, err := strconv.Atoi(v)
 		if err != nil {

@@ -72,6 +72,10 @@ func TestRoundTrip(t *testing.T) {
 			Spec{Kind: QuotaCap, Target: Target{Provider: "gpu-cloud-a"}, GPUs: 16}},
 		{"slow-provisioning pool=use-h100 at=5m for=1h factor=4",
 			Spec{Kind: SlowProvisioning, Target: Target{Pool: "use-h100"}, At: 5 * time.Minute, For: time.Hour, Factor: 4}},
+		{"link-degraded pool=decode at=20m for=10m latency=5ms bandwidth=0.5",
+			Spec{Kind: LinkDegraded, Target: Target{Pool: "decode"}, At: 20 * time.Minute, For: 10 * time.Minute, AddLatency: 5 * time.Millisecond, Bandwidth: 0.5}},
+		{"kv-transfer-failure region=us-east at=1h count=2 fail=0.1 timeout=5m",
+			Spec{Kind: KVTransferFailure, Target: Target{Region: "us-east"}, At: time.Hour, Radius: Radius{Count: 2}, FailRate: 0.1, Timeout: 5 * time.Minute}},
 	}
 	seen := map[Kind]bool{}
 	for _, tt := range tests {
@@ -185,7 +189,7 @@ func TestFormatFloat(t *testing.T) {
 // TestParseErrors: every problem Parse finds in the text itself, and that
 // validation problems come with them, each with its exact message.
 func TestParseErrors(t *testing.T) {
-	const kinds = "(kinds: regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm, stockout, quota-cap, slow-provisioning)"
+	const kinds = "(kinds: regional-outage, brownout, quota-exhaustion, model-retirement, driver-upgrade, node-loss, latency, error-burst, cold-start-storm, stockout, quota-cap, slow-provisioning, link-degraded, kv-transfer-failure)"
 	tests := []struct {
 		name, in string
 		want     []string
@@ -206,13 +210,13 @@ func TestParseErrors(t *testing.T) {
 			[]string{"zzzzzz: unknown key; regional-outage takes region, at, for"}},
 		{"unknown key and kind", "meteor zzzzzz=1 at=1m",
 			[]string{`kind: got "meteor", no such kind ` + kinds,
-				"zzzzzz: unknown key; keys are region, pool, provider, model, tenant, accelerator, at, for, count, percent, fail, latency, rpm, tpm, notice, driver, runtime, grant, gpus, factor"}},
+				"zzzzzz: unknown key; keys are region, pool, provider, model, tenant, accelerator, at, for, count, percent, fail, latency, rpm, tpm, notice, driver, runtime, grant, gpus, factor, bandwidth, timeout"}},
 		{"duplicate key", "regional-outage region=a at=1m region=b",
 			[]string{`region: got "b", but region= is already given ("a"); give each key once`}},
 		{"key the kind does not take", "brownout region=r at=1m fail=0.1 rpm=100",
 			[]string{"rpm: got 100, but brownout does not take rpm=; quota-exhaustion does"}},
 		{"key two kinds take", "regional-outage region=r at=1m count=2",
-			[]string{"count: got 2, but regional-outage does not take count=; node-loss, cold-start-storm do"}},
+			[]string{"count: got 2, but regional-outage does not take count=; node-loss, cold-start-storm, link-degraded, kv-transfer-failure do"}},
 		{"key no kind takes yet", "error-burst pool=p at=1m fail=0.1 tenant=acme",
 			[]string{`tenant: got "acme", but error-burst does not take tenant=; no kind takes it yet`}},
 		{"at missing", "regional-outage region=r",
@@ -250,7 +254,7 @@ func TestParseErrors(t *testing.T) {
 				"regoin: unknown key; did you mean region?",
 				`at: got "x", want a duration with a unit, like 250ms, 10m or 1h30m`,
 				`fail: got "abc", want a finite number`,
-				"count: got 0, but brownout does not take count=; node-loss, cold-start-storm do",
+				"count: got 0, but brownout does not take count=; node-loss, cold-start-storm, link-degraded, kv-transfer-failure do",
 				`got "foo", want key=value`,
 				`pool: got "b", as well as region="a"; brownout takes one target: region= or pool=`,
 			}},
@@ -319,7 +323,7 @@ func TestParseAll(t *testing.T) {
 func TestParseNotTakenShowsValueAsWritten(t *testing.T) {
 	_, err := Parse("brownout region=r at=1m fail=0.1 count=lots rpm=5")
 	require.Equal(t, []string{
-		`count: got "lots", but brownout does not take count=; node-loss, cold-start-storm do`,
+		`count: got "lots", but brownout does not take count=; node-loss, cold-start-storm, link-degraded, kv-transfer-failure do`,
 		"rpm: got 5, but brownout does not take rpm=; quota-exhaustion does",
 	}, messages(err))
 }

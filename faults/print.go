@@ -56,6 +56,10 @@ func (s Spec) value(key string) (string, bool) {
 		return strconv.Itoa(s.GPUs), s.GPUs != 0
 	case "factor":
 		return num(s.Factor)
+	case "bandwidth":
+		return num(s.Bandwidth)
+	case "timeout":
+		return dur(s.Timeout)
 	case "at":
 		return formatDuration(s.At), true
 	case "for":

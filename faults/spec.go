@@ -21,6 +21,9 @@ const (
 	Stockout         Kind = "stockout"          // the provider has no capacity to grant (or grants a share)
 	QuotaCap         Kind = "quota-cap"         // the account's GPUs at a provider are capped
 	SlowProvisioning Kind = "slow-provisioning" // provisioning takes factor times longer
+	// The link a disaggregated fleet moves KV cache over (twin/kvlink).
+	LinkDegraded      Kind = "link-degraded"       // the link into a decode pool's replicas slows (RDMA falling back to TCP)
+	KVTransferFailure Kind = "kv-transfer-failure" // a share of KV transfers into a decode pool fail
 )
 
 // Target names what a fault hits. Which fields a kind accepts is checked by
@@ -66,6 +69,12 @@ type Spec struct {
 	Grant              float64       // stockout: the share of a request still granted, [0, 1)
 	GPUs               int           // quota-cap: the account's GPUs at the provider
 	Factor             float64       // slow-provisioning: multiplies the provisioning delay, > 0
+	// Bandwidth is link-degraded's bandwidth per GPU of the decode
+	// replica, GB/s (latency= is added to each transfer).
+	Bandwidth float64
+	// Timeout is how long kv-transfer-failure's decode side waits before
+	// it hears that a transfer failed (SGLang's 300 s); 0: at once.
+	Timeout time.Duration
 }
 
 // End returns when the fault ends, and false when it lasts to the end of

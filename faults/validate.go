@@ -76,20 +76,21 @@ var versionPattern = regexp.MustCompile(`^[0-9]{1,9}(\.[0-9]{1,9})*$`)
 
 // Messages shared by Parse (for values written out of range) and Validate.
 const (
-	msgName     = "want a name: letters, digits, '.', '-' and '_', starting with a letter or digit, at most 64 characters"
-	msgVersion  = "want a dotted numeric version like 535.104.05"
-	msgDuration = "want a duration with a unit, like 250ms, 10m or 1h30m"
-	msgAt       = "want >= 0"
-	msgFor      = "want > 0, or leave for= out for a fault that lasts to the end of the run"
-	msgCount    = "want >= 1"
-	msgPercent  = "want 0 < percent <= 100"
-	msgFail     = "want 0 < fail <= 1"
-	msgLatency  = "want > 0"
-	msgQuota    = "want a finite number >= 0"
-	msgNotice   = "want >= 0"
-	msgGrant    = "want 0 <= grant < 1: the share of a request still granted"
-	msgGPUs     = "want >= 1"
-	msgFactor   = "want a finite number > 0"
+	msgName      = "want a name: letters, digits, '.', '-' and '_', starting with a letter or digit, at most 64 characters"
+	msgVersion   = "want a dotted numeric version like 535.104.05"
+	msgDuration  = "want a duration with a unit, like 250ms, 10m or 1h30m"
+	msgAt        = "want >= 0"
+	msgFor       = "want > 0, or leave for= out for a fault that lasts to the end of the run"
+	msgCount     = "want >= 1"
+	msgPercent   = "want 0 < percent <= 100"
+	msgFail      = "want 0 < fail <= 1"
+	msgLatency   = "want > 0"
+	msgQuota     = "want a finite number >= 0"
+	msgNotice    = "want >= 0"
+	msgGrant     = "want 0 <= grant < 1: the share of a request still granted"
+	msgGPUs      = "want >= 1"
+	msgFactor    = "want a finite number > 0"
+	msgBandwidth = "want a bandwidth in GB/s > 0, like 0.5"
 )
 
 func validName(s string) bool { return len(s) <= maxNameLen && namePattern.MatchString(s) }
@@ -174,6 +175,12 @@ func (s Spec) problems() []*Problem {
 	}
 	if f := s.Factor; f != 0 && !(f > 0 && f <= math.MaxFloat64) {
 		add("factor", s.shown("factor"), msgFactor)
+	}
+	if b := s.Bandwidth; b != 0 && !(b > 0 && b <= math.MaxFloat64) {
+		add("bandwidth", s.shown("bandwidth"), msgBandwidth)
+	}
+	if s.Timeout < 0 {
+		add("timeout", s.shown("timeout"), "want a duration >= 0, like 300s")
 	}
 
 	if known {

@@ -199,6 +199,11 @@ type Pool struct {
 	// prefilled by a prefill pool as the model's decider says) or both
 	// (empty: every pool today; it prefills its own prompts).
 	Role string `yaml:"role,omitempty"`
+	// KVLoadFailurePolicy is what a decode pool's replicas do when a
+	// prompt's KV transfer fails: fail (the attempt fails, and is retried:
+	// vLLM's default since vllm-project/vllm#34896) or recompute (the
+	// decode replica prefills the prompt itself).
+	KVLoadFailurePolicy string `yaml:"kv_load_failure_policy,omitempty"`
 	// Autoscale makes the pool's replica count follow a metric, as a
 	// Kubernetes HPA (or KEDA) does; replicas is then the count it starts
 	// with. nil: a fixed count.

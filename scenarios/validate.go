@@ -525,6 +525,12 @@ func (v *validator) pool(p string, pl Pool, regions, accels, runtimes, models ma
 	if pl.Role != "" {
 		v.enum(p+".role", pl.Role, poolRoles)
 	}
+	if pl.KVLoadFailurePolicy != "" {
+		v.enum(p+".kv_load_failure_policy", pl.KVLoadFailurePolicy, []string{"fail", "recompute"})
+		if pl.Role != "decode" {
+			v.add(p+".kv_load_failure_policy", q(pl.KVLoadFailurePolicy), "only a decode pool receives KV transfers; want role: decode, or leave it out")
+		}
+	}
 	v.autoscale(p, pl)
 	if sv := pl.Service; sv != nil {
 		if pl.Role == "prefill" || pl.Role == "decode" {

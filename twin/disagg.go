@@ -1,11 +1,14 @@
 package twin
 
 import (
+	"slices"
+
 	"github.com/fleetdrill/fleetdrill/sim"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
 	"github.com/fleetdrill/fleetdrill/twin/engine"
 	"github.com/fleetdrill/fleetdrill/twin/kvlink"
 	"github.com/fleetdrill/fleetdrill/twin/reqengine"
+	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
 
 // Disaggregated serving's ground truth (issue 34). Where a prompt is
@@ -46,6 +49,11 @@ type DisaggReport struct {
 	Transfers uint64  `json:"transfers"`
 	Bytes     float64 `json:"bytes"`
 	Aborted   uint64  `json:"aborted"`
+	// Failed counts the transfers that failed (kv-transfer-failure),
+	// Recomputed those of them whose decode replica then prefilled the
+	// prompt itself (its pool's kv_load_failure_policy: recompute).
+	Failed     uint64 `json:"failed"`
+	Recomputed uint64 `json:"recomputed"`
 	// The time to first token of the remotely prefilled requests that
 	// completed, split: Prefill from dispatch to the prefill's end (the
 	// prefill replica's queue and the prompt), Transfer the KV's move
@@ -150,6 +158,23 @@ func (d *disaggWorld) moved() {
 		req.prefilledAt = now
 		ri := req.Core.Replica
 		r.eng.Step(now, reqengine.Event{Kind: reqengine.Prefilled, Req: &req.Req, Replica: req.pAt})
+		// Its fate on the link: the ground truth's (kv-transfer-failure),
+		// a seeded draw of the attempt's own.
+		req.xferFail = false
+		if st := r.replicaFault(ri); st.TransferFail > 0 &&
+			sched.TransferFate(r.p.sc.Seed, req.Core.ID, req.Life.Attempts, ri) < st.TransferFail {
+			req.xferFail = true
+			if st.TransferTimeout > 0 {
+				// A hang: nothing moves, and the decode side hears of
+				// it at its timeout.
+				req.xferTimer = r.s.After(st.TransferTimeout, func() {
+					if req.pd == pdMoving && req.xferFail {
+						d.failed(req)
+					}
+				})
+				continue
+			}
+		}
 		spec := r.p.links[r.replicas[ri].model]
 		d.links[ri].Start(now, uint64(req.idx), kvlink.Bytes(spec.KVBytesPerToken, req.seq.Prompt))
 		d.arm(ri)
@@ -172,8 +197,16 @@ func (d *disaggWorld) arm(ri int) {
 func (d *disaggWorld) arrive(ri int) {
 	r := d.r
 	now := r.s.Now()
-	for _, id := range d.links[ri].Advance(now) {
+	// A copy: carrying one out may step the link again (a cancel).
+	for _, id := range slices.Clone(d.links[ri].Advance(now)) {
 		req := r.reqs[id]
+		if req.pd != pdMoving {
+			continue
+		}
+		if req.xferFail {
+			d.failed(req) // heard of as it would have ended
+			continue
+		}
 		d.release(req)
 		req.pd = pdNone
 		req.movedAt = now
@@ -187,6 +220,67 @@ func (d *disaggWorld) arrive(ri int) {
 	}
 	d.arm(ri)
 	r.dispatch()
+}
+
+// failed carries out the failure of req's transfer: the prefill replica
+// lets its KV go, and the request engine decides by the decode pool's
+// policy — the attempt fails (it is retried), or the decode replica
+// prefills the prompt itself (recompute).
+func (d *disaggWorld) failed(req *request) {
+	r := d.r
+	d.release(req)
+	req.pd = pdNone
+	req.xferFail = false
+	req.prefilledAt = 0
+	if req.measured {
+		d.rep.Failed++
+	}
+	req.state = stBackoff // unless the engine has it recompute
+	r.step(reqengine.Event{Kind: reqengine.TransferFailed, Req: &req.Req})
+}
+
+// recompute starts q on its decode replica with its whole prompt to
+// prefill, its transfer having failed (Ready.Recomputes).
+func (d *disaggWorld) recompute(q *reqengine.Req) {
+	r := d.r
+	req := r.owner(&q.Core)
+	ri := req.Core.Replica
+	req.state = stRunning
+	if req.measured {
+		d.rep.Recomputed++
+	}
+	req.seq.Transferred = 0
+	r.replicas[ri].eng.Add(r.s.Now(), req.seq)
+	r.rearm(ri)
+}
+
+// applyRates gives each decode replica's link the rate its faults leave
+// it (link-degraded): the bandwidth per GPU they set, or the link's own,
+// and the latency they add; called whenever the replicas' fault state is
+// recomputed.
+func (d *disaggWorld) applyRates() {
+	r := d.r
+	now := r.s.Now()
+	for ri, l := range d.links {
+		if l == nil {
+			continue
+		}
+		spec := r.p.links[r.replicas[ri].model]
+		gpus := r.p.pools[r.replicas[ri].pool].Spec.GPUsPerReplica
+		bw, lat := spec.Bandwidth(gpus), spec.Spec.Latency
+		st := r.replicaFault(ri)
+		if st.LinkBandwidth > 0 {
+			bw = st.LinkBandwidth * 1e9 * float64(max(gpus, 1))
+		}
+		lat += st.LinkLatency
+		if b, t := l.Rate(); b == bw && t == lat {
+			continue
+		}
+		if err := l.SetRate(now, bw, lat); err != nil {
+			panic(err) // validated: positive bandwidths, latencies >= 0
+		}
+		d.arm(ri)
+	}
 }
 
 // release lets go of the KV the prefill replica holds for req.
@@ -208,8 +302,11 @@ func (d *disaggWorld) abort(req *request) {
 		req.pseq = nil
 	case pdMoving:
 		ri := req.Core.Replica
-		d.links[ri].Cancel(d.r.s.Now(), uint64(req.idx))
-		d.arm(ri)
+		if !req.xferTimer.Stop() { // a hung one is on no link
+			d.links[ri].Cancel(d.r.s.Now(), uint64(req.idx))
+			d.arm(ri)
+		}
+		req.xferFail = false
 		d.release(req)
 	default:
 		return

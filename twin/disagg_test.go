@@ -108,3 +108,59 @@ func TestDisaggDeterministic(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(a), string(b))
 }
+
+// link-degraded: RDMA falling back to TCP at 0.5 GB/s per GPU stretches
+// every transfer during the fault, by the bandwidth's ratio.
+func TestDisaggLinkDegraded(t *testing.T) {
+	base := pdRun(t, "duration=4m")
+	slow := pdRun(t, "duration=4m", `faults=["link-degraded pool=decode at=0s bandwidth=0.5"]`)
+	b, s := base.Disaggregation, slow.Disaggregation
+	// 4,000 tokens of 128 KiB at 0.5 GB/s is about a second, against
+	// about 10 ms at 50 GB/s: the payload's part scales by 100.
+	require.Greater(t, s.Transfer.P50, 0.5)
+	require.Greater(t, s.Transfer.P50, 50*b.Transfer.P50)
+	require.Greater(t, slow.Classes["interactive"].TTFT.P50, base.Classes["interactive"].TTFT.P50+0.5)
+	// At 1.5 prompts a second per decode replica, a second each, the
+	// links fall behind: transfers queue on them until requests time out,
+	// as llm-d saw hundreds of time-outs on a silent fallback to TCP.
+	require.Zero(t, base.Requests.TimedOut)
+	require.Positive(t, slow.Requests.TimedOut)
+	require.Positive(t, s.Aborted, "the timed-out requests' transfers are stopped")
+	require.Equal(t, s.RemotePrefills, s.Transfers+s.Aborted+inFlightTransfers(slow))
+}
+
+// inFlightTransfers is the remote prefills neither moved nor stopped: the
+// requests still in flight at the end.
+func inFlightTransfers(rep *Report) uint64 { return rep.Requests.InFlightAtEnd }
+
+// kv-transfer-failure: with the decode pool's policy fail (vLLM's
+// default), a failed transfer fails its attempt, which is retried on
+// another decode replica; with recompute, the decode replica prefills the
+// prompt itself and nothing is retried.
+func TestDisaggTransferFailurePolicies(t *testing.T) {
+	fault := `faults=["kv-transfer-failure pool=decode at=1m for=1m count=1 fail=1"]`
+	failing := pdRun(t, "duration=4m", fault)
+	d := failing.Disaggregation
+	require.Positive(t, d.Failed)
+	require.Zero(t, d.Recomputed)
+	require.GreaterOrEqual(t, failing.Requests.Retries, d.Failed, "each failed transfer's attempt is retried")
+	require.Zero(t, failing.Requests.Failed, "the retries find the other decode replicas")
+
+	recomputing := pdRun(t, "duration=4m", "pools.decode.kv_load_failure_policy=recompute",
+		`faults=["kv-transfer-failure pool=decode at=1m for=1m fail=1"]`)
+	r := recomputing.Disaggregation
+	require.Positive(t, r.Failed)
+	require.Equal(t, r.Failed, r.Recomputed, "every failed transfer is prefilled again on its decode replica")
+	require.Zero(t, recomputing.Requests.Retries)
+	require.Equal(t, recomputing.Requests.Arrived, recomputing.Requests.Completed)
+}
+
+// A transfer that hangs is heard of only at the decode side's timeout
+// (SGLang's waits 300 s): its request waits that long before its retry.
+func TestDisaggTransferHang(t *testing.T) {
+	rep := pdRun(t, "duration=3m", `faults=["kv-transfer-failure pool=decode at=1m for=30s count=1 fail=1 timeout=20s"]`)
+	d := rep.Disaggregation
+	require.Positive(t, d.Failed)
+	require.GreaterOrEqual(t, rep.Classes["interactive"].E2E.Max, 20.0, "a hung transfer holds its request for the timeout")
+	require.Positive(t, rep.Requests.Retries)
+}

@@ -48,6 +48,25 @@ var effects = map[faults.Kind]effect{
 	faults.Stockout:         onReplicas{},
 	faults.QuotaCap:         onReplicas{},
 	faults.SlowProvisioning: onReplicas{},
+	// The KV links into decode replicas (disagg.go reads the state).
+	faults.LinkDegraded:      linkDegraded{},
+	faults.KVTransferFailure: kvTransferFailure{},
+}
+
+// linkDegraded: the link into the replica moves bandwidth= GB/s per GPU
+// and takes latency= more per transfer (disaggWorld.applyRates).
+type linkDegraded struct{ onReplicas }
+
+func (linkDegraded) share(sp faults.Spec) faults.Condition {
+	return faults.Condition{LinkBandwidth: sp.Bandwidth, LinkLatency: sp.AddLatency}
+}
+
+// kvTransferFailure: a share of the transfers into the replica fail,
+// heard of after timeout= (disaggWorld.moved).
+type kvTransferFailure struct{ onReplicas }
+
+func (kvTransferFailure) share(sp faults.Spec) faults.Condition {
+	return faults.Condition{TransferFail: sp.FailRate, TransferTimeout: sp.Timeout}
 }
 
 // effectOf returns kind k's effect. Specs are validated, so k is in the

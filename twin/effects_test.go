@@ -45,6 +45,9 @@ func TestEffectApply(t *testing.T) {
 		faults.Stockout:         {},
 		faults.QuotaCap:         {},
 		faults.SlowProvisioning: {},
+		// The KV links into decode replicas.
+		faults.LinkDegraded:      {st: replicaFault{LinkBandwidth: 0.5}},
+		faults.KVTransferFailure: {st: replicaFault{TransferFail: 1}},
 	}
 	for _, k := range faults.Kinds() {
 		t.Run(k, func(t *testing.T) {

@@ -269,20 +269,21 @@ type faultWorld struct {
 	restarts   *reqengine.Restarts  // the replicas restarted in place, loading (the engine's rule)
 	onEjection func(sched.Ejection) // Options.OnEjection
 
-	p        *plan
-	s        *sim.Sim
-	core     *sched.Core
-	eng      *reqengine.Engine // the runner's: a probe's result is stepped to it
-	replicas []replicaRT       // the runner's: built before the run, never resliced
-	pools    []*PoolReport
-	jobs     *jobsRT
-	end      time.Duration
-	log      *timelineLog                                                       // the runner's
-	dispatch func()                                                             // carry out what the core decided since
-	failWork func(ri int)                                                       // fail the requests on replica ri, just gone down
-	seed     uint64                                                             // the run's: an attempt's draw against its replica's failure rate (sched.AttemptFate)
-	live     func() bool                                                        // requests are alive or may still arrive: probes go on
-	ended    func(tenant, model int, arrived time.Duration, met, inFlight bool) // the tally's, for a measured request
+	p            *plan
+	s            *sim.Sim
+	core         *sched.Core
+	eng          *reqengine.Engine // the runner's: a probe's result is stepped to it
+	replicas     []replicaRT       // the runner's: built before the run, never resliced
+	pools        []*PoolReport
+	jobs         *jobsRT
+	end          time.Duration
+	log          *timelineLog                                                       // the runner's
+	dispatch     func()                                                             // carry out what the core decided since
+	failWork     func(ri int)                                                       // fail the requests on replica ri, just gone down
+	stateChanged func()                                                             // the replicas' fault state was recomputed (the P/D links read it)
+	seed         uint64                                                             // the run's: an attempt's draw against its replica's failure rate (sched.AttemptFate)
+	live         func() bool                                                        // requests are alive or may still arrive: probes go on
+	ended        func(tenant, model int, arrived time.Duration, met, inFlight bool) // the tally's, for a measured request
 }
 
 // initFaults parses the scenario's faults and resolves their targets.
@@ -438,6 +439,18 @@ func (w *faultWorld) applyFaults() {
 			w.jobs.lost(ri)
 		}
 	}
+	if w.stateChanged != nil {
+		w.stateChanged()
+	}
+}
+
+// replicaFault is replica ri's fault state now (none when the run has no
+// faults).
+func (w *faultWorld) replicaFault(ri int) replicaFault {
+	if w.faultState == nil {
+		return replicaFault{}
+	}
+	return w.faultState[ri]
 }
 
 // failReplicaWork fails every request on replica ri: at once if it refuses,

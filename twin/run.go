@@ -264,6 +264,8 @@ type request struct {
 	pAt                  int
 	pd                   pdPhase
 	prefilledAt, movedAt time.Duration
+	xferFail             bool      // its transfer fails (kv-transfer-failure)
+	xferTimer            sim.Timer // a failed transfer's timeout, when it hangs
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a hedge allocates nothing.
@@ -332,6 +334,9 @@ func newRunner(p *plan) (*runner, error) {
 		end: r.end, log: &r.timelineLog, dispatch: r.dispatch, failWork: r.failReplicaWork,
 		seed: r.p.sc.Seed, ended: r.tally.ended,
 		live: func() bool { return r.lc.Live() > 0 || !r.afterArrivals() }}
+	if r.pd != nil {
+		r.faultWorld.stateChanged = r.pd.applyRates
+	}
 	r.jobs = jobsRT{p: p, s: r.s, core: r.core, replicas: r.replicas, pools: r.pools, end: r.end,
 		down:  r.faultWorld.down,
 		event: r.event, dispatch: r.dispatch,
@@ -641,7 +646,8 @@ func (r *runner) dispatch() {
 	}
 	r.dispatching = true
 	for len(r.work.Restarted)+len(r.work.Loaded)+len(r.work.Transitions)+len(r.work.Changes)+len(r.work.Rollouts)+len(r.work.ScalerEvents)+len(r.work.Scaling)+
-		len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.work.CopiesEnded)+len(r.work.Answers) > 0 {
+		len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.work.CopiesEnded)+len(r.work.Answers)+
+		len(r.work.Recomputes) > 0 {
 		carry(&r.work.Restarted, r.faultWorld.restarted)
 		carry(&r.work.Loaded, func(ri int) { r.replicas[ri].loading = false })
 		carry(&r.work.Transitions, r.breakerChanged)
@@ -667,6 +673,9 @@ func (r *runner) dispatch() {
 		carry(&r.work.Cancels, r.cancelled)
 		carry(&r.work.CopiesEnded, r.copyEnded)
 		carry(&r.work.Starts, r.startDispatched)
+		if len(r.work.Recomputes) > 0 {
+			carry(&r.work.Recomputes, r.pd.recompute)
+		}
 		carry(&r.work.Hedges, r.startHedge)
 		for i := 0; i < no; i++ {
 			r.admitted(&r.work.Offers[i])

@@ -15,7 +15,15 @@ const (
 	saltFate    = 3 // an attempt's fate under a fault that fails a share of attempts
 	saltBackoff = 4 // a retry's backoff jitter
 	saltAnswer  = 5 // how long a fault's answer takes to come back
+	saltXfer    = 6 // a KV transfer's fate under kv-transfer-failure
 )
+
+// TransferFate is the uniform draw in [0, 1) that decides whether the KV
+// transfer of request id's attempt at its offer'th offer into decode
+// replica fails, under a fault that fails a share of transfers.
+func TransferFate(seed, id uint64, offer, replica int) float64 {
+	return draw(seed, id, saltXfer|uint64(offer)<<8|uint64(replica)<<32)
+}
 
 // AnswerDraw is the uniform draw in [0, 1) that times the answer a fault
 // gives in place of the backend (a 429, a 5xx) to the attempt of request
