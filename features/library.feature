@@ -24,6 +24,7 @@ Feature: The scenario library
       | gameday-driver-upgrade     |
       | gameday-full               |
       | gameday-model-retirement   |
+      | gameday-pd-link            |
       | gameday-quota-exhaustion   |
       | gameday-regional-outage    |
       | gameday-retry-storm        |

@@ -126,6 +126,7 @@ func TestLibraryGameDays(t *testing.T) {
 		"gameday-spot-loss":          {faults.NodeLoss},
 		"gameday-full":               {faults.RegionalOutage, faults.QuotaExhaustion, faults.NodeLoss, faults.Brownout},
 		"gameday-autoscale-stockout": {faults.RegionalOutage, faults.Stockout},
+		"gameday-pd-link":            {faults.LinkDegraded, faults.NodeLoss},
 	}
 	var names []string
 	for _, i := range scenarios.List() {

@@ -816,6 +816,28 @@ func (w *faultWorld) noteServed(req *request, ri int) {
 	noteServed(w.p, w.faults, w.s.Now(), ri, req.Core.Model, req.Core.Served, req.canary, w.log.addEvent)
 }
 
+// notePrefilled tells the faults on the prefill pools of a completed
+// request's model (noteServed's are about the replica that answered it)
+// where its prompt was prefilled: on prefill replica p, or locally on its
+// decode replica (p < 0). A prompt prefilled on a replica the fault took
+// recovers it once it is over; one prefilled elsewhere, or locally after
+// the fault began, is its traffic served elsewhere (mitigation).
+func (w *faultWorld) notePrefilled(req *request, p int) {
+	model := w.p.sc.Models[req.Core.Served].Name
+	for _, f := range w.faults {
+		if !slices.ContainsFunc(f.pools, func(pi int) bool {
+			return w.p.core.Pools[pi].Prefill && slices.Contains(w.p.pools[pi].Spec.Models, model)
+		}) {
+			continue
+		}
+		affected := p >= 0 && slices.Contains(f.replicas, p)
+		displaced := !affected && (p >= 0 || req.dispatchedAt >= f.start)
+		if ev, ok := f.served(w.s.Now(), affected, displaced); ok {
+			w.log.addEvent(ev)
+		}
+	}
+}
+
 // noteServed updates faults' mitigation and recovery when a request for
 // model completes at now on replica ri, answered by model served (an
 // attempt of it routed to canary, index + 1, or 0), and records what

@@ -981,6 +981,13 @@ func (r *runner) complete(req *request) {
 	if ri >= 0 {
 		r.observeAttempt(req, ri, true, met)
 		r.noteServed(req, ri)
+		if r.pd != nil && r.p.links[req.Core.Served] != nil {
+			p := -1 // prefilled on ri
+			if req.movedAt > 0 {
+				p = req.pAt
+			}
+			r.notePrefilled(req, p)
+		}
 	}
 	r.noteOutcome(req, met, false)
 	r.noteEnding(req, Completed, "", met)

@@ -17,6 +17,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/sim/stats"
 	"github.com/fleetdrill/fleetdrill/twin"
 )
 
@@ -144,6 +145,9 @@ func Text(w io.Writer, rep *twin.Report) error {
 	}
 	if len(rep.Autoscaling) > 0 {
 		autoscaling(ew, rep)
+	}
+	if rep.Disaggregation != nil {
+		disaggregation(ew, rep.Disaggregation)
 	}
 	if len(rep.Expectations) > 0 {
 		ew.printf("\nexpectations\n")
@@ -282,6 +286,27 @@ func autoscaling(ew *errWriter, rep *twin.Report) {
 	for _, n := range notes {
 		ew.printf("  %s\n", wrapText(n, width-2, "      "))
 	}
+}
+
+// disaggregation is the P/D section: where prompts were prefilled, what
+// moved over the links, and the split of a remotely prefilled request's
+// time to first token.
+func disaggregation(ew *errWriter, d *twin.DisaggReport) {
+	ew.printf("\ndisaggregation (prefill on prefill pools or locally; KV moved over the decode replicas' links)\n")
+	ew.printf("  prefilled remotely %d, locally %d; transfers %d (%.1f GB), stopped %d, failed %d (recomputed %d)\n",
+		d.RemotePrefills, d.LocalPrefills, d.Transfers, d.Bytes/1e9, d.Aborted, d.Failed, d.Recomputed)
+	if d.Transfer.Count == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "  TTFT, remote prefill\tmean\tp50\tp99\tmax\t\n")
+	for _, part := range []struct {
+		name string
+		s    stats.Summary
+	}{{"prefill (its queue, the prompt)", d.Prefill}, {"transfer (latency, bandwidth share)", d.Transfer}, {"decode (its queue, first token)", d.Decode}} {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t\n", part.name, secs(part.s.Mean), secs(part.s.P50), secs(part.s.P99), secs(part.s.Max))
+	}
+	tw.Flush()
 }
 
 // shortfall is pool name's line on its shortfall (serving fewer replicas

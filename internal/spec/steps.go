@@ -250,6 +250,23 @@ func table() []*step {
 				}
 				return w.addFault(fault(faults.ErrorBurst, a[0]+"="+a[1], "fail="+fail, "at="+a[3], opt("for", a[4])))
 			}},
+		// The KV link of a disaggregated fleet (twin/kvlink).
+		{keyword: "When", pattern: `^the KV link into (region|pool) (\S+) falls back to (\S+) GB/s at (\S+)(?: for (\S+))?$`,
+			doc:     "A degraded P/D link: the KV transfers into the decode pool's (or region's decode pools') replicas move this many GB/s per GPU, as RDMA falling back to TCP does (`link-degraded ... bandwidth=`).",
+			example: "When the KV link into pool use-h100-decode falls back to 0.5 GB/s at 15m for 10m",
+			do: func(_ context.Context, w *world, a []string) error {
+				return w.addFault(fault(faults.LinkDegraded, a[0]+"="+a[1], "bandwidth="+a[2], "at="+a[3], opt("for", a[4])))
+			}},
+		{keyword: "When", pattern: `^(\S+) of the KV transfers into (region|pool) (\S+) fail at (\S+)(?: for (\S+))?(?: and hang for (\S+))?$`,
+			doc:     "KV transfer failures: a share of the transfers into the decode pool's replicas fail (a fraction or a percentage), heard of when they would have ended or, when they hang, after the decode side's timeout (`kv-transfer-failure ... fail= [timeout=]`).",
+			example: "When 10% of the KV transfers into pool use-h100-decode fail at 5m for 5m and hang for 300s",
+			do: func(_ context.Context, w *world, a []string) error {
+				fail, err := failShare(a[0])
+				if err != nil {
+					return err
+				}
+				return w.addFault(fault(faults.KVTransferFailure, a[1]+"="+a[2], "fail="+fail, "at="+a[3], opt("for", a[4]), opt("timeout", a[5])))
+			}},
 		{keyword: "When", pattern: `^the fault "([^"]+)" is injected$`,
 			doc:     "Any fault, as a line of the fault syntax (docs/faults.md).",
 			example: `When the fault "brownout region=us-east at=10m for=5m fail=0.2" is injected`,

@@ -28,7 +28,10 @@ func TestLibraryCompiles(t *testing.T) {
 				for next < len(p.Replicas) && p.Replicas[next].Pool == pi {
 					r := p.Core.Replicas[next]
 					require.Equal(t, p.Replicas[next].Model, r.Model)
-					require.True(t, p.Core.Pools[pi].Serves[r.Model], "pool %s replica %d", pp.Spec.Name, n)
+					// A prefill pool's replicas run its model for the decode
+					// pools and serve no client.
+					require.Equal(t, !p.Core.Pools[pi].Prefill, p.Core.Pools[pi].Serves[r.Model], "pool %s replica %d", pp.Spec.Name, n)
+					require.Equal(t, pp.Spec.Role == "prefill", p.Core.Pools[pi].Prefill, "pool %s", pp.Spec.Name)
 					require.Equal(t, n >= pp.Spec.Replicas, r.Absent, "pool %s replica %d", pp.Spec.Name, n)
 					n, next = n+1, next+1
 				}
