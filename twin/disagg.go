@@ -2,6 +2,7 @@ package twin
 
 import (
 	"slices"
+	"time"
 
 	"github.com/fleetdrill/fleetdrill/sim"
 	"github.com/fleetdrill/fleetdrill/sim/stats"
@@ -35,6 +36,18 @@ const (
 	pdPrefilling         // on the prefill replica's engine
 	pdMoving             // its KV cache on the link
 )
+
+// pdReq is a request's remote prefill: its sequence on prefill replica
+// at, where it is, when its prefill and its transfer ended, and a failing
+// transfer's fate.
+type pdReq struct {
+	seq                  *engine.Seq
+	at                   int
+	phase                pdPhase
+	prefilledAt, movedAt time.Duration
+	xferFail             bool      // its transfer fails (kv-transfer-failure)
+	xferTimer            sim.Timer // a failed transfer's timeout, when it hangs
+}
 
 // DisaggReport is what disaggregated serving did, over the measured
 // window: where prompts were prefilled, what moved over the links, and how
@@ -121,7 +134,10 @@ func (d *disaggWorld) start(req *request, p int) {
 	}
 	ps := r.newSeq()
 	*ps = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: 1, Blocks: req.seq.Blocks}
-	req.pseq, req.pAt, req.pd = ps, p, pdPrefilling
+	if req.pd == nil {
+		req.pd = &pdReq{}
+	}
+	*req.pd = pdReq{seq: ps, at: p, phase: pdPrefilling}
 	r.replicas[p].eng.Add(r.s.Now(), ps)
 	r.rearm(p)
 }
@@ -138,7 +154,7 @@ func (d *disaggWorld) local(req *request) {
 // KV cache stays on the replica, held for the transfer, which starts
 // after the engine's step (moved).
 func (d *disaggWorld) done(req *request) {
-	d.r.replicas[req.pAt].eng.Hold(int64(req.pseq.Prompt))
+	d.r.replicas[req.pd.at].eng.Hold(int64(req.pd.seq.Prompt))
 	d.prefilled = append(d.prefilled, req)
 }
 
@@ -149,26 +165,26 @@ func (d *disaggWorld) moved() {
 	r := d.r
 	now := r.s.Now()
 	for _, req := range d.prefilled {
-		if req.pd != pdPrefilling {
+		if req.pd.phase != pdPrefilling {
 			continue
 		}
-		r.freeSeq(req.pseq)
-		req.pseq = nil
-		req.pd = pdMoving
-		req.prefilledAt = now
+		r.freeSeq(req.pd.seq)
+		req.pd.seq = nil
+		req.pd.phase = pdMoving
+		req.pd.prefilledAt = now
 		ri := req.Core.Replica
-		r.eng.Step(now, reqengine.Event{Kind: reqengine.Prefilled, Req: &req.Req, Replica: req.pAt})
+		r.eng.Step(now, reqengine.Event{Kind: reqengine.Prefilled, Req: &req.Req, Replica: req.pd.at})
 		// Its fate on the link: the ground truth's (kv-transfer-failure),
 		// a seeded draw of the attempt's own.
-		req.xferFail = false
+		req.pd.xferFail = false
 		if st := r.replicaFault(ri); st.TransferFail > 0 &&
 			sched.TransferFate(r.p.sc.Seed, req.Core.ID, req.Life.Attempts, ri) < st.TransferFail {
-			req.xferFail = true
+			req.pd.xferFail = true
 			if st.TransferTimeout > 0 {
 				// A hang: nothing moves, and the decode side hears of
 				// it at its timeout.
-				req.xferTimer = r.s.After(st.TransferTimeout, func() {
-					if req.pd == pdMoving && req.xferFail {
+				req.pd.xferTimer = r.s.After(st.TransferTimeout, func() {
+					if req.pd.phase == pdMoving && req.pd.xferFail {
 						d.failed(req)
 					}
 				})
@@ -200,16 +216,16 @@ func (d *disaggWorld) arrive(ri int) {
 	// A copy: carrying one out may step the link again (a cancel).
 	for _, id := range slices.Clone(d.links[ri].Advance(now)) {
 		req := r.reqs[id]
-		if req.pd != pdMoving {
+		if req.pd.phase != pdMoving {
 			continue
 		}
-		if req.xferFail {
+		if req.pd.xferFail {
 			d.failed(req) // heard of as it would have ended
 			continue
 		}
 		d.release(req)
-		req.pd = pdNone
-		req.movedAt = now
+		req.pd.phase = pdNone
+		req.pd.movedAt = now
 		if req.measured {
 			d.rep.Transfers++
 			d.rep.Bytes += kvlink.Bytes(r.p.links[r.replicas[ri].model].KVBytesPerToken, req.seq.Prompt)
@@ -229,9 +245,9 @@ func (d *disaggWorld) arrive(ri int) {
 func (d *disaggWorld) failed(req *request) {
 	r := d.r
 	d.release(req)
-	req.pd = pdNone
-	req.xferFail = false
-	req.prefilledAt = 0
+	req.pd.phase = pdNone
+	req.pd.xferFail = false
+	req.pd.prefilledAt = 0
 	if req.measured {
 		d.rep.Failed++
 	}
@@ -286,32 +302,32 @@ func (d *disaggWorld) applyRates() {
 // release lets go of the KV the prefill replica holds for req.
 func (d *disaggWorld) release(req *request) {
 	r := d.r
-	r.replicas[req.pAt].eng.Release(r.s.Now(), int64(req.seq.Prompt))
-	r.rearm(req.pAt)
+	r.replicas[req.pd.at].eng.Release(r.s.Now(), int64(req.seq.Prompt))
+	r.rearm(req.pd.at)
 }
 
 // abort stops req's remote prefill wherever it is: its attempt ended
 // early. The core's slots are the engine's to free (Finish).
 func (d *disaggWorld) abort(req *request) {
-	if d == nil {
+	if d == nil || req.pd == nil {
 		return
 	}
-	switch req.pd {
+	switch req.pd.phase {
 	case pdPrefilling:
-		d.r.cancelSeq(req.pAt, req.pseq)
-		req.pseq = nil
+		d.r.cancelSeq(req.pd.at, req.pd.seq)
+		req.pd.seq = nil
 	case pdMoving:
 		ri := req.Core.Replica
-		if !req.xferTimer.Stop() { // a hung one is on no link
+		if !req.pd.xferTimer.Stop() { // a hung one is on no link
 			d.links[ri].Cancel(d.r.s.Now(), uint64(req.idx))
 			d.arm(ri)
 		}
-		req.xferFail = false
+		req.pd.xferFail = false
 		d.release(req)
 	default:
 		return
 	}
-	req.pd = pdNone
+	req.pd.phase = pdNone
 	if req.measured {
 		d.rep.Aborted++
 	}
@@ -320,12 +336,12 @@ func (d *disaggWorld) abort(req *request) {
 // completed records the split of a remotely prefilled request's time to
 // first token.
 func (d *disaggWorld) completed(req *request) {
-	if d == nil || !req.measured || req.movedAt == 0 {
+	if d == nil || !req.measured || req.pd == nil || req.pd.movedAt == 0 {
 		return
 	}
-	d.prefill.AddDuration(req.prefilledAt - req.dispatchedAt)
-	d.transfer.AddDuration(req.movedAt - req.prefilledAt)
-	d.decode.AddDuration(req.firstAt - req.movedAt)
+	d.prefill.AddDuration(req.pd.prefilledAt - req.dispatchedAt)
+	d.transfer.AddDuration(req.pd.movedAt - req.pd.prefilledAt)
+	d.decode.AddDuration(req.firstAt - req.pd.movedAt)
 }
 
 // report is the run's DisaggReport; nil without disaggregated models.

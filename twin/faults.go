@@ -459,7 +459,7 @@ func (r *runner) failReplicaWork(ri int) {
 	rt := &r.replicas[ri]
 	var victims []*request
 	for _, req := range r.reqs {
-		if req.state == stRunning && (req.Core.Replica == ri || (req.pd != pdNone && req.pAt == ri)) {
+		if req.state == stRunning && (req.Core.Replica == ri || (req.pd != nil && req.pd.phase != pdNone && req.pd.at == ri)) {
 			victims = append(victims, req)
 		}
 		if (req.state == stRunning || req.state == stFailing) && req.hedgeSeq != nil && req.hedgeAt == ri {

@@ -258,14 +258,10 @@ type request struct {
 	offeredAt time.Duration // when the current attempt was offered to the core
 	canary    int           // the canary (index + 1) an attempt was dispatched on; 0: none
 
-	// A remote prefill (disagg.go): its sequence on prefill replica pAt,
-	// where it is, and when its prefill and its transfer ended.
-	pseq                 *engine.Seq
-	pAt                  int
-	pd                   pdPhase
-	prefilledAt, movedAt time.Duration
-	xferFail             bool      // its transfer fails (kv-transfer-failure)
-	xferTimer            sim.Timer // a failed transfer's timeout, when it hangs
+	// pd is its remote prefill (disagg.go), nil for a request of a model
+	// served aggregated: a pointer, so that the slab entry every request
+	// takes does not grow with it.
+	pd *pdReq
 
 	// Callbacks bound to this slab entry once, so that arming a deadline or
 	// a hedge allocates nothing.
@@ -787,8 +783,10 @@ func (r *runner) startOn(req *request, ri int) {
 		// A retry starts over: what an earlier attempt generated is lost.
 		*req.seq = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
 	}
-	req.prefilledAt, req.movedAt = 0, 0
 	if r.pd != nil {
+		if req.pd != nil {
+			*req.pd = pdReq{} // an earlier attempt's (or request's) is over
+		}
 		if p := req.Core.Prefilling(); p >= 0 {
 			r.pd.start(req, p)
 			return
@@ -891,7 +889,7 @@ func (r *runner) Done(s *engine.Seq, _ time.Duration) {
 		// A hedge that finishes in the step it won settles first (see
 		// advance), and the request completes on it.
 		r.done = append(r.done, req)
-	case s == req.pseq:
+	case req.pd != nil && s == req.pd.seq:
 		r.pd.done(req) // a remote prefill is over
 	default:
 		r.freeSeq(s) // an abandoned attempt ran to its end: recycle it
@@ -983,8 +981,8 @@ func (r *runner) complete(req *request) {
 		r.noteServed(req, ri)
 		if r.pd != nil && r.p.links[req.Core.Served] != nil {
 			p := -1 // prefilled on ri
-			if req.movedAt > 0 {
-				p = req.pAt
+			if req.pd != nil && req.pd.movedAt > 0 {
+				p = req.pd.at
 			}
 			r.notePrefilled(req, p)
 		}

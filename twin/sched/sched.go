@@ -311,6 +311,7 @@ type Core struct {
 
 	dispatches  []Dispatch
 	disagg      []disaggState // per model
+	disaggAny   bool          // a model is served disaggregated: the hot paths check nothing otherwise
 	fillScratch []int
 	wakeAt      time.Duration
 	cands       []int // scratch for pickByPrefix
@@ -422,6 +423,7 @@ func New(cfg Config) (*Core, error) {
 		cohorts:      map[string][]int{},
 		modelQLen:    make([]int, len(cfg.Models)),
 		disagg:       make([]disaggState, len(cfg.Models)),
+		disaggAny:    slices.ContainsFunc(cfg.Models, func(m Model) bool { return m.Disagg != nil }),
 		replicas:     make([]replicaState, len(cfg.Replicas)),
 		groupsOf:     make([][]int, len(cfg.Models)),
 		pools:        make([]poolState, len(cfg.Pools)),
@@ -904,7 +906,9 @@ func (c *Core) Finish(now time.Duration, req *Request) {
 	if req.hedged {
 		c.EndHedge(now, req, false)
 	}
-	c.PrefillDone(now, req)
+	if req.prefill != 0 {
+		c.PrefillDone(now, req)
+	}
 	if r := req.Replica; r >= 0 {
 		req.Replica = -1
 		if req.Shadow {
@@ -930,7 +934,7 @@ func (c *Core) Tick(now time.Duration) {
 // fill dispatches queued requests to replica r while it has room.
 func (c *Core) fill(now time.Duration, r int) {
 	rs := &c.replicas[r]
-	if c.cfg.Pools[rs.Pool].Prefill {
+	if c.disaggAny && c.cfg.Pools[rs.Pool].Prefill {
 		// A prefill replica takes nothing from the queues itself; its room
 		// (a slot freed, a breaker closed, back from loading) is the
 		// decode replicas' waiting for one.
@@ -970,7 +974,7 @@ func (c *Core) nextFor(now time.Duration, r int) *Request {
 func (c *Core) nextOn(now time.Duration, r, route int) *Request {
 	rs := &c.replicas[r]
 	pool := &c.cfg.Pools[rs.Pool]
-	if !c.decodeGate(now, rs.Model, rs.Pool) {
+	if c.disaggAny && !c.decodeGate(now, rs.Model, rs.Pool) {
 		return nil
 	}
 	var best *Request
@@ -1099,8 +1103,10 @@ func (c *Core) start(now time.Duration, req *Request, r int) {
 		c.shadowInflight[req.Route-1]++
 	}
 	c.chargePool(now, rs.Pool, req)
-	if p := c.prefillFor(now, req, rs.Model, rs.Pool); p >= 0 {
-		c.takePrefill(now, req, p)
+	if c.disaggAny {
+		if p := c.prefillFor(now, req, rs.Model, rs.Pool); p >= 0 {
+			c.takePrefill(now, req, p)
+		}
 	}
 	if !req.Shadow {
 		// A copy is not the queue's progress: the dispatch rates behind
@@ -1204,7 +1210,7 @@ func (c *Core) pick(now time.Duration, req *Request, m int) int {
 		if !rs.hasRoom() {
 			continue // the least-loaded replica is full: all are
 		}
-		if !c.decodeGate(now, m, g.pool) {
+		if c.disaggAny && !c.decodeGate(now, m, g.pool) {
 			continue
 		}
 		if c.poolFits(p, m, tj, int64(req.Input+req.Output), c.routeFor(req, m)) != "" {
@@ -1247,7 +1253,7 @@ func (c *Core) pickByPrefix(now time.Duration, req *Request, m int) int {
 		g := &c.groups[gi]
 		p := &c.cfg.Pools[g.pool]
 		if c.poolFits(p, m, tj, int64(req.Input+req.Output), c.routeFor(req, m)) != "" || !c.poolQuotaOK(now, g.pool, req) ||
-			!c.decodeGate(now, m, g.pool) {
+			(c.disaggAny && !c.decodeGate(now, m, g.pool)) {
 			continue
 		}
 		for _, r := range g.heap {
