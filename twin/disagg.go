@@ -22,7 +22,9 @@ import (
 // engine with its prompt's KV in place (engine.Seq.Transferred), where it
 // computes the last prompt token and decodes. The request engine hears
 // the prefill is over when it is (reqengine.Prefilled): the prefill
-// replica's breaker counts a success and its slot is free.
+// replica's breaker counts a success and its slot is free. A transfer that
+// fails is the decode server's to handle, by its kv_load_failure_policy
+// (failed), as a real server's is.
 //
 // An attempt that ends early (its deadline, a lost replica on either
 // side) is stopped wherever it is: its prefill cancelled, or its transfer
@@ -239,35 +241,30 @@ func (d *disaggWorld) arrive(ri int) {
 }
 
 // failed carries out the failure of req's transfer: the prefill replica
-// lets its KV go, and the request engine decides by the decode pool's
-// policy — the attempt fails (it is retried), or the decode replica
-// prefills the prompt itself (recompute).
+// lets its KV go, and the decode server does what its pool's
+// kv_load_failure_policy says — as a real one does, with nothing for the
+// gateway to decide: recompute, it prefills the prompt itself; fail
+// (vLLM's default), it answers the attempt with an error, which the
+// request engine hears of as any server error (the decode replica's
+// breaker counts it, the lifecycle retries it).
 func (d *disaggWorld) failed(req *request) {
 	r := d.r
 	d.release(req)
-	req.pd.phase = pdNone
-	req.pd.xferFail = false
-	req.pd.prefilledAt = 0
+	req.pd.phase, req.pd.xferFail, req.pd.prefilledAt = pdNone, false, 0
 	if req.measured {
 		d.rep.Failed++
 	}
-	req.state = stBackoff // unless the engine has it recompute
-	r.step(reqengine.Event{Kind: reqengine.TransferFailed, Req: &req.Req})
-}
-
-// recompute starts q on its decode replica with its whole prompt to
-// prefill, its transfer having failed (Ready.Recomputes).
-func (d *disaggWorld) recompute(q *reqengine.Req) {
-	r := d.r
-	req := r.owner(&q.Core)
 	ri := req.Core.Replica
-	req.state = stRunning
-	if req.measured {
-		d.rep.Recomputed++
+	if r.p.pools[r.replicas[ri].pool].Spec.KVLoadFailurePolicy == "recompute" {
+		if req.measured {
+			d.rep.Recomputed++
+		}
+		req.seq.Transferred = 0
+		r.replicas[ri].eng.Add(r.s.Now(), req.seq)
+		r.rearm(ri)
+		return
 	}
-	req.seq.Transferred = 0
-	r.replicas[ri].eng.Add(r.s.Now(), req.seq)
-	r.rearm(ri)
+	r.failAttempt(req, ri, attemptFate{fail: true})
 }
 
 // applyRates gives each decode replica's link the rate its faults leave

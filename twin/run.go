@@ -642,8 +642,7 @@ func (r *runner) dispatch() {
 	}
 	r.dispatching = true
 	for len(r.work.Restarted)+len(r.work.Loaded)+len(r.work.Transitions)+len(r.work.Changes)+len(r.work.Rollouts)+len(r.work.ScalerEvents)+len(r.work.Scaling)+
-		len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.work.CopiesEnded)+len(r.work.Answers)+
-		len(r.work.Recomputes) > 0 {
+		len(r.work.Judged)+len(r.work.Offers)+len(r.work.Reoffered)+len(r.work.Cancels)+len(r.work.Starts)+len(r.work.Hedges)+len(r.work.CopiesEnded)+len(r.work.Answers) > 0 {
 		carry(&r.work.Restarted, r.faultWorld.restarted)
 		carry(&r.work.Loaded, func(ri int) { r.replicas[ri].loading = false })
 		carry(&r.work.Transitions, r.breakerChanged)
@@ -669,9 +668,6 @@ func (r *runner) dispatch() {
 		carry(&r.work.Cancels, r.cancelled)
 		carry(&r.work.CopiesEnded, r.copyEnded)
 		carry(&r.work.Starts, r.startDispatched)
-		if len(r.work.Recomputes) > 0 {
-			carry(&r.work.Recomputes, r.pd.recompute)
-		}
 		carry(&r.work.Hedges, r.startHedge)
 		for i := 0; i < no; i++ {
 			r.admitted(&r.work.Offers[i])

@@ -191,7 +191,6 @@ func Compile(sc *scenarios.Scenario) (*Plan, error) {
 				serve = append(serve, mi)
 			}
 		}
-		cp.KVRecompute = ps.KVLoadFailurePolicy == "recompute"
 		if ps.Role == "prefill" {
 			// Its replicas run their models, for the decode pools:
 			// no client is routed to them.

@@ -10,8 +10,8 @@ import (
 )
 
 // newDisaggEngine: a decode pool of one replica fed by a prefill pool of
-// one, always disaggregated; recompute is the decode pool's policy.
-func newDisaggEngine(t *testing.T, recompute bool) *Engine {
+// one, always disaggregated.
+func newDisaggEngine(t *testing.T) *Engine {
 	t.Helper()
 	c, err := sched.New(sched.Config{
 		Health:  sched.Health{Threshold: 1, OpenFor: time.Minute},
@@ -19,7 +19,7 @@ func newDisaggEngine(t *testing.T, recompute bool) *Engine {
 		Classes: []sched.Class{{Name: "interactive", Priority: 1}},
 		Models:  []sched.Model{{Name: "m", Disagg: &sched.Disagg{Mode: sched.DisaggAlways}}},
 		Pools: []sched.Pool{
-			{Name: "decode", Serves: []bool{true}, KVTokens: []int64{1e6}, PrefillPools: []int{1}, KVRecompute: recompute},
+			{Name: "decode", Serves: []bool{true}, KVTokens: []int64{1e6}, PrefillPools: []int{1}},
 			{Name: "prefill", Serves: []bool{false}, KVTokens: []int64{1e6}, Prefill: true},
 		},
 		Replicas: []sched.Replica{{Pool: 0, MaxBatch: 4}, {Pool: 1, MaxBatch: 1}},
@@ -34,7 +34,7 @@ func newDisaggEngine(t *testing.T, recompute bool) *Engine {
 // request, waiting for it, starts; a stale Prefilled (another replica, or
 // after the attempt ended) changes nothing.
 func TestEnginePrefilledFreesThePrefillReplica(t *testing.T) {
-	e := newDisaggEngine(t, false)
+	e := newDisaggEngine(t)
 	a := arrive(e, 0, 1)
 	b := arrive(e, 0, 2)
 	rd := drain(e)
@@ -51,33 +51,4 @@ func TestEnginePrefilledFreesThePrefillReplica(t *testing.T) {
 	require.Equal(t, -1, a.Core.Prefilling())
 	require.Equal(t, 1, b.Core.Prefilling())
 	require.Equal(t, sched.Closed, e.core.Breaker(time.Second, 1))
-}
-
-// TransferFailed: the decode pool's policy decides. fail: the attempt
-// fails on the decode replica (its breaker hears of it) and is retried;
-// recompute: the decode replica prefills it, the attempt goes on.
-func TestEngineTransferFailedPolicies(t *testing.T) {
-	e := newDisaggEngine(t, false)
-	a := arrive(e, 0, 1)
-	drain(e)
-	e.Step(time.Second, Event{Kind: Prefilled, Req: a, Replica: 1})
-	drain(e)
-	e.Step(2*time.Second, Event{Kind: TransferFailed, Req: a})
-	rd := drain(e)
-	require.Empty(t, rd.Recomputes)
-	require.Equal(t, Backoff, a.State(), "its attempt failed: it waits for its retry")
-	require.Equal(t, sched.Open, e.core.Breaker(2*time.Second, 0), "an error on the decode replica")
-
-	e = newDisaggEngine(t, true)
-	a = arrive(e, 0, 1)
-	drain(e)
-	e.Step(time.Second, Event{Kind: Prefilled, Req: a, Replica: 1})
-	drain(e)
-	e.Step(2*time.Second, Event{Kind: TransferFailed, Req: a})
-	rd = drain(e)
-	require.Equal(t, []*Req{a}, rd.Recomputes)
-	require.Equal(t, Running, a.State())
-	require.Equal(t, sched.Closed, e.core.Breaker(2*time.Second, 0))
-	e.Step(3*time.Second, Event{Kind: TransferFailed, Req: a})
-	require.Len(t, drain(e).Recomputes, 1, "a second failure of a running attempt recomputes again")
 }

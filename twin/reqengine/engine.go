@@ -243,12 +243,6 @@ const (
 	// PrefillDone). Its latency is not the decode replica's: it feeds no
 	// outlier reference, and it is no attempt of the ladder's.
 	Prefilled
-	// TransferFailed: Event.Req's KV transfer into its decode replica
-	// failed (heard of at once, or after the decode side's timeout). The
-	// decode pool's kv_load_failure_policy decides: recompute, the decode
-	// replica prefills the prompt itself (Ready.Recomputes); fail, the
-	// attempt fails as an error on the decode replica (AttemptFailed).
-	TransferFailed
 )
 
 // Event is one input to Step.
@@ -365,10 +359,6 @@ type Ready struct {
 	// one is in Cancels first) —, told to their canary and out of the
 	// core: the driver lets go of each record.
 	CopiesEnded []CopyEnd
-	// Recomputes are requests whose KV transfer failed and whose decode
-	// replica prefills their prompt itself (TransferFailed): the driver
-	// starts each there, its attempt going on.
-	Recomputes []*Req
 	// WakeAt is when the driver steps Tick next: the core's wake-up, the
 	// engine's next timer, or the ladder's, the canaries' or the scalers'
 	// next evaluation, whichever is first; NoWake: nothing waits on time.
@@ -419,7 +409,7 @@ func (e *Engine) HasReady() bool {
 	rd := &e.rd
 	return len(rd.Judged)+len(rd.Offers)+len(rd.Reoffered)+len(rd.Cancels)+len(rd.Starts)+len(rd.Hedges)+len(rd.Answers)+
 		len(rd.Transitions)+len(rd.Ejections)+len(rd.Changes)+len(rd.Rollouts)+len(rd.Scaling)+len(rd.ScalerEvents)+
-		len(rd.Restarted)+len(rd.Loaded)+len(rd.CopiesEnded)+len(rd.Recomputes) > 0
+		len(rd.Restarted)+len(rd.Loaded)+len(rd.CopiesEnded) > 0
 }
 
 // Ready returns what to carry out. Its slices are the engine's until
@@ -484,9 +474,6 @@ func (e *Engine) AppendTo(w *Ready) {
 	if len(rd.CopiesEnded) > 0 {
 		w.CopiesEnded = append(w.CopiesEnded, rd.CopiesEnded...)
 	}
-	if len(rd.Recomputes) > 0 {
-		w.Recomputes = append(w.Recomputes, rd.Recomputes...)
-	}
 	e.Advance()
 }
 
@@ -511,7 +498,6 @@ func (e *Engine) Advance() {
 	rd.Restarted = rd.Restarted[:0]
 	rd.Loaded = rd.Loaded[:0]
 	rd.CopiesEnded = rd.CopiesEnded[:0]
-	rd.Recomputes = rd.Recomputes[:0]
 }
 
 // WakeAt is Ready's WakeAt, without the rest.
@@ -580,17 +566,6 @@ func (e *Engine) Step(now time.Duration, ev Event) {
 			Observed(now, e.core, e.ladder, ev.Replica, true, ev.Latency)
 		}
 		e.end(now, q, Answer{Outcome: Completed})
-	case TransferFailed:
-		if q.state != Running {
-			return
-		}
-		if e.core.RecomputesKV(q.Core.Replica) {
-			e.rd.Recomputes = append(e.rd.Recomputes, q)
-			return
-		}
-		// The decode replica answers the attempt with an error (vLLM's
-		// fail policy: a 500).
-		e.Step(now, Event{Kind: AttemptFailed, Req: q, Replica: q.Core.Replica, How: sched.AttemptError, Observed: true})
 	case Prefilled:
 		if q.state != Running || q.Core.Prefilling() != ev.Replica {
 			return

@@ -141,11 +141,6 @@ func (c *Core) PrefillDone(now time.Duration, req *Request) {
 	c.fill(now, p)
 }
 
-// RecomputesKV reports whether decode replica r prefills a prompt itself
-// when its KV transfer fails (its pool's kv_load_failure_policy is
-// recompute), rather than failing the attempt.
-func (c *Core) RecomputesKV(r int) bool { return c.cfg.Pools[c.replicas[r].Pool].KVRecompute }
-
 // Prefilling returns the prefill replica req's prompt is computed on, or
 // -1 (none, or over).
 func (req *Request) Prefilling() int { return req.prefill - 1 }

@@ -169,10 +169,6 @@ type Pool struct {
 	// PrefillPools are, for a decode pool of a disaggregated model, the
 	// prefill pools of its region that compute its prompts.
 	PrefillPools []int
-	// KVRecompute: a decode pool whose replicas prefill a prompt
-	// themselves when its KV transfer fails (vLLM's
-	// kv_load_failure_policy recompute); false: the attempt fails.
-	KVRecompute bool
 }
 
 // Replica is one replica's routing view.
