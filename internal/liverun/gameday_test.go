@@ -88,3 +88,11 @@ func countsLine(c twin.Counts) string {
 	return fmt.Sprintf("arrived %d: completed %d, rejected %d, failed %d, timed out %d, cancelled %d, in flight %d; retries %d",
 		c.Arrived, c.Completed, c.Rejected, c.Failed, c.TimedOut, c.Cancelled, c.InFlightAtEnd, c.Retries)
 }
+
+// A disaggregated scenario is refused before anything starts, by name:
+// run live it would be served aggregated, and compared with a twin that
+// splits it.
+func TestDisaggregatedRefusedLive(t *testing.T) {
+	_, err := Run(context.Background(), Options{Scenario: "gameday-pd-link", InProcess: true, NoTwin: true})
+	require.ErrorContains(t, err, "models[0] (llama-3.1-8b): disaggregated serving cannot run live yet")
+}

@@ -153,6 +153,11 @@ func liveScenario(opts Options) ([]string, *scenarios.Scenario, error) {
 // emulated and external candidates alike: nothing of them is refused.
 func checkPolicy(sc *scenarios.Scenario) error {
 	var errs []error
+	for i, m := range sc.Models {
+		if m.Disaggregation != nil {
+			errs = append(errs, fmt.Errorf("models[%d] (%s): disaggregated serving cannot run live yet: the gateway routes no prefill leg and the emulated nodes move no KV cache (issue 34's live part); run it on the twin, or serve it aggregated with --set models.%s.disaggregation=null and role both on its pools", i, m.Name, m.Name))
+		}
+	}
 	// The gateway runs the ladder (reqengine.Ladder, the twin's too), bar the
 	// rung it has nothing to serve from.
 	for i, st := range sc.Policy.Degradation {
