@@ -341,6 +341,20 @@ func (d *disaggWorld) completed(req *request) {
 	d.decode.AddDuration(req.firstAt - req.pd.movedAt)
 }
 
+// linkState is decode replica ri's inbound link now, for a snapshot; nil
+// for a replica without one.
+func (d *disaggWorld) linkState(ri int) *LinkState {
+	if d == nil || d.links[ri] == nil {
+		return nil
+	}
+	r := d.r
+	spec := r.p.links[r.replicas[ri].model]
+	gpus := r.p.pools[r.replicas[ri].pool].Spec.GPUsPerReplica
+	bw, lat := d.links[ri].Rate()
+	return &LinkState{Transfers: d.links[ri].Len(), BandwidthGBs: bw / 1e9, OwnGBs: spec.Bandwidth(gpus) / 1e9,
+		Latency: lat, OwnLatency: spec.Spec.Latency}
+}
+
 // report is the run's DisaggReport; nil without disaggregated models.
 func (d *disaggWorld) report() *DisaggReport {
 	if d == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -163,4 +164,38 @@ func TestDisaggTransferHang(t *testing.T) {
 	require.Positive(t, d.Failed)
 	require.GreaterOrEqual(t, rep.Classes["interactive"].E2E.Max, 20.0, "a hung transfer holds its request for the timeout")
 	require.Positive(t, rep.Requests.Retries)
+}
+
+// A drill's snapshot shows both sides of a split fleet and the link: the
+// pools' roles, the prompts under way on the prefill pool, and the decode
+// pool's inbound link at the rate a degraded link runs at.
+func TestDisaggSnapshotShowsTheLink(t *testing.T) {
+	sc, err := scenarios.LoadWithSets("testdata/pd.yaml", []string{`faults=["link-degraded pool=decode at=1m bandwidth=0.5"]`})
+	require.NoError(t, err)
+	d, err := NewDrill(sc, Options{})
+	require.NoError(t, err)
+	pools := func() map[string]PoolState {
+		out := map[string]PoolState{}
+		for _, reg := range d.Snapshot().Regions {
+			for _, p := range reg.Pools {
+				out[p.Name] = p
+			}
+		}
+		return out
+	}
+	d.Advance(30 * time.Second)
+	ps := pools()
+	require.Equal(t, "prefill", ps["prefill"].Role)
+	require.Equal(t, "decode", ps["decode"].Role)
+	require.Nil(t, ps["prefill"].Link)
+	link := ps["decode"].Link
+	require.NotNil(t, link)
+	require.InDelta(t, 50, link.BandwidthGBs, 1e-9, "rdma: 50 GB/s per GPU, one GPU")
+	require.Equal(t, link.OwnGBs, link.BandwidthGBs)
+
+	d.Advance(90 * time.Second) // the fallback since 1m: transfers pile up
+	link = pools()["decode"].Link
+	require.InDelta(t, 0.5, link.BandwidthGBs, 1e-9)
+	require.InDelta(t, 50, link.OwnGBs, 1e-9)
+	require.Positive(t, link.Transfers)
 }

@@ -249,6 +249,7 @@ func (d *Drill) Snapshot() Snapshot {
 		case rt.svcReq != nil:
 			l.Running = 1
 		}
+		l.Link = r.pd.linkState(ri)
 		return l
 	}, false)
 	poolIndex := make(map[string]int, len(sc.Pools))

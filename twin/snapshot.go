@@ -72,6 +72,12 @@ type PoolState struct {
 	// and CanaryShare its share of eligible traffic now.
 	Canary      string
 	CanaryShare float64
+	// Role is the pool's part in disaggregated serving: "prefill",
+	// "decode" or "" (it prefills its own prompts). A prefill pool's
+	// Inflight counts the prompts it computes; a decode pool's Link is its
+	// replicas' inbound KV links now (nil for the others).
+	Role string
+	Link *LinkState
 	// Autoscale is the pool's scaler now; nil for a pool that does not
 	// autoscale (and for a live fleet, which does not yet).
 	Autoscale *AutoscaleState
@@ -239,11 +245,23 @@ type FaultState struct {
 	NotMitigatedFor string
 }
 
+// LinkState is a decode pool's inbound KV links now: the transfers on
+// them (moving or in their latency), and the bandwidth per replica and
+// the latency per transfer they run at, against their own (a degraded
+// link runs below it).
+type LinkState struct {
+	Transfers            int
+	BandwidthGBs, OwnGBs float64
+	Latency, OwnLatency  time.Duration
+}
+
 // ReplicaLoad is what a snapshot knows of one replica beyond the router's
-// view: whether it is loading a model, and the work in its engine.
+// view: whether it is loading a model, the work in its engine, and a
+// decode replica's inbound KV link (nil for the others).
 type ReplicaLoad struct {
 	Loading          bool
 	Running, Waiting int
+	Link             *LinkState
 }
 
 // FleetState is the fleet by region from the router's view at now, for
@@ -261,6 +279,9 @@ func FleetState(sc *scenarios.Scenario, core *sched.Core, now time.Duration, rep
 				continue
 			}
 			ps := PoolState{Name: p.Name, Provider: p.Provider, Replicas: p.Replicas, Slots: p.Replicas * p.MaxBatch}
+			if p.Role == "prefill" || p.Role == "decode" {
+				ps.Role = p.Role
+			}
 			if k, ok := core.CanaryOf(pi); ok {
 				ps.Canary, ps.CanaryShare = sc.Canaries[k].Name, core.CanaryShare(k)
 			}
@@ -298,6 +319,16 @@ func FleetState(sc *scenarios.Scenario, core *sched.Core, now time.Duration, rep
 				ps.Inflight += n
 				ps.Running += l.Running
 				ps.Waiting += l.Waiting
+				if k := l.Link; k != nil {
+					// The pool's: transfers summed, rates those of its
+					// replicas (alike, but for a fault on some: the slowest).
+					if ps.Link == nil {
+						ps.Link = &LinkState{BandwidthGBs: k.BandwidthGBs, OwnGBs: k.OwnGBs, Latency: k.Latency, OwnLatency: k.OwnLatency}
+					}
+					ps.Link.Transfers += k.Transfers
+					ps.Link.BandwidthGBs = min(ps.Link.BandwidthGBs, k.BandwidthGBs)
+					ps.Link.Latency = max(ps.Link.Latency, k.Latency)
+				}
 				if load != nil && l.Running > 0 || load == nil && n > 0 {
 					busy++
 				}

@@ -998,6 +998,12 @@ func (m *Model) whyPool() []string {
 	if len(skipped) > 0 {
 		l2 += ", " + st.warn.Render("skipped by "+itoa(len(skipped))) + " (" + strings.Join(skipped, ", ") + ")"
 	}
+	if p.Role == "prefill" {
+		// A prefill pool serves no route: it computes prompts for the
+		// decode pools of its region.
+		l2 = "prefills " + strings.Join(p.Models, ", ") + " for the decode pools of " + ref.region + ": " +
+			itoa(p.Inflight) + " prompt" + plural(p.Inflight) + " under way"
+	}
 	if p.Canary != "" {
 		// A candidate pool is reached only through its canary: the
 		// routes' view does not apply, its share does.
@@ -1026,10 +1032,30 @@ func (m *Model) whyPool() []string {
 	}
 	l4 := st.dim.Render(ref.region+" ("+ref.jurisdiction+") · provider "+p.Provider+" · serves ") +
 		strings.Join(p.Models, ", ") + st.dim.Render(" · dispatched "+count(p.Dispatched))
-	if p.Autoscale != nil {
-		return []string{l1, m.autoscaleLine(p.Autoscale), l2, l3, load, l4}
+	var linkLine []string
+	if k := p.Link; k != nil {
+		// A decode pool's KV link: what moves into it, and at what rate
+		// against its own (a silent fallback to TCP shows here first).
+		rate := fmt.Sprintf("%.4g GB/s", k.BandwidthGBs)
+		if k.BandwidthGBs < k.OwnGBs {
+			rate = st.bad.Render(rate) + st.dim.Render(fmt.Sprintf(" (its own %.4g)", k.OwnGBs))
+		}
+		lat := secs(k.Latency)
+		if k.Latency > k.OwnLatency {
+			lat = st.warn.Render(lat) + st.dim.Render(" (its own "+secs(k.OwnLatency)+")")
+		}
+		linkLine = []string{"KV link in: " + itoa(k.Transfers) + " transfer" + plural(k.Transfers) + " under way at " + rate + " per replica, " + lat + " each"}
 	}
-	return []string{l1, l2, l3, load, l4}
+	if p.Role != "" {
+		l4 += st.dim.Render(" · role " + p.Role)
+	}
+	var lines []string
+	if p.Autoscale != nil {
+		lines = []string{l1, m.autoscaleLine(p.Autoscale), l2, l3, load}
+	} else {
+		lines = []string{l1, l2, l3, load}
+	}
+	return append(append(lines, linkLine...), l4)
 }
 
 func (m *Model) whyRoute() []string {
