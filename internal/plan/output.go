@@ -108,6 +108,29 @@ func caseName(f string) string {
 }
 
 // WriteText prints the plan, one block per demand level.
+// disaggVerdict says whether disaggregation pays at a level: the split
+// plan lv against the same search with every model aggregated (agg).
+func disaggVerdict(lv, agg Level, pools []Pool) string {
+	fleet := func(l Level) string {
+		var parts []string
+		for i, pl := range pools {
+			if i < len(l.Replicas) && l.Replicas[i] > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", l.Replicas[i], pl.Name))
+			}
+		}
+		return strings.Join(parts, " + ")
+	}
+	switch {
+	case !agg.Feasible:
+		return "disaggregation pays: served aggregated on the same pools, no fleet the search tried meets every expectation (" + agg.Note + ")"
+	case agg.CostPerHour <= lv.CostPerHour:
+		return fmt.Sprintf("disaggregation does not pay: served aggregated on the same pools, %s meets every expectation for %.2f/h (split: %.2f/h)",
+			fleet(agg), agg.CostPerHour, lv.CostPerHour)
+	}
+	return fmt.Sprintf("disaggregation pays %.2f/h: served aggregated on the same pools, the cheapest passing fleet is %s at %.2f/h",
+		agg.CostPerHour-lv.CostPerHour, fleet(agg), agg.CostPerHour)
+}
+
 func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
 	nBuy := 0
@@ -223,6 +246,9 @@ func WriteText(w io.Writer, r *Result) error {
 		}
 		if lv.Commitment > 0 {
 			fmt.Fprintf(&b, "  new commitments: %.2f\n", lv.Commitment)
+		}
+		if li := slices.IndexFunc(r.Levels, func(l Level) bool { return l.Demand == lv.Demand }); li < len(r.Aggregated) {
+			b.WriteString("  " + disaggVerdict(lv, r.Aggregated[li], r.Pools) + "\n")
 		}
 		// One command per case the plan checked: the healthy run, then
 		// each survived fault. The healthy one alone would re-check what

@@ -270,6 +270,11 @@ type Result struct {
 	Runs     int       `json:"runs"`
 	Wall     float64   `json:"wall_s"`
 	Parallel int       `json:"parallel"`
+	// Aggregated is, for a scenario with disaggregated models, the same
+	// plan with every model served aggregated (its prefill and decode
+	// pools all prefilling their own prompts): one level per demand, so
+	// that the plan can say whether disaggregation pays. Nil otherwise.
+	Aggregated []Level `json:"aggregated,omitempty"`
 	Today    string    `json:"today"`
 	Started  time.Time `json:"-"`
 	p        *planner
@@ -435,6 +440,23 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 		Today: today.Format(time.DateOnly), Started: start}
 	res.Levels = make([]Level, len(cfg.Demands))
 	g, gctx := errgroup.WithContext(ctx)
+	var agg *Result
+	if sets := AggregateSets(base); len(sets) > 0 {
+		// Whether disaggregation pays: the same search over the same
+		// pools, every one prefilling its own prompts, beside this one
+		// (a search waits on its runs one bisection step at a time, so
+		// the two share the workers' idle time).
+		g.Go(func() error {
+			var err error
+			agg, err = Run(gctx, func(extra []string) (*scenarios.Scenario, error) {
+				return load(append(slices.Clip(sets), extra...))
+			}, cfg)
+			if err != nil {
+				return fmt.Errorf("plan: the aggregated comparison: %w", err)
+			}
+			return nil
+		})
+	}
 	for i, d := range cfg.Demands {
 		need := today
 		if i < len(cfg.NeededBy) && !cfg.NeededBy[i].IsZero() {
@@ -452,8 +474,37 @@ func Run(ctx context.Context, load Loader, cfg Config) (*Result, error) {
 	res.p = p
 	res.Points = p.points
 	res.Runs = p.runs
+	if agg != nil {
+		res.Aggregated = agg.Levels
+		res.Runs += agg.Runs
+	}
 	res.Wall = time.Since(start).Seconds()
 	return res, nil
+}
+
+// AggregateSets are the overrides that serve every disaggregated model of
+// sc aggregated on the same pools: no disaggregation block, every prefill
+// and decode pool prefilling its own prompts. Empty when no model is
+// disaggregated.
+func AggregateSets(sc *scenarios.Scenario) []string {
+	var sets []string
+	for _, m := range sc.Models {
+		if m.Disaggregation != nil {
+			sets = append(sets, "models."+m.Name+".disaggregation=null")
+		}
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	for _, pl := range sc.Pools {
+		if pl.Role == "prefill" || pl.Role == "decode" {
+			sets = append(sets, "pools."+pl.Name+".role=both")
+		}
+		if pl.KVLoadFailurePolicy != "" {
+			sets = append(sets, "pools."+pl.Name+".kv_load_failure_policy=")
+		}
+	}
+	return sets
 }
 
 // DateOf truncates t to its UTC date: plans work in whole days.

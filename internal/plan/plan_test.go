@@ -303,3 +303,36 @@ func TestPlanScopedExpectations(t *testing.T) {
 	require.ErrorAs(t, err, &ie)
 	require.ErrorContains(t, err, `expect[1] "`+scoped+`" is scoped to a fault no run of the plan injects`)
 }
+
+// A split fleet is planned as any (its prefill and decode pools are
+// searched apart: the ratio falls out), and the plan says whether
+// disaggregation pays against the same search served aggregated. On
+// gameday-pd-link without its faults, whose conditional decider
+// prefills locally when no prefill replica has room, the cheapest split
+// fleet keeps none, and aggregated costs no more.
+func TestPlanSaysWhetherDisaggregationPays(t *testing.T) {
+	load := library(t, "gameday-pd-link", "duration=10m", "warmup=1m", "faults=[]", "expect=[]")
+	res, err := Run(context.Background(), load, Config{Parallel: 2, MinAttainment: 0.99, Today: time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)})
+	require.NoError(t, err)
+	require.Len(t, res.Levels, 1)
+	require.Len(t, res.Aggregated, 1, "the aggregated comparison, per level")
+	lv, agg := res.Levels[0], res.Aggregated[0]
+	require.True(t, lv.Feasible)
+	require.True(t, agg.Feasible)
+	var b strings.Builder
+	require.NoError(t, WriteText(&b, res))
+	verdict := disaggVerdict(lv, agg, res.Pools)
+	require.Contains(t, b.String(), verdict)
+	if agg.CostPerHour <= lv.CostPerHour {
+		require.True(t, strings.HasPrefix(verdict, "disaggregation does not pay"), verdict)
+	} else {
+		require.True(t, strings.HasPrefix(verdict, "disaggregation pays"), verdict)
+	}
+	t.Logf("split %v at %.2f/h, aggregated %v at %.2f/h: %s", lv.Replicas, lv.CostPerHour, agg.Replicas, agg.CostPerHour, verdict)
+
+	// A scenario with no split model gets no comparison.
+	res, err = Run(context.Background(), library(t, "mmc", "duration=20m"), Config{Parallel: 2, MinAttainment: 0.99})
+	require.NoError(t, err)
+	require.Nil(t, res.Aggregated)
+	require.Empty(t, AggregateSets(&scenarios.Scenario{}))
+}
