@@ -260,24 +260,24 @@ func faultFigure(lhs string) (label string, ok bool) {
 
 // Result is a plan.
 type Result struct {
-	Scenario string    `json:"scenario"`
-	Pools    []Pool    `json:"pools"`
-	Faults   []string  `json:"survive"`
-	Seeds    []uint64  `json:"seeds"`            // every candidate ran at each; a pass is a pass at all
-	Checks   []Checks  `json:"checks,omitempty"` // cases that check other than the scenario's expectations
-	Levels   []Level   `json:"levels"`
-	Points   []*Point  `json:"points"`
-	Runs     int       `json:"runs"`
-	Wall     float64   `json:"wall_s"`
-	Parallel int       `json:"parallel"`
+	Scenario string   `json:"scenario"`
+	Pools    []Pool   `json:"pools"`
+	Faults   []string `json:"survive"`
+	Seeds    []uint64 `json:"seeds"`            // every candidate ran at each; a pass is a pass at all
+	Checks   []Checks `json:"checks,omitempty"` // cases that check other than the scenario's expectations
+	Levels   []Level  `json:"levels"`
+	Points   []*Point `json:"points"`
+	Runs     int      `json:"runs"`
+	Wall     float64  `json:"wall_s"`
+	Parallel int      `json:"parallel"`
 	// Aggregated is, for a scenario with disaggregated models, the same
 	// plan with every model served aggregated (its prefill and decode
 	// pools all prefilling their own prompts): one level per demand, so
 	// that the plan can say whether disaggregation pays. Nil otherwise.
-	Aggregated []Level `json:"aggregated,omitempty"`
-	Today    string    `json:"today"`
-	Started  time.Time `json:"-"`
-	p        *planner
+	Aggregated []Level   `json:"aggregated,omitempty"`
+	Today      string    `json:"today"`
+	Started    time.Time `json:"-"`
+	p          *planner
 }
 
 // ScaleSets are the overrides that multiply every workload stream's rate by
