@@ -75,8 +75,8 @@ func TestDisaggTradesTTFTForITL(t *testing.T) {
 	s, a := split.Classes["interactive"], agg.Classes["interactive"]
 	require.Equal(t, a.Completed, s.Completed, "both serve the load")
 	require.Less(t, s.TPOT.P99, a.TPOT.P99, "decode without prefill interference")
-	require.Greater(t, s.TTFT.P50, a.TTFT.P50+split.Disaggregation.Transfer.P50*0.5,
-		"TTFT gains a transfer and a second queue")
+	require.Greater(t, s.TTFT.P50, a.TTFT.P50+split.Disaggregation.Transfer.P50,
+		"TTFT gains at least a transfer (and a second queue)")
 }
 
 // Conditional: short prompts stay local, and with the prefill pool lost
