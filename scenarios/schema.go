@@ -601,6 +601,12 @@ type Retries struct {
 	// backoff or budget: a retry storm.
 	RetryRejected    bool `yaml:"retry_rejected,omitempty"`
 	IgnoreRetryAfter bool `yaml:"ignore_retry_after,omitempty"`
+	// MigrationLimit migrates a request whose stream is cut after its
+	// first tokens (its replica lost under it) up to this many times, as
+	// Dynamo's frontend does: offered again at once, its prompt extended
+	// by what it had generated, its stream continued. 0 (the default): a
+	// cut stream fails.
+	MigrationLimit int `yaml:"migration_limit,omitempty"`
 }
 
 // JobPolicy governs how GPU jobs share pools with serving.

@@ -974,6 +974,7 @@ func (v *validator) policy() {
 	}
 	rt := pol.Retries
 	v.atLeast("policy.retries.max_attempts", rt.MaxAttempts, 1)
+	v.atLeast("policy.retries.migration_limit", rt.MigrationLimit, 0)
 	if rt.Backoff <= 0 || rt.MaxBackoff < rt.Backoff {
 		v.add("policy.retries.backoff", rt.Backoff.String(), fmt.Sprintf("want > 0 and <= max_backoff (%s)", rt.MaxBackoff))
 	}

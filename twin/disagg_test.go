@@ -199,3 +199,21 @@ func TestDisaggSnapshotShowsTheLink(t *testing.T) {
 	require.InDelta(t, 50, link.OwnGBs, 1e-9)
 	require.Positive(t, link.Transfers)
 }
+
+// A lost decode replica cuts the streams under way on it: they fail,
+// unless the policy migrates them (Dynamo's request migration): offered
+// again at once to another replica with what they had generated as
+// prompt, their stream continued, their TTFT standing.
+func TestDisaggMigratesCutStreams(t *testing.T) {
+	loss := `faults=["node-loss pool=decode at=2m for=1m count=1"]`
+	cut := pdRun(t, "duration=4m", loss)
+	require.Positive(t, cut.Requests.Failed, "streams cut on the lost decode replica fail")
+	require.Zero(t, cut.Migrations)
+
+	moved := pdRun(t, "duration=4m", loss, "policy.retries.migration_limit=1")
+	require.Positive(t, moved.Migrations)
+	require.Less(t, moved.Requests.Failed, cut.Requests.Failed)
+	require.Equal(t, cut.Requests.Arrived, moved.Requests.Arrived)
+	require.Equal(t, cut.Requests.Completed+cut.Requests.Failed-moved.Requests.Failed, moved.Requests.Completed,
+		"each migrated stream completes where it would have failed")
+}

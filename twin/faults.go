@@ -656,10 +656,15 @@ func (r *runner) failAttempt(req *request, ri int, fate attemptFate) {
 			// Its first tokens reached the client (the replay's clients
 			// stream): the stream is cut.
 			how = sched.AttemptCut
+			req.cutGen = req.seq.Generated
 		}
 		req.state = stBackoff // until the engine offers it again or ends it
+		before := req.Life.Migrations
 		r.step(reqengine.Event{Kind: reqengine.AttemptFailed, Req: &req.Req, Replica: ri, How: how,
 			RetryAfter: fate.throttle, Observed: true})
+		if req.Life.Migrations > before && req.measured {
+			r.migrations++
+		}
 	})
 }
 

@@ -47,6 +47,9 @@ type Report struct {
 	// Disaggregation is what disaggregated serving did (disagg.go); nil
 	// when no model is served disaggregated.
 	Disaggregation *DisaggReport `json:"disaggregation,omitempty"`
+	// Migrations counts the streams cut after their first tokens and
+	// migrated to another replica (policy.retries.migration_limit).
+	Migrations uint64 `json:"migrations,omitempty"`
 	// Degradation reports the ladder, when the policy has one.
 	Degradation *DegradationReport `json:"degradation,omitempty"`
 	// Canaries reports each route version's rollout (canary.go).

@@ -174,6 +174,9 @@ type runner struct {
 	firsts []firstToken // first tokens produced during an engine Advance
 	hedges HedgeReport
 	pd     *disaggWorld // disaggregated serving (disagg.go); nil without
+	// migrations counts the measured requests' cut streams migrated
+	// (policy.retries.migration_limit).
+	migrations uint64
 
 	seqPool                     // pooled engine sequences
 	work        reqengine.Ready // the engine's decisions being carried out (see dispatch)
@@ -258,6 +261,10 @@ type request struct {
 	offeredAt time.Duration // when the current attempt was offered to the core
 	canary    int           // the canary (index + 1) an attempt was dispatched on; 0: none
 
+	// cutGen is what its last cut stream had generated, migrated into its
+	// next attempt's prompt (RetryPolicy.MigrationLimit); migrated the
+	// migrations its attempts have taken so.
+	cutGen, migrated int
 	// pd is its remote prefill (disagg.go), nil for a request of a model
 	// served aggregated: a pointer, so that the slab entry every request
 	// takes does not grow with it.
@@ -779,6 +786,13 @@ func (r *runner) startOn(req *request, ri int) {
 		// A retry starts over: what an earlier attempt generated is lost.
 		*req.seq = engine.Seq{Tag: req.idx, Prompt: req.seq.Prompt, Output: req.seq.Output, Blocks: req.seq.Blocks}
 	}
+	if req.Life.Migrations > req.migrated {
+		// Its stream was cut and migrated: what it had generated is now
+		// prompt, and it generates the rest.
+		req.migrated = req.Life.Migrations
+		req.seq.Prompt += req.cutGen
+		req.seq.Output = max(req.seq.Output-req.cutGen, 1)
+	}
 	if r.pd != nil {
 		if req.pd != nil {
 			*req.pd = pdReq{} // an earlier attempt's (or request's) is over
@@ -1129,6 +1143,7 @@ func (r *runner) assemble() *Report {
 	rep.Events = r.s.Events()
 	rep.Hedges = r.hedges
 	rep.Disaggregation = r.pd.report()
+	rep.Migrations = r.migrations
 	rep.Degradation = degradationReport(r.ladder, r.s.Now())
 	rep.Canaries = r.canaryReports()
 	rep.Forecast = r.demand.final(r.s.Now(), r.p.sc.Classes)

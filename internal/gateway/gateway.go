@@ -207,6 +207,9 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: models[%d] (%s) is served disaggregated, which the live gateway does not carry out yet (no prefill leg, no KV transfer: issue 34's live part); run it on the twin, or serve it aggregated (--set models.%s.disaggregation=null and role both on its pools)", i, m.Name, m.Name)
 		}
 	}
+	if cfg.Scenario.Policy.Retries.MigrationLimit > 0 {
+		return nil, errors.New("gateway: policy.retries.migration_limit: the live gateway cannot migrate a cut stream (it would splice a second answer onto one the client is reading); leave it 0 to run live")
+	}
 	sc := *cfg.Scenario
 	sc.Pools = slices.Clone(sc.Pools)
 	for pool := range cfg.Backends {

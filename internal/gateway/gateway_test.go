@@ -455,3 +455,10 @@ func TestNewRefusesDisaggregatedModels(t *testing.T) {
 	_, err = New(Config{Scenario: sc})
 	require.ErrorContains(t, err, "models[0] (llama-3.1-8b) is served disaggregated")
 }
+
+func TestNewRefusesMigration(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("default", []string{"policy.retries.migration_limit=1"})
+	require.NoError(t, err)
+	_, err = New(Config{Scenario: sc})
+	require.ErrorContains(t, err, "cannot migrate a cut stream")
+}

@@ -95,4 +95,6 @@ func countsLine(c twin.Counts) string {
 func TestDisaggregatedRefusedLive(t *testing.T) {
 	_, err := Run(context.Background(), Options{Scenario: "gameday-pd-link", InProcess: true, NoTwin: true})
 	require.ErrorContains(t, err, "models[0] (llama-3.1-8b): disaggregated serving cannot run live yet")
+	_, err = Run(context.Background(), Options{Scenario: "default", Sets: []string{"policy.retries.migration_limit=1"}, InProcess: true, NoTwin: true})
+	require.ErrorContains(t, err, "cannot migrate a cut stream")
 }

@@ -319,7 +319,7 @@ func Registry(sc *scenarios.Scenario) *fleet.Registry {
 func RetryPolicy(sc *scenarios.Scenario) sched.RetryPolicy {
 	rt := sc.Policy.Retries
 	return sched.RetryPolicy{MaxAttempts: rt.MaxAttempts, Backoff: rt.Backoff.D(), MaxBackoff: rt.MaxBackoff.D(),
-		Budget: rt.Budget, IgnoreRetryAfter: rt.IgnoreRetryAfter}
+		Budget: rt.Budget, IgnoreRetryAfter: rt.IgnoreRetryAfter, MigrationLimit: rt.MigrationLimit}
 }
 
 // ResolveProfile turns a scenario profile (a built-in reference with

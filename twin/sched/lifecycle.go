@@ -36,6 +36,10 @@ type Life struct {
 	Admitted  bool // the core dispatched or queued it at least once
 	InRetry   bool // counted among the requests retrying (the budget)
 	Throttled bool // its last attempt was refused by the provider's quota (429)
+	// Migrations counts the times its cut stream was migrated
+	// (RetryPolicy.MigrationLimit): the driver's next attempt carries what
+	// the cut one had generated in its prompt.
+	Migrations int
 	ended     bool // out of the budget and of flight (Lifecycle.End)
 	// Key is the idempotency key every attempt of the request carries,
 	// retries and hedged duplicates alike (the gateway sends it upstream
@@ -198,6 +202,12 @@ func (lc *Lifecycle) Offered(l *Life, d Decision, draw func() float64) Next {
 func (lc *Lifecycle) Failed(l *Life, how Attempt, retryAfter time.Duration, draw func() float64) Next {
 	l.Throttled = how == AttemptThrottled
 	if how == AttemptCut {
+		if l.Migrations < lc.policy.MigrationLimit {
+			// Migrated at once: the stream is under way, and the
+			// client waits on it.
+			l.Migrations++
+			return Next{Action: Reoffer, Retry: true}
+		}
 		return Next{Action: GiveUp}
 	}
 	// A provider's Retry-After is about its pool, and the core keeps the

@@ -232,3 +232,22 @@ func TestLifecycleEndFreesTheBudgetAtOnce(t *testing.T) {
 	lc.Offered(last, Decision{Outcome: Dispatched}, noDraw(t))
 	require.Equal(t, Reoffer, lc.Failed(last, AttemptError, 0, half).Action, "the ended request's place in the budget")
 }
+
+// A stream cut after its first tokens fails unless the policy migrates
+// it: then it is offered again at once (no backoff), up to the limit,
+// outside the retry budget, and the next cut past the limit fails.
+func TestLifecycleMigratesCutStreams(t *testing.T) {
+	lc := NewLifecycle(RetryPolicy{MaxAttempts: 3, Backoff: time.Second, MaxBackoff: time.Second, Budget: 0.2, MigrationLimit: 1}, false)
+	var l Life
+	lc.Begin()
+	l.Attempts = 1
+	next := lc.Failed(&l, AttemptCut, 0, func() float64 { return 0.5 })
+	require.Equal(t, Next{Action: Reoffer, Retry: true}, next)
+	require.Equal(t, 1, l.Migrations)
+	require.False(t, l.InRetry, "a migration is outside the retry budget")
+	require.Equal(t, Next{Action: GiveUp}, lc.Failed(&l, AttemptCut, 0, func() float64 { return 0.5 }), "past the limit a cut stream fails")
+
+	lc = NewLifecycle(RetryPolicy{MaxAttempts: 3, Backoff: time.Second, MaxBackoff: time.Second, Budget: 0.2}, false)
+	l = Life{Attempts: 1}
+	require.Equal(t, Next{Action: GiveUp}, lc.Failed(&l, AttemptCut, 0, func() float64 { return 0.5 }), "no migration by default")
+}

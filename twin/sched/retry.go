@@ -11,6 +11,13 @@ type RetryPolicy struct {
 	MaxBackoff       time.Duration // its cap
 	Budget           float64       // retrying at once ≤ Budget × in flight (or RetryFloor)
 	IgnoreRetryAfter bool          // a retry storm: no backoff, no budget
+	// MigrationLimit is how many times a request whose stream was cut
+	// after its first tokens (its replica lost under it) is migrated:
+	// offered again at once, outside the retry budget (it counts as an
+	// attempt), its prompt now what it was plus what it had generated (Dynamo's request
+	// migration, which continues the client's stream); 0: a cut stream
+	// fails, as no gateway can splice a second answer onto it.
+	MigrationLimit int
 }
 
 // RetryFloor is the number of requests that may be retrying at once whatever
