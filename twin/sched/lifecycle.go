@@ -40,7 +40,7 @@ type Life struct {
 	// (RetryPolicy.MigrationLimit): the driver's next attempt carries what
 	// the cut one had generated in its prompt.
 	Migrations int
-	ended     bool // out of the budget and of flight (Lifecycle.End)
+	ended      bool // out of the budget and of flight (Lifecycle.End)
 	// Key is the idempotency key every attempt of the request carries,
 	// retries and hedged duplicates alike (the gateway sends it upstream
 	// as Idempotency-Key); the driver sets it when the request begins.
