@@ -112,15 +112,9 @@ func (c *Core) pickPrefill(_ time.Duration, m, pi int) int {
 
 // takePrefill gives req's prefill to replica p at now.
 func (c *Core) takePrefill(now time.Duration, req *Request, p int) {
-	rs := &c.replicas[p]
-	rs.inflight++
-	c.poolSlots(now, rs.Pool, 1)
-	if rs.br.state == HalfOpen {
-		rs.br.trial = true
-	}
-	c.fix(p)
+	c.occupy(now, p)
 	req.prefill = p + 1
-	c.disagg[rs.Model].remote++
+	c.disagg[c.replicas[p].Model].remote++
 }
 
 // PrefillDone tells the core req's remote prefill is over (its KV cache

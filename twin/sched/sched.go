@@ -1084,8 +1084,9 @@ func (c *Core) enqueue(now time.Duration, req *Request, m int) {
 	}
 }
 
-// start dispatches req to replica r.
-func (c *Core) start(now time.Duration, req *Request, r int) {
+// occupy takes one of replica r's slots at now: a dispatch's, or a
+// remote prefill's (disagg.go). On a half-open breaker it is the trial.
+func (c *Core) occupy(now time.Duration, r int) {
 	rs := &c.replicas[r]
 	rs.inflight++
 	c.poolSlots(now, rs.Pool, 1)
@@ -1093,6 +1094,12 @@ func (c *Core) start(now time.Duration, req *Request, r int) {
 		rs.br.trial = true
 	}
 	c.fix(r)
+}
+
+// start dispatches req to replica r.
+func (c *Core) start(now time.Duration, req *Request, r int) {
+	rs := &c.replicas[r]
+	c.occupy(now, r)
 	req.offered = true
 	req.Replica = r
 	if req.Shadow {
