@@ -204,6 +204,13 @@ type Pool struct {
 	// vLLM's default since vllm-project/vllm#34896) or recompute (the
 	// decode replica prefills the prompt itself).
 	KVLoadFailurePolicy string `yaml:"kv_load_failure_policy,omitempty"`
+	// KVLeaseDuration is how long a prefill pool's replica keeps a
+	// computed prompt's KV for a decode replica that no longer fetches it
+	// (its transfer failed, or it was lost): vLLM's NIXL kv_lease_duration,
+	// 30 s by default since vllm-project/vllm#41383 (older releases held it
+	// VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 480 s). A transfer's end, or a
+	// request aborted by a decode replica still alive, frees it at once.
+	KVLeaseDuration Duration `yaml:"kv_lease_duration,omitempty"`
 	// Autoscale makes the pool's replica count follow a metric, as a
 	// Kubernetes HPA (or KEDA) does; replicas is then the count it starts
 	// with. nil: a fixed count.

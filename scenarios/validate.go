@@ -525,6 +525,10 @@ func (v *validator) pool(p string, pl Pool, regions, accels, runtimes, models ma
 	if pl.Role != "" {
 		v.enum(p+".role", pl.Role, poolRoles)
 	}
+	v.nonNegDuration(p+".kv_lease_duration", pl.KVLeaseDuration)
+	if pl.KVLeaseDuration != 0 && pl.Role != "prefill" {
+		v.add(p+".kv_lease_duration", pl.KVLeaseDuration.String(), "only a prefill pool holds KV for a transfer; want role: prefill, or leave it out")
+	}
 	if pl.KVLoadFailurePolicy != "" {
 		v.enum(p+".kv_load_failure_policy", pl.KVLoadFailurePolicy, []string{"fail", "recompute"})
 		if pl.Role != "decode" {

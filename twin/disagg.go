@@ -249,7 +249,7 @@ func (d *disaggWorld) arrive(ri int) {
 // breaker counts it, the lifecycle retries it).
 func (d *disaggWorld) failed(req *request) {
 	r := d.r
-	d.release(req)
+	d.expire(req)
 	req.pd.phase, req.pd.xferFail, req.pd.prefilledAt = pdNone, false, 0
 	if req.measured {
 		d.rep.Failed++
@@ -296,16 +296,43 @@ func (d *disaggWorld) applyRates() {
 	}
 }
 
-// release lets go of the KV the prefill replica holds for req.
+// DefaultKVLease is how long a prefill replica keeps a prompt's KV for a
+// decode replica that no longer fetches it, unless its pool says
+// (kv_lease_duration): vLLM's NIXL kv_lease_duration default
+// (vllm-project/vllm#41383).
+const DefaultKVLease = 30 * time.Second
+
+// release lets go of the KV the prefill replica holds for req, now: its
+// transfer ended, or its decode replica, alive, aborted it (the prefill
+// side hears of both).
 func (d *disaggWorld) release(req *request) {
 	r := d.r
 	r.replicas[req.pd.at].eng.Release(r.s.Now(), int64(req.seq.Prompt))
 	r.rearm(req.pd.at)
 }
 
+// expire lets go of the KV the prefill replica holds for req when its
+// lease runs out: nothing tells the prefill side that the decode side
+// gave up (its transfer failed) or is gone; it stops renewing the lease,
+// and the prefill replica holds the KV until it expires.
+func (d *disaggWorld) expire(req *request) {
+	r := d.r
+	p, tokens := req.pd.at, int64(req.seq.Prompt)
+	lease := r.p.pools[r.replicas[p].pool].Spec.KVLeaseDuration.D()
+	if lease == 0 {
+		lease = DefaultKVLease
+	}
+	r.s.After(lease, func() {
+		r.replicas[p].eng.Release(r.s.Now(), tokens)
+		r.rearm(p)
+	})
+}
+
 // abort stops req's remote prefill wherever it is: its attempt ended
-// early. The core's slots are the engine's to free (Finish).
-func (d *disaggWorld) abort(req *request) {
+// early. The core's slots are the engine's to free (Finish). decodeLost:
+// its decode replica is gone, so nothing aborts the transfer on the
+// prefill side, which keeps the KV until its lease expires.
+func (d *disaggWorld) abort(req *request, decodeLost bool) {
 	if d == nil || req.pd == nil {
 		return
 	}
@@ -320,7 +347,11 @@ func (d *disaggWorld) abort(req *request) {
 			d.arm(ri)
 		}
 		req.pd.xferFail = false
-		d.release(req)
+		if decodeLost {
+			d.expire(req)
+		} else {
+			d.release(req)
+		}
 	default:
 		return
 	}

@@ -217,3 +217,38 @@ func TestDisaggMigratesCutStreams(t *testing.T) {
 	require.Equal(t, cut.Requests.Completed+cut.Requests.Failed-moved.Requests.Failed, moved.Requests.Completed,
 		"each migrated stream completes where it would have failed")
 }
+
+// A prefill replica keeps a prompt's KV for a decode replica that gave up
+// on its failed transfer until its lease runs out (nothing tells it), and
+// lets it go at once when a transfer ends: the KV held on the prefill
+// pool after a burst of failures is the lease's.
+func TestDisaggLeaseHoldsFailedTransfersKV(t *testing.T) {
+	sets := func(lease string) []string {
+		// recompute keeps the decode replicas serving (fail would open
+		// their breakers, and nothing would move).
+		return []string{"duration=3m", "pools.prefill.kv_lease_duration=" + lease, "pools.decode.kv_load_failure_policy=recompute",
+			`faults=["kv-transfer-failure pool=decode at=1m for=1m fail=1"]`}
+	}
+	held := func(lease string, at time.Duration) int64 {
+		sc, err := scenarios.LoadWithSets("testdata/pd.yaml", sets(lease))
+		require.NoError(t, err)
+		d, err := NewDrill(sc, Options{})
+		require.NoError(t, err)
+		d.Advance(at)
+		var kv int64
+		for ri := range d.r.replicas {
+			if rt := &d.r.replicas[ri]; rt.eng != nil {
+				kv += rt.eng.KVHeld()
+			}
+		}
+		return kv
+	}
+	// 30 s into the failures: with a 10-minute lease every failed
+	// transfer's KV is still held; with a 1 s lease only the last second's.
+	long, short := held("10m", 90*time.Second), held("1s", 90*time.Second)
+	require.Greater(t, long, 10*short)
+	require.Positive(t, short)
+	// Long after the fault, with the default 30 s lease, nothing is held
+	// but the transfers under way.
+	require.Less(t, held("30s", 150*time.Second), long/10)
+}

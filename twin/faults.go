@@ -470,7 +470,7 @@ func (r *runner) failReplicaWork(ri int) {
 	}
 	r.dispatch() // the lost duplicates are cancelled
 	for _, req := range victims {
-		r.pd.abort(req) // its remote prefill, on ri or elsewhere
+		r.pd.abort(req, req.Core.Replica == ri) // its remote prefill, on ri or elsewhere
 		if rt.eng != nil {
 			rt.eng.Cancel(r.s.Now(), req.seq)
 			req.held = req.seq.Held()

@@ -100,7 +100,7 @@ func (r *runner) cancelled(c reqengine.Cancel) {
 			req.attemptTimer.Stop()
 			req.state = stRunning
 		}
-		r.pd.abort(req)
+		r.pd.abort(req, false)
 		r.cancelSeq(c.Replica, req.seq)
 		req.seq, req.hedgeSeq = req.hedgeSeq, nil
 	case reqengine.Duplicate:

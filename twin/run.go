@@ -1010,7 +1010,7 @@ func (r *runner) expire(req *request) {
 	switch req.state {
 	case stRunning:
 		r.observeAttempt(req, req.Core.Replica, false, false)
-		r.pd.abort(req)
+		r.pd.abort(req, false)
 		rt := &r.replicas[req.Core.Replica]
 		if rt.eng != nil {
 			rt.eng.Cancel(now, req.seq)
