@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"slices"
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
@@ -286,7 +287,9 @@ func FleetState(sc *scenarios.Scenario, core *sched.Core, now time.Duration, rep
 				ps.Canary, ps.CanaryShare = sc.Canaries[k].Name, core.CanaryShare(k)
 			}
 			for m, model := range sc.Models {
-				if core.Serves(pi, m) {
+				// A prefill pool serves no client: its models are those
+				// it prefills.
+				if core.Serves(pi, m) || ps.Role == "prefill" && slices.Contains(p.Models, model.Name) {
 					ps.Models = append(ps.Models, model.Name)
 				}
 			}

@@ -1030,7 +1030,11 @@ func (m *Model) whyPool() []string {
 	if len(fl) > 0 {
 		l3 = "fault" + plural(len(fl)) + ": " + strings.Join(fl, "; ")
 	}
-	l4 := st.dim.Render(ref.region+" ("+ref.jurisdiction+") · provider "+p.Provider+" · serves ") +
+	verb := " · serves "
+	if p.Role == "prefill" {
+		verb = " · prefills "
+	}
+	l4 := st.dim.Render(ref.region+" ("+ref.jurisdiction+") · provider "+p.Provider+verb) +
 		strings.Join(p.Models, ", ") + st.dim.Render(" · dispatched "+count(p.Dispatched))
 	var linkLine []string
 	if k := p.Link; k != nil {
