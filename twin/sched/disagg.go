@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -83,7 +84,47 @@ func (c *Core) prefillFor(now time.Duration, req *Request, m, pi int) int {
 			return -1
 		}
 	}
+	if c.cfg.PrefixHits != nil {
+		return c.pickPrefillByPrefix(req, m, pi)
+	}
 	return c.pickPrefill(now, m, pi)
+}
+
+// pickPrefillByPrefix is pickPrefill with prefix affinity under bounded
+// load, as pickByPrefix routes (policy.routing.prefix_affinity): among the
+// prefill replicas with room whose load is within a quarter (plus one) of
+// the least loaded, the one holding most of the prompt's leading blocks
+// wins, then the least loaded, then the lowest index. A prefill replica's
+// prefix cache saves the prompt's compute; the transfer still carries it
+// whole.
+func (c *Core) pickPrefillByPrefix(req *Request, m, pi int) int {
+	from := c.cfg.Pools[pi].PrefillPools
+	c.cands = c.cands[:0]
+	minLoad := math.Inf(1)
+	for _, gi := range c.groupsOf[m] {
+		g := &c.groups[gi]
+		if !slices.Contains(from, g.pool) {
+			continue
+		}
+		for _, r := range g.heap {
+			if rs := &c.replicas[r]; rs.hasRoom() {
+				c.cands = append(c.cands, r)
+				minLoad = min(minLoad, float64(rs.inflight))
+			}
+		}
+	}
+	best, bestHits := -1, -1
+	bound := minLoad*1.25 + 1
+	for _, r := range c.cands {
+		if float64(c.replicas[r].inflight) > bound {
+			continue
+		}
+		hits := c.cfg.PrefixHits(req, r)
+		if best < 0 || hits > bestHits || (hits == bestHits && c.lessReplica(r, best)) {
+			best, bestHits = r, hits
+		}
+	}
+	return best
 }
 
 // pickPrefill returns the least-loaded prefill replica of model m that can

@@ -130,3 +130,35 @@ func TestDisaggBreakerClosingReleasesTheQueue(t *testing.T) {
 	require.Equal(t, []int{0}, dec)
 	require.Equal(t, []int{2}, pre)
 }
+
+// With prefix affinity, the prefill replica holding most of the prompt's
+// leading blocks takes it, within the load bound; without, the least
+// loaded does.
+func TestDisaggPrefillByPrefix(t *testing.T) {
+	d := Disagg{Mode: DisaggAlways}
+	c := fixture(func(cfg *Config) {
+		cfg.Models = []Model{{Name: "m", Disagg: &d}}
+		cfg.Pools = []Pool{
+			{Name: "decode", Serves: []bool{true}, KVTokens: []int64{1e6}, PrefillPools: []int{1}},
+			{Name: "prefill", Serves: []bool{false}, KVTokens: []int64{1e6}, Prefill: true},
+		}
+		cfg.Replicas = []Replica{{Pool: 0, MaxBatch: 8}, {Pool: 1, MaxBatch: 4}, {Pool: 1, MaxBatch: 4}}
+		cfg.QueueLimit = 10
+		// Replica 2 holds the prompts' prefix; the decode replica nothing.
+		cfg.PrefixHits = func(_ *Request, r int) int {
+			if r == 2 {
+				return 3
+			}
+			return 0
+		}
+	})
+	a := req(0, 0, 0)
+	require.Equal(t, Dispatched, c.Arrive(0, a).Outcome)
+	require.Equal(t, 2, a.Prefilling(), "the replica with the prefix, not the lowest index")
+	b := req(0, 0, 0)
+	require.Equal(t, Dispatched, c.Arrive(0, b).Outcome)
+	require.Equal(t, 2, b.Prefilling(), "within the bound: 1 in flight against 1.25×0+1")
+	x := req(0, 0, 0)
+	require.Equal(t, Dispatched, c.Arrive(0, x).Outcome)
+	require.Equal(t, 1, x.Prefilling(), "past the bound (2 in flight): the least loaded, prefix or not")
+}
