@@ -36,6 +36,7 @@ type pdPhase uint8
 const (
 	pdNone       pdPhase = iota
 	pdPrefilling         // on the prefill replica's engine
+	pdWaitingKV          // computed, waiting for KV room on its decode replica
 	pdMoving             // its KV cache on the link
 )
 
@@ -49,6 +50,7 @@ type pdReq struct {
 	prefilledAt, movedAt time.Duration
 	xferFail             bool      // its transfer fails (kv-transfer-failure)
 	xferTimer            sim.Timer // a failed transfer's timeout, when it hangs
+	decodeKV             int64     // KV its decode replica reserved for the pull
 }
 
 // DisaggReport is what disaggregated serving did, over the measured
@@ -88,6 +90,9 @@ type disaggWorld struct {
 	// prefilled collects the prefills that ended during an engine's
 	// Advance, carried on after it (advance), as first tokens are.
 	prefilled []*request
+	// waiting is, per decode replica, the prompts computed and waiting
+	// for KV room there before their pull starts, in order.
+	waiting [][]*request
 
 	rep                       DisaggReport
 	prefill, transfer, decode stats.Sketch
@@ -103,7 +108,8 @@ func newDisagg(r *runner) (*disaggWorld, error) {
 	if !any {
 		return nil, nil
 	}
-	d := &disaggWorld{r: r, links: make([]*kvlink.Link, len(r.replicas)), timer: make([]sim.Timer, len(r.replicas))}
+	d := &disaggWorld{r: r, links: make([]*kvlink.Link, len(r.replicas)), timer: make([]sim.Timer, len(r.replicas)),
+		waiting: make([][]*request, len(r.replicas))}
 	for i, rp := range r.p.replicas {
 		pp := &r.p.pools[rp.Pool]
 		spec := r.p.links[rp.Model]
@@ -172,10 +178,38 @@ func (d *disaggWorld) moved() {
 		}
 		r.freeSeq(req.pd.seq)
 		req.pd.seq = nil
-		req.pd.phase = pdMoving
+		req.pd.phase = pdWaitingKV
 		req.pd.prefilledAt = now
 		ri := req.Core.Replica
 		r.eng.Step(now, reqengine.Event{Kind: reqengine.Prefilled, Req: &req.Req, Replica: req.pd.at})
+		d.waiting[ri] = append(d.waiting[ri], req)
+		d.pull(ri)
+	}
+	clear(d.prefilled)
+	d.prefilled = d.prefilled[:0]
+}
+
+// pull starts the transfers into decode replica ri that its free KV can
+// take, in the order their prompts were computed: the decode replica
+// reserves the prompt's KV first, then reads it (vLLM's pull connector:
+// a request waits for remote KV with its blocks allocated). One that does
+// not fit waits, and those behind it: the replica's KV is taken in order.
+func (d *disaggWorld) pull(ri int) {
+	r := d.r
+	now := r.s.Now()
+	q := d.waiting[ri]
+	n := 0
+	for ; n < len(q); n++ {
+		req := q[n]
+		if req.pd == nil || req.pd.phase != pdWaitingKV || req.Core.Replica != ri {
+			continue // stopped while it waited
+		}
+		kv := int64(req.seq.Prompt + 1)
+		if !r.replicas[ri].eng.TryHold(kv) {
+			break
+		}
+		req.pd.decodeKV = kv
+		req.pd.phase = pdMoving
 		// Its fate on the link: the ground truth's (kv-transfer-failure),
 		// a seeded draw of the attempt's own.
 		req.pd.xferFail = false
@@ -188,6 +222,7 @@ func (d *disaggWorld) moved() {
 				req.pd.xferTimer = r.s.After(st.TransferTimeout, func() {
 					if req.pd.phase == pdMoving && req.pd.xferFail {
 						d.failed(req)
+						r.dispatch()
 					}
 				})
 				continue
@@ -197,8 +232,25 @@ func (d *disaggWorld) moved() {
 		d.links[ri].Start(now, uint64(req.idx), kvlink.Bytes(spec.KVBytesPerToken, req.seq.Prompt))
 		d.arm(ri)
 	}
-	clear(d.prefilled)
-	d.prefilled = d.prefilled[:0]
+	clear(q[:n])
+	d.waiting[ri] = q[:copy(q, q[n:])]
+	if len(d.waiting[ri]) == 0 {
+		d.waiting[ri] = q[:0]
+	}
+}
+
+// unreserve gives back the KV req's decode replica reserved for its pull.
+func (d *disaggWorld) unreserve(req *request) {
+	if req.pd.decodeKV == 0 {
+		return
+	}
+	ri := req.Core.Replica
+	d.r.replicas[ri].eng.Release(d.r.s.Now(), req.pd.decodeKV)
+	req.pd.decodeKV = 0
+	d.r.rearm(ri)
+	if len(d.waiting[ri]) > 0 {
+		d.pull(ri) // the room may take a pull that waited
+	}
 }
 
 // arm points decode replica ri's link timer at its next event.
@@ -233,7 +285,10 @@ func (d *disaggWorld) arrive(ri int) {
 			d.rep.Bytes += kvlink.Bytes(r.p.links[r.replicas[ri].model].KVBytesPerToken, req.seq.Prompt)
 		}
 		req.seq.Transferred = req.seq.Prompt
+		// Joined first, then the reservation given back: an idle replica
+		// plans at the release, and admits it with the room it held.
 		r.replicas[ri].eng.Add(now, req.seq)
+		d.unreserve(req)
 		r.rearm(ri)
 	}
 	d.arm(ri)
@@ -261,9 +316,11 @@ func (d *disaggWorld) failed(req *request) {
 		}
 		req.seq.Transferred = 0
 		r.replicas[ri].eng.Add(r.s.Now(), req.seq)
+		d.unreserve(req)
 		r.rearm(ri)
 		return
 	}
+	d.unreserve(req)
 	r.failAttempt(req, ri, attemptFate{fail: true})
 }
 
@@ -340,6 +397,13 @@ func (d *disaggWorld) abort(req *request, decodeLost bool) {
 	case pdPrefilling:
 		d.r.cancelSeq(req.pd.at, req.pd.seq)
 		req.pd.seq = nil
+	case pdWaitingKV:
+		// Left in its replica's queue: pull skips it.
+		if decodeLost {
+			d.expire(req)
+		} else {
+			d.release(req)
+		}
 	case pdMoving:
 		ri := req.Core.Replica
 		if !req.pd.xferTimer.Stop() { // a hung one is on no link
@@ -347,6 +411,7 @@ func (d *disaggWorld) abort(req *request, decodeLost bool) {
 			d.arm(ri)
 		}
 		req.pd.xferFail = false
+		d.unreserve(req)
 		if decodeLost {
 			d.expire(req)
 		} else {

@@ -252,3 +252,15 @@ func TestDisaggLeaseHoldsFailedTransfersKV(t *testing.T) {
 	// but the transfers under way.
 	require.Less(t, held("30s", 150*time.Second), long/10)
 }
+
+// The decode replica reserves a prompt's KV before it pulls it (vLLM's
+// pull connector): with little KV, transfers wait their turn for room,
+// and every request still ends — none is left waiting for KV that frees.
+func TestDisaggPullWaitsForDecodeKV(t *testing.T) {
+	roomy := pdRun(t, "duration=3m")
+	tight := pdRun(t, "duration=3m", "pools.decode.profiles.llama-3.1-8b.kv_tokens=9000")
+	require.Zero(t, tight.Requests.InFlightAtEnd, "nothing waits forever for decode KV")
+	require.Positive(t, tight.Requests.Completed)
+	require.Greater(t, tight.Disaggregation.Transfer.P99, 2*roomy.Disaggregation.Transfer.P99,
+		"a transfer waits for its decode replica's KV before it starts")
+}

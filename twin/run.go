@@ -854,9 +854,14 @@ func (r *runner) rearm(i int) {
 func (r *runner) advance(i int) {
 	rt := &r.replicas[i]
 	rt.eng.Advance(r.s.Now(), r)
-	if r.pd != nil && len(r.pd.prefilled) > 0 {
-		r.pd.moved()
-		defer r.dispatch() // a prefill slot freed
+	if r.pd != nil {
+		if len(r.pd.prefilled) > 0 {
+			r.pd.moved()
+			defer r.dispatch() // a prefill slot freed
+		}
+		if len(r.pd.waiting[i]) > 0 {
+			r.pd.pull(i) // the step may have freed KV for a pull
+		}
 	}
 	done := r.done
 	r.done = r.done[:0]

@@ -225,6 +225,18 @@ func (r *Replica) Hold(tokens int64) {
 	r.kvHeld += t
 }
 
+// TryHold is Hold for KV that must fit: a decode replica's blocks
+// reserved for a prompt about to be pulled from a prefill replica (vLLM's
+// pull connector allocates them before it reads). It holds nothing and
+// reports false when the free KV cannot take tokens.
+func (r *Replica) TryHold(tokens int64) bool {
+	if r.kvUsed+max(tokens, 0) > r.kvCap {
+		return false
+	}
+	r.Hold(tokens)
+	return true
+}
+
 // Release gives back KV cache Hold kept, at now: an idle replica may then
 // admit what waited for it. The caller must then re-read Next.
 func (r *Replica) Release(now time.Duration, tokens int64) {

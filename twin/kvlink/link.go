@@ -23,6 +23,7 @@ type Link struct {
 	served  float64
 	joining []transfer
 	active  []transfer
+	pending []uint64 // transfers ended and not yet returned by Advance
 	done    []uint64 // Advance's result, reused
 	moved   float64  // bytes of transfers ended
 	busy    time.Duration
@@ -54,18 +55,18 @@ func check(bandwidth float64, latency time.Duration) error {
 	return nil
 }
 
-// Start begins transfer id of bytes at now (after everything due by now
-// has been advanced): it moves nothing for the link's latency, then shares
-// the bandwidth.
+// Start begins transfer id of bytes at now: it moves nothing for the
+// link's latency, then shares the bandwidth. Transfers that ended by now
+// are settled first and returned by the next Advance.
 func (l *Link) Start(now time.Duration, id uint64, bytes float64) {
-	l.Advance(now)
+	l.settle(now)
 	l.joining = append(l.joining, transfer{id: id, bytes: max(bytes, 0), joinAt: now + l.lat})
 }
 
 // Cancel ends transfer id at now without completing it (its decode side
 // gave up, its request went away); false when it is not on the link.
 func (l *Link) Cancel(now time.Duration, id uint64) bool {
-	l.Advance(now)
+	l.settle(now)
 	for i, t := range l.joining {
 		if t.id == id {
 			l.joining = append(l.joining[:i], l.joining[i+1:]...)
@@ -89,7 +90,7 @@ func (l *Link) SetRate(now time.Duration, bandwidth float64, latency time.Durati
 	if err := check(bandwidth, latency); err != nil {
 		return err
 	}
-	l.Advance(now)
+	l.settle(now)
 	l.bw, l.lat = bandwidth, latency
 	return nil
 }
@@ -97,8 +98,9 @@ func (l *Link) SetRate(now time.Duration, bandwidth float64, latency time.Durati
 // Rate returns the link's bandwidth (bytes per second) and latency.
 func (l *Link) Rate() (float64, time.Duration) { return l.bw, l.lat }
 
-// Len is the number of transfers on the link, moving bytes or not.
-func (l *Link) Len() int { return len(l.joining) + len(l.active) }
+// Len is the number of transfers on the link, moving bytes or not, and
+// ended but not yet returned by Advance.
+func (l *Link) Len() int { return len(l.joining) + len(l.active) + len(l.pending) }
 
 // Moved is the bytes of the transfers that ended; Busy the time the link
 // moved bytes.
@@ -108,8 +110,17 @@ func (l *Link) Moved() float64 { return l.moved }
 func (l *Link) Busy() time.Duration { return l.busy }
 
 // Next returns when the link next needs Advance (a transfer's latency
-// over, or one's last byte moved); false when it is idle.
+// over, or one's last byte moved; now, when transfers ended that Advance
+// has not returned); false when it is idle.
 func (l *Link) Next() (time.Duration, bool) {
+	if len(l.pending) > 0 {
+		return l.now, true
+	}
+	return l.next()
+}
+
+// next is when the next transfer joins or ends.
+func (l *Link) next() (time.Duration, bool) {
 	at, ok := time.Duration(math.MaxInt64), false
 	for _, t := range l.joining {
 		if t.joinAt < at {
@@ -128,9 +139,17 @@ func (l *Link) Next() (time.Duration, bool) {
 // then, in the order they ended (those ending at one instant in the order
 // they started). The slice is the link's, valid until the next call.
 func (l *Link) Advance(now time.Duration) []uint64 {
-	l.done = l.done[:0]
+	l.settle(now)
+	l.done = append(l.done[:0], l.pending...)
+	l.pending = l.pending[:0]
+	return l.done
+}
+
+// settle brings the link to now, keeping the transfers that end by then
+// for Advance to return.
+func (l *Link) settle(now time.Duration) {
 	for {
-		at, ok := l.Next()
+		at, ok := l.next()
 		if !ok || at > now {
 			break
 		}
@@ -148,7 +167,7 @@ func (l *Link) Advance(now time.Duration) []uint64 {
 		}
 		for i := 0; i < len(l.active); {
 			if t := l.active[i]; l.over(t) {
-				l.done = append(l.done, t.id)
+				l.pending = append(l.pending, t.id)
 				l.moved += t.bytes
 				l.active = append(l.active[:i], l.active[i+1:]...)
 				continue
@@ -157,7 +176,6 @@ func (l *Link) Advance(now time.Duration) []uint64 {
 		}
 	}
 	l.to(now)
-	return l.done
 }
 
 // to moves the virtual clock to at, with no join or end in between.

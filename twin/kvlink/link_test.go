@@ -227,3 +227,21 @@ func TestBadRatesAndKinds(t *testing.T) {
 		require.NotEmpty(t, s.Source, "%s: every figure says where it comes from", k)
 	}
 }
+
+// A transfer that ends at the instant another starts (or is cancelled, or
+// the rate changes) is not lost: the next Advance returns it, and Next
+// asks for that Advance at once.
+func TestEndsSettledByStartAreReturned(t *testing.T) {
+	l, err := kvlink.New(1e9, 0)
+	require.NoError(t, err)
+	l.Start(0, 1, 1e6) // ends at 1 ms
+	l.Start(time.Millisecond, 2, 1e6)
+	at, ok := l.Next()
+	require.True(t, ok)
+	require.Equal(t, time.Millisecond, at, "transfer 1 ended and waits to be returned")
+	require.Equal(t, 2, l.Len())
+	require.Equal(t, []uint64{1}, l.Advance(time.Millisecond))
+	require.False(t, l.Cancel(time.Millisecond, 1), "over, so not on the link")
+	ends := drain(t, l)
+	require.Equal(t, map[uint64]time.Duration{2: 2 * time.Millisecond}, ends)
+}
