@@ -106,25 +106,9 @@ func (c *Core) pickPrefillByPrefix(req *Request, m, pi int) int {
 		if !slices.Contains(from, g.pool) {
 			continue
 		}
-		for _, r := range g.heap {
-			if rs := &c.replicas[r]; rs.hasRoom() {
-				c.cands = append(c.cands, r)
-				minLoad = min(minLoad, float64(rs.inflight))
-			}
-		}
+		minLoad = c.gatherRoom(g, minLoad)
 	}
-	best, bestHits := -1, -1
-	bound := minLoad*1.25 + 1
-	for _, r := range c.cands {
-		if float64(c.replicas[r].inflight) > bound {
-			continue
-		}
-		hits := c.cfg.PrefixHits(req, r)
-		if best < 0 || hits > bestHits || (hits == bestHits && c.lessReplica(r, best)) {
-			best, bestHits = r, hits
-		}
-	}
-	return best
+	return c.mostPrefix(req, minLoad)
 }
 
 // pickPrefill returns the least-loaded prefill replica of model m that can

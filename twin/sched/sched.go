@@ -1266,18 +1266,31 @@ func (c *Core) pickByPrefix(now time.Duration, req *Request, m int) int {
 			(c.disaggAny && !c.decodeGate(now, m, g.pool)) {
 			continue
 		}
-		for _, r := range g.heap {
-			if rs := &c.replicas[r]; rs.hasRoom() {
-				c.cands = append(c.cands, r)
-				minLoad = min(minLoad, float64(rs.inflight))
-			}
+		minLoad = c.gatherRoom(g, minLoad)
+	}
+	return c.mostPrefix(req, minLoad)
+}
+
+// gatherRoom adds group g's replicas with room to cands and returns the
+// least load among them and minLoad: prefix routing's candidates.
+func (c *Core) gatherRoom(g *group, minLoad float64) float64 {
+	for _, r := range g.heap {
+		if rs := &c.replicas[r]; rs.hasRoom() {
+			c.cands = append(c.cands, r)
+			minLoad = min(minLoad, float64(rs.inflight))
 		}
 	}
+	return minLoad
+}
+
+// mostPrefix picks among cands, whose least load is minLoad, those within
+// a quarter (plus one) of it, the one holding most of req's leading blocks,
+// then the least loaded, then the lowest index; -1 for none.
+func (c *Core) mostPrefix(req *Request, minLoad float64) int {
 	best, bestHits := -1, -1
 	bound := minLoad*1.25 + 1
 	for _, r := range c.cands {
-		rs := &c.replicas[r]
-		if float64(rs.inflight) > bound {
+		if float64(c.replicas[r].inflight) > bound {
 			continue
 		}
 		hits := c.cfg.PrefixHits(req, r)
