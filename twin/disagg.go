@@ -92,7 +92,7 @@ type disaggWorld struct {
 	prefilled []*request
 	// waiting is, per decode replica, the prompts computed and waiting
 	// for KV room there before their pull starts, in order.
-	waiting [][]*request
+	waiting []kvlink.Queue
 
 	rep                       DisaggReport
 	prefill, transfer, decode stats.Sketch
@@ -109,7 +109,7 @@ func newDisagg(r *runner) (*disaggWorld, error) {
 		return nil, nil
 	}
 	d := &disaggWorld{r: r, links: make([]*kvlink.Link, len(r.replicas)), timer: make([]sim.Timer, len(r.replicas)),
-		waiting: make([][]*request, len(r.replicas))}
+		waiting: make([]kvlink.Queue, len(r.replicas))}
 	for i, rp := range r.p.replicas {
 		pp := &r.p.pools[rp.Pool]
 		spec := r.p.links[rp.Model]
@@ -182,7 +182,7 @@ func (d *disaggWorld) moved() {
 		req.pd.prefilledAt = now
 		ri := req.Core.Replica
 		r.eng.Step(now, reqengine.Event{Kind: reqengine.Prefilled, Req: &req.Req, Replica: req.pd.at})
-		d.waiting[ri] = append(d.waiting[ri], req)
+		d.waiting[ri].Push(uint64(req.idx))
 		d.pull(ri)
 	}
 	clear(d.prefilled)
@@ -197,18 +197,14 @@ func (d *disaggWorld) moved() {
 func (d *disaggWorld) pull(ri int) {
 	r := d.r
 	now := r.s.Now()
-	q := d.waiting[ri]
-	n := 0
-	for ; n < len(q); n++ {
-		req := q[n]
-		if req.pd == nil || req.pd.phase != pdWaitingKV || req.Core.Replica != ri {
-			continue // stopped while it waited
-		}
-		kv := int64(req.seq.Prompt + 1)
-		if !r.replicas[ri].eng.TryHold(kv) {
-			break
-		}
-		req.pd.decodeKV = kv
+	stale := func(id uint64) bool {
+		req := r.reqs[id]
+		return req.pd == nil || req.pd.phase != pdWaitingKV || req.Core.Replica != ri // stopped while it waited
+	}
+	hold := func(id uint64) bool { return r.replicas[ri].eng.TryHold(int64(r.reqs[id].seq.Prompt + 1)) }
+	for _, id := range d.waiting[ri].Take(hold, stale) {
+		req := r.reqs[id]
+		req.pd.decodeKV = int64(req.seq.Prompt + 1)
 		req.pd.phase = pdMoving
 		// Its fate on the link: the ground truth's (kv-transfer-failure),
 		// a seeded draw of the attempt's own.
@@ -232,11 +228,6 @@ func (d *disaggWorld) pull(ri int) {
 		d.links[ri].Start(now, uint64(req.idx), kvlink.Bytes(spec.KVBytesPerToken, req.seq.Prompt))
 		d.arm(ri)
 	}
-	clear(q[:n])
-	d.waiting[ri] = q[:copy(q, q[n:])]
-	if len(d.waiting[ri]) == 0 {
-		d.waiting[ri] = q[:0]
-	}
 }
 
 // unreserve gives back the KV req's decode replica reserved for its pull.
@@ -248,7 +239,7 @@ func (d *disaggWorld) unreserve(req *request) {
 	d.r.replicas[ri].eng.Release(d.r.s.Now(), req.pd.decodeKV)
 	req.pd.decodeKV = 0
 	d.r.rearm(ri)
-	if len(d.waiting[ri]) > 0 {
+	if d.waiting[ri].Len() > 0 {
 		d.pull(ri) // the room may take a pull that waited
 	}
 }

@@ -859,7 +859,7 @@ func (r *runner) advance(i int) {
 			r.pd.moved()
 			defer r.dispatch() // a prefill slot freed
 		}
-		if len(r.pd.waiting[i]) > 0 {
+		if r.pd.waiting[i].Len() > 0 {
 			r.pd.pull(i) // the step may have freed KV for a pull
 		}
 	}
