@@ -344,11 +344,11 @@ func (d *disaggWorld) applyRates() {
 	}
 }
 
-// DefaultKVLease is how long a prefill replica keeps a prompt's KV for a
+// DefaultKVLease (kvlink.DefaultLease) is how long a prefill replica keeps a prompt's KV for a
 // decode replica that no longer fetches it, unless its pool says
 // (kv_lease_duration): vLLM's NIXL kv_lease_duration default
 // (vllm-project/vllm#41383).
-const DefaultKVLease = 30 * time.Second
+const DefaultKVLease = kvlink.DefaultLease
 
 // release lets go of the KV the prefill replica holds for req, now: its
 // transfer ended, or its decode replica, alive, aborted it (the prefill

@@ -85,6 +85,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 	// Gatherer, when set, is served on /metrics.
 	Gatherer prometheus.Gatherer
+	// KV is the node's part in disaggregated serving (kv.go); nil:
+	// none, kv_transfer_params are refused.
+	KV *KVConfig
 }
 
 func (c *Config) normalize() error {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/twin/engine"
+	"github.com/fleetdrill/fleetdrill/twin/kvlink"
 )
 
 // Job ends, in job.end.
@@ -33,6 +34,15 @@ type job struct {
 	recomputing bool // preempted, not yet producing again
 	lastGen     int
 	counted     int // tokens added to replica.genTokens
+
+	// Disaggregated serving (kv.go). kvHold: a prefill job whose KV the
+	// replica keeps at its end, under lease kvID (set before its end is
+	// stored). pull: a decode job's pull, until it joins the engine.
+	// fail: how a failed job failed, when not because the node stopped.
+	kvHold bool
+	kvID   string
+	pull   *pullState
+	fail   *failure
 }
 
 func (j *job) wake() {
@@ -81,6 +91,13 @@ type replica struct {
 	// has read them finds them counted.
 	promptTokens, genTokens atomic.Uint64
 	gauges                  queueGauges
+
+	// A decode replica's inbound KV link and pulls (kv.go); nil and
+	// empty elsewhere. kv is the node's, for a prefill replica's leases.
+	kv      *kvState
+	link    *kvlink.Link
+	pulls   kvlink.Queue
+	pulling map[uint64]*job
 }
 
 // Sink methods: the engine reports to the replica.
@@ -97,8 +114,12 @@ func (r *replica) FirstToken(s *engine.Seq, _ time.Duration) {
 	r.promptTokens.Add(uint64(s.Prompt))
 }
 
-func (r *replica) Done(s *engine.Seq, _ time.Duration) {
+func (r *replica) Done(s *engine.Seq, now time.Duration) {
 	if j := r.find(s); j != nil {
+		if j.kvHold {
+			j.kvID = r.kv.add(r, int64(j.seq.Prompt), now)
+			r.kvUsed.Store(r.eng.KVUsed()) // in Stats before the answer leaves
+		}
 		r.give(j, j.seq.Output)
 		r.remove(j, jobDone)
 	}
@@ -251,8 +272,13 @@ func (n *Node) Run(ctx context.Context) error {
 	for {
 		now := n.clk.now()
 		wake, have := time.Duration(0), false
+		n.kv.expire(now)
 		for _, r := range n.reps {
 			r.advance(now)
+			n.linkEnded(now, r)
+			if t, ok := r.linkNext(); ok && (!have || t < wake) {
+				wake, have = t, true
+			}
 			if t, ok := r.interpolate(now); ok && (!have || t < wake) {
 				wake, have = t, true
 			}
@@ -261,6 +287,10 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 			r.publish()
 			n.metrics.setQueues(r)
+		}
+		// After the replicas: a prefill that ended just now leased its KV.
+		if t, ok := n.kv.nextExpiry(); ok && (!have || t < wake) {
+			wake, have = t, true
 		}
 		if have {
 			timer.Reset(time.Until(n.clk.wall(wake)))
@@ -272,6 +302,10 @@ func (n *Node) Run(ctx context.Context) error {
 			now := n.clk.now()
 			r := j.rep
 			r.advance(now)
+			if j.pull != nil {
+				n.startPull(now, j) // joins the engine once its KV is here
+				break
+			}
 			r.jobs = append(r.jobs, j)
 			idle := !r.busy
 			r.eng.Add(now, &j.seq)
@@ -287,6 +321,11 @@ func (n *Node) Run(ctx context.Context) error {
 			if j.end.Load() != jobActive {
 				break
 			}
+			if j.pull != nil {
+				n.abortPull(now, j)
+				r.remove(j, jobFailed)
+				break
+			}
 			// The handler sends a cancel only after its add was received,
 			// so the engine has seen the sequence. A waiting one leaves at
 			// once; a running one at the end of the step in progress
@@ -299,9 +338,18 @@ func (n *Node) Run(ctx context.Context) error {
 			} else {
 				r.remove(j, jobFailed)
 			}
+		case op := <-n.opc:
+			op(n.clk.now())
+		case w := <-n.wirec:
+			n.pulled(n.clk.now(), w)
 		case <-timer.C:
 		case <-ctx.Done():
+			n.kv.closeWire()
 			for _, r := range n.reps {
+				for _, j := range r.pulling {
+					n.abortPull(n.clk.now(), j)
+					r.remove(j, jobFailed)
+				}
 				for len(r.jobs) > 0 {
 					r.remove(r.jobs[0], jobFailed)
 				}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/twin/engine"
+	"github.com/fleetdrill/fleetdrill/twin/kvlink"
 )
 
 // Node is one emulated inference node. Create it with New, start its loop
@@ -28,6 +29,12 @@ type Node struct {
 
 	ids atomic.Uint64 // response ids
 
+	// Disaggregated serving (kv.go): nil unless Config.KV. opc runs a
+	// handler's operation on the loop; wirec brings pulls' ends.
+	kv    *kvState
+	opc   chan func(now time.Duration)
+	wirec chan wireResult
+
 	mu     sync.Mutex // guards faults and rng
 	faults Faults
 	rng    *rand.Rand
@@ -45,6 +52,9 @@ type Faults struct {
 	// Driver is the driver version the node reports; a model the
 	// compatibility check refuses on it answers 503.
 	Driver string `json:"driver"`
+	// Link is a decode node's inbound KV link's faults (link-degraded,
+	// kv-transfer-failure); zero: none.
+	Link LinkFault `json:"link"`
 	// ErrorRate is the fraction of otherwise good requests answered 500,
 	// drawn from a stream seeded by Config.Seed.
 	ErrorRate float64 `json:"error_rate"`
@@ -59,6 +69,7 @@ type FaultsPatch struct {
 	Unretire          []string  `json:"unretire,omitempty"` // removed from Retired
 	Driver            *string   `json:"driver,omitempty"`
 	ErrorRate         *float64  `json:"error_rate,omitempty"`
+	Link              *LinkFault `json:"link,omitempty"`
 }
 
 // DefaultRetryAfter is the Retry-After, in seconds, of quota exhaustion
@@ -78,8 +89,17 @@ func New(cfg Config) (*Node, error) {
 		addc:    make(chan *job),
 		cancelc: make(chan *job),
 		stopped: make(chan struct{}),
+		opc:     make(chan func(time.Duration)),
+		wirec:   make(chan wireResult),
 		faults:  Faults{Driver: cfg.Driver, RetryAfterSeconds: DefaultRetryAfter},
 		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x6e6f6465)), // "node"
+	}
+	if cfg.KV != nil {
+		k, err := newKVState(*cfg.KV, cfg.Seed)
+		if err != nil {
+			return nil, err
+		}
+		n.kv = k
 	}
 	for i := range n.cfg.Models {
 		m := &n.cfg.Models[i]
@@ -88,7 +108,13 @@ func New(cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node: model %s: %w", m.Name, err)
 		}
-		r := &replica{model: m, eng: eng, kvCap: kv, gauges: n.metrics.queueGauges(m.Name)}
+		r := &replica{model: m, eng: eng, kvCap: kv, gauges: n.metrics.queueGauges(m.Name), kv: n.kv}
+		if n.kv != nil && n.kv.cfg.Role == "decode" {
+			if r.link, err = kvlink.New(n.kv.cfg.Bandwidth, n.kv.cfg.Latency); err != nil {
+				return nil, fmt.Errorf("node: model %s's KV link: %w", m.Name, err)
+			}
+			r.pulling = map[uint64]*job{}
+		}
 		n.reps = append(n.reps, r)
 		n.byName[m.Name] = r
 	}
@@ -117,6 +143,15 @@ func (n *Node) Faults() Faults {
 // Patch applies p to the fault state and returns the new state. It changes
 // nothing when p is invalid.
 func (n *Node) Patch(p FaultsPatch) (Faults, error) {
+	f, err := n.patch(p)
+	if err == nil && p.Link != nil {
+		// Outside the lock: the loop draws from the node's stream.
+		err = n.setLink(*p.Link)
+	}
+	return f, err
+}
+
+func (n *Node) patch(p FaultsPatch) (Faults, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	f := n.faults
@@ -155,6 +190,15 @@ func (n *Node) Patch(p FaultsPatch) (Faults, error) {
 		}
 		f.ErrorRate = *p.ErrorRate
 	}
+	if p.Link != nil {
+		if err := p.Link.check(); err != nil {
+			errs = append(errs, err)
+		}
+		if *p.Link != (LinkFault{}) && (n.kv == nil || n.kv.cfg.Role != "decode") {
+			errs = append(errs, errors.New("link: only a decode node has an inbound KV link (this node serves no disaggregated model's decode pool)"))
+		}
+		f.Link = *p.Link
+	}
 	if err := errors.Join(errs...); err != nil {
 		return n.faults, err
 	}
@@ -165,9 +209,14 @@ func (n *Node) Patch(p FaultsPatch) (Faults, error) {
 // Reset clears every fault and restores the configured driver.
 func (n *Node) Reset() Faults {
 	n.mu.Lock()
-	defer n.mu.Unlock()
+	link := n.faults.Link != (LinkFault{})
 	n.faults = Faults{Driver: n.cfg.Driver, RetryAfterSeconds: DefaultRetryAfter}
-	return n.faults
+	f := n.faults
+	n.mu.Unlock()
+	if link {
+		_ = n.setLink(LinkFault{}) // clears what it set; cannot fail
+	}
+	return f
 }
 
 func (n *Node) modelNames() []string {

@@ -64,6 +64,26 @@ func FromScenario(sc *scenarios.Scenario, pool string) (Config, error) {
 		v := reg.Check(&fp, name)
 		cfg.Models = append(cfg.Models, Model{Name: name, Profile: prof, KVTokens: v.KVTokens})
 	}
+	if ps.Role == "prefill" || ps.Role == "decode" {
+		// Its part in disaggregated serving: the link of the first
+		// disaggregated model it serves (a node has one inbound link; a
+		// pool serving two disaggregated models on different links would
+		// get the first's).
+		for _, name := range ps.Models {
+			mi := slices.IndexFunc(sc.Models, func(m scenarios.Model) bool { return m.Name == name })
+			if mi < 0 || sc.Models[mi].Disaggregation == nil {
+				continue
+			}
+			l, err := compile.LinkOf(&sc.Models[mi])
+			if err != nil {
+				return cfg, fmt.Errorf("node: %w", err)
+			}
+			cfg.KV = &KVConfig{Role: ps.Role, BytesPerToken: l.KVBytesPerToken, Lease: ps.KVLeaseDuration.D(),
+				Bandwidth: l.Bandwidth(ps.GPUsPerReplica), Latency: l.Spec.Latency, GPUs: ps.GPUsPerReplica,
+				FailurePolicy: ps.KVLoadFailurePolicy}
+			break
+		}
+	}
 	cfg.Driver = ps.Driver
 	cfg.MaxBatch = ps.MaxBatch
 	cfg.Pool, cfg.Region = ps.Name, ps.Region

@@ -44,6 +44,8 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { n.serveCompletion(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { n.serveCompletion(w, r, false) })
 	mux.HandleFunc("GET /v1/models", n.serveModels)
+	mux.HandleFunc("GET "+kvPath+"{id}", n.serveKV)
+	mux.HandleFunc("DELETE "+kvPath+"{id}", n.serveKVDone)
 	mux.HandleFunc("GET /health", n.serveVLLMHealth)
 	if !n.cfg.Flavor.vllm() {
 		mux.HandleFunc("GET /healthz", n.serveHealth)
@@ -128,6 +130,8 @@ type request struct {
 		InputTokens  int `json:"input_tokens"`
 		OutputTokens int `json:"output_tokens"`
 	} `json:"x_fleetdrill"`
+	// KV is vLLM's kv_transfer_params (kv.go).
+	KV *kvParams `json:"kv_transfer_params"`
 }
 
 // EstimateTokens is the node's token estimate for text: ceil(characters/4),
@@ -368,6 +372,12 @@ func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool
 	}
 
 	j := &job{seq: n.newSeq(in, out), rep: rep, notify: make(chan struct{}, 1)}
+	if req.KV != nil {
+		if msg := n.kvJob(j, req.KV); msg != "" {
+			bad("invalid_value", msg)
+			return
+		}
+	}
 	ctx := r.Context()
 	select {
 	case n.addc <- j:
@@ -385,7 +395,7 @@ func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool
 		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 		n.stream(ctx, w, j, rw, includeUsage, start, &o)
 	} else {
-		n.wait(ctx, w, j, rw, start, &o)
+		n.wait(ctx, w, r, j, rw, start, &o)
 	}
 }
 
@@ -449,7 +459,7 @@ func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *re
 			buf = rw.last(buf, includeUsage)
 			buf = append(buf, "data: [DONE]\n\n"...)
 		case jobFailed:
-			buf = n.cfg.Flavor.streamError(buf, &nodeStopped)
+			buf = n.cfg.Flavor.streamError(buf, j.failure())
 		}
 		if len(buf) > 0 && (sent > 0 || end != jobActive) {
 			// Per write, as the gateway's: a client that stops reading is
@@ -484,7 +494,7 @@ func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *re
 }
 
 // wait answers a non-streaming request once its last token is generated.
-func (n *Node) wait(ctx context.Context, w http.ResponseWriter, j *job, rw *response, start time.Time, o *outcome) {
+func (n *Node) wait(ctx context.Context, w http.ResponseWriter, r *http.Request, j *job, rw *response, start time.Time, o *outcome) {
 	for {
 		end := j.end.Load()
 		if o.ttft == 0 && j.avail.Load() > 0 {
@@ -495,11 +505,12 @@ func (n *Node) wait(ctx context.Context, w http.ResponseWriter, j *job, rw *resp
 			o.code, o.written, o.e2e = http.StatusOK, j.seq.Output, time.Since(start)
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusOK)
-			w.Write(rw.whole())
+			w.Write(n.withKV(rw.whole(), j, r))
 			return
 		case jobFailed:
-			o.code = nodeStopped.status
-			n.fail(w, &nodeStopped)
+			f := j.failure()
+			o.code = f.status
+			n.fail(w, f)
 			return
 		}
 		select {

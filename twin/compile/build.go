@@ -51,6 +51,28 @@ type Link struct {
 // GPUs (each receives its own shard).
 func (l *Link) Bandwidth(gpus int) float64 { return l.Spec.BandwidthGBs * 1e9 * float64(max(gpus, 1)) }
 
+// LinkOf is model m's P/D link (its kind's figures, or the scenario's
+// measured ones, and the KV bytes one prompt token carries); nil when m is
+// not served disaggregated.
+func LinkOf(m *scenarios.Model) (*Link, error) {
+	d := m.Disaggregation
+	if d == nil {
+		return nil, nil
+	}
+	spec, err := kvlink.Lookup(d.Link.Kind)
+	if err != nil {
+		err = fmt.Errorf("models[%s].disaggregation.link: %w", m.Name, err)
+	}
+	if d.Link.BandwidthGBs > 0 {
+		spec.BandwidthGBs, spec.Source = d.Link.BandwidthGBs, "the scenario's link.bandwidth_gbs"
+	}
+	if d.Link.Latency > 0 {
+		spec.Latency = d.Link.Latency.D()
+	}
+	bytes, _ := fleet.PrecisionBytes(m.Precision)
+	return &Link{Spec: spec, KVBytesPerToken: latency.KVBytesPerToken(m.Layers, m.KVHeads, m.HeadDim, 1, 1) * bytes}, err
+}
+
 // Pool is one pool of a Plan.
 type Pool struct {
 	Spec         *scenarios.Pool
@@ -108,21 +130,12 @@ func Compile(sc *scenarios.Scenario) (*Plan, error) {
 			}
 		}
 		cm := sched.Model{Name: m.Name, Fallbacks: fb, Quality: m.Quality}
-		var link *Link
 		if d := m.Disaggregation; d != nil {
 			cm.Disagg = &sched.Disagg{Mode: deciderModes[d.Decider], MaxLocalPrefill: d.MaxLocalPrefillLength, MaxPrefillQueue: d.MaxPrefillQueueSize}
-			spec, err := kvlink.Lookup(d.Link.Kind)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("models[%s].disaggregation.link: %w", m.Name, err))
-			}
-			if d.Link.BandwidthGBs > 0 {
-				spec.BandwidthGBs, spec.Source = d.Link.BandwidthGBs, "the scenario's link.bandwidth_gbs"
-			}
-			if d.Link.Latency > 0 {
-				spec.Latency = d.Link.Latency.D()
-			}
-			bytes, _ := fleet.PrecisionBytes(m.Precision)
-			link = &Link{Spec: spec, KVBytesPerToken: latency.KVBytesPerToken(m.Layers, m.KVHeads, m.HeadDim, 1, 1) * bytes}
+		}
+		link, err := LinkOf(&m)
+		if err != nil {
+			errs = append(errs, err)
 		}
 		p.Core.Models = append(p.Core.Models, cm)
 		p.Links = append(p.Links, link)

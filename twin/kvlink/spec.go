@@ -51,6 +51,12 @@ var specs = []Spec{
 	},
 }
 
+// DefaultLease is how long a prefill replica keeps a prompt's KV for a
+// decode replica that no longer fetches it, unless its pool says
+// (kv_lease_duration): vLLM's NIXL kv_lease_duration default
+// (vllm-project/vllm#41383).
+const DefaultLease = 30 * time.Second
+
 // Lookup returns the built-in link kind name (nvlink, rdma or tcp), or an
 // error naming the kinds there are.
 func Lookup(name string) (Spec, error) {
