@@ -227,7 +227,7 @@ var catalogue = []entry{
 				add("bandwidth", "", "link-degraded needs bandwidth=, latency= or both (a fallback from RDMA to TCP measured 0.5 GB/s: bandwidth=0.5)", "latency")
 			}
 		},
-		traits: Traits{NotLive: "link-degraded has no live emulation yet: the live P/D link is issue 34's live part", ConsoleOn: "pool",
+		traits: Traits{Live: LiveLink, ConsoleOn: "pool",
 			Console: Spec{Bandwidth: 0.5},
 			Words:   []string{"link degradation", "degraded link"}}},
 	{kind: KVTransferFailure, effect: "a share (fail=) of the KV transfers into a decode pool's replicas fail, heard of at once or after timeout= (a hang)",
@@ -239,7 +239,7 @@ var catalogue = []entry{
 				add("fail", "", "kv-transfer-failure needs fail= (the share of transfers that fail, 0 < fail <= 1; 1 for all)")
 			}
 		},
-		traits: Traits{NotLive: "kv-transfer-failure has no live emulation yet: the live P/D link is issue 34's live part", ConsoleOn: "pool",
+		traits: Traits{Live: LiveLink, ConsoleOn: "pool",
 			Console: Spec{FailRate: 1},
 			Words:   []string{"transfer failure", "kv transfer failure"}}},
 }

@@ -30,11 +30,17 @@ const (
 	// it refuses are never started (internal/gateway's
 	// Autoscaling.InjectAcquisition).
 	LiveAcquisition
+	// LiveLink: the emulated decode nodes' inbound KV link (their admin
+	// API's link faults, internal/node/kv.go): toxics on the wire their
+	// pulls cross in a container fleet; in process, which has no sockets,
+	// the node's own seeded draws.
+	LiveLink
 )
 
 // OnFleet reports whether the kind has a part the live fleet injects
-// (toxiproxy or containers: LiveProxy, LiveContainer).
-func (l Live) OnFleet() bool { return l&(LiveProxy|LiveContainer) != 0 }
+// (toxiproxy, containers or the nodes' KV links: LiveProxy,
+// LiveContainer, LiveLink).
+func (l Live) OnFleet() bool { return l&(LiveProxy|LiveContainer|LiveLink) != 0 }
 
 // String names the mechanisms, e.g. "proxy+gateway"; "none" for none.
 func (l Live) String() string {
@@ -42,7 +48,7 @@ func (l Live) String() string {
 	for _, m := range []struct {
 		bit  Live
 		name string
-	}{{LiveProxy, "proxy"}, {LiveGateway, "gateway"}, {LiveContainer, "container"}, {LiveAcquisition, "acquisition"}} {
+	}{{LiveProxy, "proxy"}, {LiveGateway, "gateway"}, {LiveContainer, "container"}, {LiveAcquisition, "acquisition"}, {LiveLink, "link"}} {
 		if l&m.bit != 0 {
 			out = append(out, m.name)
 		}

@@ -50,6 +50,7 @@ type pdReq struct {
 	prefilledAt, movedAt time.Duration
 	xferFail             bool      // its transfer fails (kv-transfer-failure)
 	xferTimer            sim.Timer // a failed transfer's timeout, when it hangs
+	srcLost              bool      // its prefill replica was lost while it waited for KV room
 	decodeKV             int64     // KV its decode replica reserved for the pull
 }
 
@@ -206,6 +207,11 @@ func (d *disaggWorld) pull(ri int) {
 		req := r.reqs[id]
 		req.pd.decodeKV = int64(req.seq.Prompt + 1)
 		req.pd.phase = pdMoving
+		if req.pd.srcLost {
+			// Its source is gone: the pull fails as it starts.
+			d.failed(req)
+			continue
+		}
 		// Its fate on the link: the ground truth's (kv-transfer-failure),
 		// a seeded draw of the attempt's own.
 		req.pd.xferFail = false
@@ -295,8 +301,12 @@ func (d *disaggWorld) arrive(ri int) {
 // breaker counts it, the lifecycle retries it).
 func (d *disaggWorld) failed(req *request) {
 	r := d.r
-	d.expire(req)
-	req.pd.phase, req.pd.xferFail, req.pd.prefilledAt = pdNone, false, 0
+	if req.pd.srcLost {
+		d.release(req) // the lost replica's KV goes with it
+	} else {
+		d.expire(req)
+	}
+	req.pd.phase, req.pd.xferFail, req.pd.prefilledAt, req.pd.srcLost = pdNone, false, 0, false
 	if req.measured {
 		d.rep.Failed++
 	}
@@ -313,6 +323,34 @@ func (d *disaggWorld) failed(req *request) {
 	}
 	d.unreserve(req)
 	r.failAttempt(req, ri, attemptFate{fail: true})
+}
+
+// sourceLost carries out the loss of the prefill replica holding req's
+// KV while it waits for room on its decode replica or moves: the decode
+// server's pull fails (NIXL hears of a peer gone), at once for a moving
+// one, as its pull starts for a waiting one, and the server does what its
+// kv_load_failure_policy says, as for any failed transfer. It reports
+// false when req's prefill is not that far (still prefilling: the
+// attempt fails on the prefill replica, as the gateway's prefill leg).
+func (d *disaggWorld) sourceLost(req *request) bool {
+	if d == nil || req.pd == nil {
+		return false
+	}
+	switch req.pd.phase {
+	case pdWaitingKV:
+		req.pd.srcLost = true
+		return true
+	case pdMoving:
+		ri := req.Core.Replica
+		if !req.pd.xferTimer.Stop() {
+			d.links[ri].Cancel(d.r.s.Now(), uint64(req.idx))
+			d.arm(ri)
+		}
+		req.pd.srcLost = true
+		d.failed(req)
+		return true
+	}
+	return false
 }
 
 // applyRates gives each decode replica's link the rate its faults leave

@@ -470,6 +470,9 @@ func (r *runner) failReplicaWork(ri int) {
 	}
 	r.dispatch() // the lost duplicates are cancelled
 	for _, req := range victims {
+		if req.Core.Replica != ri && r.pd.sourceLost(req) {
+			continue // its decode server's to handle (kv_load_failure_policy)
+		}
 		r.pd.abort(req, req.Core.Replica == ri) // its remote prefill, on ri or elsewhere
 		if rt.eng != nil {
 			rt.eng.Cancel(r.s.Now(), req.seq)

@@ -49,6 +49,7 @@ type nodeFlags struct {
 	speed                           float64
 	drain                           time.Duration
 	flavor                          string
+	kvAdvertise                     string
 	lim                             httpguard.Limits
 	tls                             httpguard.TLSFiles
 }
@@ -126,6 +127,7 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl.StringArrayVar(&f.sets, "set", nil, "override a scenario field, as for run (repeatable)")
 	fl.StringSliceVar(&f.models, "models", nil, "models to serve (default: the profile's model, or the pool's models)")
 	fl.StringArrayVar(&f.minDrivers, "min-driver", nil, "MODEL=VERSION: lowest driver a model runs with, with --profile (repeatable)")
+	fl.StringVar(&f.kvAdvertise, "kv-advertise", "", "HOST:PORT decode nodes pull this prefill node's KV cache from (default: the host its prefill requests came to); a pool's role comes from --scenario")
 	fl.IntVar(&f.maxBatch, "max-batch", 0, "sequences running at once (default: the pool's max_batch, else 256)")
 	fl.Int64Var(&f.kvTokens, "kv-tokens", 0, "KV cache capacity in tokens (default: the profile's or pool's, else 131072)")
 	fl.StringVar(&f.driver, "driver", "", "driver version the node reports (default: the pool's, else "+defaultNodeDriver+")")
@@ -210,6 +212,13 @@ func nodeConfig(f *nodeFlags, profileSet bool) (node.Config, error) {
 		cfg.MaxBatch = f.maxBatch
 	}
 	cfg.KVTokens, cfg.Seed, cfg.Speed = f.kvTokens, f.seed, f.speed
+	if cfg.KV != nil {
+		// A node process pulls KV over real sockets, through its own
+		// toxiproxy proxies (the admin API's link faults).
+		cfg.KV.Wire, cfg.KV.Advertise = true, f.kvAdvertise
+	} else if f.kvAdvertise != "" {
+		errs = append(errs, errors.New("--kv-advertise: this node has no part in disaggregated serving (its scenario pool's role is not prefill or decode)"))
+	}
 	cfg.APIKey = f.apiKey
 	flavor, err := node.ParseFlavor(f.flavor)
 	if err != nil {

@@ -199,14 +199,6 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Speed == 0 {
 		cfg.Speed = 1
 	}
-	for i, m := range cfg.Scenario.Models {
-		if m.Disaggregation != nil {
-			// Run, it would serve the model aggregated on its decode
-			// pools without a word: refused rather than compared with a
-			// twin that splits it.
-			return nil, fmt.Errorf("gateway: models[%d] (%s) is served disaggregated, which the live gateway does not carry out yet (no prefill leg, no KV transfer: issue 34's live part); run it on the twin, or serve it aggregated (--set models.%s.disaggregation=null and role both on its pools)", i, m.Name, m.Name)
-		}
-	}
 	if cfg.Scenario.Policy.Retries.MigrationLimit > 0 {
 		return nil, errors.New("gateway: policy.retries.migration_limit: the live gateway cannot migrate a cut stream (it would splice a second answer onto one the client is reading); leave it 0 to run live")
 	}

@@ -608,7 +608,11 @@ func (g *Gateway) call(ctx context.Context, q *request, rep int, body []byte, he
 // failure is stepped): race steps what each attempt's first result was and
 // cancels what the engine cancels. It returns the attempt that answered,
 // or the first attempt's failure.
-func (g *Gateway) race(ctx context.Context, q *request, rep int, body []byte) *upstream {
+//
+// dupBody is the duplicate's body: a disaggregated request's duplicate
+// prefills its prompt on its own replica, as the twin's does, so it
+// carries no kv_transfer_params.
+func (g *Gateway) race(ctx context.Context, q *request, rep int, body, dupBody []byte) *upstream {
 	if g.sc.Policy.Routing.HedgeAfter.D() <= 0 {
 		// No duplicate can come (so no first token decides anything:
 		// Req.HedgePending): the attempt runs on the handler's own
@@ -647,7 +651,7 @@ func (g *Gateway) race(ctx context.Context, q *request, rep int, body []byte) *u
 			if h, ok := g.carryOut(q); ok && pending == 1 {
 				g.metrics.hedges.WithLabelValues("sent").Inc()
 				pending++
-				q.start(ctx, results, reqengine.Duplicate, func(c context.Context) *upstream { return g.call(c, q, h, body, true) })
+				q.start(ctx, results, reqengine.Duplicate, func(c context.Context) *upstream { return g.call(c, q, h, dupBody, true) })
 			}
 		}
 	}
@@ -723,10 +727,23 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		q.fellBack = true
 		body = withModel(body, q.served)
 	}
+	// A disaggregated request's prompt is prefilled first, where the
+	// engine chose (prefill.go).
+	g.mu.Lock()
+	p := q.c.Core.Prefilling()
+	g.mu.Unlock()
+	first := body
+	if p >= 0 {
+		kv, res := g.prefill(ctx, q, p, body)
+		if res != resDone {
+			return res, "", 0
+		}
+		first = withKVParams(body, kv)
+	}
 	// What the backend's kind does not take is left out (Kind.adapt); a
 	// hedge goes to a replica of the same pool kind or another: adapted
 	// per call.
-	u := g.race(ctx, q, rep, body)
+	u := g.race(ctx, q, rep, first, body)
 	defer u.close()
 	rep = u.rep // a hedge may have won
 	be := &g.replicas[rep]

@@ -108,6 +108,9 @@ type Node struct {
 	Provider string
 	Models   []string
 	Driver   string // the scenario's driver
+	// Role is its pool's part in disaggregated serving (prefill, decode
+	// or ""): a prefill node advertises its alias for decode nodes' pulls.
+	Role string
 
 	Container *testcontainers.DockerContainer
 	proxy     *toxiproxy.Proxy
@@ -247,7 +250,7 @@ func Build(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 		for i := range reps {
 			f.Nodes = append(f.Nodes, &Node{Name: fmt.Sprintf("%s-%d", p.Name, i), Pool: p.Name, Region: p.Region,
-				Provider: p.Provider, Models: slices.Clone(p.Models), Driver: p.Driver, Deferred: i >= start})
+				Provider: p.Provider, Models: slices.Clone(p.Models), Driver: p.Driver, Role: p.Role, Deferred: i >= start})
 		}
 	}
 	for _, name := range opts.Pools {
@@ -330,6 +333,10 @@ func (f *Fleet) run(ctx context.Context, n *Node) error {
 		"--seed", strconv.Itoa(n.seed), "--speed", strconv.FormatFloat(f.speed, 'g', -1, 64), "--drain", "1s"}
 	for _, s := range f.sets {
 		args = append(args, "--set", s)
+	}
+	if n.Role == "prefill" {
+		// Decode nodes pull its KV on the region's network, by alias.
+		args = append(args, "--kv-advertise", n.Name+":8000")
 	}
 	ctr, err := testcontainers.Run(ctx, f.image,
 		testcontainers.WithName("fleetdrill-"+f.RunID+"-"+n.Name),

@@ -2,8 +2,10 @@ package livefleet
 
 import (
 	"context"
+	"errors"
 
 	"github.com/fleetdrill/fleetdrill/faults"
+	"github.com/fleetdrill/fleetdrill/internal/node"
 )
 
 // An injector emulates the part of one kind of fault a live fleet
@@ -33,6 +35,40 @@ var injectors = map[faults.Kind]injector{
 	faults.Latency:        latencyInjector{},
 	faults.Brownout:       brownoutInjector{},
 	faults.NodeLoss:       nodeLossInjector{},
+	// The P/D link: the decode nodes' own (internal/node/kv.go).
+	faults.LinkDegraded:      linkInjector{},
+	faults.KVTransferFailure: linkInjector{},
+}
+
+// linkInjector sets the decode nodes' inbound KV link fault by their admin
+// API: each node puts it on the wire its pulls cross (toxics on its own
+// proxies to the prefill nodes) and on its link model. The undo clears it.
+type linkInjector struct{}
+
+// LinkFault is spec's link fault as a decode node takes it.
+func LinkFault(spec faults.Spec) node.LinkFault {
+	return node.LinkFault{BandwidthGBs: spec.Bandwidth, AddLatency: spec.AddLatency, Fail: spec.FailRate, Timeout: spec.Timeout}
+}
+
+func (linkInjector) inject(ctx context.Context, f *Fleet, spec faults.Spec, nodes []*Node, _ string) (Undo, error) {
+	lf := LinkFault(spec)
+	var done []*Node
+	undo := func(ctx context.Context) error {
+		var errs []error
+		for _, n := range done {
+			if _, err := f.Admin(ctx, n, "POST", &node.FaultsPatch{Link: &node.LinkFault{}}); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, n := range nodes {
+		if _, err := f.Admin(ctx, n, "POST", &node.FaultsPatch{Link: &lf}); err != nil {
+			return nil, errors.Join(err, undo(ctx))
+		}
+		done = append(done, n)
+	}
+	return undo, nil
 }
 
 // outageInjector disables the region's proxies (OutageRefuse), or gives

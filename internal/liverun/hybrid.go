@@ -13,6 +13,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/gateway"
 	"github.com/fleetdrill/fleetdrill/internal/livefleet"
+	"github.com/fleetdrill/fleetdrill/internal/node"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin"
 	"github.com/fleetdrill/fleetdrill/twin/compile"
@@ -154,6 +155,11 @@ func (h *hybrid) checkExternalFaults(sc *scenarios.Scenario, plans []twin.FaultP
 				ext++
 			}
 		}
+		if ext > 0 && p.Spec.Kind.Traits().Live&faults.LiveLink != 0 {
+			errs = append(errs, fmt.Errorf("fault %s (%s) is on the KV link into %d external endpoints, which fleetdrill cannot reach (a real NIXL link is the servers' own); "+
+				"emulate the decode pool (drop its --backend) or drop the fault", p.Label, p.Spec.String(), ext))
+			continue
+		}
 		if ext == 0 || p.Spec.Kind.Traits().Live&faults.LiveContainer == 0 || h.disrupt != "" {
 			continue
 		}
@@ -173,6 +179,21 @@ func (h *hybrid) injectExternal(ctx context.Context, sc *scenarios.Scenario, gw 
 			return h.stopInProcess(replicas), nil
 		}
 		return h.disruptAll(ctx, sc, gw, replicas)
+	}
+	if spec.Kind.Traits().Live&faults.LiveLink != 0 {
+		// The decode nodes' own link: in process, the nodes themselves;
+		// an external server's link is outside fleetdrill's reach
+		// (refused before the run: checkExternalFaults).
+		var in []int
+		for _, ri := range replicas {
+			if h.procs.has(ri) {
+				in = append(in, ri)
+			}
+		}
+		if err := h.procs.setLink(in, livefleet.LinkFault(spec)); err != nil {
+			return nil, err
+		}
+		return func(context.Context) error { return h.procs.setLink(in, node.LinkFault{}) }, nil
 	}
 	mk, ok := externalFaults[spec.Kind]
 	if !ok {

@@ -2,6 +2,7 @@ package liverun
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -34,6 +35,7 @@ type inprocNode struct {
 	cfg  node.Config
 	host string
 	stop context.CancelFunc // nil while stopped
+	node *node.Node         // the running one
 }
 
 // has says whether replica ri is one of these nodes.
@@ -62,7 +64,7 @@ func (p *inprocNodes) start(ri int) error {
 		return fmt.Errorf("live: in-process node for pool %s: %w", n.cfg.Pool, err)
 	}
 	ctx, cancel := context.WithCancel(p.ctx)
-	n.stop = cancel
+	n.stop, n.node = cancel, nd
 	go func() { _ = nd.Run(ctx) }()
 	p.tr.Handle(n.host, nd.Handler())
 	return nil
@@ -107,6 +109,12 @@ func (s *Session) startInProcess(sc *scenarios.Scenario, speed float64) (map[str
 		cfg.Speed = speed
 		for range n {
 			host := fmt.Sprintf("r%d.inproc", ri)
+			if cfg.KV != nil {
+				// Pulls go over the session's transport, by host.
+				kv := *cfg.KV
+				kv.Advertise, kv.Client = host, &http.Client{Transport: s.inproc}
+				cfg.KV = &kv
+			}
 			s.procs.nodes[ri] = &inprocNode{cfg: cfg, host: host}
 			if err := s.procs.start(ri); err != nil {
 				return nil, err
@@ -125,4 +133,22 @@ func (s *Session) transport() http.RoundTripper {
 		return nil
 	}
 	return s.inproc
+}
+
+// setLink sets link fault f on replicas' in-process nodes (their
+// KVConfig has no wire: a fault's failures are the node's seeded draws).
+// A node started later (after a node loss) starts without it, as a
+// restarted container's does.
+func (p *inprocNodes) setLink(replicas []int, f node.LinkFault) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, ri := range replicas {
+		if n := p.nodes[ri]; n != nil && n.stop != nil {
+			if _, err := n.node.Patch(node.FaultsPatch{Link: &f}); err != nil {
+				errs = append(errs, fmt.Errorf("live: replica %d: %w", ri, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -156,11 +156,6 @@ func checkPolicy(sc *scenarios.Scenario) error {
 	if sc.Policy.Retries.MigrationLimit > 0 {
 		errs = append(errs, errors.New("policy.retries.migration_limit: the live gateway cannot migrate a cut stream (it would splice a second answer onto one the client is reading); run it on the twin, or --set policy.retries.migration_limit=0"))
 	}
-	for i, m := range sc.Models {
-		if m.Disaggregation != nil {
-			errs = append(errs, fmt.Errorf("models[%d] (%s): disaggregated serving cannot run live yet: the gateway routes no prefill leg and the emulated nodes move no KV cache (issue 34's live part); run it on the twin, or serve it aggregated with --set models.%s.disaggregation=null and role both on its pools", i, m.Name, m.Name))
-		}
-	}
 	// The gateway runs the ladder (reqengine.Ladder, the twin's too), bar the
 	// rung it has nothing to serve from.
 	for i, st := range sc.Policy.Degradation {

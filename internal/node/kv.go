@@ -101,6 +101,9 @@ const DefaultPullTimeout = 300 * time.Second
 // kvPath is where a prefill node serves a held prompt's KV.
 const kvPath = "/fleetdrill/kv/"
 
+// headerKVBytes repeats a KV answer's length.
+const headerKVBytes = "X-Fleetdrill-Kv-Bytes"
+
 // LinkFault is a decode node's inbound link's fault state (the admin
 // API's "link"): a link-degraded fault's bandwidth per GPU and added
 // latency, a kv-transfer-failure's share of failing pulls and, for hung
@@ -169,6 +172,15 @@ type lease struct {
 	rep     *replica
 	tokens  int64
 	expires time.Duration
+	// over is closed when the lease ends: released (a pull's completion
+	// notice) or not (run out, the node stopped). A pull's last byte
+	// waits for it (serveKV).
+	over     chan struct{}
+	released bool
+	// reading: a pull has it open; its lease does not run out meanwhile
+	// (the decode side's heartbeats renew it in vLLM) and counts again
+	// from the pull's end.
+	reading bool
 }
 
 // pullState is a decode job's pull, loop-owned.
@@ -179,15 +191,19 @@ type pullState struct {
 	reserved           int64   // KV the replica holds for it
 	moving             bool    // on the link and the wire
 	linkDone, wireDone bool
+	confirming         bool // its completion notice sent
+	ctx                context.Context
 	cancel             context.CancelFunc
 	hang               time.Duration // a hung pull (no wire): when the decode side gives up; 0: none
 	fails              bool          // fails when it would end (no wire)
 }
 
-// wireResult is a pull's end on the wire.
+// wireResult is news of a pull on the wire: its bytes read bar the last
+// (read), or its end (done; err when it failed).
 type wireResult struct {
-	j   *job
-	err error
+	j          *job
+	err        error
+	read, done bool
 }
 
 // kvState is the node's disaggregation state: loop-owned but for the
@@ -253,18 +269,25 @@ func (k *kvState) wireBytes(tokens int64) int64 {
 func (k *kvState) add(r *replica, tokens int64, now time.Duration) string {
 	k.next++
 	id := "kv-" + k.engine + "-" + strconv.FormatUint(k.next, 10)
-	k.leases[id] = &lease{rep: r, tokens: tokens, expires: now + k.cfg.Lease}
+	k.leases[id] = &lease{rep: r, tokens: tokens, expires: now + k.cfg.Lease, over: make(chan struct{})}
 	r.eng.Hold(tokens)
 	return id
 }
 
 // release lets go of lease id's KV at now; false when it is not held.
 func (k *kvState) release(now time.Duration, id string) bool {
+	return k.end(now, id, true)
+}
+
+// end ends lease id at now, released by a pull's notice or not.
+func (k *kvState) end(now time.Duration, id string, released bool) bool {
 	l := k.leases[id]
 	if l == nil {
 		return false
 	}
 	delete(k.leases, id)
+	l.released = released
+	close(l.over)
 	idle := !l.rep.busy
 	l.rep.eng.Release(now, l.tokens)
 	if idle {
@@ -279,8 +302,8 @@ func (k *kvState) expire(now time.Duration) {
 		return
 	}
 	for id, l := range k.leases {
-		if l.expires <= now {
-			k.release(now, id)
+		if l.expires <= now && !l.reading {
+			k.end(now, id, false)
 		}
 	}
 }
@@ -292,6 +315,9 @@ func (k *kvState) nextExpiry() (time.Duration, bool) {
 	}
 	next, have := time.Duration(0), false
 	for _, l := range k.leases {
+		if l.reading {
+			continue
+		}
 		if !have || l.expires < next {
 			next, have = l.expires, true
 		}
@@ -325,31 +351,47 @@ func (n *Node) do(ctx context.Context, f func(now time.Duration)) bool {
 }
 
 // serveKV serves a held prompt's KV to a decode node's pull: its bytes,
-// scaled (wireBytes). The KV stays held until the decode side says it has
-// it all (serveKVDone) or the lease runs out: a pull cut on the wire tells
-// the prefill side nothing.
+// scaled (wireBytes), all but the last at once, as the wire takes them;
+// the last when the decode side says it has the KV (serveKVDone, at the
+// end of its link model's time), which lets it go. So the pull's
+// connection spans the transfer: a prefill node lost while the KV moves
+// cuts it, and the decode side hears of it then, as NIXL does of a peer
+// gone. A pull cut on the wire tells the prefill side nothing: it keeps
+// the KV until the lease runs out.
 func (n *Node) serveKV(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var tokens int64
-	held := false
+	var l *lease
 	if n.kv != nil && kvIDPattern.MatchString(id) {
-		if !n.do(r.Context(), func(time.Duration) {
-			if l := n.kv.leases[id]; l != nil {
-				tokens, held = l.tokens, true
+		if !n.do(r.Context(), func(now time.Duration) {
+			if l = n.kv.leases[id]; l != nil && l.reading {
+				l = nil // one pull at a time
+			}
+			if l != nil {
+				l.reading = true
 			}
 		}) {
 			return
 		}
 	}
-	if !held {
+	if l != nil {
+		defer n.do(context.WithoutCancel(r.Context()), func(now time.Duration) {
+			if !l.released && n.kv.leases[id] == l {
+				// Cut before its end: the lease counts from now.
+				l.reading, l.expires = false, now+n.kv.cfg.Lease
+			}
+		})
+	}
+	if l == nil {
 		apiError(w, http.StatusNotFound, "invalid_request_error", "kv_not_found",
 			"no KV cache is held under this id on this node: its lease ran out, a pull read it, or the id is not this node's")
 		return
 	}
-	size := n.kv.wireBytes(tokens)
+	size := n.kv.wireBytes(l.tokens)
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Length", strconv.FormatInt(size, 10))
+	w.Header().Set("Content-Length", strconv.FormatInt(size+1, 10))
+	w.Header().Set(headerKVBytes, strconv.FormatInt(size+1, 10)) // for a transport that drops the length
 	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
 	var chunk [4096]byte
 	for left := size; left > 0; {
 		m := min(left, int64(len(chunk)))
@@ -357,6 +399,19 @@ func (n *Node) serveKV(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		left -= m
+	}
+	if rc.Flush() != nil {
+		return
+	}
+	select {
+	case <-l.over:
+	case <-n.stopped:
+		return
+	case <-r.Context().Done():
+		return
+	}
+	if l.released {
+		w.Write(chunk[:1])
 	}
 }
 
@@ -516,24 +571,49 @@ func (n *Node) fetch(ctx context.Context, j *job, url string) {
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("prefill node answered %d", resp.StatusCode)
 		}
-		if _, err = io.Copy(io.Discard, resp.Body); err != nil { // a cut short of Content-Length is an error
+		size := resp.ContentLength
+		if size < 0 {
+			size, _ = strconv.ParseInt(resp.Header.Get(headerKVBytes), 10, 64)
+		}
+		if size < 1 {
+			return errors.New("prefill node's KV answer has no length")
+		}
+		if _, err := io.CopyN(io.Discard, resp.Body, size-1); err != nil {
 			return err
 		}
-		// Read whole: the prefill side may let it go. The notice goes
-		// straight to it, not over the link's faults: it is a few bytes,
-		// and a lost notice would only hold the KV to its lease.
-		del, err := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
-		if err != nil {
-			return err
+		// The bytes are here; the last comes when the link model's time
+		// is over and the prefill side has the notice (confirm).
+		select {
+		case n.wirec <- wireResult{j: j, read: true}:
+		case <-n.stopped:
+			return nil
 		}
-		if resp, err := n.kv.client.Do(del); err == nil {
-			resp.Body.Close()
+		last, err := io.Copy(io.Discard, resp.Body) // a cut short of Content-Length is an error
+		if err == nil && last != 1 {
+			err = errors.New("the prefill node ended the KV short of its length")
 		}
-		return nil
+		return err
 	}()
 	select {
-	case n.wirec <- wireResult{j, err}:
+	case n.wirec <- wireResult{j: j, err: err, done: true}:
 	case <-n.stopped:
+	}
+}
+
+// confirm tells the prefill node that j's pull has its KV, its time on
+// the link being over (NIXL's completion notice): the prefill node lets
+// it go and sends the pull's last byte. The notice goes straight to the
+// prefill node, not over the link's faults: it is a few bytes, and the
+// wire's share of failures is drawn on the pull's own connection. Its
+// answer is not waited for: a prefill node that no longer holds the KV
+// cuts the pull.
+func (n *Node) confirm(ctx context.Context, url string) {
+	del, err := http.NewRequestWithContext(ctx, http.MethodDelete, url, nil)
+	if err != nil {
+		return
+	}
+	if resp, err := n.kv.client.Do(del); err == nil {
+		resp.Body.Close()
 	}
 }
 
@@ -588,7 +668,7 @@ func (n *Node) pump(now time.Duration, r *replica) {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(float64(n.kv.cfg.Timeout)/n.cfg.Speed))
-		p.cancel = cancel
+		p.ctx, p.cancel = ctx, cancel
 		go n.fetch(ctx, j, p.url)
 		r.link.Start(now, id, p.bytes)
 	}
@@ -602,14 +682,28 @@ func (n *Node) pulled(now time.Duration, w wireResult) {
 	}
 	r := j.rep
 	r.advance(now)
-	if w.err != nil {
+	if w.err != nil || (w.done && !j.pull.confirming) {
+		// Cut (a fault on the wire, the prefill node lost), or ended
+		// before its notice: the KV did not arrive whole.
 		r.link.Cancel(now, j.pull.id)
 		n.pullFailed(now, j)
 		return
 	}
-	j.pull.wireDone = true
-	if j.pull.linkDone {
+	if w.done {
 		n.arrive(now, j)
+		return
+	}
+	j.pull.wireDone = true
+	n.linkOver(j)
+}
+
+// linkOver sends j's completion notice once its bytes are read and its
+// time on the link is over.
+func (n *Node) linkOver(j *job) {
+	p := j.pull
+	if p.linkDone && p.wireDone && !p.confirming && p.ctx != nil {
+		p.confirming = true
+		go n.confirm(p.ctx, p.url)
 	}
 }
 
@@ -624,12 +718,11 @@ func (n *Node) linkEnded(now time.Duration, r *replica) {
 			continue
 		}
 		j.pull.linkDone = true
-		switch {
-		case j.pull.fails && j.pull.hang == 0:
+		if j.pull.fails && j.pull.hang == 0 {
 			n.pullFailed(now, j)
-		case j.pull.wireDone:
-			n.arrive(now, j)
+			continue
 		}
+		n.linkOver(j)
 	}
 	for _, j := range r.pulling {
 		if p := j.pull; p != nil && p.hang > 0 && p.hang <= now {
