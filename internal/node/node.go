@@ -62,13 +62,13 @@ type Faults struct {
 
 // FaultsPatch changes the fields it sets (the admin API's POST body).
 type FaultsPatch struct {
-	QuotaExhausted    *bool     `json:"quota_exhausted,omitempty"`
-	RetryAfterSeconds *int      `json:"retry_after_s,omitempty"`
-	Retired           *[]string `json:"retired,omitempty"`
-	Retire            []string  `json:"retire,omitempty"`   // added to Retired
-	Unretire          []string  `json:"unretire,omitempty"` // removed from Retired
-	Driver            *string   `json:"driver,omitempty"`
-	ErrorRate         *float64  `json:"error_rate,omitempty"`
+	QuotaExhausted    *bool      `json:"quota_exhausted,omitempty"`
+	RetryAfterSeconds *int       `json:"retry_after_s,omitempty"`
+	Retired           *[]string  `json:"retired,omitempty"`
+	Retire            []string   `json:"retire,omitempty"`   // added to Retired
+	Unretire          []string   `json:"unretire,omitempty"` // removed from Retired
+	Driver            *string    `json:"driver,omitempty"`
+	ErrorRate         *float64   `json:"error_rate,omitempty"`
 	Link              *LinkFault `json:"link,omitempty"`
 }
 
