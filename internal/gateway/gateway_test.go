@@ -449,13 +449,6 @@ func TestErrorEvent(t *testing.T) {
 	require.False(t, errorEvent([]byte("data: [DONE]\n\n")))
 }
 
-func TestNewRefusesDisaggregatedModels(t *testing.T) {
-	sc, err := scenarios.LoadNamed("gameday-pd-link")
-	require.NoError(t, err)
-	_, err = New(Config{Scenario: sc})
-	require.ErrorContains(t, err, "models[0] (llama-3.1-8b) is served disaggregated")
-}
-
 func TestNewRefusesMigration(t *testing.T) {
 	sc, err := scenarios.LoadNamedWithSets("default", []string{"policy.retries.migration_limit=1"})
 	require.NoError(t, err)
