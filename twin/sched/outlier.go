@@ -3,7 +3,6 @@ package sched
 import (
 	"fmt"
 	"math"
-	"slices"
 	"time"
 )
 
@@ -70,9 +69,10 @@ const (
 // brownout's added 1.5 s crosses the bounds within four or five requests.
 const latencyWeight = 0.1
 
-// refRefresh is how often (model time) a model's peer median is
-// recomputed: a sort per model per second, not per request (and whenever
-// a replica joins or leaves the peers).
+// refRefresh is how often (model time) a model's peer median is read
+// afresh from its peerSet (and whenever a replica joins or leaves the
+// peers): the median an ejection is judged against is at most a second
+// old, as it was when each read sorted the peers.
 const refRefresh = time.Second
 
 // Ejection is a replica taken out of routing as a latency outlier, or put
@@ -170,6 +170,9 @@ func (c *Core) ObserveLatency(now time.Duration, r int, lat time.Duration) {
 	if o.samples == c.outlier.MinSamples {
 		c.refs[rs.Model].valid = false // one more peer to count
 	}
+	if o.samples >= c.outlier.MinSamples {
+		c.repeer(r) // its EWMA moved
+	}
 	if c.outlier.Disabled || o.ejected || o.samples < c.outlier.MinSamples {
 		return
 	}
@@ -197,6 +200,7 @@ func (c *Core) ObserveLatency(now time.Duration, r int, lat time.Duration) {
 	}
 	o.ejections = min(o.ejections+1, 10)
 	o.ejected, o.until = true, now+c.outlier.BaseEjection*time.Duration(o.ejections)
+	c.repeer(r)
 	c.fix(r)
 	c.refs[rs.Model].valid = false // one peer fewer
 	c.wake(o.until)
@@ -229,19 +233,7 @@ func (c *Core) peerMedian(now time.Duration, m int) float64 {
 	if ref.valid && now-ref.at < refRefresh {
 		return ref.median
 	}
-	c.scratch = c.scratch[:0]
-	for _, gi := range c.groupsOf[m] {
-		for _, x := range c.groups[gi].heap {
-			if o := &c.replicas[x].out; !o.ejected && o.samples >= c.outlier.MinSamples {
-				c.scratch = append(c.scratch, o.lat)
-			}
-		}
-	}
-	med := 0.0
-	if n := len(c.scratch); n >= 2 {
-		slices.Sort(c.scratch)
-		med = c.scratch[(n-1)/2]
-	}
+	med := c.peerMedianOf(&c.peers[m]) // the peers' EWMAs, kept ordered (peers.go)
 	*ref = peerRef{median: med, at: now, valid: true}
 	return med
 }
@@ -254,6 +246,7 @@ func (c *Core) advanceEjection(now time.Duration, r int) {
 		return
 	}
 	o.ejected, o.samples, o.lat = false, 0, 0
+	c.repeer(r)
 	c.fix(r)
 	c.ejections = append(c.ejections, Ejection{Replica: r, At: now, Returned: true})
 	c.fill(now, r)

@@ -315,7 +315,7 @@ type Core struct {
 	outlier     Outlier
 	halfLife    time.Duration
 	refs        []peerRef // per model: the peers' median latency (outlier.go)
-	scratch     []float64
+	peers       []peerSet // per model: the replicas it is the median of (peers.go)
 	retiring    []bool // per model: announced for retirement (SetRetiring)
 
 	// Per-model dispatch rate estimate for predicted waits: an EWMA of the
@@ -367,6 +367,8 @@ type replicaState struct {
 	blocked  bool // the replica pushed back (see SetBlocked)
 	group    int  // index into Core.groups
 	hpos     int  // position in its group's heap
+	peer     uint8 // in its model's peerSet: peerNone, peerLo or peerHi (peers.go)
+	ppos     int32 // its position there
 	br       breaker
 	out      outlierState
 }
@@ -450,6 +452,7 @@ func New(cfg Config) (*Core, error) {
 		c.halfLife = DefaultLatencyHalfLife
 	}
 	c.refs = make([]peerRef, len(cfg.Models))
+	c.peers = make([]peerSet, len(cfg.Models))
 	for i, t := range cfg.Tenants {
 		c.tenants[i].tokens = t.TokensPerMinute
 		if t.Cohort != "" {
