@@ -316,7 +316,7 @@ type Core struct {
 	halfLife    time.Duration
 	refs        []peerRef // per model: the peers' median latency (outlier.go)
 	peers       []peerSet // per model: the replicas it is the median of (peers.go)
-	retiring    []bool // per model: announced for retirement (SetRetiring)
+	retiring    []bool    // per model: announced for retirement (SetRetiring)
 
 	// Per-model dispatch rate estimate for predicted waits: an EWMA of the
 	// interval between dispatches.
@@ -363,10 +363,10 @@ type replicaState struct {
 	Replica
 	inflight int
 	ready    bool
-	absent   bool // not provisioned (see SetPresent)
-	blocked  bool // the replica pushed back (see SetBlocked)
-	group    int  // index into Core.groups
-	hpos     int  // position in its group's heap
+	absent   bool  // not provisioned (see SetPresent)
+	blocked  bool  // the replica pushed back (see SetBlocked)
+	group    int   // index into Core.groups
+	hpos     int   // position in its group's heap
 	peer     uint8 // in its model's peerSet: peerNone, peerLo or peerHi (peers.go)
 	ppos     int32 // its position there
 	br       breaker
