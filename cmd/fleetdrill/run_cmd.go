@@ -18,11 +18,12 @@ import (
 
 func newRunCmd() *cobra.Command {
 	var (
-		seed     uint64
-		jsonPath string
-		sets     []string
-		live     liveFlags
-		om       omFlags
+		seed       uint64
+		jsonPath   string
+		cpuProfile string
+		sets       []string
+		live       liveFlags
+		om         omFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "run [SCENARIO]",
@@ -83,7 +84,14 @@ input.`,
 			if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 				opts.Progress = progressBar(stderr, time.Now())
 			}
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
 			rep, err := twin.Run(cmd.Context(), sc, opts)
+			if perr := stopProfile(); perr != nil && err == nil {
+				return &exitError{code: exitInvalid, err: perr}
+			}
 			if opts.Progress != nil {
 				fmt.Fprint(stderr, "\r\033[K")
 			}
@@ -114,6 +122,7 @@ input.`,
 	om.register(cmd)
 	cmd.Flags().Uint64Var(&seed, "seed", 0, "run seed (overrides the scenario's)")
 	cmd.Flags().StringVar(&jsonPath, "json", "", "write the JSON report to `FILE`")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the twin's run to `FILE` (go tool pprof reads it; see Performance in the README)")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a scenario field: `path=value` (repeatable), e.g. pools.use-h100-8b.replicas=2")
 	return cmd
 }

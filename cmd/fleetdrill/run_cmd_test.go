@@ -87,3 +87,18 @@ func TestRunOpenMetricsFlags(t *testing.T) {
 		})
 	}
 }
+
+// --cpuprofile writes a profile pprof reads (gzip-compressed protobuf), and
+// an unwritable path is refused as invalid input, naming the flag.
+func TestRunCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "run.prof")
+	code, _, errs := runCLI(t, "run", "--set", "duration=5m", "--set", "warmup=1m", "--cpuprofile", path)
+	require.Equal(t, exitOK, code, "stderr: %s", errs)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(b, []byte{0x1f, 0x8b}), "a pprof profile is gzipped")
+
+	code, _, errs = runCLI(t, "run", "--cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "x.prof"))
+	require.Equal(t, exitInvalid, code)
+	require.Contains(t, errs, "--cpuprofile")
+}

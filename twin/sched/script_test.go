@@ -25,7 +25,17 @@ func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata/scripts", func(t *testing.T, path string) {
 		env := newScriptEnv()
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-			return env.handle(t, td)
+			out := env.handle(t, td)
+			if c := env.core; c != nil {
+				// The routing keys are current after every step: each
+				// change to what they read fixed them (lessReplica).
+				for r := range c.replicas {
+					if c.rank[r] != c.rankKey(r) {
+						t.Fatalf("%s: after %q, replica %d's routing key is stale", td.Pos, td.Cmd, r)
+					}
+				}
+			}
+			return out
 		})
 	})
 }
