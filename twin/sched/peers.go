@@ -19,20 +19,45 @@ const (
 	peerHi
 )
 
-// lat is replica x's latency EWMA.
-func (c *Core) lat(x int32) float64 { return c.replicas[x].out.lat }
+// lat is replica x's latency EWMA as its peerSet holds it (Core.plat,
+// dense: a sift reads 8 bytes per replica, not its state).
+func (c *Core) lat(x int32) float64 { return c.plat[x] }
 
 // repeer puts replica r where its outlier state says after a change: in
 // its model's peers with its current EWMA, or out of them.
 func (c *Core) repeer(r int) {
 	rs := &c.replicas[r]
 	ps := &c.peers[rs.Model]
-	if rs.peer != peerNone {
+	o := &rs.out
+	eligible := !o.ejected && o.samples >= c.outlier.MinSamples
+	c.plat[r] = o.lat
+	switch {
+	case rs.peer != peerNone && eligible:
+		c.peerUpdate(ps, int32(r))
+	case rs.peer != peerNone:
 		c.peerRemove(ps, int32(r))
-	}
-	if o := &rs.out; !o.ejected && o.samples >= c.outlier.MinSamples {
+	case eligible:
 		c.peerInsert(ps, int32(r))
 	}
+}
+
+// peerUpdate restores ps's order after member x's EWMA moved: within its
+// heap, then across the two when it crossed the other's top (one swap of
+// the tops suffices: only x is out of place).
+func (c *Core) peerUpdate(ps *peerSet, x int32) {
+	which, i := c.replicas[x].peer, int(c.replicas[x].ppos)
+	h := *ps.heap(which)
+	c.siftUp(h, i, which)
+	c.siftDown(h, int(c.replicas[x].ppos), which)
+	if len(ps.hi) == 0 || c.lat(ps.lo[0]) <= c.lat(ps.hi[0]) {
+		return
+	}
+	a, b := ps.lo[0], ps.hi[0]
+	ps.lo[0], ps.hi[0] = b, a
+	c.replicas[b].peer, c.replicas[b].ppos = peerLo, 0
+	c.replicas[a].peer, c.replicas[a].ppos = peerHi, 0
+	c.siftDown(ps.lo, 0, peerLo)
+	c.siftDown(ps.hi, 0, peerHi)
 }
 
 // peerMedianOf is the lower median of ps's EWMAs, 0 with fewer than two.

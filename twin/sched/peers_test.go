@@ -10,7 +10,7 @@ import (
 // removals and moves in any order, with ties.
 func TestPeerSetIsTheSortedMedian(t *testing.T) {
 	const n = 200
-	c := &Core{replicas: make([]replicaState, n), peers: make([]peerSet, 1)}
+	c := &Core{replicas: make([]replicaState, n), peers: make([]peerSet, 1), plat: make([]float64, n)}
 	c.outlier.MinSamples = 1
 	rng := rand.New(rand.NewPCG(35, 1))
 	in := make([]bool, n)

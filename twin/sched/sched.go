@@ -320,7 +320,8 @@ type Core struct {
 	// its group's heap.
 	rank     []uint64
 	hpos     []int32
-	retiring []bool // per model: announced for retirement (SetRetiring)
+	plat     []float64 // its latency EWMA, as its model's peerSet orders it
+	retiring []bool    // per model: announced for retirement (SetRetiring)
 
 	// Per-model dispatch rate estimate for predicted waits: an EWMA of the
 	// interval between dispatches.
@@ -428,6 +429,7 @@ func New(cfg Config) (*Core, error) {
 		replicas:     make([]replicaState, len(cfg.Replicas)),
 		rank:         make([]uint64, len(cfg.Replicas)),
 		hpos:         make([]int32, len(cfg.Replicas)),
+		plat:         make([]float64, len(cfg.Replicas)),
 		groupsOf:     make([][]int, len(cfg.Models)),
 		pools:        make([]poolState, len(cfg.Pools)),
 		rr:           make([]int, len(cfg.Models)),
