@@ -82,8 +82,12 @@ test-stress: ## make test beside two busy loops: the suite on a loaded 2-core ma
 	$(MAKE) --no-print-directory test
 
 .PHONY: bench
-bench: ## Run the benchmarks (BENCH_COUNT runs each; compare runs with benchstat)
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) $(BENCH_PKGS)
+bench: ## Run the benchmarks but BenchmarkScale (make bench-scale) (BENCH_COUNT runs each; compare with benchstat)
+	$(GO) test -run '^$$' -bench . -skip '^BenchmarkScale$$' -benchmem -count $(BENCH_COUNT) -benchtime $(BENCH_TIME) $(BENCH_PKGS)
+
+.PHONY: bench-scale
+bench-scale: ## The twin's cost per request from 64 to 32,768 replicas (BenchmarkScale: req/cpu-s, cpu-ns/event, sys-B/replica; minutes)
+	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -count $(or $(SCALE_COUNT),1) -timeout 60m ./twin/
 
 .PHONY: seeds
 seeds: ## Every library scenario's expectations at 20 consecutive seeds (make test runs it too)

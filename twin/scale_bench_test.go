@@ -11,18 +11,16 @@ import (
 	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
-// scaleScenario is issue 35's fleet: one pool of Llama-3.1-8B on H100 (the
-// built-in measured profile) at 0.69 req/s per replica (about 60 % busy),
-// Poisson arrivals, lognormal prompts (mean 1,000 tokens) and outputs
-// (mean 250), both at CV 1.
-func scaleScenario(replicas int, d time.Duration) *scenarios.Scenario {
-	sc := azureLike(replicas, 0.69*float64(replicas), d)
-	sc.Name = "scale"
-	sc.Drain = dur(time.Minute)
-	sc.Warmup = dur(0)
-	sc.Pools[0].Profiles = map[string]scenarios.Profile{"llama-8b": {Ref: "h100-sxm/llama-3.1-8b/tp1"}}
-	sc.Workload[0].InputTokens = scenarios.Distribution{Dist: "lognormal", Mean: 1000, CV: 1, Min: 1, Max: 32000}
-	sc.Workload[0].OutputTokens = scenarios.Distribution{Dist: "lognormal", Mean: 250, CV: 1, Min: 1, Max: 4000}
+// scaleScenario is issue 35's fleet (testdata/scale.yaml) at replicas,
+// 0.69 req/s each, for d simulated.
+func scaleScenario(b *testing.B, replicas int, d time.Duration) *scenarios.Scenario {
+	sc, err := scenarios.LoadWithSets("testdata/scale.yaml", []string{
+		fmt.Sprintf("pools.h100.replicas=%d", replicas),
+		fmt.Sprintf("workload.chat.arrivals.rate=%g", 0.69*float64(replicas)),
+		"duration=" + d.String()})
+	if err != nil {
+		b.Fatal(err)
+	}
 	return sc
 }
 
@@ -46,7 +44,7 @@ func BenchmarkScale(b *testing.B) {
 			d = 10 * time.Minute
 		}
 		b.Run(fmt.Sprintf("replicas=%d", n), func(b *testing.B) {
-			sc := scaleScenario(n, d)
+			sc := scaleScenario(b, n, d)
 			var reqs, events uint64
 			var cpu time.Duration
 			for b.Loop() {
