@@ -29,16 +29,18 @@ import (
 //     prompt's KV cache on its engine (engine.Hold) under a lease, and
 //     answers with the kv_transfer_params a decode node pulls it with:
 //     remote_host, remote_port, remote_request_id and the rest of vLLM's
-//     keys. It serves the KV at GET /fleetdrill/kv/{id} and lets it go
-//     when a pull has read it all, or when the lease runs out (a decode
-//     side that gave up says nothing).
+//     keys. It serves the KV at GET /fleetdrill/kv/{id}, all but its last
+//     byte at once, and lets it go (sending the last byte) on the decode
+//     side's completion notice, DELETE on the same path; or when the
+//     lease runs out (a decode side that gave up says nothing).
 //   - A decode node given those params reserves the prompt's KV in order
 //     (kvlink.Queue, the twin's own pull order), then pulls it: real
 //     bytes over a real connection, the KV's size scaled by WireScale,
 //     while the node's link model (kvlink.Link, the twin's) times the
-//     transfer. It ends when both have: the model's time and the wire's
-//     bytes. Then the request joins the engine with its prompt's KV in
-//     place (engine.Seq.Transferred). A pull that fails is the pool's
+//     transfer. When both are over it sends the notice; the last byte
+//     ends the pull, so a prefill node lost meanwhile cuts it. Then the
+//     request joins the engine with its prompt's KV in place
+//     (engine.Seq.Transferred). A pull that fails is the pool's
 //     kv_load_failure_policy's: recompute prefills the prompt here, fail
 //     answers 500.
 //
