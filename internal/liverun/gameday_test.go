@@ -32,7 +32,8 @@ var gameDays = []struct {
 	{name: "gameday-autoscale-stockout", sets: []string{`faults=["regional-outage region=us-east at=1m for=3m", "stockout pool=usw-h100-8b at=1m for=1m grant=0.25", "stockout pool=usw-h100-8b at=2m"]`}},
 	// The P/D game day's faults one by one (the live pulls, the link's
 	// failures and its degradation by the decode nodes), then together.
-	{name: "gameday-pd-link", sets: []string{`faults=["kv-transfer-failure pool=use-h100-decode at=30s for=30s fail=1"]`}},
+	{name: "gameday-pd-link", sets: []string{`faults=["kv-transfer-failure pool=use-h100-decode at=30s for=30s fail=1"]`},
+		apart: "live varies from run to run: completed 2,389 and failed 74 as the twin in three runs, 2,394 and 69 in the fourth (make test's alone group): the order in which the handlers of requests failed at the same instant reach the engine decides which retries land after the window"},
 	{name: "gameday-pd-link", sets: []string{`faults=["link-degraded pool=use-h100-decode at=1m30s for=1m30s bandwidth=0.5"]`}},
 	{name: "gameday-pd-link", sets: []string{`faults=["kv-transfer-failure pool=use-h100-decode at=30s for=30s fail=1", "link-degraded pool=use-h100-decode at=1m30s for=1m30s bandwidth=0.5", "node-loss pool=use-h100-prefill at=3m for=1m percent=100"]`},
 		apart: "each fault alone agrees within one (bar retries); together, live varies from run to run (completed 2194 and 2199 against the twin's 2207, timed out 23 and 14 against 5, refused 2 and 3 against 10): a request's live pull on a degraded link meets the prefill pool's loss at the instant its goroutines reach the engine"},
