@@ -29,7 +29,10 @@ import (
 // Gateway is the live gateway. Create it with New, serve Handler, and Close
 // it when the server has shut down.
 type Gateway struct {
-	sc      *scenarios.Scenario
+	sc *scenarios.Scenario
+	// disagg: a model is served disaggregated, so a dispatch may carry a
+	// prefill leg (prefill.go); without, forward never asks.
+	disagg  bool
 	cfg     Config
 	log     *slog.Logger
 	clk     clock
@@ -236,6 +239,9 @@ func New(cfg Config) (*Gateway, error) {
 	g := &Gateway{sc: &sc, cfg: cfg, log: cfg.Logger, clk: clock{start: time.Now(), speed: cfg.Speed}, reg: cfg.Registry,
 		models: map[string]int{}, classes: map[string]int{}, calls: callTable{m: map[uint64]*call{}}, byPool: map[string][]int{},
 		lc: sched.NewLifecycle(compile.RetryPolicy(&sc), sc.Policy.Retries.RetryRejected)}
+	for _, m := range sc.Models {
+		g.disagg = g.disagg || m.Disaggregation != nil
+	}
 	// Not from the seeded stream: keys must differ between two gateways
 	// started with the same seed.
 	var nb [6]byte

@@ -729,9 +729,12 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	}
 	// A disaggregated request's prompt is prefilled first, where the
 	// engine chose (prefill.go).
-	g.mu.Lock()
-	p := q.c.Core.Prefilling()
-	g.mu.Unlock()
+	p := -1
+	if g.disagg {
+		g.mu.Lock()
+		p = q.c.Core.Prefilling()
+		g.mu.Unlock()
+	}
 	first := body
 	if p >= 0 {
 		kv, res := g.prefill(ctx, q, p, body)
