@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -148,6 +150,11 @@ type kvParams struct {
 	TPSize          int    `json:"tp_size,omitempty"`
 }
 
+// hostnamePattern is a DNS name (letters, digits, dots and hyphens): a
+// remote_host that is neither it nor an IP address could point a pull
+// elsewhere than its host (a user part, a path).
+var hostnamePattern = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?$`)
+
 // kvIDPattern is what a held KV's id looks like (kvState.add).
 var kvIDPattern = regexp.MustCompile(`^kv-[0-9a-f]{1,16}-[0-9]{1,20}$`)
 
@@ -157,14 +164,16 @@ func (p *kvParams) pullURL() (string, error) {
 	switch {
 	case p.RemoteHost == "":
 		return "", errors.New("kv_transfer_params.remote_host: required with do_remote_prefill (the prefill answer's kv_transfer_params, passed on whole)")
+	case net.ParseIP(p.RemoteHost) == nil && !hostnamePattern.MatchString(p.RemoteHost):
+		return "", fmt.Errorf("kv_transfer_params.remote_host: got %q, want an IP address or a host name (the prefill answer's)", p.RemoteHost)
 	case p.RemotePort < 0 || p.RemotePort > 65535:
 		return "", fmt.Errorf("kv_transfer_params.remote_port: got %d, want in [0, 65535]", p.RemotePort)
 	case !kvIDPattern.MatchString(p.RemoteRequestID):
 		return "", fmt.Errorf("kv_transfer_params.remote_request_id: got %q, want the prefill answer's (kv-<engine>-<n>)", p.RemoteRequestID)
 	}
 	host := p.RemoteHost
-	if p.RemotePort != 0 {
-		host = net.JoinHostPort(p.RemoteHost, strconv.Itoa(p.RemotePort))
+	if p.RemotePort != 0 || strings.Contains(host, ":") {
+		host = net.JoinHostPort(p.RemoteHost, strconv.Itoa(cmp.Or(p.RemotePort, 80))) // an IPv6 address in brackets
 	}
 	return "http://" + host + kvPath + p.RemoteRequestID, nil
 }

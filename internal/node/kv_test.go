@@ -178,6 +178,7 @@ func TestPDBadInput(t *testing.T) {
 		{d, map[string]any{"do_remote_prefill": true, "remote_request_id": "kv-1-1"}, "remote_host: required"},
 		{d, map[string]any{"do_remote_prefill": true, "remote_host": "x", "remote_request_id": "../admin"}, "remote_request_id"},
 		{d, map[string]any{"do_remote_prefill": true, "remote_host": "x", "remote_port": 70000, "remote_request_id": "kv-1-1"}, "remote_port"},
+		{d, map[string]any{"do_remote_prefill": true, "remote_host": "evil@p-0", "remote_request_id": "kv-1-1"}, "remote_host"},
 		{d, map[string]any{"do_remote_prefill": true, "do_remote_decode": true}, "both set"},
 	} {
 		code, body := decode(t, tc.h, 10, tc.kv)
