@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/sim/stats"
 	"github.com/fleetdrill/fleetdrill/twin/reqengine"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
@@ -14,6 +15,7 @@ import (
 // report is counted, judged against the SLOs and windowed exactly as the
 // twin's is.
 type tally struct {
+	sketches   []*stats.Sketch // complete's scratch
 	sc         *scenarios.Scenario
 	total      Counts
 	classes    []*Group
@@ -91,17 +93,32 @@ func (t *tally) complete(s *served, measured bool) bool {
 		return met
 	}
 	gs := [2]*Group{t.classes[s.class], t.tenants[s.tenant]}
-	for _, g := range t.windowGroups(gs[:], s.class, s.tenant, s.arrived) {
-		g.ttft.AddDuration(s.ttft)
-		g.e2e.AddDuration(s.e2e)
-		g.wait.AddDuration(s.wait)
-		if s.output > 1 {
-			g.tpot.AddDuration(s.tpot())
-		}
+	groups := t.windowGroups(gs[:], s.class, s.tenant, s.arrived)
+	// Each figure goes to every group at once: its sketch bucket is
+	// computed once (stats.AddDurationAll), the same as adding it to each.
+	sk := t.sketches[:0]
+	for _, g := range groups {
+		sk = append(sk, &g.ttft)
 		if met {
 			g.SLOMet++
 		}
 	}
+	stats.AddDurationAll(s.ttft, sk...)
+	for i, g := range groups {
+		sk[i] = &g.e2e
+	}
+	stats.AddDurationAll(s.e2e, sk...)
+	for i, g := range groups {
+		sk[i] = &g.wait
+	}
+	stats.AddDurationAll(s.wait, sk...)
+	if s.output > 1 {
+		for i, g := range groups {
+			sk[i] = &g.tpot
+		}
+		stats.AddDurationAll(s.tpot(), sk...)
+	}
+	t.sketches = sk
 	if s.pool != "" {
 		for _, w := range t.windows {
 			if w.contains(s.arrived) {

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/DataDog/sketches-go/ddsketch"
+	"github.com/DataDog/sketches-go/ddsketch/mapping"
+	"github.com/DataDog/sketches-go/ddsketch/store"
 )
 
 // RelativeAccuracy is the relative accuracy of every [Sketch]: a quantile
@@ -47,12 +49,13 @@ const SketchMaxBins = 2048
 // the same values added in the same order give bit-identical results. It is not
 // safe for concurrent use.
 type Sketch struct {
-	dd       *ddsketch.DDSketch // nil until the first value or merge
-	count    uint64             // accepted values
-	rejected uint64             // values refused by Add, see the type comment
-	sum      float64            // running sum of accepted values
-	sumComp  float64            // Neumaier compensation term for sum
-	min, max float64            // exact extremes; valid only when count > 0
+	dd       *ddsketch.DDSketch                // nil until the first value or merge
+	pos      *store.CollapsingLowestDenseStore // dd's positive values; nil in a clone
+	count    uint64                            // accepted values
+	rejected uint64                            // values refused by Add, see the type comment
+	sum      float64                           // running sum of accepted values
+	sumComp  float64                           // Neumaier compensation term for sum
+	min, max float64                           // exact extremes; valid only when count > 0
 }
 
 // NewSketch returns an empty sketch. It is equivalent to new(Sketch).
@@ -63,12 +66,15 @@ func NewSketch() *Sketch {
 // init allocates the underlying DDSketch. Deferred to first use so that the
 // zero Sketch is usable and sketches that never see a value cost nothing.
 func (s *Sketch) init() {
-	dd, err := ddsketch.LogCollapsingLowestDenseDDSketch(RelativeAccuracy, SketchMaxBins)
+	// LogCollapsingLowestDenseDDSketch, built here to keep its positive
+	// store at hand (AddDurationAll).
+	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
 	if err != nil {
 		// Only an invalid accuracy constant can fail, which is a programming error.
 		panic("stats: creating DDSketch: " + err.Error())
 	}
-	s.dd = dd
+	s.pos = store.NewCollapsingLowestDenseStore(SketchMaxBins)
+	s.dd = ddsketch.NewDDSketch(m, s.pos, store.NewCollapsingLowestDenseStore(SketchMaxBins))
 }
 
 // Add records one value. See [Sketch] for the values that are rejected
@@ -99,6 +105,49 @@ func (s *Sketch) Add(v float64) {
 	}
 	s.count++
 	s.addSum(v)
+}
+
+// index is the bucket index every Sketch's DDSketch gives a positive value
+// (they share RelativeAccuracy, so their mappings agree).
+var index = func() mapping.IndexMapping {
+	m, err := mapping.NewLogarithmicMapping(RelativeAccuracy)
+	if err != nil {
+		panic("stats: creating the index mapping: " + err.Error())
+	}
+	return m
+}()
+
+// AddDurationAll records d in seconds in every sketch of ss, exactly as
+// AddDuration on each would, computing the value's bucket once: a request's
+// figure goes to its class's and its tenant's sketches (and its windows'),
+// and the bucket's logarithm is the dearest part of an add.
+func AddDurationAll(d time.Duration, ss ...*Sketch) {
+	v := d.Seconds()
+	if !(v > index.MinIndexableValue()) || v > index.MaxIndexableValue() {
+		for _, s := range ss {
+			s.Add(v) // zero, negative or out of range: each sketch's own rules
+		}
+		return
+	}
+	i := index.Index(v)
+	for _, s := range ss {
+		if s.dd == nil {
+			s.init()
+		}
+		if s.pos == nil { // a clone: its store is only reachable through dd
+			s.Add(v)
+			continue
+		}
+		s.pos.Add(i) // what DDSketch.Add does for a positive value
+		if s.count == 0 {
+			s.min, s.max = v, v
+		} else {
+			s.min = min(s.min, v)
+			s.max = max(s.max, v)
+		}
+		s.count++
+		s.addSum(v)
+	}
 }
 
 // AddDuration records d in seconds. Negative durations are rejected like
@@ -220,6 +269,7 @@ func (s *Sketch) clone() *Sketch {
 	if s.dd != nil {
 		c.dd = s.dd.Copy()
 	}
+	c.pos = nil // the copy's store is inside c.dd: AddDurationAll adds to it by Add
 	return &c
 }
 

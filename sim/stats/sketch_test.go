@@ -427,3 +427,28 @@ func BenchmarkSketchSummary(b *testing.B) {
 		_ = s.Summary()
 	}
 }
+
+// AddDurationAll leaves every sketch as AddDuration on each would, for
+// values in and out of the indexable range, on fresh sketches, clones and
+// sketches that already hold values.
+func TestAddDurationAllIsAddDurationOnEach(t *testing.T) {
+	vals := []time.Duration{0, 1, 3 * time.Millisecond, 2 * time.Second, -time.Second, 90 * time.Minute, time.Duration(math.MaxInt64)}
+	var a1, a2, b1, b2 Sketch
+	for _, s := range []*Sketch{&a1, &a2, &b1, &b2} {
+		s.AddDuration(time.Second)
+	}
+	c1 := a1.clone()
+	c2 := a1.clone()
+	for i := range 2000 {
+		d := vals[i%len(vals)] + time.Duration(i)*time.Microsecond
+		AddDurationAll(d, &a1, &b1, c1)
+		a2.AddDuration(d)
+		b2.AddDuration(d)
+		c2.AddDuration(d)
+	}
+	for _, p := range [][2]*Sketch{{&a1, &a2}, {&b1, &b2}, {c1, c2}} {
+		if p[0].Summary() != p[1].Summary() || p[0].Rejected() != p[1].Rejected() || p[0].Sum() != p[1].Sum() {
+			t.Fatalf("AddDurationAll %+v, AddDuration %+v", p[0].Summary(), p[1].Summary())
+		}
+	}
+}
