@@ -19,7 +19,10 @@ const llama8BKVBytes = 131072
 
 func pdPair(t *testing.T, policy string, speed float64) (p, d *harness) {
 	t.Helper()
-	p = start(t, Config{Speed: speed, KV: &KVConfig{Role: "prefill", BytesPerToken: llama8BKVBytes}})
+	// A lease of hours: at speed 50 the default 30 s is 0.6 s of wall time,
+	// which a loaded machine may spend between two steps of a test
+	// (TestPDLeaseAndTransferTime holds the lease on model time).
+	p = start(t, Config{Speed: speed, KV: &KVConfig{Role: "prefill", BytesPerToken: llama8BKVBytes, Lease: 4 * time.Hour}})
 	d = start(t, Config{Speed: speed, KV: &KVConfig{Role: "decode", BytesPerToken: llama8BKVBytes,
 		Bandwidth: 50e9, Latency: 1310 * time.Microsecond, GPUs: 1, FailurePolicy: policy, Wire: true}})
 	return p, d
