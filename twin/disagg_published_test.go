@@ -3,6 +3,7 @@ package twin
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -37,19 +38,10 @@ func readPublishedPD(t *testing.T) []publishedPD {
 		in, err1 := strconv.Atoi(row[1])
 		ttft, err2 := strconv.ParseFloat(row[2], 64)
 		itl, err3 := strconv.ParseFloat(row[3], 64)
-		require.NoError(t, errorsJoin(err1, err2, err3), "published.csv row %v", row)
+		require.NoError(t, errors.Join(err1, err2, err3), "published.csv row %v", row)
 		out = append(out, publishedPD{row[0], in, ttft, itl})
 	}
 	return out
-}
-
-func errorsJoin(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }
 
 // runPublishedPD runs the published cluster split as config says on a

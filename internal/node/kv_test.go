@@ -217,14 +217,14 @@ func TestPDLeaseAndTransferTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := t.Context(), func() {}
-			_ = cancel
-			go n.Run(ctx)
+			go n.Run(t.Context())
 			tr.Handle(host, n.Handler())
 			return n
 		}
+		// In the bubble: time.Sleep and time.Since below are its fake
+		// clock, model time at speed 1, not the machine's.
 		pn := mk("p.inproc", &KVConfig{Role: "prefill", BytesPerToken: llama8BKVBytes, Lease: 10 * time.Second, Advertise: "p.inproc"})
-		dn := mk("d.inproc", &KVConfig{Role: "decode", BytesPerToken: llama8BKVBytes, Bandwidth: 1e9, Latency: 5 * time.Millisecond, Client: client})
+		mk("d.inproc", &KVConfig{Role: "decode", BytesPerToken: llama8BKVBytes, Bandwidth: 1e9, Latency: 5 * time.Millisecond, Client: client})
 		post := func(host string, body map[string]any) (*http.Response, []byte) {
 			b, _ := json.Marshal(body)
 			resp, err := client.Post("http://"+host+"/v1/completions", "application/json", strings.NewReader(string(b)))
@@ -271,6 +271,5 @@ func TestPDLeaseAndTransferTime(t *testing.T) {
 		if took < want || took > want+50*time.Millisecond {
 			t.Fatalf("pull and one step took %v, want the transfer's %v and one step", took, want)
 		}
-		_ = dn
 	})
 }

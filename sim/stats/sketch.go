@@ -97,14 +97,7 @@ func (s *Sketch) Add(v float64) {
 		s.rejected++
 		return
 	}
-	if s.count == 0 {
-		s.min, s.max = v, v
-	} else {
-		s.min = min(s.min, v)
-		s.max = max(s.max, v)
-	}
-	s.count++
-	s.addSum(v)
+	s.counted(v)
 }
 
 // index is the bucket index every Sketch's DDSketch gives a positive value
@@ -139,14 +132,7 @@ func AddDurationAll(d time.Duration, ss ...*Sketch) {
 			continue
 		}
 		s.pos.Add(i) // what DDSketch.Add does for a positive value
-		if s.count == 0 {
-			s.min, s.max = v, v
-		} else {
-			s.min = min(s.min, v)
-			s.max = max(s.max, v)
-		}
-		s.count++
-		s.addSum(v)
+		s.counted(v)
 	}
 }
 
@@ -154,6 +140,19 @@ func AddDurationAll(d time.Duration, ss ...*Sketch) {
 // negative values.
 func (s *Sketch) AddDuration(d time.Duration) {
 	s.Add(d.Seconds())
+}
+
+// counted records accepted value v in the exact figures: extremes, count
+// and sum.
+func (s *Sketch) counted(v float64) {
+	if s.count == 0 {
+		s.min, s.max = v, v
+	} else {
+		s.min = min(s.min, v)
+		s.max = max(s.max, v)
+	}
+	s.count++
+	s.addSum(v)
 }
 
 // addSum adds v to the running sum with Neumaier's compensated summation, so
