@@ -61,6 +61,7 @@ var badFixtures = map[string][]string{
 		"trace.bad.yaml:70: jobs[0].gpus: got 0, want >= 1",
 		"trace.bad.yaml:72: jobs[0].accelerators[0]: got \"tpu\", no such accelerator; did you mean \"gpu\"? (accelerators: gpu)",
 		"trace.bad.yaml:77: jobs[1].trace: a trace job stream takes GPUs, run times and arrivals from the trace; leave gpus, duration and arrivals out",
+		"trace.bad.yaml:78: jobs[1].trace.path: got \"embedded:alibaba_gpu_v2023/openb_pod_list_gpuspec33.csv\", no such embedded trace; want one of embedded:azure_llm_2023/AzureLLMInferenceTrace_conv.csv, embedded:mooncake_fast25/conversation_trace.jsonl, or a pod trace's path relative to the scenario file",
 		"trace.bad.yaml:80: jobs[1].trace.gpu_map.G2: got \"h200\", no such accelerator; want one of gpu",
 		"trace.bad.yaml:84: policy.jobs.max_pool_share: got 2, want a fraction in (0, 1]: the share of a pool's replicas jobs may hold",
 	},

@@ -1,10 +1,11 @@
 package scenarios
 
 import (
-	"github.com/fleetdrill/fleetdrill/twin/latency"
-
 	"os"
 	"path/filepath"
+
+	"github.com/fleetdrill/fleetdrill/traces"
+	"github.com/fleetdrill/fleetdrill/twin/latency"
 )
 
 // The scenario schema, version 1. Field names are the YAML keys; units are in
@@ -677,9 +678,12 @@ type Routing struct {
 // scenario has no directory: its relative paths resolve against the working
 // directory or, failing that, the nearest of its parents where the path
 // exists, so that `../shared/traces/...` works from anywhere in a checkout
-// that has the shared folder beside it.
+// that has the shared folder beside it. An embedded trace's path
+// ("embedded:NAME", package traces) is no file's and comes back as it is:
+// the trace readers open it (the library's scenarios replay only those, so
+// that they run anywhere).
 func (s *Scenario) TracePath(path string) string {
-	if filepath.IsAbs(path) {
+	if _, ok := traces.Name(path); ok || filepath.IsAbs(path) {
 		return path
 	}
 	if s.Dir != "" {

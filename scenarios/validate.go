@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetdrill/fleetdrill/internal/modelfile"
 	"github.com/fleetdrill/fleetdrill/internal/suggest"
+	"github.com/fleetdrill/fleetdrill/traces"
 	"github.com/fleetdrill/fleetdrill/twin/dispatch"
 	"github.com/fleetdrill/fleetdrill/twin/fleet"
 	"github.com/fleetdrill/fleetdrill/twin/kvlink"
@@ -765,7 +766,12 @@ func (v *validator) common(p string, st Stream) {
 // (what names the kind, "trace file" or "pod trace"), its format and the
 // window.
 func (v *validator) traceSource(tp, what, path, format string, formats []string, start, duration Duration) {
-	if path == "" {
+	if name, embedded := traces.Name(path); embedded {
+		if !traces.Has(name) {
+			v.add(tp+".path", q(path), fmt.Sprintf("no such embedded trace; want one of %s%s, or a %s's path relative to the scenario file",
+				traces.Scheme, strings.Join(traces.Names(), ", "+traces.Scheme), what))
+		}
+	} else if path == "" {
 		v.add(tp+".path", "", "missing; want the "+what+", relative to the scenario file")
 	} else if found := v.s.TracePath(path); !fileExists(found) {
 		v.add(tp+".path", q(path), fmt.Sprintf("no such file (looked for %s); want a %s, relative to the scenario file", found, what))

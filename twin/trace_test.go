@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/traces"
 )
 
 // traceScenario replays testdata/small.jsonl (100 requests, one a second,
@@ -103,13 +104,19 @@ func TestTraceBadRowStopsTheRunWithItsLine(t *testing.T) {
 	require.ErrorContains(t, err, "bad.jsonl:2")
 }
 
-// shared returns the path of a file under ../shared/traces, skipping the
-// test when the shared folder is not beside the checkout.
+// shared returns the path of the public trace rel (a path under the team's
+// shared/traces): the file under ../shared/traces when it is beside the
+// checkout (the benchmarks' figures were measured on it, without the
+// embedded copy's gunzip), else the binary's embedded copy of the same bytes
+// (package traces) when it carries one, else the test skips.
 func shared(t testing.TB, rel string) string {
 	t.Helper()
 	p := filepath.Join("..", "..", "shared", "traces", rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("%s not found: the shared traces are not beside this checkout", p)
+		if traces.Has(rel) {
+			return traces.Scheme + rel
+		}
+		t.Skipf("%s not found: the shared traces are not beside this checkout, and the binary embeds only %v", p, traces.Names())
 	}
 	abs, err := filepath.Abs(p)
 	require.NoError(t, err)

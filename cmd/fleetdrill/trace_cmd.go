@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetdrill/fleetdrill/internal/trace"
+	"github.com/fleetdrill/fleetdrill/traces"
 )
 
 func newTraceCmd() *cobra.Command {
@@ -21,10 +22,36 @@ func newTraceCmd() *cobra.Command {
 		Long: `Read public LLM request traces (Azure, Mooncake, BurstGPT, Alibaba GenAI),
 Alibaba GPU job and node lists, and fleetdrill's canonical JSONL. Formats are
 detected from the header or first line; .gz files are read transparently.
-See docs/traces.md.`,
+Where a command takes a file, embedded:NAME reads a trace the binary carries
+("fleetdrill trace list"). See docs/traces.md.`,
 	}
-	cmd.AddCommand(newTraceStatsCmd(), newTraceConvertCmd(), newTraceAnonymizeCmd()) // anonymize: trace_anonymize_cmd.go
+	cmd.AddCommand(newTraceStatsCmd(), newTraceConvertCmd(), newTraceAnonymizeCmd(), // anonymize: trace_anonymize_cmd.go
+		newTraceListCmd())
 	return cmd
+}
+
+// newTraceListCmd lists the embedded traces with where they come from and
+// their licence: what a binary redistributes, it says.
+func newTraceListCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the traces embedded in the binary, with their source and licence",
+		Long: `List the public traces embedded in the binary, which the library's scenarios
+replay: the name to give as embedded:NAME (in a scenario's trace.path, or to
+"fleetdrill trace stats"), the rows, the upstream file it is a byte-for-byte
+copy of, and its licence. See docs/traces.md.`,
+		Example: `  fleetdrill trace list
+  fleetdrill trace stats embedded:azure_llm_2023/AzureLLMInferenceTrace_conv.csv`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := cmd.OutOrStdout()
+			for _, t := range traces.List() {
+				fmt.Fprintf(w, "%s%s\n  rows     %d\n  source   %s\n  sha256   %s\n  licence  %s\n",
+					traces.Scheme, t.Name, t.Rows, t.Source, t.SHA256, t.License)
+			}
+			return nil
+		},
+	}
 }
 
 func formatFlagUsage() string {
@@ -47,7 +74,7 @@ func newTraceStatsCmd() *cobra.Command {
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "stats FILE",
+		Use:   "stats FILE|embedded:NAME",
 		Short: "Print a trace's statistics",
 		Long: `Print a trace's statistics: request count, duration, mean rate, token means and
 nearest-rank p50/p99, peak one-minute rates (fixed bins and sliding window),
@@ -57,6 +84,7 @@ and node lists, print their counts by GPU, QoS, phase and model.
 Exit status: 0 on success, 2 for an unreadable or malformed file.`,
 		Example: `  fleetdrill trace stats AzureLLMInferenceTrace_code.csv
   fleetdrill trace stats conversation_trace.jsonl.gz --json
+  fleetdrill trace stats embedded:mooncake_fast25/conversation_trace.jsonl
   fleetdrill trace stats messy.csv --format burstgpt --skip-bad-rows`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetdrill/fleetdrill/internal/trace"
+	"github.com/fleetdrill/fleetdrill/traces"
 )
 
 // runTrace runs the CLI with the trace command wired in, whether or not
@@ -41,11 +42,18 @@ func runTrace(t *testing.T, args ...string) (code int, stdout, stderr string) {
 
 const sharedTraces = "../../../shared/traces"
 
+// sharedTrace returns the staged trace rel (a path under shared/traces):
+// the file beside the repository, else the binary's embedded copy of the
+// same bytes (embedded:REL, which the command takes as it takes a file),
+// else the test skips.
 func sharedTrace(t *testing.T, rel string) string {
 	t.Helper()
 	path := filepath.Join(sharedTraces, rel)
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("staged trace %s not found (%v): this test needs the shared/traces folder next to the repository", path, err)
+		if traces.Has(rel) {
+			return traces.Scheme + rel
+		}
+		t.Skipf("staged trace %s not found (%v) and not embedded: this test needs the shared/traces folder next to the repository", path, err)
 	}
 	return path
 }
@@ -175,6 +183,10 @@ func TestTraceCommandErrors(t *testing.T) {
 		{"stats unknown format", []string{"trace", "stats", "--format", "parquet", bad}, exitInvalid, "", `unknown trace format "parquet"`},
 		{"convert a job list", []string{"trace", "convert", pods, filepath.Join(dir, "x.jsonl")}, exitInvalid, "", "alibaba-pod is a GPU job (pod) list, not a request trace"},
 		{"convert bad row", []string{"trace", "convert", bad, filepath.Join(dir, "x.jsonl")}, exitInvalid, "", `bad.csv:3: ContextTokens: got "x", want a non-negative integer (--skip-bad-rows skips such rows)`},
+		{"stats unknown embedded trace", []string{"trace", "stats", "embedded:azure_llm_2023/AzureLLMInferenceTrace_code.csv"}, exitInvalid, "",
+			"embedded:azure_llm_2023/AzureLLMInferenceTrace_code.csv: no such embedded trace (did you mean embedded:azure_llm_2023/AzureLLMInferenceTrace_conv.csv?)"},
+		{"list the embedded traces", []string{"trace", "list"}, exitOK,
+			"embedded:azure_llm_2023/AzureLLMInferenceTrace_conv.csv\n  rows     19366\n  source   github.com/Azure/AzurePublicDataset", ""},
 		{"convert onto itself", []string{"trace", "convert", bad, bad}, exitInvalid, "", "IN and OUT are the same file"},
 	}
 	for _, tt := range tests {

@@ -92,7 +92,8 @@ func newBase(src *lineSource, opts Options, k kind) (base, error) {
 }
 
 // Open opens a request trace, gzipped or not (detected by its magic bytes,
-// whatever the name).
+// whatever the name); a path "embedded:NAME" reads the embedded trace NAME
+// (package traces).
 func Open(path string, opts Options) (*Reader, error) {
 	src, err := openLineSource(path, opts.SkipBadRows)
 	if err != nil {

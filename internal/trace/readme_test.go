@@ -9,19 +9,26 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetdrill/fleetdrill/traces"
 )
 
 // sharedTraces is where the staged public traces live, relative to this
 // package; the figures below are the ones shared/traces/README.md publishes.
 const sharedTraces = "../../../shared/traces"
 
-// sharedFile returns the path of a staged trace, skipping the test when the
-// shared folder is not there (a checkout without it).
+// sharedFile returns the path of a staged trace: the file in the shared
+// folder beside the repository, else the binary's embedded copy of the same
+// bytes (embedded:REL, package traces), else the test skips (a checkout
+// without the shared folder, for a trace the binary does not carry).
 func sharedFile(t *testing.T, rel string) string {
 	t.Helper()
 	path := filepath.Join(sharedTraces, rel)
 	if _, err := os.Stat(path); err != nil {
-		t.Skipf("staged trace %s not found (%v): these tests need the shared/traces folder next to the repository", path, err)
+		if traces.Has(rel) {
+			return traces.Scheme + rel
+		}
+		t.Skipf("staged trace %s not found (%v) and not embedded: these tests need the shared/traces folder next to the repository", path, err)
 	}
 	return path
 }

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/fleetdrill/fleetdrill/traces"
 )
 
 // RowError is a malformed row: FILE:LINE: field: got X, want Y. With
@@ -75,8 +77,16 @@ func newLineSource(r io.Reader, name string, skipBad bool) (*lineSource, error) 
 	return s, nil
 }
 
+// openLineSource opens a trace file, or an embedded trace
+// ("embedded:NAME", package traces): every reader takes either.
 func openLineSource(path string, skipBad bool) (*lineSource, error) {
-	f, err := os.Open(path)
+	var f io.ReadCloser
+	var err error
+	if name, ok := traces.Name(path); ok {
+		f, err = traces.Open(name)
+	} else {
+		f, err = os.Open(path)
+	}
 	if err != nil {
 		return nil, err
 	}

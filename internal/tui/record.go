@@ -15,6 +15,7 @@ import (
 	"github.com/fleetdrill/fleetdrill/faults"
 	"github.com/fleetdrill/fleetdrill/internal/shell"
 	"github.com/fleetdrill/fleetdrill/scenarios"
+	"github.com/fleetdrill/fleetdrill/traces"
 )
 
 // Base is the scenario a drill started from, as the operator gave it.
@@ -77,8 +78,8 @@ func RecordScenario(base Base, recorded []string, outPath string) ([]byte, error
 		return nil, fmt.Errorf("record: %w", err)
 	}
 	rebase := func(field string, i int, path string) error {
-		if path == "" || filepath.IsAbs(path) {
-			return nil
+		if _, embedded := traces.Name(path); embedded || path == "" || filepath.IsAbs(path) {
+			return nil // where the recording is written changes nothing
 		}
 		abs, err := filepath.Abs(sc.TracePath(path))
 		if err != nil {
