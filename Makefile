@@ -14,9 +14,15 @@ BENCH_TIME  ?= 1s
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The commit `fleetdrill version` prints when the toolchain stamps none (a
+# git worktree, -buildvcs=false); where it stamps one, its own wins.
+COMMIT   = $(shell git rev-parse HEAD 2>/dev/null)
+MODIFIED = $(shell git status --porcelain 2>/dev/null | grep -q . && echo true)
+LDFLAGS_VCS = -X main.commit=$(COMMIT) -X main.modified=$(MODIFIED)
+
 .PHONY: build
 build: ## Build the fleetdrill binary into bin/
-	$(GO) build -o bin/fleetdrill ./cmd/fleetdrill
+	$(GO) build -ldflags '$(LDFLAGS_VCS)' -o bin/fleetdrill ./cmd/fleetdrill
 
 # Packages whose tests start containers: they run one package at a time, so
 # two live fleets never share the two cores, beside the other packages'
@@ -110,7 +116,7 @@ check: lint tidy test ## Everything CI runs
 .PHONY: image-node
 image-node: ## Build the emulated node image fleetdrill-node:dev (FROM scratch, static binary)
 	rm -rf bin/node-image && mkdir -p bin/node-image
-	CGO_ENABLED=0 GOOS=linux $(GO) build -o bin/node-image/fleetdrill ./cmd/fleetdrill
+	CGO_ENABLED=0 GOOS=linux $(GO) build -ldflags '$(LDFLAGS_VCS)' -o bin/node-image/fleetdrill ./cmd/fleetdrill
 	cp internal/node/Dockerfile bin/node-image/Dockerfile
 	docker build -q -t fleetdrill-node:dev bin/node-image
 

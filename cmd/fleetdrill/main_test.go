@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,4 +118,49 @@ func TestProgressBarStaysQuietForShortRuns(t *testing.T) {
 	require.Empty(t, buf.String(), "runs under a second draw nothing")
 	progressBar(&buf, time.Now().Add(-2*time.Second))(0.5)
 	require.Equal(t, "\r[###############...............]  50% simulated", buf.String())
+}
+
+func TestDescribeBuild(t *testing.T) {
+	stamped := func(version string, settings ...string) *debug.BuildInfo {
+		bi := &debug.BuildInfo{Main: debug.Module{Path: "github.com/fleetdrill/fleetdrill", Version: version}}
+		for i := 0; i+1 < len(settings); i += 2 {
+			bi.Settings = append(bi.Settings, debug.BuildSetting{Key: settings[i], Value: settings[i+1]})
+		}
+		return bi
+	}
+	rev := "bb3bb792e6580c1db45a6459f4eeaa358487f251"
+	tests := []struct {
+		name, ldflags string
+		commit        string // make build's -X main.commit
+		bi            *debug.BuildInfo
+		want          string
+	}{
+		{"go build at a tag", "", "", stamped("v0.3.1", "vcs.revision", rev, "vcs.time", "2026-12-04T23:49:24Z", "vcs.modified", "false"),
+			"fleetdrill v0.3.1 (commit " + rev + " of 2026-12-04T23:49:24Z)"},
+		{"go build, changes not committed", "", "", stamped("v0.0.0-20261204234924-bb3bb792e658+dirty", "vcs.revision", rev, "vcs.modified", "true"),
+			"fleetdrill v0.0.0-20261204234924-bb3bb792e658+dirty (commit " + rev + ", with uncommitted changes)"},
+		{"devel with its commit", "", "", stamped("(devel)", "vcs.revision", rev),
+			"fleetdrill (devel) (commit " + rev + ")"},
+		{"go run stamps nothing", "", "", stamped("(devel)"),
+			"fleetdrill (devel), no commit stamped: go run, go test, -buildvcs=false and git worktrees carry none; make build stamps it"},
+		{"make build in a worktree", "", rev, stamped("(devel)"), "fleetdrill (devel) (commit " + rev + ")"},
+		{"the toolchain's stamp wins over make build's", "", "0000000000000000000000000000000000000000",
+			stamped("v0.3.1", "vcs.revision", rev, "vcs.modified", "false"), "fleetdrill v0.3.1 (commit " + rev + ")"},
+		{"no build information", "", "", nil, "fleetdrill (devel), no commit stamped"},
+		{"ldflags version wins", "1.2.3", "", stamped("(devel)", "vcs.revision", rev), "fleetdrill 1.2.3 (commit " + rev + ")"},
+		{"ldflags version alone", "1.2.3", "", stamped("(devel)"), "fleetdrill 1.2.3"},
+		{"installed from the proxy", "", "", stamped("v0.3.1"), "fleetdrill v0.3.1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := describeBuild(tt.ldflags, tt.commit, false, tt.bi)
+			if strings.HasSuffix(tt.want, "stamped") {
+				require.True(t, strings.HasPrefix(got, tt.want), got)
+				return
+			}
+			require.Equal(t, tt.want, got)
+		})
+	}
+	require.Equal(t, "fleetdrill (devel) (commit "+rev+", with uncommitted changes)", describeBuild("", rev, true, stamped("(devel)")),
+		"make build from a work tree with changes")
 }

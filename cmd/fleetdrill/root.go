@@ -16,6 +16,13 @@ import (
 // the module's build information.
 var version = ""
 
+// commit and modified are set by make build (-ldflags "-X main.commit=...
+// -X main.modified=true"): the toolchain stamps no commit in a git worktree
+// (its .git is a file, which go build does not take for a repository) or
+// with -buildvcs=false, and the version should still say which code it is.
+// The toolchain's own stamp, when there is one, wins.
+var commit, modified = "", ""
+
 func buildVersion() string {
 	if version != "" {
 		return version
@@ -67,13 +74,61 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Short: "Print the version and the commit it was built from",
+		Long: `Print the module version and the commit the binary was built from, as the Go
+toolchain stamped them: go build and go install in a git checkout stamp the
+commit (and a version: the tag, or a pseudo-version v0.0.0-DATE-COMMIT; +dirty
+when the work tree had changes); go run, go test and -buildvcs=false stamp
+neither, and the version says so.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), "fleetdrill", buildVersion())
+			bi, _ := debug.ReadBuildInfo()
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), describeBuild(version, commit, modified == "true", bi))
 			return err
 		},
 	}
+}
+
+// describeBuild is the version command's line: the version (ldflags' if
+// set, else the module's) and the commit the toolchain stamped, so that a
+// "(devel)" never stands alone: it either has its commit beside it or says
+// why there is none.
+func describeBuild(ldflagsVersion, ldflagsCommit string, ldflagsModified bool, bi *debug.BuildInfo) string {
+	v := ldflagsVersion
+	rev, at, modified := ldflagsCommit, "", ldflagsModified
+	if bi != nil {
+		if v == "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev, modified = s.Value, false // vcs.modified follows
+			case "vcs.time":
+				at = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	if rev == "" {
+		if v == "(devel)" {
+			return "fleetdrill (devel), no commit stamped: go run, go test, -buildvcs=false and git worktrees carry none; " +
+				"make build stamps it"
+		}
+		return "fleetdrill " + v
+	}
+	commit := "commit " + rev
+	if at != "" {
+		commit += " of " + at
+	}
+	if modified {
+		commit += ", with uncommitted changes"
+	}
+	return fmt.Sprintf("fleetdrill %s (%s)", v, commit)
 }
 
 // badFlagValue is pflag's message for a value its parser refused:
