@@ -20,6 +20,12 @@ COMMIT   = $(shell git rev-parse HEAD 2>/dev/null)
 MODIFIED = $(shell git status --porcelain 2>/dev/null | grep -q . && echo true)
 LDFLAGS_VCS = -X main.commit=$(COMMIT) -X main.modified=$(MODIFIED)
 
+# go run, with the Makefile's CGO_CFLAGS (below): quiet on a cold build cache,
+# where a plain go run prints go-nvml's deprecation warnings (README).
+.PHONY: run
+run: ## Run a scenario on the twin: ARGS are fleetdrill run's (ARGS='gameday-full --json gd.json'); none: the default scenario
+	@$(GO) run ./cmd/fleetdrill run $(ARGS)
+
 .PHONY: build
 build: ## Build the fleetdrill binary into bin/
 	$(GO) build -ldflags '$(LDFLAGS_VCS)' -o bin/fleetdrill ./cmd/fleetdrill
@@ -41,9 +47,10 @@ ALONE_RE ?= TestLiveAutoscaleTimelineMatchesTwin|TestGameDayCountsBothDrivers|Te
 # internal/tui. Everything else runs with the detector.
 PURE_PKGS := sim sim/stats twin twin/compile twin/dispatch twin/engine twin/fleet twin/latency twin/reqengine twin/sched scenarios internal/trace internal/openmetrics
 
-# go-nvml's headers mark much of NVML deprecated: every cgo build of
-# internal/gpu printed some sixty lines of warnings about code that is not
-# ours. The compiler is told not to (the flags are otherwise Go's defaults).
+# go-nvml's headers mark much of NVML deprecated: compiling go-nvml (once per
+# build cache) prints 147 lines of warnings about code that is not ours. The
+# compiler is told not to (the flags are otherwise Go's defaults). go.mod
+# cannot say this for a plain go run or go install; the README says why.
 export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 
 SHELL := /bin/bash
