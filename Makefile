@@ -1,5 +1,6 @@
 # fleetdrill — build, test and benchmark targets. `make help` lists them.
-# CI (.ci/run) runs `make lint`, `make tidy` and `make test` (together: `make check`).
+# CI (.ci/run) runs `make lint`, `make tidy`, `make test` and `make test-clone`
+# (together: `make check`).
 
 GO      ?= go
 PKGS    ?= ./...
@@ -87,6 +88,26 @@ test: ## Run every test: each group runs whatever another's outcome, failures li
 		grep -a -E '^(--- FAIL|FAIL|panic:)' "$$dir/log" | sort -u; exit 1; \
 	fi; echo "make test: every group passed"
 
+# The tests that read the team's shared data (../shared beside the checkout)
+# or replay the library's traces, run from a copy of the work tree with
+# nothing beside it, as a user's clone is: each must pass there, on the
+# embedded traces (package traces) or a fixture under testdata/, or skip
+# saying what is missing. make test runs them too, with ../shared where it
+# is there. -skip leaves out the 20-seed sweep (make seeds), which reads
+# what TestLibraryScenariosPass reads.
+CLONE_PKGS ?= ./traces/ ./scenarios/ ./twin/ ./twin/latency/ ./internal/trace/ ./internal/calibrate/ ./internal/benchmark/ \
+	./internal/openmetrics/ ./internal/gateway/ ./cmd/fleetdrill/ ./features/
+CLONE_RUN  ?= Embedded|Library|Trace|Mooncake|Alibaba|README|Canary|Shadow|WriteParsesBack|Splitwise|BuiltinTable|Fidelity|SimToReal|Features
+CLONE_SKIP ?= TestLibraryHoldsAcrossSeeds|TestLiveFeatures
+
+.PHONY: test-clone
+test-clone: ## The tests that read ../shared or the library's traces, from a copy of the work tree with no ../shared beside it
+	@set -o pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	mkdir "$$tmp/clone" && git ls-files -z --cached --others --exclude-standard | \
+		tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$$tmp/clone" || exit 1; \
+	echo "make test-clone: the shared-data and library-trace tests from $$tmp/clone, nothing beside it"; \
+	cd "$$tmp/clone" && $(GO) test -count=1 -run '$(CLONE_RUN)' -skip '$(CLONE_SKIP)' $(CLONE_PKGS)
+
 .PHONY: test-stress
 test-stress: ## make test beside two busy loops: the suite on a loaded 2-core machine
 	@pids=""; for i in 1 2; do (while :; do :; done) & pids="$$pids $$!"; done; \
@@ -118,7 +139,7 @@ tidy: ## Check that go.mod and go.sum are tidy
 	$(GO) mod tidy -diff
 
 .PHONY: check
-check: lint tidy test ## Everything CI runs
+check: lint tidy test test-clone ## Everything CI runs
 
 .PHONY: image-node
 image-node: ## Build the emulated node image fleetdrill-node:dev (FROM scratch, static binary)
