@@ -80,3 +80,25 @@ func TestOpenUnknownSaysWhatThereIs(t *testing.T) {
 	_, err = Open("azure_llm_2023/AzureLLMInferenceTrace_conv.csv.gz")
 	require.ErrorContains(t, err, "no such embedded trace")
 }
+
+// BenchmarkRead is what reading an embedded trace costs over reading the
+// file: gunzip, per uncompressed byte (SetBytes), once per replay.
+func BenchmarkRead(b *testing.B) {
+	for _, info := range List() {
+		b.Run(info.Name[strings.LastIndexByte(info.Name, '/')+1:], func(b *testing.B) {
+			var n int64
+			for b.Loop() {
+				rc, err := Open(info.Name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				n, err = io.Copy(io.Discard, rc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				rc.Close()
+			}
+			b.SetBytes(n)
+		})
+	}
+}
