@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetdrill/fleetdrill/internal/node"
-	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/internal/signals"
+	"github.com/fleetdrill/fleetdrill/scenarios"
 )
 
 // limitSpeed runs the nodes and the gateway of these tests faster than
@@ -62,7 +62,7 @@ type errorBody struct {
 func TestServerContextLimitWins(t *testing.T) {
 	sc := testScenario(t, "policy.health.probe_interval=1h")
 	const limit = 1024
-	short := chatBody(false, strings.Repeat("a", 400))  // ~110 tokens
+	short := chatBody(false, strings.Repeat("a", 400)) // ~110 tokens
 	long := chatBody(false, strings.Repeat("a", 6000)) // ~1,500 tokens
 
 	// replay sends n requests, every other one too long for limit, and
