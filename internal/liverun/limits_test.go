@@ -41,7 +41,7 @@ func TestHybridRunRoutesByTheServersContextLimit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Options{Scenario: "eu-residency", Replicas: 1, Backends: ext,
-		Sets: []string{"duration=10s", "warmup=0s", "drain=15s"},
+		Sets:     []string{"duration=10s", "warmup=0s", "drain=15s"},
 		Progress: func(s string) { mu.Lock(); said = append(said, s); mu.Unlock() }})
 	require.NoError(t, err)
 
