@@ -122,7 +122,7 @@ func (b *Backends) applyLimits(read []ServerLimit) {
 				"source", l.Source)
 		}
 	}
-	b.limits = append(b.limits, read...)
+	b.limits = read // the last Check's: the core's limits are only ever lowered
 }
 
 // Limits returns the limits the backends published at Check, in replica

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -235,9 +236,9 @@ func TestBackendClientErrorPassesThrough(t *testing.T) {
 	for _, status := range []int{http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			const answer = `{"object":"error","message":"the server's own words","type":"BadRequestError","param":null,"code":`
-			hits := 0
+			var hits atomic.Int64
 			url := newFakeHandler(t, func(w http.ResponseWriter, r *http.Request) {
-				hits++
+				hits.Add(1)
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(status)
 				_, _ = io.WriteString(w, answer+strconv.Itoa(status)+"}")
@@ -247,7 +248,7 @@ func TestBackendClientErrorPassesThrough(t *testing.T) {
 			assert.Equal(t, status, resp.StatusCode)
 			assert.Equal(t, answer+strconv.Itoa(status)+"}", body, "passed through as it came")
 			assert.Equal(t, outRejected, resp.Header.Get(hdrOutcome))
-			assert.Equal(t, 1, hits, "not retried")
+			assert.Equal(t, int64(1), hits.Load(), "not retried")
 		})
 	}
 	// Not the request's fault: a 404 (the model gone from the backend)
