@@ -39,6 +39,10 @@ type Options struct {
 	// between events and schedules none: the report is the same with it
 	// as without.
 	Metrics *Metrics
+	// ContextLimits lower pools' largest request below the scenario's
+	// (sched.Core.LimitContext): what live servers published, so that a
+	// hybrid run's twin refuses what the gateway refuses.
+	ContextLimits []sched.ContextLimit
 }
 
 // RequestLog is one completed request's timeline, all in simulated time.
@@ -72,6 +76,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report, er
 	r, err := prepare(sc)
 	if err != nil {
 		return nil, err
+	}
+	for _, l := range opts.ContextLimits {
+		r.core.LimitContext(l.Pool, l.Model, l.Tokens)
 	}
 	r.onComplete = opts.OnComplete
 	r.onEjection = opts.OnEjection

@@ -157,6 +157,13 @@ are the Retry-After sent and the latencies in /metrics.`,
 				if err := gw.Backends().Check(cmd.Context()); err != nil {
 					return invalid(fmt.Errorf("%w\n(--check-backends=false starts anyway)", err))
 				}
+				// A server taking less than the scenario believes is
+				// said at start: its limit is what the gateway routes by.
+				for _, l := range gw.Backends().Limits() {
+					if l.Lower() {
+						fmt.Fprintln(cmd.ErrOrStderr(), "gateway:", l)
+					}
+				}
 			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {

@@ -40,7 +40,8 @@ func TestGatewayCmdServesAndShutsDown(t *testing.T) {
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Path == "/v1/models" { // the start-up check, and the openai kind's probe
-			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"llama-3.1-8b","object":"model"}]}`)
+			// A server started with vLLM's --max-model-len 1024.
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"llama-3.1-8b","object":"model","max_model_len":1024}]}`)
 			return
 		}
 		_, _ = io.WriteString(w, `{"object":"chat.completion","choices":[]}`)
@@ -74,6 +75,9 @@ func TestGatewayCmdServesAndShutsDown(t *testing.T) {
 		return m != nil
 	}, 5*time.Second, 10*time.Millisecond)
 
+	// Start-up names the server's limit, below the scenario's.
+	require.Contains(t, out.String(), "gateway: pool use-h100-8b backend "+strings.TrimPrefix(backend.URL, "http://")+
+		": model llama-3.1-8b takes at most 1024 tokens (GET /v1/models max_model_len), below the scenario's")
 	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
 		strings.NewReader(`{"model":"llama-3.1-8b","messages":[{"role":"user","content":"hi"}]}`))
 	req.Header.Set("Authorization", "Bearer "+testGatewayKey)

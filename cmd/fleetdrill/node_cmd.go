@@ -43,7 +43,7 @@ type nodeFlags struct {
 	profile, scenario, pool         string
 	sets, models, minDrivers        []string
 	maxBatch                        int
-	kvTokens                        int64
+	kvTokens, maxModelLen           int64
 	driver                          string
 	seed                            uint64
 	speed                           float64
@@ -130,6 +130,7 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl.StringVar(&f.kvAdvertise, "kv-advertise", "", "HOST:PORT decode nodes pull this prefill node's KV cache from (default: the host its prefill requests came to); a pool's role comes from --scenario")
 	fl.IntVar(&f.maxBatch, "max-batch", 0, "sequences running at once (default: the pool's max_batch, else 256)")
 	fl.Int64Var(&f.kvTokens, "kv-tokens", 0, "KV cache capacity in tokens (default: the profile's or pool's, else 131072)")
+	fl.Int64Var(&f.maxModelLen, "max-model-len", 0, "longest request (input + output tokens) taken, published as max_model_len on /v1/models, as vLLM's flag (default: the KV capacity)")
 	fl.StringVar(&f.driver, "driver", "", "driver version the node reports (default: the pool's, else "+defaultNodeDriver+")")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the error-rate fault's random stream")
 	fl.Float64Var(&f.speed, "speed", 1, "model seconds per wall second (1 is real time)")
@@ -211,7 +212,7 @@ func nodeConfig(f *nodeFlags, profileSet bool) (node.Config, error) {
 	if f.maxBatch != 0 {
 		cfg.MaxBatch = f.maxBatch
 	}
-	cfg.KVTokens, cfg.Seed, cfg.Speed = f.kvTokens, f.seed, f.speed
+	cfg.KVTokens, cfg.MaxModelLen, cfg.Seed, cfg.Speed = f.kvTokens, f.maxModelLen, f.seed, f.speed
 	if cfg.KV != nil {
 		// A node process pulls KV over real sockets, through its own
 		// toxiproxy proxies (the admin API's link faults).

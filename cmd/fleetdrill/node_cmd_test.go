@@ -99,6 +99,7 @@ func TestNodeCommandInvalid(t *testing.T) {
 		{[]string{"--admin-listen", "127.0.0.1:0", "--admin-token", "x"}, "--admin-token is no longer taken"},
 		{[]string{"--min-driver", "x"}, "want MODEL=VERSION"},
 		{[]string{"--max-batch", "-1"}, "max batch"},
+		{[]string{"--max-model-len", "-1"}, "max model len -1"},
 		{[]string{"--listen", "256.0.0.1:1"}, "--listen"},
 		{[]string{"--flavor", "tgi"}, `--flavor "tgi": want one of fleetdrill, vllm, vllm-0.8`},
 	} {
@@ -116,7 +117,7 @@ func TestNodeCommandFlavorVLLM(t *testing.T) {
 	var out, errb syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, []string{"node", "--listen", "127.0.0.1:0", "--flavor", "vllm", "--speed", "10"}, &out, &errb)
+		code <- run(ctx, []string{"node", "--listen", "127.0.0.1:0", "--flavor", "vllm", "--speed", "10", "--max-model-len", "2048"}, &out, &errb)
 	}()
 	var api string
 	deadline := time.Now().Add(10 * time.Second)
@@ -150,6 +151,15 @@ func TestNodeCommandFlavorVLLM(t *testing.T) {
 	resp.Body.Close()
 	if want := `vllm:num_requests_running{engine="0",model_name="llama-3.1-8b"} 0`; !strings.Contains(string(metrics), want) {
 		t.Errorf("/metrics lacks %s", want)
+	}
+	// --max-model-len is published as vLLM publishes it.
+	if resp, err = http.Get("http://" + api + "/v1/models"); err != nil {
+		t.Fatal(err)
+	}
+	models, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `"max_model_len":2048`; !strings.Contains(string(models), want) {
+		t.Errorf("/v1/models %s lacks %s", models, want)
 	}
 	cancel()
 	select {

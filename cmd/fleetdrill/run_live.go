@@ -101,6 +101,11 @@ func runLive(cmd *cobra.Command, name string, sets []string, jsonPath string, l 
 	for _, p := range slices.Sorted(maps.Keys(res.External)) {
 		fmt.Fprintf(out, "pool %s served by external endpoints (real, not emulated): %s\n", p, strings.Join(res.External[p], " "))
 	}
+	// What the servers take, where they publish it: a limit below the
+	// scenario's is the one the gateway and the twin routed by.
+	for _, l := range res.Limits {
+		fmt.Fprintln(out, l)
+	}
 	if err := report.Text(out, res.Live); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -203,6 +204,15 @@ type Backends struct {
 	probed  func(i int) bool // whether replica i runs now (autoscale.go); with mu held
 	loads   []Load           // as last scraped, per replica (see Kind); guarded by mu
 	blocked []bool           // per replica: its engine queues (Load.Waiting > 0); guarded by mu
+
+	// What the servers publish of their limits (serverlimits.go):
+	// limitCore is the core's LimitContext, called with mu held; kvTokens
+	// the scenario's largest request per pool and model; limits what
+	// Check read (guarded by mu).
+	limitCore func(pool, model int, tokens int64) int64
+	kvTokens  [][]int64
+	limits    []ServerLimit
+	log       *slog.Logger
 }
 
 func newBackends(replicas []replica, sc *scenarios.Scenario, clk clock, client *http.Client, keyed bool,
@@ -286,30 +296,52 @@ func (b *Backends) Loads() []Load {
 // its pool serves in the scenario, or does not answer. Call it at start:
 // a fleet that cannot serve the scenario should not be found out by the
 // first request. Served names are the scenario's model names.
+//
+// It reads each server's own limit on a request's length where the server
+// publishes one (vLLM's and SGLang's max_model_len on /v1/models, TGI's
+// max_total_tokens on /info) and tells the core the smaller of it and the
+// scenario's (Limits, ContextLimits): routing, deadline feasibility and
+// the 400 context_length_exceeded then go by what the server takes.
 func (b *Backends) Check(ctx context.Context) error {
 	var errs []error
+	var read []ServerLimit
 	probed := b.running()
 	for i := range b.replicas {
 		if !probed[i] {
 			continue // an autoscaled replica its scaler does not hold: nothing runs there yet
 		}
 		rep := &b.replicas[i]
-		ids, err := b.listModels(ctx, rep.url)
+		cards, err := b.listModels(ctx, rep.url)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("pool %s backend %s (%s): GET /v1/models: %w", rep.pool, rep.host, rep.kind, err))
 			continue
 		}
 		want := b.sc.Models[rep.model].Name
+		ids := make([]string, len(cards))
+		for k, c := range cards {
+			ids[k] = c.ID
+		}
 		if !slices.Contains(ids, want) {
 			errs = append(errs, fmt.Errorf("pool %s backend %s (%s) does not serve model %s (it serves: %s); serve it under that name (vLLM: --served-model-name %s)",
 				rep.pool, rep.host, rep.kind, want, strings.Join(ids, ", "), want))
+			continue
+		}
+		tokens, source, err := b.serverLimit(ctx, i, cards)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("pool %s backend %s (%s): %w", rep.pool, rep.host, rep.kind, err))
+			continue
+		}
+		if tokens > 0 {
+			read = append(read, ServerLimit{Pool: rep.pool, Backend: rep.host, Model: want, Tokens: tokens,
+				Scenario: b.kvTokens[rep.pi][rep.model], Source: source, pool: rep.pi, model: rep.model})
 		}
 	}
+	b.applyLimits(read)
 	return errors.Join(errs...)
 }
 
-// listModels returns the model ids a server lists.
-func (b *Backends) listModels(ctx context.Context, base string) ([]string, error) {
+// listModels returns the model cards a server lists.
+func (b *Backends) listModels(ctx context.Context, base string) ([]modelCard, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.clk.wall(b.sc.Policy.Health.Timeout.D()))
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/models", nil)
@@ -326,18 +358,12 @@ func (b *Backends) listModels(ctx context.Context, base string) ([]string, error
 		return nil, b.statusError(resp.StatusCode)
 	}
 	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
+		Data []modelCard `json:"data"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 4<<20)).Decode(&list); err != nil {
 		return nil, fmt.Errorf("not a model list: %w", err)
 	}
-	ids := make([]string, len(list.Data))
-	for i, d := range list.Data {
-		ids[i] = d.ID
-	}
-	return ids, nil
+	return list.Data, nil
 }
 
 // statusError says what a backend's refusal of a GET means: a 401 or 403

@@ -218,7 +218,16 @@
 //
 // A 429's type is tokens for tenant-token-rate, requests otherwise, as
 // OpenAI names the limit. A backend's own answer (a 4xx) passes through as
-// it came.
+// it came; one for the request's own fault (clientFault: 400, 413, 422...,
+// not 401, 403, 404, 408 or 429) is a refusal, outcome rejected, reason
+// upstream-invalid-request: not retried, no breaker or canary hears of it.
+//
+// The largest request a pool takes is the smaller of the scenario's (its
+// replicas' KV capacity) and what its servers publish, read at
+// Backends.Check (serverlimits.go: vLLM's and SGLang's max_model_len on
+// /v1/models, TGI's max_total_tokens on /info) and given to the core
+// (sched.Core.LimitContext), which every routing and feasibility check
+// reads.
 //
 // The core refuses a request no pool can ever take with no-compatible-pool
 // (X-Fleetdrill-Reason). When size alone is why (sched.Core.TooLarge: a

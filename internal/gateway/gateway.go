@@ -94,6 +94,7 @@ type Gateway struct {
 
 type replica struct {
 	pool     string
+	pi       int    // the pool's index in the core's configuration
 	region   string // the pool's
 	url      string
 	host     string // for the inflight metric: host:port, never userinfo or path
@@ -329,7 +330,7 @@ func New(cfg Config) (*Gateway, error) {
 			return nil, fmt.Errorf("gateway: pool %s: %w", p, err)
 		}
 		g.byPool[p] = append(g.byPool[p], len(g.replicas))
-		g.replicas = append(g.replicas, replica{pool: p, region: sc.Pools[r.Pool].Region, url: u, host: pu.Host, model: r.Model,
+		g.replicas = append(g.replicas, replica{pool: p, pi: r.Pool, region: sc.Pools[r.Pool].Region, url: u, host: pu.Host, model: r.Model,
 			maxBatch: r.MaxBatch, kind: kind, health: u + kindSpecs[kind].health})
 		if name := sc.Models[r.Model].Name; !slices.Contains(g.served, name) {
 			g.served = append(g.served, name)
@@ -355,6 +356,13 @@ func New(cfg Config) (*Gateway, error) {
 	// millisecond of wall time apart.
 	g.ladder = reqengine.NewLadder(core, g.clk.now(), g.clk.model(time.Millisecond))
 	g.coreCfg = core
+	// Backends.Check lowers a pool's largest request to what its servers
+	// publish, through the core: the one check every decision reads.
+	g.be.log, g.be.limitCore = g.log, g.core.LimitContext
+	g.be.kvTokens = make([][]int64, len(core.Pools))
+	for i, p := range core.Pools {
+		g.be.kvTokens[i] = slices.Clone(p.KVTokens)
+	}
 	g.can = reqengine.NewCanaries(g.sc, &g.coreCfg, cfg.HoldCanaries)
 	if err := g.as.init(&sc, g.core, g.byPool, g.replicas, cfg.Seed, cfg.HoldAutoscale); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)

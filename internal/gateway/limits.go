@@ -220,7 +220,7 @@ func (l *Limits) refuse(w http.ResponseWriter, tenant int, class, reason string,
 func (l *Limits) readBody(w http.ResponseWriter, r *http.Request, tenant int) (body []byte, release func(), ok bool) {
 	limit := l.maxBody
 	if r.ContentLength > limit {
-		l.refuse(w, tenant, "", refuseTooLarge, errTooLarge(limit))
+		l.refuseTooLarge(w, r, tenant, limit) // linger.go
 		return nil, nil, false
 	}
 	n := limit
@@ -254,7 +254,7 @@ func (l *Limits) readBody(w http.ResponseWriter, r *http.Request, tenant int) (b
 			release()
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
-				l.refuse(w, tenant, "", refuseTooLarge, errTooLarge(limit))
+				l.refuseTooLarge(w, r, tenant, limit)
 			} else {
 				l.refuse(w, tenant, "", refuseBadBody,
 					apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body unreadable"})

@@ -27,9 +27,10 @@ var outcomes = []string{outCompleted, outRejected, outFailed, outTimedOut, outCa
 // rejectReasons are the reasons a request is refused: the core's
 // (jurisdiction-unavailable among them) and upstream-quota (upstream 429s
 // outlasted the retries, or every pool that may serve it is throttled past
-// its deadline).
+// its deadline), and upstream-invalid-request (a backend refused the
+// request as its own fault: clientFault).
 var rejectReasons = []string{sched.ReasonTenantConcurrency, sched.ReasonTenantTokens, sched.ReasonQueueFull,
-	sched.ReasonDeadline, sched.ReasonNoRoute, sched.ReasonUpstreamQuota, sched.ReasonUnavailable}
+	sched.ReasonDeadline, sched.ReasonNoRoute, sched.ReasonUpstreamQuota, sched.ReasonUnavailable, reasonUpstreamInvalid}
 
 // metrics are the gateway's series: the shared catalogue's (package
 // signals: the names, help, labels and buckets the twin writes in simulated

@@ -419,7 +419,7 @@ func (g *Gateway) answer(w http.ResponseWriter, q *request, a reqengine.Answer) 
 			limit, ok := g.core.TooLarge(&q.c.Core)
 			g.mu.Unlock()
 			if ok {
-				return outRejected, q.fail(w, outRejected, a.Reason, q.tooLong(limit))
+				return outRejected, q.fail(w, outRejected, a.Reason, q.tooLong(limit, g.be.fromServer(q.c.Core.Model, limit)))
 			}
 			return outRejected, q.fail(w, outRejected, a.Reason,
 				apiError{http.StatusServiceUnavailable, typeServer, "no_route", "", "no pool may serve this request"})
@@ -452,18 +452,23 @@ func (g *Gateway) answer(w http.ResponseWriter, q *request, a reqengine.Answer) 
 }
 
 // tooLong is the 400 context_length_exceeded of a request larger than
-// limit tokens, the most KV cache a replica that may serve it holds (the
-// model's own context window is the backend's to enforce): its param is
-// the prompt's field when the prompt alone is too long, else the output's.
-func (q *request) tooLong(limit int64) apiError {
+// limit tokens, the most a replica that may serve it takes: its KV cache
+// as the scenario gives it, or its server's own limit (server: a
+// max_model_len below it, read at start; Backends.Check). Its param is the
+// prompt's field when the prompt alone is too long, else the output's.
+func (q *request) tooLong(limit int64, server bool) apiError {
 	in, out := q.c.Core.Input, q.c.Core.Output
 	param := q.outParam
 	if int64(in) > limit {
 		param = q.inParam
 	}
+	what := fmt.Sprintf("more than a replica that may serve it holds (%d tokens of KV cache at most)", limit)
+	if server {
+		what = fmt.Sprintf("more than the servers that may serve it take: their maximum context length is %d tokens", limit)
+	}
 	return apiError{http.StatusBadRequest, typeInvalid, "context_length_exceeded", param,
-		fmt.Sprintf("the request needs about %d tokens (%d estimated in the %s, %d in the completion), more than a replica "+
-			"that may serve it holds (%d tokens of KV cache at most): reduce the %s", in+out, in, q.inParam, out, limit, param)}
+		fmt.Sprintf("the request needs about %d tokens (%d estimated in the %s, %d in the completion), %s: reduce the %s",
+			in+out, in, q.inParam, out, what, param)}
 }
 
 // ctxOutcome classifies a done context: the class deadline, or the client
@@ -512,6 +517,27 @@ func (u *upstream) answered() bool {
 // wrong.
 func upstreamFailed(status int) bool {
 	return status >= 500 || status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
+// reasonUpstreamInvalid is the reason of a request its backend refused as
+// the request's own fault (clientFault), passed through to the client.
+const reasonUpstreamInvalid = "upstream-invalid-request"
+
+// clientFault reports whether a backend's status is the request's own
+// fault, for the client to fix: a 4xx other than 401 and 403 (the
+// gateway's backend key: upstreamFailed), 404 (a model the backend no
+// longer serves: the fleet's, which a retry elsewhere may serve), 408 (the
+// server timed out) and 429 (a quota). vLLM answers 400 for a prompt
+// longer than its max_model_len, 413 and 422 for a body it cannot take.
+// It goes through to the client as it came; no breaker counts it, no
+// attempt is retried for it (a retry would be refused alike).
+func clientFault(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusRequestTimeout,
+		http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 400 && status < 500
 }
 
 // close releases what u holds: its context, its body, its buffer.
@@ -811,11 +837,17 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	if u.hedge {
 		h.Set(hdrHedged, "won")
 	}
-	outcome := outFailed
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+	outcome, reason := outFailed, ""
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		outcome = outCompleted
+	case clientFault(resp.StatusCode):
+		// The request's own fault, in the server's words (its body goes
+		// through as it came): a refusal, not a failure of the backend.
+		outcome, reason = outRejected, reasonUpstreamInvalid
+		q.reason = reason
 	}
-	q.setHeaders(w, outcome, "")
+	q.setHeaders(w, outcome, reason)
 	h.Set(hdrQueueWait, strconv.FormatFloat((q.c.dispatched-q.c.Core.Arrived).Seconds(), 'f', -1, 64))
 	w.WriteHeader(resp.StatusCode)
 	rc := http.NewResponseController(w)
@@ -934,7 +966,7 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 		return resDone, outFailed, resp.StatusCode
 	}
 	g.metrics.attempts.WithLabelValues(be.pool, "ok").Inc()
-	if outcome != outCompleted {
+	if outcome == outFailed {
 		g.report.attemptFailed(rep, resp.StatusCode, false)
 	}
 	if meter != nil {
@@ -943,7 +975,11 @@ func (g *Gateway) forward(ctx context.Context, w http.ResponseWriter, q *request
 	if usage != nil {
 		g.reconcile(&q.c, usage)
 	}
-	g.attemptEnded(q, rep, outcome == outCompleted)
+	if outcome != outRejected {
+		// A request the server refused as malformed or too long says
+		// nothing of a canary's candidate: no rollout hears of it.
+		g.attemptEnded(q, rep, outcome == outCompleted)
+	}
 	var lat time.Duration // the replica's own: dispatch to first token
 	if q.ttft > 0 {
 		lat = q.ttft - (q.c.dispatched - q.c.Core.Arrived)

@@ -80,7 +80,12 @@ type Result struct {
 	Live  *twin.Report
 	// External are the pools served by external endpoints (real servers),
 	// as given: what the comparison checks the twin against.
-	External   map[string][]string
+	External map[string][]string
+	// Limits are what the external servers publish of the longest
+	// request they take (vLLM's max_model_len, TGI's max_total_tokens),
+	// read at start; the gateway, and the twin compared with it, route
+	// by the smaller of each and the scenario's (gateway.ServerLimit).
+	Limits     []gateway.ServerLimit
 	Twin       *twin.Report // nil with NoTwin
 	Comparison *Comparison  // nil with NoTwin
 	// WallS is how long the replay took, fleet start-up excluded.

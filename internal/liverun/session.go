@@ -267,6 +267,13 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 		if err := s.gw.Backends().Check(ctx); err != nil {
 			return nil, fmt.Errorf("live: %w", err)
 		}
+		// A server taking less than the scenario believes is said now:
+		// its limit is what the gateway routes by from here on.
+		for _, l := range s.gw.Backends().Limits() {
+			if l.Lower() {
+				progress("%s", l)
+			}
+		}
 	}
 	r.gw = s.gw
 	if s.inproc != nil {
@@ -318,7 +325,8 @@ func (s *Session) Wait(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Scenario: s.sc, Sets: s.sets, Speed: s.speed, Live: live, External: s.opts.Backends, WallS: s.wallS}
+	res := &Result{Scenario: s.sc, Sets: s.sets, Speed: s.speed, Live: live, External: s.opts.Backends, WallS: s.wallS,
+		Limits: s.gw.Backends().Limits()}
 	if s.opts.NoTwin {
 		return res, nil
 	}
@@ -329,7 +337,9 @@ func (s *Session) Wait(ctx context.Context) (*Result, error) {
 	if s.opts.Progress != nil {
 		s.opts.Progress("running the twin on the same scenario, for the comparison")
 	}
-	if res.Twin, err = twin.Run(ctx, twinSc, twin.Options{}); err != nil {
+	// The twin routes by the servers' limits too (sched.Core.LimitContext,
+	// the gateway's path): else it would serve what they refuse.
+	if res.Twin, err = twin.Run(ctx, twinSc, twin.Options{ContextLimits: s.gw.Backends().ContextLimits()}); err != nil {
 		return nil, fmt.Errorf("twin: %w", err)
 	}
 	res.Comparison = Compare(res.Twin, res.Live)

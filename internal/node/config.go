@@ -49,6 +49,11 @@ type Config struct {
 	MaxBatch int
 	// KVTokens, when > 0, overrides every model's KV capacity.
 	KVTokens int64
+	// MaxModelLen, when > 0, is the longest request (input plus output
+	// tokens) every model takes, as vLLM's --max-model-len: published as
+	// max_model_len on /v1/models, a longer request refused with vLLM's
+	// 400. 0, or a value above a model's KV capacity: that capacity.
+	MaxModelLen int64
 	// Driver is the driver version the node starts with (the admin API
 	// can change it).
 	Driver string
@@ -125,6 +130,9 @@ func (c *Config) normalize() error {
 	}
 	if c.KVTokens < 0 {
 		errs = append(errs, fmt.Errorf("node: KV tokens %d, want >= 1", c.KVTokens))
+	}
+	if c.MaxModelLen < 0 {
+		errs = append(errs, fmt.Errorf("node: max model len %d, want >= 1 (or 0: the KV capacity)", c.MaxModelLen))
 	}
 	if c.Speed == 0 {
 		c.Speed = 1

@@ -139,12 +139,12 @@ func (fl Flavor) streamError(buf []byte, f *failure) []byte {
 }
 
 // contextFailure is the refusal of a request of in input and out output
-// tokens that exceeds maxLen (the replica's KV capacity, which is also its
-// max_model_len in /v1/models), with vLLM's messages: since 0.10.1 naming
+// tokens that exceeds maxLen (Node.maxLen: the replica's KV capacity or
+// the node's MaxModelLen, its max_model_len in /v1/models), with vLLM's messages: since 0.10.1 naming
 // the parameter at fault, before it the older sentence.
 func (fl Flavor) contextFailure(in, out int, maxLen int64) failure {
 	f := failure{status: http.StatusBadRequest, typ: "invalid_request_error", code: "context_length_exceeded",
-		msg: fmt.Sprintf("%d input + %d output tokens exceed the replica's KV capacity of %d tokens", in, out, maxLen)}
+		msg: fmt.Sprintf("%d input + %d output tokens exceed the model's maximum context length of %d tokens", in, out, maxLen)}
 	switch {
 	case fl == FlavorVLLM08:
 		f.vllmMsg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens "+
@@ -196,14 +196,14 @@ type vllmModelList struct {
 }
 
 // vllmModels lists the served models as vLLM does. A node has no model
-// path, so root is the name; max_model_len is the replica's KV capacity,
-// past which the node refuses a request (contextFailure).
+// path, so root is the name; max_model_len is the longest request the
+// node takes (Node.maxLen), past which it refuses one (contextFailure).
 func (n *Node) vllmModels(names []string) vllmModelList {
 	created := n.clk.start.Unix()
 	out := vllmModelList{Object: "list", Data: make([]vllmModelCard, 0, len(names))}
 	for i, name := range names {
 		out.Data = append(out.Data, vllmModelCard{ID: name, Object: "model", Created: created, OwnedBy: "vllm",
-			Root: name, MaxModelLen: n.byName[name].kvCap,
+			Root: name, MaxModelLen: n.maxLen(n.byName[name]),
 			Permission: []vllmPermission{{
 				ID:     fmt.Sprintf("modelperm-%016x%016x", uint64(n.clk.start.UnixNano()), uint64(i)),
 				Object: "model_permission", Created: created, AllowSampling: true, AllowLogprobs: true,

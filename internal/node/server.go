@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/fleetdrill/fleetdrill/internal/openai"
 	"github.com/fleetdrill/fleetdrill/twin/engine"
 )
 
@@ -102,11 +101,7 @@ func (n *Node) serveModels(w http.ResponseWriter, _ *http.Request) {
 			ids = append(ids, m.Name)
 		}
 	}
-	if n.cfg.Flavor.vllm() {
-		writeJSON(w, http.StatusOK, n.vllmModels(ids))
-		return
-	}
-	writeJSON(w, http.StatusOK, openai.NewModelList(ids, n.clk.start.Unix()))
+	writeJSON(w, http.StatusOK, n.modelList(ids)) // maxlen.go
 }
 
 // request is the part of an OpenAI request the node reads. Message and
@@ -366,8 +361,8 @@ func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool
 			vllmMsg: "Internal server error (injected fault)"})
 		return
 	}
-	if int64(in+out) > rep.kvCap {
-		fail(n.cfg.Flavor.contextFailure(in, out, rep.kvCap))
+	if lim := n.maxLen(rep); int64(in+out) > lim { // maxlen.go
+		fail(n.cfg.Flavor.contextFailure(in, out, lim))
 		return
 	}
 

@@ -8,6 +8,10 @@ type Model struct {
 	Object  string `json:"object"`
 	Created int64  `json:"created"`
 	OwnedBy string `json:"owned_by"`
+	// MaxModelLen is vLLM's max_model_len: the longest request (input
+	// plus output tokens) the server takes for the model. The emulated
+	// node publishes it, as vLLM and SGLang do; 0 leaves it out.
+	MaxModelLen int64 `json:"max_model_len,omitempty"`
 }
 
 // ModelList is the body of GET /v1/models.

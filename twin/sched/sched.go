@@ -414,6 +414,7 @@ func New(cfg Config) (*Core, error) {
 	cfg.Pools = slices.Clone(cfg.Pools)
 	for i := range cfg.Pools {
 		cfg.Pools[i].Serves = slices.Clone(cfg.Pools[i].Serves)
+		cfg.Pools[i].KVTokens = slices.Clone(cfg.Pools[i].KVTokens) // LimitContext lowers them
 		cfg.Pools[i].Route = 0
 	}
 	if err := canaryPools(&cfg); err != nil {
@@ -882,6 +883,34 @@ func (c *Core) TooLarge(req *Request) (limit int64, ok bool) {
 		}
 	}
 	return limit, ok
+}
+
+// ContextLimit is the largest request (input plus output tokens) a pool's
+// replicas take for a model, as their server says (see LimitContext).
+type ContextLimit struct {
+	Pool, Model int
+	Tokens      int64
+}
+
+// LimitContext lowers the largest request pool p's replicas take for model
+// m to tokens (input plus output) when that is below what the core was
+// configured with: a live server publishes its own limit (vLLM's
+// max_model_len), which may be smaller than the KV capacity the scenario
+// gives the pool. Every check of a request's size — arrival, dispatch,
+// deadline feasibility, TooLarge, Explain — reads the pool's KVTokens, so
+// the server's limit reaches them all through this one place. It returns
+// the limit in force; tokens < 1 or a pool or model out of range changes
+// nothing. Call it before requests arrive: a request already queued is
+// not re-checked.
+func (c *Core) LimitContext(p, m int, tokens int64) int64 {
+	if p < 0 || p >= len(c.cfg.Pools) || m < 0 || m >= len(c.cfg.Pools[p].KVTokens) {
+		return 0
+	}
+	kv := &c.cfg.Pools[p].KVTokens[m]
+	if tokens > 0 && tokens < *kv {
+		*kv = tokens
+	}
+	return *kv
 }
 
 // refuse rejects, or defers a deferrable class.
