@@ -427,7 +427,9 @@ func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *re
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
+	if h.Get("Connection") == "" { // "close" stays (httpguard: a request with a Transfer-Encoding)
+		h.Set("Connection", "keep-alive")
+	}
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	// A deadline left on a keep-alive connection would cut its next
