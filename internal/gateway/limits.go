@@ -76,11 +76,11 @@ var errBodyBudget = apiError{http.StatusTooManyRequests, typeRequests, "rate_lim
 // question it asks (coreFull) takes the gateway's lock itself.
 type Limits struct {
 	// Read-only after New.
-	sc                   *scenarios.Scenario
-	keys                 []keyEntry
-	replaySecret         string // Config.ReplaySecret: who may set the node's exact lengths
-	body                 *httpguard.BodyBudget
-	log                  *slog.Logger
+	sc           *scenarios.Scenario
+	keys         []keyEntry
+	replaySecret string // Config.ReplaySecret: who may set the node's exact lengths
+	body         *httpguard.BodyBudget
+	log          *slog.Logger
 	// metrics: a refusal ends a request, counted as every request's end.
 	metrics *metrics
 	// coreFull asks the core, under the gateway's lock, whether tenant
@@ -88,8 +88,8 @@ type Limits struct {
 	// when the core's refusal would not be final (see tenantFull).
 	coreFull func(tenant, class int) (retry time.Duration, full bool)
 
-	refused  *prometheus.CounterVec
-	conns    prometheus.Counter // connections closed by the per-address cap
+	refused *prometheus.CounterVec
+	conns   prometheus.Counter // connections closed by the per-address cap
 }
 
 // Limits returns the gateway's limits, for the listener's per-address
