@@ -50,6 +50,7 @@ type nodeFlags struct {
 	drain                           time.Duration
 	flavor                          string
 	kvAdvertise                     string
+	maxBody, maxInflight, memLimit  int64
 	lim                             httpguard.Limits
 	tls                             httpguard.TLSFiles
 }
@@ -133,6 +134,9 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl.StringVar(&f.driver, "driver", "", "driver version the node reports (default: the pool's, else "+defaultNodeDriver+")")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the error-rate fault's random stream")
 	fl.Float64Var(&f.speed, "speed", 1, "model seconds per wall second (1 is real time)")
+	fl.Int64Var(&f.maxBody, "max-body", node.DefaultMaxBodyBytes, "largest request body in bytes: 413 beyond it")
+	fl.Int64Var(&f.maxInflight, "max-inflight-body", node.DefaultMaxInflightBodyBytes, "request body bytes held at once, all requests together (a body is held while it is counted): 429 with Retry-After beyond it")
+	fl.Int64Var(&f.memLimit, "memory-limit", 0, "the Go runtime's soft memory limit in bytes (0: --max-inflight-body + 128 MiB; -1: none; $GOMEMLIMIT, when set, wins)")
 	addServerFlags(cmd, &f.lim) // both listeners, API and admin
 	addTLSFlags(cmd, &f.tls)    // both listeners too
 	fl.DurationVar(&f.drain, "drain", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
@@ -220,6 +224,13 @@ func nodeConfig(f *nodeFlags, profileSet bool) (node.Config, error) {
 		errs = append(errs, errors.New("--kv-advertise: this node has no part in disaggregated serving (its scenario pool's role is not prefill or decode)"))
 	}
 	cfg.APIKey = f.apiKey
+	cfg.MaxBodyBytes, cfg.MaxInflightBodyBytes = f.maxBody, f.maxInflight
+	if f.maxBody <= 0 {
+		errs = append(errs, fmt.Errorf("--max-body: got %d, want > 0 bytes", f.maxBody))
+	}
+	if f.maxInflight < f.maxBody {
+		errs = append(errs, fmt.Errorf("--max-inflight-body: got %d, want at least --max-body (%d): one body of the largest size must fit", f.maxInflight, f.maxBody))
+	}
 	flavor, err := node.ParseFlavor(f.flavor)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--%w", err))
@@ -242,6 +253,7 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 	if err != nil {
 		return &exitError{code: exitInvalid, err: fmt.Errorf("node: %w", err)}
 	}
+	setMemoryLimit(cmd, "node", f.memLimit, f.maxInflight)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Registerer, cfg.Gatherer = reg, reg
@@ -256,8 +268,11 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 	if err != nil {
 		return &exitError{code: exitInvalid, err: fmt.Errorf("node: --listen: %w", err)}
 	}
-	servers := []*http.Server{f.lim.Server(n.Handler())}
-	sln, scheme := tlsListener(f.lim.Listener(ln), tlsConf)
+	// Each listener counts the connections its per-address cap closes.
+	apiLim, adminLim := f.lim, f.lim
+	apiLim.OnRefused, adminLim.OnRefused = n.RefusedConnection(node.ListenerAPI), n.RefusedConnection(node.ListenerAdmin)
+	servers := []*http.Server{apiLim.Server(n.Handler())}
+	sln, scheme := tlsListener(apiLim.Listener(ln), tlsConf)
 	listeners := []net.Listener{sln}
 	if f.adminListen != "" {
 		aln, err := net.Listen("tcp", f.adminListen)
@@ -265,8 +280,8 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 			ln.Close()
 			return &exitError{code: exitInvalid, err: fmt.Errorf("node: --admin-listen: %w", err)}
 		}
-		servers = append(servers, f.lim.Server(n.AdminHandler(f.adminToken)))
-		aln, _ = tlsListener(f.lim.Listener(aln), tlsConf)
+		servers = append(servers, adminLim.Server(n.AdminHandler(f.adminToken)))
+		aln, _ = tlsListener(adminLim.Listener(aln), tlsConf)
 		listeners = append(listeners, aln)
 	}
 

@@ -101,6 +101,8 @@ func TestNodeCommandInvalid(t *testing.T) {
 		{[]string{"--max-batch", "-1"}, "max batch"},
 		{[]string{"--listen", "256.0.0.1:1"}, "--listen"},
 		{[]string{"--flavor", "tgi"}, `--flavor "tgi": want one of fleetdrill, vllm, vllm-0.8`},
+		{[]string{"--max-body", "0"}, "--max-body: got 0, want > 0 bytes"},
+		{[]string{"--max-body", "1024", "--max-inflight-body", "1000"}, "--max-inflight-body: got 1000, want at least --max-body (1024)"},
 	} {
 		code, _, stderr := runCommand(t, newNodeCmd(), tc.args...)
 		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
