@@ -131,6 +131,10 @@ var errNotCounted = errors.New("not this form")
 type runeCount int
 
 func (c *runeCount) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" { // as json leaves a string: empty
+		*c = 0
+		return nil
+	}
 	n, ok := stringRunes(b)
 	if !ok {
 		return errNotCounted
@@ -144,6 +148,9 @@ func (c *runeCount) UnmarshalJSON(b []byte) error {
 type tokenID struct{}
 
 func (*tokenID) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" { // as json leaves an int64: 0, an id
+		return nil
+	}
 	if _, err := strconv.ParseInt(string(b), 10, 64); err != nil {
 		return errNotCounted
 	}
