@@ -91,6 +91,12 @@ patch, DELETE to reset), which needs "Authorization: Bearer TOKEN"
 Retry-After), model retirement (404 model_not_found), a driver change (503 for
 models the driver cannot run) and an error rate (seeded 500s).
 
+A body is at most --max-body bytes (413 beyond), the bodies being read at
+once at most --max-inflight-body (429 with Retry-After beyond), and the Go
+runtime's soft memory limit is --memory-limit (default: --max-inflight-body
++ 128 MiB). A body that is not UTF-8 JSON, n other than 1, or a stated token
+count outside [1, 2^31-1] is a 400 naming the field or header.
+
 SIGTERM or SIGINT drains: in-flight requests get up to --drain to finish.
 Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 		Example: `  fleetdrill node --listen 127.0.0.1:8000
