@@ -82,8 +82,9 @@ func estimateRunes(n int) int { return (n + 3) / 4 }
 // a list of strings; a list of token ids (counted exactly) or of such lists;
 // a list of content parts (their text fields); anything else by its JSON
 // length. raw is valid JSON (the body was checked whole before decoding).
-// No form holds more than the body's size again: a string is counted in
-// place, token ids are checked and counted, never stored.
+// Nothing is copied out of it: a string is counted in place, and a list is
+// counted element by element (eachElement; token ids into a list of
+// zero-size values), so a hostile body costs its own size, not a multiple.
 func countRaw(raw json.RawMessage) int {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -92,37 +93,73 @@ func countRaw(raw json.RawMessage) int {
 	if n, ok := stringRunes(raw); ok {
 		return estimateRunes(n)
 	}
-	var ss []runeCount
-	if json.Unmarshal(raw, &ss) == nil {
-		t := 0
-		for _, s := range ss {
-			t += estimateRunes(int(s))
+	if raw[0] == '[' {
+		if t, ok := countList(raw); ok {
+			return t
 		}
-		return t
-	}
-	var ids []tokenID
-	if json.Unmarshal(raw, &ids) == nil {
-		return len(ids)
-	}
-	var idss []idList
-	if json.Unmarshal(raw, &idss) == nil {
-		t := 0
-		for _, n := range idss {
-			t += int(n)
-		}
-		return t
-	}
-	var parts []struct {
-		Text runeCount `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		t := 0
-		for _, p := range parts {
-			t += estimateRunes(int(p.Text))
-		}
-		return t
 	}
 	return (len(raw) + 3) / 4
+}
+
+// countList counts a list by the first form that reads all of it: strings,
+// token ids, lists of token ids, content parts. Its first element rules out
+// the forms it cannot start (a null or an empty list rules out none), so
+// that a long list is not decoded once per form.
+func countList(raw []byte) (int, bool) {
+	first := byte(']')
+	if rest := bytes.TrimLeft(raw[1:], " \t\r\n"); len(rest) > 0 {
+		first = rest[0]
+	}
+	anyForm := first == 'n' || first == ']'
+	if first == '"' || anyForm {
+		t := 0
+		if eachElement(raw, func(c *runeCount) { t += estimateRunes(int(*c)) }) {
+			return t, true
+		}
+	}
+	if first == '-' || (first >= '0' && first <= '9') || anyForm {
+		var ids []tokenID // zero-size: a list of a million ids takes no memory
+		if json.Unmarshal(raw, &ids) == nil {
+			return len(ids), true
+		}
+	}
+	if first == '[' || anyForm {
+		t := 0
+		if eachElement(raw, func(l *idList) { t += int(*l) }) {
+			return t, true
+		}
+	}
+	if first == '{' || anyForm {
+		t := 0
+		if eachElement(raw, func(p *contentPart) { t += estimateRunes(int(p.Text)) }) {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// contentPart is a content part: its text's length.
+type contentPart struct {
+	Text runeCount `json:"text"`
+}
+
+// eachElement decodes each element of the JSON list raw into a fresh T and
+// hands it to f; false when raw is not a list or an element does not
+// decode. One element is held at a time.
+func eachElement[T any](raw []byte, f func(*T)) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return false
+	}
+	for dec.More() {
+		var v T
+		if dec.Decode(&v) != nil {
+			return false
+		}
+		f(&v)
+	}
+	tok, err := dec.Token()
+	return err == nil && tok == json.Delim(']')
 }
 
 var errNotCounted = errors.New("not this form")

@@ -148,3 +148,34 @@ func TestCountInPlace(t *testing.T) {
 		t.Errorf("nine characters: %d tokens, want 3", got)
 	}
 }
+
+// BenchmarkCountRaw measures what counting a 15 MB content costs in memory
+// (B/op against the content's size): a string is counted in place, a list
+// element by element, token ids into zero-size values.
+//
+//	go test -run '^$' -bench CountRaw -benchmem ./internal/node/
+func BenchmarkCountRaw(b *testing.B) {
+	const size = 15 << 20
+	for _, bc := range []struct{ name, unit string }{
+		{"string", ""}, {"token-ids", "12345,"}, {"strings", `"abcdefghij",`}, {"id-lists", "[1,2,3],"},
+		{"parts", `{"type":"text","text":"abcdefghij"},`},
+	} {
+		var raw []byte
+		if bc.unit == "" {
+			raw = []byte(`"` + strings.Repeat("lorem ipsum ", size/12) + `"`)
+		} else {
+			raw = []byte("[" + strings.Repeat(bc.unit, size/len(bc.unit)))
+			raw[len(raw)-1] = ']'
+		}
+		want := referenceRaw(raw)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				if got := countRaw(raw); got != want {
+					b.Fatalf("%d tokens, want %d", got, want)
+				}
+			}
+		})
+	}
+}
