@@ -139,7 +139,7 @@ are the Retry-After sent and the latencies in /metrics.`,
 					return invalid(fmt.Errorf("--backend-ca: %w", err))
 				}
 			}
-			setMemoryLimit(cmd, memLimit, maxInflight)
+			setMemoryLimit(cmd, "gateway", memLimit, maxInflight)
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			logger := slog.New(slog.NewJSONHandler(cmd.ErrOrStderr(), nil))
@@ -208,18 +208,19 @@ are the Retry-After sent and the latencies in /metrics.`,
 	return cmd
 }
 
-// setMemoryLimit sets the runtime's soft memory limit: limit bytes, or
-// gateway.SoftMemoryLimit(budget) when limit is 0, none when negative;
-// nothing when $GOMEMLIMIT is set (the runtime has read it).
-func setMemoryLimit(cmd *cobra.Command, limit, budget int64) {
+// setMemoryLimit sets the runtime's soft memory limit of the command named
+// name (gateway, node): limit bytes, or httpguard.SoftMemoryLimit(budget)
+// when limit is 0, none when negative; nothing when $GOMEMLIMIT is set
+// (the runtime has read it).
+func setMemoryLimit(cmd *cobra.Command, name string, limit, budget int64) {
 	if os.Getenv("GOMEMLIMIT") != "" || limit < 0 {
 		return
 	}
 	if limit == 0 {
-		limit = gateway.SoftMemoryLimit(budget)
+		limit = httpguard.SoftMemoryLimit(budget)
 	}
 	debug.SetMemoryLimit(limit)
-	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill gateway: soft memory limit %d MiB (--memory-limit)\n", limit>>20)
+	fmt.Fprintf(cmd.ErrOrStderr(), "fleetdrill %s: soft memory limit %d MiB (--memory-limit)\n", name, limit>>20)
 }
 
 // serveGateway serves gw on ln until ctx ends, then shuts down gracefully.

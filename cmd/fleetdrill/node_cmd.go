@@ -50,6 +50,7 @@ type nodeFlags struct {
 	drain                           time.Duration
 	flavor                          string
 	kvAdvertise                     string
+	maxBody, maxInflight, memLimit  int64
 	lim                             httpguard.Limits
 	tls                             httpguard.TLSFiles
 }
@@ -89,6 +90,12 @@ patch, DELETE to reset), which needs "Authorization: Bearer TOKEN"
 ($FLEETDRILL_ADMIN_TOKEN or --admin-token-file, never a flag): quota exhaustion (429 with
 Retry-After), model retirement (404 model_not_found), a driver change (503 for
 models the driver cannot run) and an error rate (seeded 500s).
+
+A body is at most --max-body bytes (413 beyond), the bodies being read at
+once at most --max-inflight-body (429 with Retry-After beyond), and the Go
+runtime's soft memory limit is --memory-limit (default: --max-inflight-body
++ 128 MiB). A body that is not UTF-8 JSON, n other than 1, or a stated token
+count outside [1, 2^31-1] is a 400 naming the field or header.
 
 SIGTERM or SIGINT drains: in-flight requests get up to --drain to finish.
 Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
@@ -134,6 +141,9 @@ Exit status: 0 after a clean shutdown, 2 for invalid flags.`,
 	fl.StringVar(&f.driver, "driver", "", "driver version the node reports (default: the pool's, else "+defaultNodeDriver+")")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the error-rate fault's random stream")
 	fl.Float64Var(&f.speed, "speed", 1, "model seconds per wall second (1 is real time)")
+	fl.Int64Var(&f.maxBody, "max-body", node.DefaultMaxBodyBytes, "largest request body in bytes: 413 beyond it")
+	fl.Int64Var(&f.maxInflight, "max-inflight-body", node.DefaultMaxInflightBodyBytes, "request body bytes held at once, all requests together (a body is held while it is counted): 429 with Retry-After beyond it")
+	fl.Int64Var(&f.memLimit, "memory-limit", 0, "the Go runtime's soft memory limit in bytes (0: --max-inflight-body + 128 MiB; -1: none; $GOMEMLIMIT, when set, wins)")
 	addServerFlags(cmd, &f.lim) // both listeners, API and admin
 	addTLSFlags(cmd, &f.tls)    // both listeners too
 	fl.DurationVar(&f.drain, "drain", 10*time.Second, "how long in-flight requests may finish after SIGTERM")
@@ -221,6 +231,13 @@ func nodeConfig(f *nodeFlags, profileSet bool) (node.Config, error) {
 		errs = append(errs, errors.New("--kv-advertise: this node has no part in disaggregated serving (its scenario pool's role is not prefill or decode)"))
 	}
 	cfg.APIKey = f.apiKey
+	cfg.MaxBodyBytes, cfg.MaxInflightBodyBytes = f.maxBody, f.maxInflight
+	if f.maxBody <= 0 {
+		errs = append(errs, fmt.Errorf("--max-body: got %d, want > 0 bytes", f.maxBody))
+	}
+	if f.maxInflight < f.maxBody {
+		errs = append(errs, fmt.Errorf("--max-inflight-body: got %d, want at least --max-body (%d): one body of the largest size must fit", f.maxInflight, f.maxBody))
+	}
 	flavor, err := node.ParseFlavor(f.flavor)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--%w", err))
@@ -243,6 +260,7 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 	if err != nil {
 		return &exitError{code: exitInvalid, err: fmt.Errorf("node: %w", err)}
 	}
+	setMemoryLimit(cmd, "node", f.memLimit, f.maxInflight)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	cfg.Registerer, cfg.Gatherer = reg, reg
@@ -257,8 +275,11 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 	if err != nil {
 		return &exitError{code: exitInvalid, err: fmt.Errorf("node: --listen: %w", err)}
 	}
-	servers := []*http.Server{f.lim.Server(n.Handler())}
-	sln, scheme := tlsListener(f.lim.Listener(ln), tlsConf)
+	// Each listener counts the connections its per-address cap closes.
+	apiLim, adminLim := f.lim, f.lim
+	apiLim.OnRefused, adminLim.OnRefused = n.RefusedConnection(node.ListenerAPI), n.RefusedConnection(node.ListenerAdmin)
+	servers := []*http.Server{apiLim.Server(n.Handler())}
+	sln, scheme := tlsListener(apiLim.Listener(ln), tlsConf)
 	listeners := []net.Listener{sln}
 	if f.adminListen != "" {
 		aln, err := net.Listen("tcp", f.adminListen)
@@ -266,8 +287,8 @@ func runNode(parent context.Context, f *nodeFlags, cfg node.Config, cmd *cobra.C
 			ln.Close()
 			return &exitError{code: exitInvalid, err: fmt.Errorf("node: --admin-listen: %w", err)}
 		}
-		servers = append(servers, f.lim.Server(n.AdminHandler(f.adminToken)))
-		aln, _ = tlsListener(f.lim.Listener(aln), tlsConf)
+		servers = append(servers, adminLim.Server(n.AdminHandler(f.adminToken)))
+		aln, _ = tlsListener(adminLim.Listener(aln), tlsConf)
 		listeners = append(listeners, aln)
 	}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -102,6 +103,8 @@ func TestNodeCommandInvalid(t *testing.T) {
 		{[]string{"--max-model-len", "-1"}, "max model len -1"},
 		{[]string{"--listen", "256.0.0.1:1"}, "--listen"},
 		{[]string{"--flavor", "tgi"}, `--flavor "tgi": want one of fleetdrill, vllm, vllm-0.8`},
+		{[]string{"--max-body", "0"}, "--max-body: got 0, want > 0 bytes"},
+		{[]string{"--max-body", "1024", "--max-inflight-body", "1000"}, "--max-inflight-body: got 1000, want at least --max-body (1024)"},
 	} {
 		code, _, stderr := runCommand(t, newNodeCmd(), tc.args...)
 		if code != exitInvalid || !strings.Contains(stderr, tc.want) {
@@ -170,4 +173,75 @@ func TestNodeCommandFlavorVLLM(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("node did not exit after cancel")
 	}
+}
+
+// The node's listeners count the connections their per-address cap closes,
+// by listener, and the node sets the soft memory limit of its body budget.
+func TestNodeCommandCountsRefusedConnections(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"node", "--listen", "127.0.0.1:0", "--max-conns-per-ip", "1",
+			"--max-inflight-body", "33554432", "--memory-limit", "0"}, &out, &errb)
+	}()
+	var api string
+	deadline := time.Now().Add(10 * time.Second)
+	for api == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("node did not print its address; stdout %q stderr %q", out.String(), errb.String())
+		}
+		if m := nodeURLRE.FindStringSubmatch(out.String()); m != nil {
+			api = m[1]
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if want := "soft memory limit 160 MiB"; !strings.Contains(errb.String(), want) { // 32 MiB + 128 MiB
+		t.Errorf("stderr %q, want %q", errb.String(), want)
+	}
+	held, err := net.Dial("tcp", api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second connection from 127.0.0.1 is closed as soon as accepted.
+	second, err := net.Dial("tcp", api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = second.SetReadDeadline(time.Now().Add(30 * time.Second)) // guards a hang only
+	if _, err := second.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the second connection from one address was not closed")
+	}
+	second.Close()
+	held.Close()
+	// The held connection's place frees once the server sees it closed.
+	var metrics string
+	for metrics == "" {
+		if time.Now().After(deadline.Add(20 * time.Second)) {
+			t.Fatal("no scrape once the held connection closed")
+		}
+		if resp, err := http.Get("http://" + api + "/metrics"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			metrics = string(b)
+		}
+	}
+	if want := `fleetdrill_node_connections_refused_total{listener="api"} `; !strings.Contains(metrics, want) ||
+		strings.Contains(metrics, want+"0\n") {
+		t.Errorf("/metrics: want %s at least 1:\n%s", want, grepLines(metrics, "connections_refused"))
+	}
+	cancel()
+	<-code
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // The gateway and the node take the listener limits as flags, defaulting
-// to httpguard.Defaults, and the gateway its body limits.
+// to httpguard.Defaults, and their body limits.
 func TestServerLimitFlags(t *testing.T) {
 	d := httpguard.Defaults()
 	want := map[string]string{
@@ -40,6 +40,12 @@ func TestServerLimitFlags(t *testing.T) {
 		"write-timeout": gateway.DefaultStreamWriteTimeout.String()} {
 		if got := defaultOf(gw, f); got != v {
 			t.Errorf("gateway --%s: default %q, want %q", f, got, v)
+		}
+	}
+	nd := newNodeCmd()
+	for f, v := range map[string]string{"max-body": "16777216", "max-inflight-body": "67108864", "memory-limit": "0"} {
+		if got := defaultOf(nd, f); got != v {
+			t.Errorf("node --%s: default %q, want %q", f, got, v)
 		}
 	}
 	if d.IdleTimeout != 60*time.Second {

@@ -6,15 +6,14 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetdrill/fleetdrill/internal/httpguard"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
@@ -33,18 +32,10 @@ const (
 	DefaultStreamWriteTimeout = 30 * time.Second
 )
 
-// memoryHeadroom is what the gateway needs beyond the bodies it holds:
-// connections, buffers, streams, the core.
-const memoryHeadroom = 128 << 20
-
 // SoftMemoryLimit is the Go runtime's soft memory limit for a gateway whose
-// in-flight body budget is budget (fleetdrill gateway sets it unless
-// GOMEMLIMIT or --memory-limit says otherwise): the budget plus headroom.
-// Without it the garbage collector lets the heap reach twice what is live,
-// so a burst of maximum-size bodies would double the process's footprint;
-// near the limit it collects sooner instead, trading CPU for a bounded
-// resident set.
-func SoftMemoryLimit(budget int64) int64 { return budget + memoryHeadroom }
+// in-flight body budget is budget: httpguard.SoftMemoryLimit, the node's
+// too.
+func SoftMemoryLimit(budget int64) int64 { return httpguard.SoftMemoryLimit(budget) }
 
 // outRefused is the outcome of a request the gateway refused itself,
 // before the core saw it: no key (401), a body too large (413) or not
@@ -85,11 +76,11 @@ var errBodyBudget = apiError{http.StatusTooManyRequests, typeRequests, "rate_lim
 // question it asks (coreFull) takes the gateway's lock itself.
 type Limits struct {
 	// Read-only after New.
-	sc                   *scenarios.Scenario
-	keys                 []keyEntry
-	replaySecret         string // Config.ReplaySecret: who may set the node's exact lengths
-	maxBody, maxInflight int64
-	log                  *slog.Logger
+	sc           *scenarios.Scenario
+	keys         []keyEntry
+	replaySecret string // Config.ReplaySecret: who may set the node's exact lengths
+	body         *httpguard.BodyBudget
+	log          *slog.Logger
 	// metrics: a refusal ends a request, counted as every request's end.
 	metrics *metrics
 	// coreFull asks the core, under the gateway's lock, whether tenant
@@ -97,9 +88,8 @@ type Limits struct {
 	// when the core's refusal would not be final (see tenantFull).
 	coreFull func(tenant, class int) (retry time.Duration, full bool)
 
-	inflight atomic.Int64 // body bytes reserved now
-	refused  *prometheus.CounterVec
-	conns    prometheus.Counter // connections closed by the per-address cap
+	refused *prometheus.CounterVec
+	conns   prometheus.Counter // connections closed by the per-address cap
 }
 
 // Limits returns the gateway's limits, for the listener's per-address
@@ -158,7 +148,7 @@ func limitDefaults(cfg *Config) {
 // registers their series on reg.
 func newLimits(cfg *Config, sc *scenarios.Scenario, keys []keyEntry, m *metrics, log *slog.Logger,
 	coreFull func(tenant, class int) (time.Duration, bool), reg *prometheus.Registry) (*Limits, error) {
-	l := &Limits{sc: sc, keys: keys, replaySecret: cfg.ReplaySecret, maxBody: cfg.MaxBodyBytes, maxInflight: cfg.MaxInflightBodyBytes, log: log,
+	l := &Limits{sc: sc, keys: keys, replaySecret: cfg.ReplaySecret, body: httpguard.NewBodyBudget(cfg.MaxBodyBytes, cfg.MaxInflightBodyBytes), log: log,
 		metrics: m, coreFull: coreFull}
 	l.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
 		Name: "refused_total",
@@ -169,25 +159,11 @@ func newLimits(cfg *Config, sc *scenarios.Scenario, keys []keyEntry, m *metrics,
 	}
 	body := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fleetdrill", Subsystem: "gateway",
 		Name: "inflight_body_bytes", Help: "Request body bytes reserved now, of the in-flight budget (--max-inflight-body)."},
-		func() float64 { return float64(l.inflight.Load()) })
+		func() float64 { return float64(l.body.InFlight()) })
 	l.conns = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "fleetdrill", Subsystem: "gateway",
 		Name: "connections_refused_total",
 		Help: "Connections closed as soon as accepted because their client address had --max-conns-per-ip open."})
 	return l, errors.Join(reg.Register(l.refused), reg.Register(body), reg.Register(l.conns))
-}
-
-// reserve takes n bytes of the in-flight body budget; false when they do
-// not fit.
-func (l *Limits) reserve(n, budget int64) bool {
-	for {
-		cur := l.inflight.Load()
-		if cur+n > budget {
-			return false
-		}
-		if l.inflight.CompareAndSwap(cur, cur+n) {
-			return true
-		}
-	}
 }
 
 // refuse answers a request the gateway refuses itself, counts it
@@ -211,58 +187,25 @@ func (l *Limits) refuse(w http.ResponseWriter, tenant int, class, reason string,
 	l.log.Info("refused", "tenant", name, "class", class, "status", e.status, "reason", reason)
 }
 
-// readBody reads a request's body within the limits: 413 beyond
-// Config.MaxBodyBytes (from Content-Length before reading, and while
-// reading), 429 with Retry-After when the in-flight budget has no room
-// for it (reserved before reading: its Content-Length, or the limit when
-// unknown). On success the caller must call release when the request
-// ends; on failure the request has been answered and counted.
+// readBody reads a request's body within the limits (httpguard.BodyBudget):
+// 413 beyond Config.MaxBodyBytes, 429 with Retry-After when the in-flight
+// budget has no room for it. On success the caller must call release when
+// the request ends; on failure the request has been answered and counted.
 func (l *Limits) readBody(w http.ResponseWriter, r *http.Request, tenant int) (body []byte, release func(), ok bool) {
-	limit := l.maxBody
-	if r.ContentLength > limit {
-		l.refuseTooLarge(w, r, tenant, limit) // linger.go
-		return nil, nil, false
-	}
-	n := limit
-	if r.ContentLength >= 0 {
-		n = r.ContentLength
-	}
-	if !l.reserve(n, l.maxInflight) {
+	body, release, err := l.body.Read(w, r)
+	switch {
+	case err == nil:
+		return body, release, true
+	case errors.Is(err, httpguard.ErrBodyTooLarge):
+		l.refuseTooLarge(w, r, tenant, l.body.MaxBody()) // linger.go
+	case errors.Is(err, httpguard.ErrBodyBudget):
 		w.Header().Set("Retry-After", "1")
 		l.refuse(w, tenant, "", refuseBodyBudget, errBodyBudget)
-		return nil, nil, false
+	default:
+		l.refuse(w, tenant, "", refuseBadBody,
+			apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body unreadable"})
 	}
-	release = func() { l.inflight.Add(-n) }
-	// A known length is read into one buffer (+1: the read that sees EOF
-	// needs no growth); an unknown one grows as it comes, up to the limit.
-	size := int64(4 << 10)
-	if r.ContentLength >= 0 {
-		size = r.ContentLength + 1
-	}
-	buf := make([]byte, 0, size)
-	rd := http.MaxBytesReader(w, r.Body, limit)
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		m, err := rd.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+m]
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			release()
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				l.refuseTooLarge(w, r, tenant, limit)
-			} else {
-				l.refuse(w, tenant, "", refuseBadBody,
-					apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body unreadable"})
-			}
-			return nil, nil, false
-		}
-	}
-	return buf, release, true
+	return nil, nil, false
 }
 
 // modelUnread is the requested-model label of a request refused before its

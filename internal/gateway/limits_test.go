@@ -73,8 +73,8 @@ func TestBodyTooLarge(t *testing.T) {
 	if got := h.metric("fleetdrill_gateway_refused_total", map[string]string{"reason": refuseTooLarge}); got != 2 {
 		t.Errorf("refused_total{body-too-large} = %v, want 2", got)
 	}
-	if h.gw.lim.inflight.Load() != 0 {
-		t.Errorf("in-flight body bytes %d after every request ended, want 0", h.gw.lim.inflight.Load())
+	if h.gw.lim.body.InFlight() != 0 {
+		t.Errorf("in-flight body bytes %d after every request ended, want 0", h.gw.lim.body.InFlight())
 	}
 }
 
@@ -179,7 +179,7 @@ func TestTenantFullRefusedBeforeTheBody(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the first request never reached the backend")
 	}
-	held := h.gw.lim.inflight.Load()
+	held := h.gw.lim.body.InFlight()
 
 	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
 	if err != nil {
@@ -204,7 +204,7 @@ func TestTenantFullRefusedBeforeTheBody(t *testing.T) {
 			resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get(hdrOutcome), resp.Header.Get(hdrReason))
 	}
 	wantErrorCode(t, string(b), "rate_limit_exceeded")
-	if got := h.gw.lim.inflight.Load(); got != held {
+	if got := h.gw.lim.body.InFlight(); got != held {
 		t.Errorf("in-flight body bytes %d, want %d: the refused body was reserved", got, held)
 	}
 	if got := h.metric("fleetdrill_rejected_requests_total", map[string]string{"reason": "tenant-concurrency"}); got != 1 {

@@ -64,7 +64,7 @@ func (l *Limits) linger(w http.ResponseWriter, r *http.Request) {
 	if err := rc.Flush(); err != nil {
 		return // the client is gone
 	}
-	budget := l.maxInflight
+	budget := l.body.Budget()
 	if r.ContentLength >= 0 {
 		budget = min(budget, r.ContentLength)
 	}

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/fleetdrill/fleetdrill/internal/openai"
 	"github.com/fleetdrill/fleetdrill/twin/reqengine"
@@ -286,15 +285,11 @@ func (g *Gateway) serveCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	// JSON is UTF-8 (RFC 8259); Go's decoder would pass invalid bytes in
-	// a raw prompt through to the backend, and replace them in a string.
-	if !utf8.Valid(body) {
-		g.lim.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid UTF-8"})
-		return
-	}
+	// UTF-8, one JSON value and nothing after it: the node reads a body
+	// by the same rule.
 	var cr completionRequest
-	if err := json.Unmarshal(body, &cr); err != nil {
-		g.lim.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", "request body is not valid JSON"})
+	if err := openai.DecodeRequest(body, &cr); err != nil {
+		g.lim.refuse(w, tenant, "", refuseBadBody, apiError{http.StatusBadRequest, typeInvalid, "invalid_body", "", err.Error()})
 		return
 	}
 	model, ok := g.models[cr.Model]

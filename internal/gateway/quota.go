@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
+
+	"github.com/fleetdrill/fleetdrill/internal/openai"
 )
 
 // hdrReplay carries Config.ReplaySecret: a request that has it may set the
@@ -18,36 +19,21 @@ const maxChoices = 8
 
 // fieldError is a request field's invalid value: a 400 invalid_value whose
 // param is the field.
-type fieldError struct{ param, msg string }
-
-func (e fieldError) Error() string { return e.msg }
+type fieldError = openai.FieldError
 
 // paramOf is the param of a 400 invalid_value for err: the field a
 // fieldError names, else def.
 func paramOf(err error, def string) string {
 	if fe, ok := errors.AsType[fieldError](err); ok {
-		return fe.param
+		return fe.Param
 	}
 	return def
 }
 
 // choices is how many generations a request asks for: max(n, best_of), at
-// least 1, at most maxChoices.
+// least 1, at most maxChoices (openai.Choices, the node's check too).
 func choices(cr *completionRequest) (int, error) {
-	k := 1
-	for _, f := range []struct {
-		name string
-		v    *int
-	}{{"n", cr.N}, {"best_of", cr.BestOf}} {
-		if f.v == nil {
-			continue
-		}
-		if *f.v < 1 || *f.v > maxChoices {
-			return 0, fieldError{f.name, fmt.Sprintf("%s must be between 1 and %d", f.name, maxChoices)}
-		}
-		k = max(k, *f.v)
-	}
-	return k, nil
+	return openai.Choices(cr.N, cr.BestOf, maxChoices)
 }
 
 // usageMax bounds what a usageScanner holds: a non-streamed answer, or one

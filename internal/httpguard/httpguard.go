@@ -61,11 +61,14 @@ func Defaults() Limits {
 	}
 }
 
-// Server returns a server of h within l. Serve it on l.Listener(ln).
+// Server returns a server of h within l. Serve it on l.Listener(ln). It
+// closes the connection after answering a request that came with a
+// Transfer-Encoding (closeAfterCoded).
 func (l Limits) Server(h http.Handler) *http.Server {
 	if l.BodyTimeout > 0 {
 		h = bodyDeadline(h, l.BodyTimeout)
 	}
+	h = closeAfterCoded(h)
 	return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout,
 		MaxHeaderBytes: l.MaxHeaderBytes}
 }
@@ -85,6 +88,24 @@ func (l Limits) Listener(ln net.Listener) net.Listener {
 		c.open = make(map[string]int)
 	}
 	return c
+}
+
+// closeAfterCoded closes the connection after answering a request that came
+// with a Transfer-Encoding. RFC 9112 §6.1: a server that gets both
+// Content-Length and Transfer-Encoding MUST close the connection after
+// answering, since a front proxy may have framed the request by the other
+// header (request smuggling). Go's server frames such a request by its
+// chunked coding and deletes the Content-Length before any handler runs,
+// so a handler cannot tell it from a request that was chunked alone: both
+// close. A chunked request is rare from an OpenAI client (the SDKs send a
+// Content-Length), and the cost is one reconnection.
+func closeAfterCoded(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close") // the server closes after the answer
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // bodyDeadline sets a read deadline of d on a request with a body, and

@@ -225,3 +225,73 @@ func get(t *testing.T, conn net.Conn) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 }
+
+// rawExchange writes req on a fresh connection to addr and reads one
+// answer; it returns the answer, its body and the connection, still open
+// on the client's side.
+func rawExchange(t *testing.T, addr, req string) (*http.Response, string, net.Conn) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // guards a hang only
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b), conn
+}
+
+// A request with both Content-Length and Transfer-Encoding (RFC 9112 §6.1:
+// the server MUST close the connection after answering it) is framed by
+// its chunked body, answered with Connection: close, and its connection
+// closed; so is one chunked alone (Go's server deletes the Content-Length
+// before the handler sees it). One with a Content-Length alone stays open.
+func TestCodedRequestClosesConnection(t *testing.T) {
+	addr := serve(t, Limits{ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Hour}, http.HandlerFunc(echo))
+	for _, tc := range []struct {
+		name, head string
+		close      bool
+	}{
+		{"Content-Length and chunked", "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", true},
+		{"chunked and Content-Length", "Transfer-Encoding: chunked\r\nContent-Length: 400\r\n", true},
+		{"chunked alone", "Transfer-Encoding: chunked\r\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A non-empty chunked body, then a smuggled request: were the
+			// body framed by its Content-Length, "11\r\n" would be the body
+			// and the rest a second request.
+			resp, body, conn := rawExchange(t, addr, "POST / HTTP/1.1\r\nHost: x\r\n"+tc.head+"\r\n"+
+				"11\r\nhello, chunked!!!\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n")
+			if resp.StatusCode != http.StatusOK || body != "hello, chunked!!!" {
+				t.Fatalf("answer %d %q, want 200 with the chunked body", resp.StatusCode, body)
+			}
+			if !resp.Close { // ReadResponse sets Close from "Connection: close", and drops the header
+				t.Error("answer without Connection: close")
+			}
+			waitClosed(t, conn, 30*time.Second) // guards a hang only: the server closes at once
+		})
+	}
+	t.Run("Content-Length alone", func(t *testing.T) {
+		resp, body, conn := rawExchange(t, addr, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+		if resp.StatusCode != http.StatusOK || body != "hello" || resp.Close {
+			t.Fatalf("answer %d %q close=%v, want 200 hello kept open", resp.StatusCode, body, resp.Close)
+		}
+		// Still open: a second request on it is answered.
+		if _, err := io.WriteString(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+			t.Fatal(err)
+		}
+		resp2, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("second request on the kept connection: %v", err)
+		}
+		resp2.Body.Close()
+	})
+}

@@ -11,8 +11,8 @@ import (
 // path under /v1 needs "Authorization: Bearer <key>", and nothing else
 // does, so that health probes and metrics scrapes need no secret. OPTIONS
 // (a CORS preflight) passes, as in vLLM. A missing or wrong key is a 401
-// in the flavor's words.
-func requireAPIKey(key string, fl Flavor, next http.Handler) http.Handler {
+// in the flavor's words, counted by refused.
+func requireAPIKey(key string, fl Flavor, refused func(), next http.Handler) http.Handler {
 	// Digests are compared, as vLLM does, so that the comparison takes
 	// the same time whatever the length of the key sent.
 	want := sha256.Sum256([]byte(key))
@@ -27,6 +27,7 @@ func requireAPIKey(key string, fl Flavor, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		refused()
 		if fl.vllm() {
 			// vLLM's AuthenticationMiddleware answers this, missing key
 			// or wrong, with no WWW-Authenticate.

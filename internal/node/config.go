@@ -20,6 +20,15 @@ const (
 	// model in bf16 after its weights.
 	DefaultKVTokens  = 131072
 	DefaultMaxTokens = 128 // output tokens when a request names none
+	// DefaultMaxBodyBytes is the largest request body: prompts are only
+	// counted, but a client may send long ones (a 128k-token prompt is
+	// about 512 KB; a list of token ids several bytes a token).
+	DefaultMaxBodyBytes = 16 << 20
+	// DefaultMaxInflightBodyBytes bounds the request bodies held at once,
+	// all requests together: four maximum-size bodies, or some 16,000 of
+	// a typical 4 KB. A body is held only while it is counted, so the
+	// budget bounds a burst, not the requests running.
+	DefaultMaxInflightBodyBytes = 64 << 20
 )
 
 // Model is one model the node serves.
@@ -93,6 +102,11 @@ type Config struct {
 	// KV is the node's part in disaggregated serving (kv.go); nil:
 	// none, kv_transfer_params are refused.
 	KV *KVConfig
+	// MaxBodyBytes bounds a request body (413 beyond it), and
+	// MaxInflightBodyBytes the bodies held at once (429 with Retry-After
+	// beyond it): the gateway's limits (httpguard.BodyBudget). Zero: the
+	// defaults.
+	MaxBodyBytes, MaxInflightBodyBytes int64
 }
 
 func (c *Config) normalize() error {
@@ -139,6 +153,12 @@ func (c *Config) normalize() error {
 	}
 	if c.Speed < 0 || c.Speed > 10_000 {
 		errs = append(errs, fmt.Errorf("node: speed %g, want in (0, 10000]", c.Speed))
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.MaxInflightBodyBytes <= 0 {
+		c.MaxInflightBodyBytes = DefaultMaxInflightBodyBytes
 	}
 	if c.DefaultMaxTokens <= 0 {
 		c.DefaultMaxTokens = DefaultMaxTokens

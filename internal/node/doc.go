@@ -31,7 +31,12 @@
 // # Requests
 //
 // Prompt content is never stored, logged or exported: only its length is
-// used. Input tokens are the x_fleetdrill.input_tokens body field or the
+// used, counted in place as the body is decoded. A body is read within the
+// gateway's limits (httpguard.BodyBudget: Config.MaxBodyBytes,
+// MaxInflightBodyBytes) and by its rules (openai.DecodeRequest: UTF-8, one
+// JSON value; n and best_of 1). A count a client states is an integer in
+// [1, MaxTokenCount], checked before any arithmetic. Input tokens are the
+// x_fleetdrill.input_tokens body field or the
 // X-Fleetdrill-Input-Tokens header when given, otherwise estimated as
 // ceil(characters/4) of the prompt (or of each message's content, summed),
 // at least 1. Output tokens are x_fleetdrill.output_tokens or

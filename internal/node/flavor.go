@@ -72,7 +72,9 @@ type failure struct {
 // quota fault stands for a rate limiter in front of it.
 func vllmErrorType(status int) string {
 	switch status {
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+		// vLLM sends no 413 of its own (its server reads a body of any
+		// size); a client's error is its 400's type.
 		return "BadRequestError"
 	case http.StatusNotFound:
 		return "NotFoundError"

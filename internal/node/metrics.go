@@ -28,6 +28,10 @@ type metrics struct {
 	e2e       *prometheus.HistogramVec // model
 	generated *prometheus.CounterVec   // model
 	prompt    *prometheus.CounterVec   // model
+	// What the node refused itself, as the gateway's
+	// fleetdrill_gateway_refused_total and connections_refused_total.
+	refused     *prometheus.CounterVec // reason
+	connRefused *prometheus.CounterVec // listener
 
 	// The catalogue's, in engine (model) seconds: wall seconds × speed.
 	pool, region string
@@ -83,6 +87,12 @@ func newMetrics(cfg *Config) *metrics {
 			Help: "Output tokens written to clients."}, []string{"model"}),
 		prompt: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetdrill_node_prompt_tokens_total",
 			Help: "Input tokens of admitted requests (counted or estimated, never read)."}, []string{"model"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetdrill_node_refused_total",
+			Help: "Requests the node refused itself, before its engine saw them, by reason; each is also counted in fleetdrill_node_requests_total by its status."},
+			[]string{"reason"}),
+		connRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetdrill_node_connections_refused_total",
+			Help: "Connections closed as soon as accepted because their client address had --max-conns-per-ip open, by listener (api, admin)."},
+			[]string{"listener"}),
 
 		pool: cfg.Pool, region: cfg.Region, speed: cfg.Speed,
 		catTTFT: catalogueHistogram(signals.TTFT, signals.LatencyBuckets),
@@ -91,7 +101,13 @@ func newMetrics(cfg *Config) *metrics {
 	}
 	if reg := cfg.Registerer; reg != nil {
 		reg.MustRegister(m.requests, m.cancelled, m.running, m.waiting, m.kvUsed, m.ttft, m.e2e, m.generated, m.prompt,
-			m.catTTFT, m.catTPOT, m.catE2E)
+			m.catTTFT, m.catTPOT, m.catE2E, m.refused, m.connRefused)
+	}
+	for _, r := range refuseReasons {
+		m.refused.WithLabelValues(r) // every reason served from the start, at 0
+	}
+	for _, l := range []string{ListenerAPI, ListenerAdmin} {
+		m.connRefused.WithLabelValues(l)
 	}
 	if cfg.Flavor.vllm() {
 		m.vllmTTFT = newVLLMTTFT()
@@ -183,3 +199,18 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 
 // engineSeconds converts a wall duration to engine time.
 func (m *metrics) engineSeconds(d time.Duration) float64 { return d.Seconds() * m.speed }
+
+// The node's listeners, as fleetdrill_node_connections_refused_total
+// labels them.
+const (
+	ListenerAPI   = "api"
+	ListenerAdmin = "admin"
+)
+
+// RefusedConnection returns what a listener's per-address connection cap
+// calls for each connection it closes (httpguard.Limits.OnRefused): a count
+// under listener (ListenerAPI or ListenerAdmin), never the address.
+func (n *Node) RefusedConnection(listener string) func() {
+	c := n.metrics.connRefused.WithLabelValues(listener)
+	return c.Inc
+}

@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetdrill/fleetdrill/internal/httpguard"
 	"github.com/fleetdrill/fleetdrill/twin/engine"
 	"github.com/fleetdrill/fleetdrill/twin/kvlink"
 )
@@ -28,6 +31,8 @@ type Node struct {
 	stopped chan struct{} // closed when Run returns
 
 	ids atomic.Uint64 // response ids
+
+	body *httpguard.BodyBudget // Config.MaxBodyBytes, MaxInflightBodyBytes
 
 	// Disaggregated serving (kv.go): nil unless Config.KV. opc runs a
 	// handler's operation on the loop; wirec brings pulls' ends.
@@ -93,6 +98,12 @@ func New(cfg Config) (*Node, error) {
 		wirec:   make(chan wireResult),
 		faults:  Faults{Driver: cfg.Driver, RetryAfterSeconds: DefaultRetryAfter},
 		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x6e6f6465)), // "node"
+		body:    httpguard.NewBodyBudget(cfg.MaxBodyBytes, cfg.MaxInflightBodyBytes),
+	}
+	if reg := cfg.Registerer; reg != nil {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetdrill_node_inflight_body_bytes",
+			Help: "Request body bytes reserved now, of the in-flight budget (--max-inflight-body)."},
+			func() float64 { return float64(n.body.InFlight()) }))
 	}
 	if cfg.KV != nil {
 		k, err := newKVState(*cfg.KV, cfg.Seed)

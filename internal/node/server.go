@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,16 +10,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fleetdrill/fleetdrill/twin/engine"
 )
-
-// maxBody bounds a request body: prompts are only counted, but a client may
-// send long ones.
-const maxBody = 16 << 20
 
 // Headers a client may use instead of the x_fleetdrill body field.
 const (
@@ -30,9 +24,6 @@ const (
 	// forwards it); it only labels the node's latency series.
 	HeaderClass = "X-Fleetdrill-Class"
 )
-
-// maxOutputTokens bounds the requested output length.
-const maxOutputTokens = 1 << 20
 
 // Handler returns the node's OpenAI-compatible API, its health checks and
 // (when Config.Gatherer is set) /metrics. Every flavor serves vLLM's
@@ -53,7 +44,7 @@ func (n *Node) Handler() http.Handler {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(n.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	}
 	if n.cfg.APIKey != "" {
-		return requireAPIKey(n.cfg.APIKey, n.cfg.Flavor, mux)
+		return requireAPIKey(n.cfg.APIKey, n.cfg.Flavor, n.metrics.refused.WithLabelValues(refuseUnauthorized).Inc, mux)
 	}
 	return mux
 }
@@ -102,146 +93,6 @@ func (n *Node) serveModels(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, n.modelList(ids)) // maxlen.go
-}
-
-// request is the part of an OpenAI request the node reads. Message and
-// prompt content are held as raw JSON only long enough to count them.
-type request struct {
-	Model               string            `json:"model"`
-	Messages            []json.RawMessage `json:"messages"`
-	Prompt              json.RawMessage   `json:"prompt"`
-	MaxTokens           *int              `json:"max_tokens"`
-	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	Stream              bool              `json:"stream"`
-	// vLLM's sampling extensions. The node never stops at an end of
-	// sequence, so ignore_eos changes nothing; min_tokens raises a
-	// default output length and must not exceed a requested one.
-	MinTokens     *int `json:"min_tokens"`
-	IgnoreEOS     bool `json:"ignore_eos"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-	X *struct {
-		InputTokens  int `json:"input_tokens"`
-		OutputTokens int `json:"output_tokens"`
-	} `json:"x_fleetdrill"`
-	// KV is vLLM's kv_transfer_params (kv.go).
-	KV *kvParams `json:"kv_transfer_params"`
-}
-
-// EstimateTokens is the node's token estimate for text: ceil(characters/4),
-// at least 1 for non-empty text.
-func EstimateTokens(text string) int {
-	return (utf8.RuneCountInString(text) + 3) / 4
-}
-
-// countRaw estimates the tokens of a prompt or message content: a string;
-// a list of strings; a list of token ids (counted exactly) or of such lists;
-// a list of content parts (their text fields); anything else by its JSON
-// length.
-func countRaw(raw json.RawMessage) int {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return 0
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return EstimateTokens(s)
-	}
-	var ss []string
-	if json.Unmarshal(raw, &ss) == nil {
-		t := 0
-		for _, s := range ss {
-			t += EstimateTokens(s)
-		}
-		return t
-	}
-	var ids []int64
-	if json.Unmarshal(raw, &ids) == nil {
-		return len(ids)
-	}
-	var idss [][]int64
-	if json.Unmarshal(raw, &idss) == nil {
-		t := 0
-		for _, ids := range idss {
-			t += len(ids)
-		}
-		return t
-	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		t := 0
-		for _, p := range parts {
-			t += EstimateTokens(p.Text)
-		}
-		return t
-	}
-	return (len(raw) + 3) / 4
-}
-
-func (req *request) inputTokens(h http.Header, chat bool) (int, error) {
-	if req.X != nil && req.X.InputTokens > 0 {
-		return req.X.InputTokens, nil
-	}
-	if v := h.Get(HeaderInputTokens); v != "" {
-		t, err := strconv.Atoi(v)
-		if err != nil || t < 1 {
-			return 0, fmt.Errorf("%s: got %q, want an integer >= 1", HeaderInputTokens, v)
-		}
-		return t, nil
-	}
-	t := 0
-	if chat {
-		for _, m := range req.Messages {
-			var msg struct {
-				Content json.RawMessage `json:"content"`
-			}
-			if err := json.Unmarshal(m, &msg); err != nil {
-				return 0, fmt.Errorf("messages: %w", err)
-			}
-			t += countRaw(msg.Content)
-		}
-	} else {
-		t = countRaw(req.Prompt)
-	}
-	return max(t, 1), nil
-}
-
-func (req *request) outputTokens(h http.Header, def int) (int, error) {
-	t, named := def, true
-	switch {
-	case req.X != nil && req.X.OutputTokens != 0:
-		t = req.X.OutputTokens
-	case h.Get(HeaderOutputTokens) != "":
-		v, err := strconv.Atoi(h.Get(HeaderOutputTokens))
-		if err != nil {
-			return 0, fmt.Errorf("%s: got %q, want an integer >= 1", HeaderOutputTokens, h.Get(HeaderOutputTokens))
-		}
-		t = v
-	case req.MaxCompletionTokens != nil:
-		t = *req.MaxCompletionTokens
-	case req.MaxTokens != nil:
-		t = *req.MaxTokens
-	default:
-		named = false
-	}
-	if m := req.MinTokens; m != nil {
-		// vLLM's checks (SamplingParams), in its words.
-		switch {
-		case *m < 0:
-			return 0, fmt.Errorf("min_tokens must be greater than or equal to 0, got %d", *m)
-		case !named:
-			t = max(t, *m)
-		case *m > t:
-			return 0, fmt.Errorf("min_tokens must be less than or equal to max_tokens=%d, got %d", t, *m)
-		}
-	}
-	if t < 1 || t > maxOutputTokens {
-		return 0, fmt.Errorf("output tokens: got %d, want in [1, %d]", t, maxOutputTokens)
-	}
-	return t, nil
 }
 
 // apiError writes an OpenAI-style error body (the admin API's, in every
@@ -307,43 +158,29 @@ func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool
 		o.code = f.status
 		n.fail(w, &f)
 	}
-	bad := func(code, msg string) {
-		fail(failure{status: http.StatusBadRequest, typ: "invalid_request_error", code: code, msg: msg})
-	}
 
-	var req request
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	if err := dec.Decode(&req); err != nil {
-		bad("invalid_body", "request body: "+err.Error())
-		return
-	}
-	if req.Model == "" && n.cfg.Flavor.vllm() {
-		// vLLM serves a request that names no model with its own.
-		req.Model = n.cfg.Models[0].Name
-	}
-	if req.Model == "" {
-		bad("missing_model", "model: required")
-		return
-	}
-	if chat && len(req.Messages) == 0 {
-		bad("missing_messages", "messages: required, want at least one")
-		return
-	}
-	in, err := req.inputTokens(r.Header, chat)
+	body, release, err := n.body.Read(w, r)
 	if err != nil {
-		bad("invalid_value", err.Error())
+		n.refuseBody(w, err, fail)
 		return
 	}
-	out, err := req.outputTokens(r.Header, n.cfg.DefaultMaxTokens)
-	if err != nil {
-		bad("invalid_value", err.Error())
+	p, br := parseRequest(body, r.Header, chat, n.cfg.DefaultMaxTokens, n.cfg.Flavor.vllm(), n.cfg.Models[0].Name)
+	// Counted: the body is not held while the sequence runs (nothing
+	// parsed refers to it), so its bytes leave the budget now.
+	release()
+	if br != nil {
+		n.metrics.refused.WithLabelValues(br.reason).Inc()
+		fail(failure{status: http.StatusBadRequest, typ: "invalid_request_error", code: br.code, msg: br.msg, param: br.param})
 		return
 	}
-	req.Messages, req.Prompt = nil, nil // counted; drop the content
+	req, in, out := &p.req, p.in, p.out
 	o.prompt, o.output, o.stream = in, out, req.Stream
 
 	f := n.Faults()
 	if sf := n.servable(req.Model, &f); sf.status != 0 {
+		if sf.status == http.StatusNotFound {
+			n.metrics.refused.WithLabelValues(refuseModel).Inc()
+		}
 		fail(sf)
 		return
 	}
@@ -361,7 +198,9 @@ func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool
 			vllmMsg: "Internal server error (injected fault)"})
 		return
 	}
-	if lim := n.maxLen(rep); int64(in+out) > lim { // maxlen.go
+	// in and out are at most MaxTokenCount each: their sum cannot wrap.
+	if lim := n.maxLen(rep); int64(in)+int64(out) > lim { // maxlen.go
+		n.metrics.refused.WithLabelValues(refuseContext).Inc()
 		fail(n.cfg.Flavor.contextFailure(in, out, lim))
 		return
 	}
@@ -369,7 +208,9 @@ func (n *Node) serveCompletion(w http.ResponseWriter, r *http.Request, chat bool
 	j := &job{seq: n.newSeq(in, out), rep: rep, notify: make(chan struct{}, 1)}
 	if req.KV != nil {
 		if msg := n.kvJob(j, req.KV); msg != "" {
-			bad("invalid_value", msg)
+			n.metrics.refused.WithLabelValues(refuseBadValue).Inc()
+			fail(failure{status: http.StatusBadRequest, typ: "invalid_request_error", code: "invalid_value", msg: msg,
+				param: "kv_transfer_params"})
 			return
 		}
 	}
@@ -422,7 +263,9 @@ func (n *Node) stream(ctx context.Context, w http.ResponseWriter, j *job, rw *re
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
+	if h.Get("Connection") == "" { // "close" stays (httpguard: a request with a Transfer-Encoding)
+		h.Set("Connection", "keep-alive")
+	}
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	// A deadline left on a keep-alive connection would cut its next
