@@ -2,8 +2,8 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -442,42 +442,49 @@ const docCommandLimit = 3 * time.Minute
 // runDocBlock runs a block's commands in order with bash, the binary
 // first on PATH; a background command runs until the block's end.
 func runDocBlock(t *testing.T, bin, dir string, b docBlock, cmds []docCommand) {
+	skipUnlessRunnable(t, dir, b, cmds)
 	env := append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	var background []*exec.Cmd
+	type started struct {
+		cmd *exec.Cmd
+		out string
+	}
+	var background []started
 	defer func() {
-		for _, c := range background {
+		for _, s := range background {
 			// The command's process group: bash and what it started.
-			_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
-			_ = c.Wait()
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM)
+			_ = s.cmd.Wait()
 		}
 	}()
-	_, shared := os.Stat(filepath.Join(dir, "..", "shared"))
-	for _, c := range cmds {
-		if shared != nil && strings.Contains(c.text, "../shared/") {
-			t.Skipf("%s:%d: reads ../shared, which this checkout lacks", b.file, c.line)
+	// What a failure says: the command, its output, and the output of the
+	// servers the block started (a gateway that refused its keys file).
+	failure := func(where, got string) string {
+		msg := where + "\n" + tail(got, 60)
+		for _, s := range background {
+			if b, err := os.ReadFile(s.out); err == nil {
+				msg += fmt.Sprintf("\n--- background %s:\n%s", strings.Join(s.cmd.Args[2:], " "), tail(string(b), 20))
+			}
 		}
+		return msg
+	}
+	for _, c := range cmds {
 		out, err := os.CreateTemp(t.TempDir(), "out")
 		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(t.Context(), docCommandLimit)
-		cmd := exec.CommandContext(ctx, "bash", "-c", c.text)
+		where := fmt.Sprintf("%s:%d: %s", b.file, c.line, c.text)
+		cmd := exec.Command("bash", "-c", c.text)
 		cmd.Dir, cmd.Env = dir, env
 		// One file for both streams: the doc shows them interleaved as a
 		// terminal does.
 		cmd.Stdout, cmd.Stderr = out, out
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		where := fmt.Sprintf("%s:%d: %s", b.file, c.line, c.text)
+		require.NoError(t, cmd.Start(), where)
 		if c.background {
-			cancel()
-			cmd = exec.Command("bash", "-c", c.text)
-			cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, out, out
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-			require.NoError(t, cmd.Start(), where)
-			background = append(background, cmd)
+			background = append(background, started{cmd, out.Name()})
 			continue
 		}
-		err = cmd.Run()
-		cancel()
+		timer := time.AfterFunc(docCommandLimit, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		err = cmd.Wait()
+		timer.Stop()
 		got, rerr := os.ReadFile(out.Name())
 		require.NoError(t, rerr)
 		code := 0
@@ -486,11 +493,46 @@ func runDocBlock(t *testing.T, bin, dir string, b docBlock, cmds []docCommand) {
 			require.True(t, ok, "%s: %v", where, err)
 			code = ee.ExitCode()
 		}
-		require.Equal(t, c.exit, code, "%s\nexit %d, the doc says %d (a trailing \"# exit N\" or a console block's last line \"exit N\" states another)\n%s",
-			where, code, c.exit, tail(string(got), 40))
-		if missing := outputHolds(string(got), c.want); missing != "" {
-			t.Fatalf("%s\nthe doc shows %q, which the output lacks (in its order); rerun the command and update the doc:\n%s", where, missing, tail(string(got), 60))
+		if code != c.exit {
+			t.Fatalf("exit %d, the doc says %d (a trailing \"# exit N\", or a console block's last output line \"exit N\", says another; "+
+				"-1: killed after %s): %s", code, c.exit, docCommandLimit, failure(where, string(got)))
 		}
+		if missing := outputHolds(string(got), c.want); missing != "" {
+			t.Fatalf("the doc shows %q, which the output lacks (in its order); rerun the command and update the doc: %s", missing, failure(where, string(got)))
+		}
+	}
+}
+
+// localAddr is a loopback address a block's server listens on or its
+// client calls.
+var localAddr = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
+
+// skipUnlessRunnable skips a block this machine cannot run as written:
+// one that reads ../shared where the checkout has none, one that calls
+// curl or openssl where they are not installed, one whose loopback ports
+// something else holds (its curl would reach that instead).
+func skipUnlessRunnable(t *testing.T, dir string, b docBlock, cmds []docCommand) {
+	t.Helper()
+	var text strings.Builder
+	for _, c := range cmds {
+		text.WriteString(c.text + "\n")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "..", "shared")); err != nil && strings.Contains(text.String(), "../shared/") {
+		t.Skipf("%s: reads ../shared, which this checkout lacks", b.name())
+	}
+	for _, tool := range []string{"curl", "openssl"} {
+		if regexp.MustCompile(`(^|[\s|(])` + tool + ` `).MatchString(text.String()) {
+			if _, err := exec.LookPath(tool); err != nil {
+				t.Skipf("%s: needs %s, which is not on PATH", b.name(), tool)
+			}
+		}
+	}
+	for _, m := range localAddr.FindAllStringSubmatch(text.String(), -1) {
+		ln, err := net.Listen("tcp", m[0])
+		if err != nil {
+			t.Skipf("%s: needs %s, which something on this machine holds: %v", b.name(), m[0], err)
+		}
+		_ = ln.Close()
 	}
 }
 
