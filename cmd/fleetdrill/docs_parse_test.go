@@ -67,6 +67,13 @@ func TestDocBlockProblems(t *testing.T) {
 	require.Empty(t, problems)
 	require.Equal(t, "sweep.yaml", blocks[1].writes)
 
+	// A fence in a list item is a fence, its lines unindented; four
+	// backticks are inline code.
+	blocks, problems = readDocBlocks("x.md", "- item:\n\n  ```sh\n  fleetdrill run\n  ```\n- ```` ```sh ```` text\n")
+	require.Empty(t, problems)
+	require.Len(t, blocks, 1)
+	require.Equal(t, []string{"fleetdrill run"}, blocks[0].lines)
+
 	// A marker is the block's after it, not the next one's too.
 	blocks, problems = readDocBlocks("x.md", "<!-- docs-test: needs docker -->\n```sh\nfleetdrill run --live\n```\n```sh\nfleetdrill run\n```\n")
 	require.Empty(t, problems)

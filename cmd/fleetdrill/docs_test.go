@@ -55,6 +55,7 @@ func (b docBlock) runs() bool {
 // without a language).
 func readDocBlocks(file, text string) (blocks []docBlock, problems []string) {
 	var cur *docBlock
+	indent := ""   // the open fence's, in a list item: its lines' too
 	lastText := "" // the last non-blank line outside a block
 	for i, line := range strings.Split(text, "\n") {
 		if cur != nil {
@@ -64,10 +65,13 @@ func readDocBlocks(file, text string) (blocks []docBlock, problems []string) {
 				lastText = "```" // a marker is the next block's only if it follows this one
 				continue
 			}
-			cur.lines = append(cur.lines, line)
+			cur.lines = append(cur.lines, strings.TrimPrefix(line, indent))
 			continue
 		}
-		if info, ok := strings.CutPrefix(line, "```"); ok {
+		trimmed := strings.TrimLeft(line, " ")
+		// A fence is three backticks; four open an inline code span.
+		if info, ok := strings.CutPrefix(trimmed, "```"); ok && !strings.HasPrefix(info, "`") {
+			indent = line[:len(line)-len(trimmed)]
 			cur = &docBlock{file: file, line: i + 1, lang: strings.TrimSpace(info)}
 			if m := docsMarker.FindStringSubmatch(lastText); m != nil {
 				if name, ok := strings.CutPrefix(m[1], "file "); ok && name != "" && !strings.ContainsAny(name, "/ ") {
