@@ -53,6 +53,7 @@ func TestDocBlockProblems(t *testing.T) {
 		{"marker on yaml", "<!-- docs-test: illustrative -->\n```yaml\na: 1\n```\n", "never runs"},
 		{"file marker on sh", "<!-- docs-test: file a.yaml -->\n```sh\nfleetdrill run\n```\n", "writes a file"},
 		{"unclosed", "```sh\nfleetdrill run\n", "never closed"},
+		{"indented commands", "text:\n\n    fleetdrill run\n", "an indented block of commands"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, problems := readDocBlocks("x.md", tt.text)

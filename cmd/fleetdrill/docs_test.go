@@ -57,12 +57,14 @@ func readDocBlocks(file, text string) (blocks []docBlock, problems []string) {
 	var cur *docBlock
 	indent := ""   // the open fence's, in a list item: its lines' too
 	lastText := "" // the last non-blank line outside a block
+	lastBlank := true
 	for i, line := range strings.Split(text, "\n") {
 		if cur != nil {
 			if strings.TrimSpace(line) == "```" {
 				blocks = append(blocks, *cur)
 				cur = nil
 				lastText = "```" // a marker is the next block's only if it follows this one
+				lastBlank = false
 				continue
 			}
 			cur.lines = append(cur.lines, strings.TrimPrefix(line, indent))
@@ -80,12 +82,18 @@ func readDocBlocks(file, text string) (blocks []docBlock, problems []string) {
 					cur.skip = m[1]
 				} else {
 					problems = append(problems, fmt.Sprintf("%s: docs-test marker %q: want \"needs WHAT\" (docker, a GPU, a real server, ...), "+
-						"\"illustrative\" or \"file NAME\"", cur.name(), m[1]))
+						"\"illustrative\" (\"illustrative: WHY\") or \"file NAME\"", cur.name(), m[1]))
 				}
 			}
 			continue
 		}
-		if strings.TrimSpace(line) != "" {
+		// An indented code block (four spaces after a blank line) of
+		// commands would never run: it must be fenced.
+		if lastBlank && strings.HasPrefix(line, "    ") && startsWithCommand([]string{line}) {
+			problems = append(problems, fmt.Sprintf("%s:%d: an indented block of commands: fence it ```sh or ```console, which the docs test runs", file, i+1))
+		}
+		lastBlank = strings.TrimSpace(line) == ""
+		if !lastBlank {
 			lastText = strings.TrimSpace(line)
 		}
 	}
@@ -108,7 +116,7 @@ func readDocBlocks(file, text string) (blocks []docBlock, problems []string) {
 }
 
 func validSkipReason(r string) bool {
-	return r == "illustrative" || (strings.HasPrefix(r, "needs ") && len(r) > len("needs "))
+	return r == "illustrative" || strings.HasPrefix(r, "illustrative: ") || (strings.HasPrefix(r, "needs ") && len(r) > len("needs "))
 }
 
 // startsWithCommand: the block's first line is a command a reader would
