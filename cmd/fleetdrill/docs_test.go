@@ -521,7 +521,7 @@ var localAddr = regexp.MustCompile(`127\.0\.0\.1:(\d+)`)
 
 // skipUnlessRunnable skips a block this machine cannot run as written:
 // one that reads ../shared where the checkout has none, one that calls
-// curl or openssl where they are not installed, one whose loopback ports
+// curl, openssl or promtool where they are not installed, one whose loopback ports
 // something else holds (its curl would reach that instead).
 func skipUnlessRunnable(t *testing.T, dir string, b docBlock, cmds []docCommand) {
 	t.Helper()
@@ -532,7 +532,7 @@ func skipUnlessRunnable(t *testing.T, dir string, b docBlock, cmds []docCommand)
 	if _, err := os.Stat(filepath.Join(dir, "..", "shared")); err != nil && strings.Contains(text.String(), "../shared/") {
 		t.Skipf("%s: reads ../shared, which this checkout lacks", b.name())
 	}
-	for _, tool := range []string{"curl", "openssl"} {
+	for _, tool := range []string{"curl", "openssl", "promtool"} {
 		if regexp.MustCompile(`(^|[\s|(])` + tool + ` `).MatchString(text.String()) {
 			if _, err := exec.LookPath(tool); err != nil {
 				t.Skipf("%s: needs %s, which is not on PATH", b.name(), tool)
