@@ -157,7 +157,7 @@ purchasable:
 // cannot survive a us-east outage (the US-bound tenant has nowhere to go),
 // so today's level is late (exit 1); one us-west 8B replica, ordered 8
 // weeks before each date, carries 1.5× and 2× (the US-bound 70B requests
-// refused during the outage stay within the floor).
+// fall back to the 8B during the outage: TestPlanBuysWhatTheExpectationsNeed).
 func TestPlanWalkThrough(t *testing.T) {
 	code, out, errs := runCommand(t, newPlanCmd(), "default", "--keep-committed", "--today", "2026-11-30",
 		"--demand", "1,1.5@2027-03-01,2@2027-06-01", "--survive", "regional-outage region=us-east at=10m for=10m",
@@ -176,6 +176,36 @@ func TestPlanWalkThrough(t *testing.T) {
 			require.Contains(t, string(doc), line, "docs/planning.md's walk-through is stale; rerun its command")
 		}
 	}
+}
+
+// TestPlanBuysWhatTheExpectationsNeed is the README's plan: one us-west
+// 8B replica, not one per model, because during the us-east outage the
+// US-bound tenant's 70B requests fall back to the 8B and the expectations
+// ask for the interactive class's attainment. Without fallbacks the same
+// expectations need a us-west 70B replica too: the plan follows the
+// scenario's rules, never a replica per model of its own.
+func TestPlanBuysWhatTheExpectationsNeed(t *testing.T) {
+	args := []string{"default", "--keep-committed", "--today", "2026-11-30", "--demand", "1.5@2027-03-01",
+		"--survive", "regional-outage region=us-east at=10m for=10m",
+		"--set", `expect=["residency_violations == 0", "during regional-outage(us-east): interactive.slo_attainment >= 0.9"]`}
+	row := func(out, pool string) []string {
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 2 && f[0] == pool && f[1] == "(buy)" {
+				return f[2:5] // replicas, today, gap
+			}
+		}
+		t.Fatalf("no row for %s in:\n%s", pool, out)
+		return nil
+	}
+	code, out, errs := runCommand(t, newPlanCmd(), args...)
+	require.Equal(t, exitOK, code, errs)
+	require.Equal(t, []string{"1", "0", "+1"}, row(out, "usw-h100-8b"))
+	require.Equal(t, []string{"0", "0", "0"}, row(out, "usw-h100-70b"), "the 70B's requests fall back to the 8B")
+
+	code, out, errs = runCommand(t, newPlanCmd(), append(args, "--set", "policy.routing.fallback=false")...)
+	require.Equal(t, exitOK, code, errs)
+	require.Equal(t, []string{"1", "0", "+1"}, row(out, "usw-h100-8b"))
+	require.Equal(t, []string{"1", "0", "+1"}, row(out, "usw-h100-70b"), "without fallbacks the 70B needs its own replica")
 }
 
 // TestPlanVerifyReplays: a plan's verify line, pasted into a shell, runs
