@@ -61,10 +61,15 @@ type Report struct {
 	Autoscaling map[string]*AutoscaleReport `json:"autoscaling,omitempty"`
 	Cost        Cost                        `json:"cost"`
 
-	ResidencyViolations uint64            `json:"residency_violations"`
-	Rejections          map[string]uint64 `json:"rejections"` // by reason
-	Expectations        []Expectation     `json:"expectations"`
-	Timeline            []TimelineEvent   `json:"timeline"`
+	ResidencyViolations uint64 `json:"residency_violations"`
+	// ResidencyByTenant breaks them down for every tenant bound to a
+	// jurisdiction (by its name as declared, as tenants does; zero
+	// included, so that an expectation can name it): where its requests
+	// were served outside it, by pool and by region.
+	ResidencyByTenant map[string]*TenantResidency `json:"residency_violations_by_tenant,omitempty"`
+	Rejections        map[string]uint64           `json:"rejections"` // by reason
+	Expectations      []Expectation               `json:"expectations"`
+	Timeline          []TimelineEvent             `json:"timeline"`
 
 	Run RunInfo `json:"run"`
 }
@@ -590,4 +595,36 @@ func (r *Report) CheckAccounting() error {
 func round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
+}
+
+// TenantResidency is one tenant's residency violations: requests served
+// outside its jurisdiction, in all and by pool and region.
+type TenantResidency struct {
+	Jurisdiction string            `json:"jurisdiction"`
+	Violations   uint64            `json:"violations"`
+	Pools        map[string]uint64 `json:"pools"`
+	Regions      map[string]uint64 `json:"regions"`
+}
+
+// residencyByTenant builds ResidencyByTenant from counts by tenant and
+// pool index; pool names a pool index's name and region.
+func residencyByTenant(sc *scenarios.Scenario, by map[int]map[int]uint64, pool func(int) (name, region string)) map[string]*TenantResidency {
+	out := map[string]*TenantResidency{}
+	for ti, t := range sc.Tenants {
+		if t.Jurisdiction == "" {
+			continue
+		}
+		tr := &TenantResidency{Jurisdiction: t.Jurisdiction, Pools: map[string]uint64{}, Regions: map[string]uint64{}}
+		for pi, n := range by[ti] {
+			name, region := pool(pi)
+			tr.Violations += n
+			tr.Pools[name] += n
+			tr.Regions[region] += n
+		}
+		out[t.Name] = tr
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

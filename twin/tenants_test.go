@@ -143,3 +143,31 @@ func countServed(ts TenantState, pool, model string, fallback bool) uint64 {
 	}
 	return 0
 }
+
+// residency_violations_by_tenant breaks residency_violations down: every
+// tenant bound to a jurisdiction is listed (zero included), and its
+// violations add up, by pool and by region, to the run's.
+func TestResidencyByTenant(t *testing.T) {
+	healthy := run(t, loadDefault(t))
+	require.Zero(t, healthy.ResidencyViolations)
+	require.Contains(t, healthy.ResidencyByTenant, "bank-eu", "a bound tenant is listed with no violation")
+	require.Zero(t, healthy.ResidencyByTenant["bank-eu"].Violations)
+
+	broken := run(t, loadDefault(t, `faults=["regional-outage region=eu-west at=1m for=3m"]`, "policy.routing.ignore_residency=true"))
+	require.Positive(t, broken.ResidencyViolations)
+	var sum uint64
+	for name, tr := range broken.ResidencyByTenant {
+		var pools, regions uint64
+		for _, n := range tr.Pools {
+			pools += n
+		}
+		for _, n := range tr.Regions {
+			regions += n
+		}
+		require.Equal(t, tr.Violations, pools, "%s", name)
+		require.Equal(t, tr.Violations, regions, "%s", name)
+		sum += tr.Violations
+	}
+	require.Equal(t, broken.ResidencyViolations, sum)
+	require.Positive(t, broken.ResidencyByTenant["bank-eu"].Regions["us-east"], "bank-eu served in the US: %+v", broken.ResidencyByTenant["bank-eu"])
+}
