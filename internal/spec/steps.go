@@ -160,7 +160,7 @@ func table() []*step {
 				return nil
 			}},
 		{keyword: "Given", pattern: `^the fleet's own expectations are dropped$`,
-			doc:     "Clear the scenario's expect list (`--set expect=[]`): only the spec's outcomes are judged, and a failure's reproduce command carries only the failing one.",
+			doc:     "Clear the scenario's expect list (`--set expect=[]`): `every expectation of the scenario holds` then holds trivially. (A failure's reproduce command judges only what the failing step judged either way.)",
 			example: "Given the fleet's own expectations are dropped",
 			do:      func(_ context.Context, w *world, _ []string) error { return w.set("expect=[]") }},
 
@@ -472,7 +472,7 @@ func table() []*step {
 			doc:     "Shadow copies are invisible to clients: the run's requests, classes and tenants count exactly the requests the clients sent, no copy was served outside its tenant's jurisdiction, and with every canary's share held at 0 the scenario run with its shadows and without them gives byte-identical requests, classes and tenants (two more twin runs).",
 			example: "Then shadow traffic never reaches the tenant",
 			do:      shadowInvisible},
-	}, autoscaleOutcomes(), []*step{
+	}, moreOutcomes(), autoscaleOutcomes(), []*step{
 		{keyword: "Then", pattern: `^the report shows (.+)$`,
 			doc:     "Any expectation of the scenario syntax (docs/scenarios.md#expect), scoped or not.",
 			example: "Then the report shows during regional-outage(us-east): requests.timed_out <= 100",
