@@ -108,8 +108,9 @@ type Group struct {
 	QueueWait stats.Summary `json:"queue_wait_s"`
 	// SLOAttainment is the fraction of finished requests (every outcome but
 	// in flight at the end) that completed within every objective of
-	// their class. Rejections and time-outs count as misses.
-	SLOAttainment float64 `json:"slo_attainment"`
+	// their class. Rejections and time-outs count as misses. Null when
+	// none finished.
+	SLOAttainment Ratio `json:"slo_attainment"`
 	// GoodputRPS is the rate of requests completed within their SLO, per
 	// second of the measured window.
 	GoodputRPS float64 `json:"goodput_rps"`
@@ -275,8 +276,9 @@ func assembleReport(p *plan, t *tally, fs []*faultRT, end time.Duration, pools [
 // finish computes summaries from the sketches.
 func (g *Group) finish(window float64) {
 	g.TTFT, g.TPOT, g.E2E, g.QueueWait = g.ttft.Summary(), g.tpot.Summary(), g.e2e.Summary(), g.wait.Summary()
+	g.SLOAttainment = NoRatio
 	if done := g.Arrived - g.InFlightAtEnd; done > 0 {
-		g.SLOAttainment = float64(g.SLOMet) / float64(done)
+		g.SLOAttainment = Ratio(float64(g.SLOMet) / float64(done))
 	}
 	if window > 0 {
 		g.GoodputRPS = float64(g.SLOMet) / window
@@ -377,7 +379,8 @@ func (r *Report) flatten() (map[string]float64, error) {
 			// A time that never came (Seconds): NaN, which no comparison
 			// but "== never" holds. Other nulls (an empty list) are no
 			// figure at all.
-			if _, ok := neverWhat[prefix[strings.LastIndexByte(prefix, '.')+1:]]; ok {
+			field := prefix[strings.LastIndexByte(prefix, '.')+1:]
+			if _, ok := neverWhat[field]; ok || nullRatio[field] {
 				flat[prefix] = math.NaN()
 			}
 		}
@@ -408,6 +411,11 @@ func resolve(flat map[string]float64, lhs string) (string, float64, bool) {
 	}
 	return "", 0, false
 }
+
+// nullRatio names the report fields that are a Ratio: null when nothing
+// was measured, which noData then explains from the counts.
+var nullRatio = map[string]bool{"slo_attainment": true, "slo_attainment_during": true, "slo_attainment_after": true,
+	"slo_attainment_short": true, "slo_attainment_not_short": true}
 
 // neverWhat names, by a time's report field, what did not come.
 var neverWhat = map[string]string{

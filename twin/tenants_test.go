@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -170,4 +171,32 @@ func TestResidencyByTenant(t *testing.T) {
 	}
 	require.Equal(t, broken.ResidencyViolations, sum)
 	require.Positive(t, broken.ResidencyByTenant["bank-eu"].Regions["us-east"], "bank-eu served in the US: %+v", broken.ResidencyByTenant["bank-eu"])
+}
+
+// An attainment of nothing is null in the JSON, not a 1 that reads as a
+// result (issue 36): a fault that lasts to the end has no "after", and an
+// expectation on it fails saying there is no data.
+func TestAttainmentOfNothingIsNull(t *testing.T) {
+	rep := run(t, loadDefault(t, `faults=["regional-outage region=eu-west at=3m"]`))
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	var tree struct {
+		Faults map[string]map[string]any `json:"faults"`
+	}
+	require.NoError(t, json.Unmarshal(b, &tree))
+	f := tree.Faults["regional-outage(eu-west)"]
+	require.NotNil(t, f, "%v", tree.Faults)
+	require.Equal(t, 0.0, f["finished_after"])
+	require.Contains(t, f, "slo_attainment_after")
+	require.Nil(t, f["slo_attainment_after"], "nothing finished after: null")
+	require.NotNil(t, f["slo_attainment_during"], "requests finished during it: a figure")
+	got, err := rep.Check("faults.regional-outage(eu-west).slo_attainment_after >= 0.99")
+	require.NoError(t, err)
+	require.False(t, got[0].Pass)
+	require.Equal(t, "no request finished in the ten minutes after the fault", got[0].NoData)
+
+	// And it reads back as nothing.
+	var back Report
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.False(t, back.Faults["regional-outage(eu-west)"].SLOAttainmentAfter.Measured())
 }
