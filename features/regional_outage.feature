@@ -38,3 +38,9 @@ Feature: Regional outage
     When pool euw-a100-8b browns out at 3m for 2m with 1500ms added latency
     Then a replica of pool euw-a100-8b is ejected within 30s
     And no request is lost during the brownout
+
+  Scenario: One slow replica of a pool is ejected, its healthy peers are not
+    When 1 replica of pool euw-a100-8b browns out at 3m for 2m with 1500ms added latency
+    Then a replica of pool euw-a100-8b is ejected within 30s
+    And no request is lost during the brownout
+    And every request is accounted for

@@ -234,6 +234,19 @@ func table() []*step {
 				}
 				return w.addFault(fault(faults.Brownout, a[0]+"="+a[1], "at="+a[2], opt("for", a[3]), opt("fail", fail), opt("latency", a[5])))
 			}},
+		{keyword: "When", pattern: `^(\d+) replicas? of pool (\S+) browns? out at (\S+)(?: for (\S+))?(?: with (\S+) of requests failing)?(?: (?:with|and) (\S+) added latency)?$`,
+			doc:     "A brownout of some of a pool's replicas, drawn from the seed (`brownout pool=P count=N ...`): they fail a share of requests and/or add latency to every one; say either or both. The pool's other replicas are untouched: what latency outlier ejection is for.",
+			example: "When 1 replica of pool use-h100-8b browns out at 10m for 5m with 2s added latency",
+			do: func(_ context.Context, w *world, a []string) error {
+				if a[4] == "" && a[5] == "" {
+					return fmt.Errorf("a brownout needs what it does: end the step with \"with 20%% of requests failing\", \"with 2s added latency\" or both (\"with 20%% of requests failing and 2s added latency\")")
+				}
+				fail, err := failShare(a[4])
+				if err != nil {
+					return err
+				}
+				return w.addFault(fault(faults.Brownout, "pool="+a[1], "count="+a[0], "at="+a[2], opt("for", a[3]), opt("fail", fail), opt("latency", a[5])))
+			}},
 		{keyword: "When", pattern: `^(region|pool|model) (\S+) adds (\S+) (?:of )?latency at (\S+)(?: for (\S+))?$`,
 			doc:     "Latency injection: every request to the region, pool or model takes this much longer.",
 			example: "When pool use-h100-8b adds 500ms latency at 5m for 5m",

@@ -106,6 +106,10 @@ func TestFaultSteps(t *testing.T) {
 			"latency model=llama-3.1-8b at=5m latency=1s", "the latency injection", "latency(llama-3.1-8b)"},
 		{"pool euw-a100-8b fails 40% of requests at 5m for 2m",
 			"error-burst pool=euw-a100-8b at=5m for=2m fail=0.4", "the error burst", "error-burst(euw-a100-8b)"},
+		{"1 replica of pool euw-a100-8b browns out at 5m for 2m with 2s added latency",
+			"brownout pool=euw-a100-8b at=5m for=2m count=1 latency=2s", "the brownout", "brownout(euw-a100-8b)"},
+		{"2 replicas of pool use-h100-8b brown out at 1m with 30% of requests failing",
+			"brownout pool=use-h100-8b at=1m count=2 fail=0.3", "the fault", "brownout(use-h100-8b)"},
 		{"region us-east fails 0.05 of requests at 5m",
 			"error-burst region=us-east at=5m fail=0.05", "the error burst", "error-burst(us-east)"},
 	} {
@@ -129,6 +133,8 @@ func TestStepErrorsSayWhatToFix(t *testing.T) {
 		want  string
 	}{
 		{"brownout without an effect", []string{"region eu-west browns out at 10m for 5m"},
+			`a brownout needs what it does: end the step with "with 20% of requests failing", "with 2s added latency" or both`},
+		{"replica brownout without an effect", []string{"1 replica of pool use-h100-8b browns out at 10m for 5m"},
 			`a brownout needs what it does: end the step with "with 20% of requests failing", "with 2s added latency" or both`},
 		{"share over all", []string{"pool use-h100-8b fails 140% of requests at 5m"},
 			`failing share "140%": want a fraction (0.2) or a percentage (20%), above 0 and at most all of them`},
