@@ -66,8 +66,8 @@ var catalogue = []entry{
 			ConsoleKey: ConsoleKey{Key: "o", Label: "outage", Help: "regional outage (pool's region)", Rank: 1},
 			Words:      []string{"outage", "regional outage"}}},
 	{kind: Brownout, effect: "a region or pool fails a fraction of requests and/or slows every request",
-		usage:  "region=NAME|pool=NAME at=D [for=D] fail=F and/or latency=D",
-		takes:  []string{"region", "pool", "at", "for", "fail", "latency"},
+		usage:  "region=NAME|pool=NAME at=D [for=D] [count=N|percent=P] fail=F and/or latency=D",
+		takes:  []string{"region", "pool", "at", "for", "count", "percent", "fail", "latency"},
 		target: []string{"region", "pool"},
 		rules: func(s Spec, add func(key, value, msg string, also ...string)) {
 			if s.FailRate == 0 && s.AddLatency == 0 {

@@ -28,7 +28,7 @@ func TestKeys(t *testing.T) {
 		want []string
 	}{
 		{RegionalOutage, []string{"region", "at", "for"}},
-		{Brownout, []string{"region", "pool", "at", "for", "fail", "latency"}},
+		{Brownout, []string{"region", "pool", "at", "for", "count", "percent", "fail", "latency"}},
 		{ModelRetirement, []string{"pool", "model", "at", "for", "notice"}},
 		{"no-such-kind", nil},
 	} {

@@ -24,7 +24,7 @@ func ExampleParse() {
 
 	// Every problem at once, each naming the key, the value and what is
 	// allowed.
-	_, err = faults.Parse("brownout regoin=us-east at=10m count=2")
+	_, err = faults.Parse("brownout regoin=us-east at=10m rpm=2")
 	fmt.Println(err)
 	// Output:
 	// brownout region=us-east at=10m for=15m fail=0.2 latency=300ms
@@ -32,7 +32,7 @@ func ExampleParse() {
 	// ends at 25m0s
 	// node-loss pool=use-h100 at=12m count=1
 	// regoin: unknown key; did you mean region?
-	// count: got 2, but brownout does not take count=; node-loss, cold-start-storm, link-degraded, kv-transfer-failure do
+	// rpm: got 2, but brownout does not take rpm=; quota-exhaustion does
 	// region: brownout needs one of region= or pool=
 	// fail: brownout needs fail=, latency= or both
 }
@@ -53,7 +53,7 @@ func ExampleDescribe() {
 	}
 	// Output:
 	// regional-outage: every pool of a region stops serving; region=NAME at=D [for=D]
-	// brownout: a region or pool fails a fraction of requests and/or slows every request; region=NAME|pool=NAME at=D [for=D] fail=F and/or latency=D
+	// brownout: a region or pool fails a fraction of requests and/or slows every request; region=NAME|pool=NAME at=D [for=D] [count=N|percent=P] fail=F and/or latency=D
 	// quota-exhaustion: a provider's or pool's rate limit drops to rpm/tpm (zero when left out); pool=NAME|provider=NAME at=D [for=D] [rpm=X tpm=X]
 	// model-retirement: a model is withdrawn from every pool (or from one), new sessions steered away notice= before; model=NAME [pool=NAME] at=D [for=D] [notice=D]
 	// driver-upgrade: a pool's replicas restart on a new driver (and runtime), rolled back after for=; pool=NAME at=D [for=D] driver=VERSION [runtime=NAME]

@@ -216,7 +216,7 @@ func TestParseErrors(t *testing.T) {
 		{"key the kind does not take", "brownout region=r at=1m fail=0.1 rpm=100",
 			[]string{"rpm: got 100, but brownout does not take rpm=; quota-exhaustion does"}},
 		{"key two kinds take", "regional-outage region=r at=1m count=2",
-			[]string{"count: got 2, but regional-outage does not take count=; node-loss, cold-start-storm, link-degraded, kv-transfer-failure do"}},
+			[]string{"count: got 2, but regional-outage does not take count=; brownout, node-loss, cold-start-storm, link-degraded, kv-transfer-failure do"}},
 		{"key no kind takes yet", "error-burst pool=p at=1m fail=0.1 tenant=acme",
 			[]string{`tenant: got "acme", but error-burst does not take tenant=; no kind takes it yet`}},
 		{"at missing", "regional-outage region=r",
@@ -254,7 +254,7 @@ func TestParseErrors(t *testing.T) {
 				"regoin: unknown key; did you mean region?",
 				`at: got "x", want a duration with a unit, like 250ms, 10m or 1h30m`,
 				`fail: got "abc", want a finite number`,
-				"count: got 0, but brownout does not take count=; node-loss, cold-start-storm, link-degraded, kv-transfer-failure do",
+				"count: got 0, want >= 1",
 				`got "foo", want key=value`,
 				`pool: got "b", as well as region="a"; brownout takes one target: region= or pool=`,
 			}},
@@ -321,9 +321,9 @@ func TestParseAll(t *testing.T) {
 }
 
 func TestParseNotTakenShowsValueAsWritten(t *testing.T) {
-	_, err := Parse("brownout region=r at=1m fail=0.1 count=lots rpm=5")
+	_, err := Parse("error-burst region=r at=1m fail=0.1 count=lots rpm=5")
 	require.Equal(t, []string{
-		`count: got "lots", but brownout does not take count=; node-loss, cold-start-storm, link-degraded, kv-transfer-failure do`,
-		"rpm: got 5, but brownout does not take rpm=; quota-exhaustion does",
+		`count: got "lots", but error-burst does not take count=; brownout, node-loss, cold-start-storm, link-degraded, kv-transfer-failure do`,
+		"rpm: got 5, but error-burst does not take rpm=; quota-exhaustion does",
 	}, messages(err))
 }

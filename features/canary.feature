@@ -43,3 +43,8 @@ Feature: Canary and shadow traffic to a new provider
     And the report shows canaries.neo-h100.shadow.failed > 0
     And shadow traffic never reaches the tenant
     And no request is lost during the brownout
+
+  Scenario: A healthy stepped rollout is promoted on schedule
+    Given the setting canaries is [{name: neo, model: llama-3.1-8b, candidate: [neo-h100], steps: [{share: 0.05, for: 5m}, {share: 1}], rollback_if: ["error_rate > 2%"]}]
+    Then the canary is promoted to 100% within 6m
+    And the canary is not rolled back

@@ -63,12 +63,12 @@ type FaultReport struct {
 	RequestsLost uint64 `json:"requests_lost"`
 	// SLO attainment of requests arriving during the fault, and in the
 	// ten minutes after it ended; a request with no answer is a miss.
-	// FinishedDuring and FinishedAfter count the requests each is of: 1
-	// of none is no data, and an expectation on it says so.
-	SLOAttainmentDuring float64 `json:"slo_attainment_during"`
-	SLOAttainmentAfter  float64 `json:"slo_attainment_after"`
-	FinishedDuring      uint64  `json:"finished_during"`
-	FinishedAfter       uint64  `json:"finished_after"`
+	// FinishedDuring and FinishedAfter count the requests each is of: of
+	// none it is null (no data), and an expectation on it says so.
+	SLOAttainmentDuring Ratio  `json:"slo_attainment_during"`
+	SLOAttainmentAfter  Ratio  `json:"slo_attainment_after"`
+	FinishedDuring      uint64 `json:"finished_during"`
+	FinishedAfter       uint64 `json:"finished_after"`
 	// NotMitigatedFor names a tenant the fault displaced after its
 	// detection and never served elsewhere ("" when none): the reason
 	// TimeToMitigateS is -1 though other traffic moved.
@@ -82,13 +82,6 @@ type FaultReport struct {
 }
 
 type sloCount struct{ met, done uint64 }
-
-func (c sloCount) rate() float64 {
-	if c.done == 0 {
-		return 1
-	}
-	return float64(c.met) / float64(c.done)
-}
 
 // faultRT is a fault during the run.
 type faultRT struct {
@@ -971,8 +964,8 @@ func faultReports(p *plan, fs []*faultRT) map[string]*FaultReport {
 			fr.TimeToRecoverS = since(f.recoveredAt(), f.end)
 		}
 		fr.RequestsLost = f.lost
-		fr.SLOAttainmentDuring = round(fr.during.rate(), 6)
-		fr.SLOAttainmentAfter = round(fr.after.rate(), 6)
+		fr.SLOAttainmentDuring = ratioOf(fr.during.met, fr.during.done)
+		fr.SLOAttainmentAfter = ratioOf(fr.after.met, fr.after.done)
 		fr.FinishedDuring, fr.FinishedAfter = fr.during.done, fr.after.done
 		fr.Tenants, fr.Classes = map[string]*Impact{}, map[string]*Impact{}
 		for i, t := range p.sc.Tenants {

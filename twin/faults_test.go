@@ -72,7 +72,7 @@ func TestRegionalOutageIsDetectedMitigatedAndRecovered(t *testing.T) {
 	require.Contains(t, kinds(rep), "breaker-closed")
 	require.Positive(t, rep.Requests.Retries, "requests caught in the outage are retried elsewhere")
 	require.Less(t, float64(f.RequestsLost), 0.01*float64(rep.Requests.Arrived), "retries save most of them")
-	require.Greater(t, f.SLOAttainmentAfter, 0.95)
+	require.Greater(t, float64(f.SLOAttainmentAfter), 0.95)
 }
 
 func TestNodeLossFailsInFlightAtOnceAndNodesReturnCold(t *testing.T) {
@@ -100,7 +100,7 @@ func TestQuotaExhaustionRoutesToTheOtherProvider(t *testing.T) {
 	require.Zero(t, f.RequestsLost, "a throttled attempt is retried on the other provider")
 	require.Positive(t, rep.Requests.Retries)
 	require.Zero(t, rep.Rejections[sched.ReasonUpstreamQuota])
-	require.Greater(t, f.SLOAttainmentDuring, 0.9)
+	require.Greater(t, float64(f.SLOAttainmentDuring), 0.9)
 }
 
 func TestModelRetirementFallsBackAboveTheQualityFloor(t *testing.T) {
@@ -360,7 +360,7 @@ func TestOutageMitigationIsPerTenant(t *testing.T) {
 	require.Equal(t, "bank-eu", f.NotMitigatedFor)
 	require.Equal(t, bank.Lost, bank.Failed+bank.TimedOut+sum(bank.Refused))
 	require.Positive(t, bank.Lost)
-	require.Less(t, bank.SLOAttainmentDuring, global.SLOAttainmentDuring)
+	require.Less(t, float64(bank.SLOAttainmentDuring), float64(global.SLOAttainmentDuring))
 	require.Positive(t, bank.TimeToRecoverS, "served again after the region returns")
 	require.GreaterOrEqual(t, f.TimeToRecoverS, bank.TimeToRecoverS, "the fault recovers with its last tenant")
 	for _, e := range rep.Expectations {

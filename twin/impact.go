@@ -35,10 +35,10 @@ type Impact struct {
 	ServedModel     map[string]uint64 `json:"served_model"`
 	// SLO attainment of its requests arriving during the fault and in the
 	// ten minutes after it ended (a request with no answer is a miss).
-	SLOAttainmentDuring float64 `json:"slo_attainment_during"`
-	SLOAttainmentAfter  float64 `json:"slo_attainment_after"`
-	FinishedDuring      uint64  `json:"finished_during"`
-	FinishedAfter       uint64  `json:"finished_after"`
+	SLOAttainmentDuring Ratio  `json:"slo_attainment_during"`
+	SLOAttainmentAfter  Ratio  `json:"slo_attainment_after"`
+	FinishedDuring      uint64 `json:"finished_during"`
+	FinishedAfter       uint64 `json:"finished_after"`
 	// Detection is the gateway's, the same for every tenant. Mitigation:
 	// from the fault's start to the first displaced request of this
 	// tenant served elsewhere after the detection. Recovery: from the
@@ -214,8 +214,8 @@ func (im *impactRT) report(f *faultRT) *Impact {
 		im = newImpactRT()
 	}
 	out := im.Impact
-	out.SLOAttainmentDuring = round(im.during.rate(), 6)
-	out.SLOAttainmentAfter = round(im.after.rate(), 6)
+	out.SLOAttainmentDuring = ratioOf(im.during.met, im.during.done)
+	out.SLOAttainmentAfter = ratioOf(im.after.met, im.after.done)
 	out.FinishedDuring, out.FinishedAfter = im.during.done, im.after.done
 	out.TimeToDetectS = since(f.detected, f.start)
 	out.TimeToMitigateS = Never

@@ -10,10 +10,12 @@ import (
 // request still queued that long times out, as the live gateway times it
 // out (503 queue_timeout). Every request is still accounted for once.
 func TestQueueTimeoutBoundsTheWait(t *testing.T) {
-	// Half the fleet lost for two minutes: requests queue behind it.
+	// Half the fleet lost for two minutes: requests queue behind it (the
+	// deadline check off, which would refuse them at once).
 	const fault = `faults=["regional-outage region=us-east at=1m for=2m"]`
-	without := run(t, loadDefault(t, fault, "policy.retries.max_attempts=1"))
-	with := run(t, loadDefault(t, fault, "policy.retries.max_attempts=1", "policy.admission.queue_timeout=2s"))
+	const noCheck = "policy.admission.deadline_check=false"
+	without := run(t, loadDefault(t, fault, "policy.retries.max_attempts=1", noCheck))
+	with := run(t, loadDefault(t, fault, "policy.retries.max_attempts=1", "policy.admission.queue_timeout=2s", noCheck))
 	require.True(t, without.Requests.Balanced())
 	require.True(t, with.Requests.Balanced())
 	require.Equal(t, without.Requests.Arrived, with.Requests.Arrived, "the same arrivals")

@@ -87,7 +87,7 @@ func TestRecorderReportsWhatTheTwinReports(t *testing.T) {
 	}
 	same("faults", twinRep.Faults[fault], got.Faults[fault])
 	require.Positive(t, got.Faults[fault].TimeToDetectS, "detected by an ejection")
-	require.Less(t, got.Faults[fault].SLOAttainmentDuring, 1.0, "the fault made requests miss: attribution counts both")
+	require.Less(t, float64(got.Faults[fault].SLOAttainmentDuring), 1.0, "the fault made requests miss: attribution counts both")
 
 	shared := func(tl []TimelineEvent) []TimelineEvent {
 		var out []TimelineEvent
@@ -156,7 +156,7 @@ func TestRecorderAttributesFaults(t *testing.T) {
 	require.InDelta(t, 21, float64(fr.TimeToMitigateS), 1e-9)
 	require.InDelta(t, 11, float64(fr.TimeToRecoverS), 1e-9)
 	require.Equal(t, uint64(1), fr.RequestsLost)
-	require.InDelta(t, 0.5, fr.SLOAttainmentDuring, 1e-9)
+	require.InDelta(t, 0.5, float64(fr.SLOAttainmentDuring), 1e-9)
 	require.Equal(t, uint64(5), rep.Requests.Arrived)
 	require.Equal(t, uint64(1), rep.Requests.InFlightAtEnd)
 	require.Equal(t, uint64(2), rep.Requests.Retries)

@@ -61,10 +61,15 @@ type Report struct {
 	Autoscaling map[string]*AutoscaleReport `json:"autoscaling,omitempty"`
 	Cost        Cost                        `json:"cost"`
 
-	ResidencyViolations uint64            `json:"residency_violations"`
-	Rejections          map[string]uint64 `json:"rejections"` // by reason
-	Expectations        []Expectation     `json:"expectations"`
-	Timeline            []TimelineEvent   `json:"timeline"`
+	ResidencyViolations uint64 `json:"residency_violations"`
+	// ResidencyByTenant breaks them down for every tenant bound to a
+	// jurisdiction (by its name as declared, as tenants does; zero
+	// included, so that an expectation can name it): where its requests
+	// were served outside it, by pool and by region.
+	ResidencyByTenant map[string]*TenantResidency `json:"residency_violations_by_tenant,omitempty"`
+	Rejections        map[string]uint64           `json:"rejections"` // by reason
+	Expectations      []Expectation               `json:"expectations"`
+	Timeline          []TimelineEvent             `json:"timeline"`
 
 	Run RunInfo `json:"run"`
 }
@@ -103,8 +108,9 @@ type Group struct {
 	QueueWait stats.Summary `json:"queue_wait_s"`
 	// SLOAttainment is the fraction of finished requests (every outcome but
 	// in flight at the end) that completed within every objective of
-	// their class. Rejections and time-outs count as misses.
-	SLOAttainment float64 `json:"slo_attainment"`
+	// their class. Rejections and time-outs count as misses. Null when
+	// none finished.
+	SLOAttainment Ratio `json:"slo_attainment"`
 	// GoodputRPS is the rate of requests completed within their SLO, per
 	// second of the measured window.
 	GoodputRPS float64 `json:"goodput_rps"`
@@ -270,8 +276,9 @@ func assembleReport(p *plan, t *tally, fs []*faultRT, end time.Duration, pools [
 // finish computes summaries from the sketches.
 func (g *Group) finish(window float64) {
 	g.TTFT, g.TPOT, g.E2E, g.QueueWait = g.ttft.Summary(), g.tpot.Summary(), g.e2e.Summary(), g.wait.Summary()
+	g.SLOAttainment = NoRatio
 	if done := g.Arrived - g.InFlightAtEnd; done > 0 {
-		g.SLOAttainment = float64(g.SLOMet) / float64(done)
+		g.SLOAttainment = Ratio(float64(g.SLOMet) / float64(done))
 	}
 	if window > 0 {
 		g.GoodputRPS = float64(g.SLOMet) / window
@@ -372,7 +379,8 @@ func (r *Report) flatten() (map[string]float64, error) {
 			// A time that never came (Seconds): NaN, which no comparison
 			// but "== never" holds. Other nulls (an empty list) are no
 			// figure at all.
-			if _, ok := neverWhat[prefix[strings.LastIndexByte(prefix, '.')+1:]]; ok {
+			field := prefix[strings.LastIndexByte(prefix, '.')+1:]
+			if _, ok := neverWhat[field]; ok || nullRatio[field] {
 				flat[prefix] = math.NaN()
 			}
 		}
@@ -403,6 +411,11 @@ func resolve(flat map[string]float64, lhs string) (string, float64, bool) {
 	}
 	return "", 0, false
 }
+
+// nullRatio names the report fields that are a Ratio: null when nothing
+// was measured, which noData then explains from the counts.
+var nullRatio = map[string]bool{"slo_attainment": true, "slo_attainment_during": true, "slo_attainment_after": true,
+	"slo_attainment_short": true, "slo_attainment_not_short": true}
 
 // neverWhat names, by a time's report field, what did not come.
 var neverWhat = map[string]string{
@@ -590,4 +603,36 @@ func (r *Report) CheckAccounting() error {
 func round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
+}
+
+// TenantResidency is one tenant's residency violations: requests served
+// outside its jurisdiction, in all and by pool and region.
+type TenantResidency struct {
+	Jurisdiction string            `json:"jurisdiction"`
+	Violations   uint64            `json:"violations"`
+	Pools        map[string]uint64 `json:"pools"`
+	Regions      map[string]uint64 `json:"regions"`
+}
+
+// residencyByTenant builds ResidencyByTenant from counts by tenant and
+// pool index; pool names a pool index's name and region.
+func residencyByTenant(sc *scenarios.Scenario, by map[int]map[int]uint64, pool func(int) (name, region string)) map[string]*TenantResidency {
+	out := map[string]*TenantResidency{}
+	for ti, t := range sc.Tenants {
+		if t.Jurisdiction == "" {
+			continue
+		}
+		tr := &TenantResidency{Jurisdiction: t.Jurisdiction, Pools: map[string]uint64{}, Regions: map[string]uint64{}}
+		for pi, n := range by[ti] {
+			name, region := pool(pi)
+			tr.Violations += n
+			tr.Pools[name] += n
+			tr.Regions[region] += n
+		}
+		out[t.Name] = tr
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

@@ -173,8 +173,11 @@ type runner struct {
 	onWake     func() // steps Tick; bound once, so that arming the wake-up allocates nothing
 
 	tally
-	pools       []*PoolReport
-	residency   uint64
+	pools     []*PoolReport
+	residency uint64
+	// residencyBy counts the violations by tenant, then pool (the
+	// report's residency_violations_by_tenant).
+	residencyBy map[int]map[int]uint64
 	timelineLog // the timeline as it is written (timelinelog.go)
 
 	done   []*request   // completions collected during an engine Advance
@@ -747,6 +750,15 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 	tj := r.p.sc.Tenants[req.Core.Tenant].Jurisdiction
 	if tj != "" && pp.Region.Jurisdiction != tj && req.measured {
 		r.residency++
+		if r.residencyBy == nil {
+			r.residencyBy = map[int]map[int]uint64{}
+		}
+		by := r.residencyBy[req.Core.Tenant]
+		if by == nil {
+			by = map[int]uint64{}
+			r.residencyBy[req.Core.Tenant] = by
+		}
+		by[rt.pool]++
 	}
 	if r.faultState != nil {
 		if fate := r.faultAtDispatch(req, x.Replica); fate.fail {
@@ -1160,6 +1172,9 @@ func (r *runner) assemble() *Report {
 	rep.Canaries = r.canaryReports()
 	rep.Forecast = r.demand.final(r.s.Now(), r.p.sc.Classes)
 	rep.ResidencyViolations = r.residency
+	rep.ResidencyByTenant = residencyByTenant(r.p.sc, r.residencyBy, func(pi int) (string, string) {
+		return r.p.pools[pi].Spec.Name, r.p.pools[pi].Region.Name
+	})
 	rep.Timeline = append(rep.Timeline, r.timeline...)
 	for i := range r.p.pools {
 		poolUse(r.p, r.replicas, i, r.pools[i], end)

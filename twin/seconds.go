@@ -2,6 +2,7 @@ package twin
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 )
 
@@ -39,4 +40,55 @@ func (s *Seconds) UnmarshalJSON(b []byte) error {
 	}
 	*s = Seconds(f)
 	return nil
+}
+
+// Ratio is a share (an SLO attainment) of a count that may be empty: NaN
+// when nothing was measured, written null in the JSON — as a time that
+// never came is — rather than a 1 or a 0 that would read as a result
+// (issue 36: slo_attainment_after 1 of finished_after 0).
+type Ratio float64
+
+// NoRatio is a Ratio of nothing.
+var NoRatio = Ratio(math.NaN())
+
+// Or is the ratio, or x when it is of nothing (for a sort or a sum that
+// counts nothing as x).
+func (r Ratio) Or(x float64) float64 {
+	if !r.Measured() {
+		return x
+	}
+	return float64(r)
+}
+
+// Measured reports whether the ratio is of something.
+func (r Ratio) Measured() bool { return !math.IsNaN(float64(r)) }
+
+// MarshalJSON writes null for a ratio of nothing.
+func (r Ratio) MarshalJSON() ([]byte, error) {
+	if !r.Measured() {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, float64(r), 'g', -1, 64), nil
+}
+
+// UnmarshalJSON reads null as a ratio of nothing.
+func (r *Ratio) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*r = NoRatio
+		return nil
+	}
+	var f float64
+	if err := json.Unmarshal(b, &f); err != nil {
+		return err
+	}
+	*r = Ratio(f)
+	return nil
+}
+
+// ratioOf is met of done, or NoRatio of none, rounded to six digits.
+func ratioOf(met, done uint64) Ratio {
+	if done == 0 {
+		return NoRatio
+	}
+	return Ratio(round(float64(met)/float64(done), 6))
 }

@@ -31,8 +31,9 @@ type ShortfallTenant struct {
 	FinishedNotShort uint64 `json:"finished_not_short"`
 	// SLOAttainmentShort is of the requests that arrived while the pool
 	// was short, SLOAttainmentNotShort of the others.
-	SLOAttainmentShort    float64 `json:"slo_attainment_short"`
-	SLOAttainmentNotShort float64 `json:"slo_attainment_not_short"`
+	// Each is null when none of its requests finished.
+	SLOAttainmentShort    Ratio `json:"slo_attainment_short"`
+	SLOAttainmentNotShort Ratio `json:"slo_attainment_not_short"`
 }
 
 // shortfall counts one autoscaled pool's tenants for its report.
@@ -98,12 +99,8 @@ func (t *tally) shortfallTenants(pool string) map[string]ShortfallTenant {
 			ns, s := sf.tenants[tn][0], sf.tenants[tn][1]
 			r := ShortfallTenant{Arrived: ns.arrived + s.arrived, ArrivedShort: s.arrived,
 				FinishedShort: s.arrived - s.inFlight, FinishedNotShort: ns.arrived - ns.inFlight}
-			if r.FinishedShort > 0 {
-				r.SLOAttainmentShort = round(float64(s.met)/float64(r.FinishedShort), 6)
-			}
-			if r.FinishedNotShort > 0 {
-				r.SLOAttainmentNotShort = round(float64(ns.met)/float64(r.FinishedNotShort), 6)
-			}
+			r.SLOAttainmentShort = ratioOf(s.met, r.FinishedShort)
+			r.SLOAttainmentNotShort = ratioOf(ns.met, r.FinishedNotShort)
 			out[t.sc.Tenants[tn].Name] = r
 		}
 		return out

@@ -1,6 +1,7 @@
 package twin
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -73,9 +74,11 @@ func checkTenantAccounting(t *testing.T, d *Drill, s Snapshot) {
 // 70B retired at the same moment: bank-eu, bound to the EU, which has no
 // other region, loses requests and holds waiting ones, and its attainment
 // falls; research, bound nowhere, is served in us-east, by the 8B in place
-// of the 70B (a fallback); retail, in the US, is untouched.
+// of the 70B (a fallback); retail, in the US, is untouched. The deadline
+// check is off, so that the dark region holds bank-eu's requests rather
+// than refusing them at once.
 func TestSnapshotTenants(t *testing.T) {
-	d, err := NewDrill(loadDefault(t), Options{})
+	d, err := NewDrill(loadDefault(t, "policy.admission.deadline_check=false"), Options{})
 	require.NoError(t, err)
 	d.Advance(2 * time.Minute)
 	before := d.Snapshot()
@@ -140,4 +143,60 @@ func countServed(ts TenantState, pool, model string, fallback bool) uint64 {
 		}
 	}
 	return 0
+}
+
+// residency_violations_by_tenant breaks residency_violations down: every
+// tenant bound to a jurisdiction is listed (zero included), and its
+// violations add up, by pool and by region, to the run's.
+func TestResidencyByTenant(t *testing.T) {
+	healthy := run(t, loadDefault(t))
+	require.Zero(t, healthy.ResidencyViolations)
+	require.Contains(t, healthy.ResidencyByTenant, "bank-eu", "a bound tenant is listed with no violation")
+	require.Zero(t, healthy.ResidencyByTenant["bank-eu"].Violations)
+
+	broken := run(t, loadDefault(t, `faults=["regional-outage region=eu-west at=1m for=3m"]`, "policy.routing.ignore_residency=true"))
+	require.Positive(t, broken.ResidencyViolations)
+	var sum uint64
+	for name, tr := range broken.ResidencyByTenant {
+		var pools, regions uint64
+		for _, n := range tr.Pools {
+			pools += n
+		}
+		for _, n := range tr.Regions {
+			regions += n
+		}
+		require.Equal(t, tr.Violations, pools, "%s", name)
+		require.Equal(t, tr.Violations, regions, "%s", name)
+		sum += tr.Violations
+	}
+	require.Equal(t, broken.ResidencyViolations, sum)
+	require.Positive(t, broken.ResidencyByTenant["bank-eu"].Regions["us-east"], "bank-eu served in the US: %+v", broken.ResidencyByTenant["bank-eu"])
+}
+
+// An attainment of nothing is null in the JSON, not a 1 that reads as a
+// result (issue 36): a fault that lasts to the end has no "after", and an
+// expectation on it fails saying there is no data.
+func TestAttainmentOfNothingIsNull(t *testing.T) {
+	rep := run(t, loadDefault(t, `faults=["regional-outage region=eu-west at=3m"]`))
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	var tree struct {
+		Faults map[string]map[string]any `json:"faults"`
+	}
+	require.NoError(t, json.Unmarshal(b, &tree))
+	f := tree.Faults["regional-outage(eu-west)"]
+	require.NotNil(t, f, "%v", tree.Faults)
+	require.Equal(t, 0.0, f["finished_after"])
+	require.Contains(t, f, "slo_attainment_after")
+	require.Nil(t, f["slo_attainment_after"], "nothing finished after: null")
+	require.NotNil(t, f["slo_attainment_during"], "requests finished during it: a figure")
+	got, err := rep.Check("faults.regional-outage(eu-west).slo_attainment_after >= 0.99")
+	require.NoError(t, err)
+	require.False(t, got[0].Pass)
+	require.Equal(t, "no request finished in the ten minutes after the fault", got[0].NoData)
+
+	// And it reads back as nothing.
+	var back Report
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.False(t, back.Faults["regional-outage(eu-west)"].SLOAttainmentAfter.Measured())
 }

@@ -89,7 +89,7 @@ func TestHealthyFleetMeetsMLPerfStyleSLO(t *testing.T) {
 	rep := run(t, azureLike(8, 5.5, 10*time.Minute))
 	g := rep.Classes["interactive"]
 	require.Zero(t, rep.Requests.Rejected)
-	require.Greater(t, g.SLOAttainment, 0.95)
+	require.Greater(t, float64(g.SLOAttainment), 0.95)
 	require.Less(t, g.TTFT.P99, 2.0)
 	require.InDelta(t, 5.5, float64(rep.Requests.Arrived)/600, 0.3, "arrival rate")
 	// Output tokens per request ≈ 211: TPOT is a step time, tens of ms.

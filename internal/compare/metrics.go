@@ -33,7 +33,7 @@ var classMetrics = []classMetric{
 	{"tpot_s.p99", Lower, func(g *twin.Group) float64 { return g.TPOT.P99 }},
 	{"e2e_s.p99", Lower, func(g *twin.Group) float64 { return g.E2E.P99 }},
 	{"queue_wait_s.p99", Lower, func(g *twin.Group) float64 { return g.QueueWait.P99 }},
-	{"slo_attainment", Higher, func(g *twin.Group) float64 { return g.SLOAttainment }},
+	{"slo_attainment", Higher, func(g *twin.Group) float64 { return g.SLOAttainment.Or(0) }},
 	{"goodput_rps", Higher, func(g *twin.Group) float64 { return g.GoodputRPS }},
 }
 

@@ -123,8 +123,8 @@ type FaultRow struct {
 	LiveRecoverS  twin.Seconds `json:"live_recover_s"`
 	TwinLost      uint64       `json:"twin_lost"`
 	LiveLost      uint64       `json:"live_lost"`
-	TwinSLODuring float64      `json:"twin_slo_during"`
-	LiveSLODuring float64      `json:"live_slo_during"`
+	TwinSLODuring twin.Ratio   `json:"twin_slo_during"` // null: nothing finished
+	LiveSLODuring twin.Ratio   `json:"live_slo_during"`
 }
 
 // CountRow is one request count, twin and live.
@@ -248,9 +248,9 @@ func (c *Comparison) Text(w io.Writer) error {
 	if err == nil {
 		err = table(w, true, "fault\tdetect twin/live\tmitigate twin/live\trecover twin/live\tlost twin/live\tSLO during twin/live\t", len(c.Faults), func(i int) string {
 			r := c.Faults[i]
-			return fmt.Sprintf("%s\t%s / %s\t%s / %s\t%s / %s\t%d / %d\t%.3f / %.3f\t", r.Fault,
+			return fmt.Sprintf("%s\t%s / %s\t%s / %s\t%s / %s\t%d / %d\t%s / %s\t", r.Fault,
 				opt(r.TwinDetectS), opt(r.LiveDetectS), opt(r.TwinMitigateS), opt(r.LiveMitigateS),
-				opt(r.TwinRecoverS), opt(r.LiveRecoverS), r.TwinLost, r.LiveLost, r.TwinSLODuring, r.LiveSLODuring)
+				opt(r.TwinRecoverS), opt(r.LiveRecoverS), r.TwinLost, r.LiveLost, ratio3(r.TwinSLODuring), ratio3(r.LiveSLODuring))
 		})
 	}
 	if err == nil {
@@ -321,4 +321,12 @@ func opt(s twin.Seconds) string {
 		return "never"
 	}
 	return fmt.Sprintf("%.1fs", s)
+}
+
+// ratio3 is a ratio to three decimals, "-" for one of nothing.
+func ratio3(r twin.Ratio) string {
+	if !r.Measured() {
+		return "-"
+	}
+	return fmt.Sprintf("%.3f", float64(r))
 }

@@ -645,7 +645,7 @@ func (p *planner) eval(ctx context.Context, x []int, demand float64, fault strin
 	pt.Attainment = 1
 	for _, g := range rep.Classes {
 		if g.Arrived > 0 {
-			pt.Attainment = min(pt.Attainment, g.SLOAttainment)
+			pt.Attainment = min(pt.Attainment, g.SLOAttainment.Or(0)) // nothing finished: nothing met
 		}
 	}
 	pt.exps = rep.Expectations

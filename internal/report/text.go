@@ -55,7 +55,7 @@ func Text(w io.Writer, rep *twin.Report) error {
 			g := m[name]
 			met := "-" // nothing finished: no attainment
 			if g.Arrived > g.InFlightAtEnd {
-				met = fmt.Sprintf("%.1f%%", 100*g.SLOAttainment)
+				met = fmt.Sprintf("%.1f%%", 100*float64(g.SLOAttainment))
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.2f/s\t\n", name,
 				g.Arrived, g.Completed, g.Rejected, g.TimedOut, g.InFlightAtEnd, met, g.GoodputRPS)
@@ -231,7 +231,7 @@ func faultImpact(ew *errWriter, rep *twin.Report) {
 			notes = append(notes, fmt.Sprintf("* %s: not mitigated for %s, which nothing else may serve", k, f.NotMitigatedFor))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\t\t%d\t%s\t%s\t\n", k, sinceOrNot(f.TimeToDetectS), mit,
-			sinceOrNot(f.TimeToRecoverS), f.RequestsLost, share(f.SLOAttainmentDuring, f.FinishedDuring), share(f.SLOAttainmentAfter, f.FinishedAfter))
+			sinceOrNot(f.TimeToRecoverS), f.RequestsLost, share(float64(f.SLOAttainmentDuring), f.FinishedDuring), share(float64(f.SLOAttainmentAfter), f.FinishedAfter))
 		for _, t := range slices.Sorted(maps.Keys(f.Tenants)) {
 			im := f.Tenants[t]
 			if im.Displaced == 0 && im.Lost == 0 {
@@ -239,7 +239,7 @@ func faultImpact(ew *errWriter, rep *twin.Report) {
 			}
 			fmt.Fprintf(tw, "  %s\t\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", t, sinceOrNot(im.TimeToMitigateS),
 				sinceOrNot(im.TimeToRecoverS), im.Requests, im.Displaced, im.Lost,
-				share(im.SLOAttainmentDuring, im.FinishedDuring), share(im.SLOAttainmentAfter, im.FinishedAfter))
+				share(float64(im.SLOAttainmentDuring), im.FinishedDuring), share(float64(im.SLOAttainmentAfter), im.FinishedAfter))
 			note := fmt.Sprintf("%s, %s: served elsewhere %s", k, t, servedWhere(im))
 			if im.Lost > 0 {
 				note += "; lost " + lostWhy(im)
@@ -322,8 +322,8 @@ func shortfall(name string, a *twin.AutoscaleReport, duration, warmup float64) s
 	var by []string
 	for _, t := range slices.Sorted(maps.Keys(a.Tenants)) {
 		if st := a.Tenants[t]; st.ArrivedShort > 0 {
-			by = append(by, fmt.Sprintf("%s %s of %d vs %s of %d", t, share(st.SLOAttainmentShort, st.FinishedShort),
-				st.ArrivedShort, share(st.SLOAttainmentNotShort, st.FinishedNotShort), st.Arrived-st.ArrivedShort))
+			by = append(by, fmt.Sprintf("%s %s of %d vs %s of %d", t, share(float64(st.SLOAttainmentShort), st.FinishedShort),
+				st.ArrivedShort, share(float64(st.SLOAttainmentNotShort), st.FinishedNotShort), st.Arrived-st.ArrivedShort))
 		}
 	}
 	switch {

@@ -96,11 +96,11 @@ func TestShortfallLine(t *testing.T) {
 		a    twin.AutoscaleReport
 		want string
 	}{
-		{name: "never short", a: twin.AutoscaleReport{Tenants: map[string]twin.ShortfallTenant{"a": {Arrived: 10, FinishedNotShort: 10, SLOAttainmentNotShort: 1}}},
+		{name: "never short", a: twin.AutoscaleReport{Tenants: map[string]twin.ShortfallTenant{"a": {Arrived: 10, FinishedNotShort: 10, SLOAttainmentShort: twin.NoRatio, SLOAttainmentNotShort: 1}}},
 			want: "p: never short (serving what it asked for throughout)"},
 		{name: "short", a: twin.AutoscaleReport{ShortS: 90, ShortReplicaS: 180, LongestShortS: 60, Tenants: map[string]twin.ShortfallTenant{
 			"a": {Arrived: 30, ArrivedShort: 10, FinishedShort: 10, FinishedNotShort: 20, SLOAttainmentShort: 0.5, SLOAttainmentNotShort: 1},
-			"b": {Arrived: 5, FinishedNotShort: 5, SLOAttainmentNotShort: 1}}},
+			"b": {Arrived: 5, FinishedNotShort: 5, SLOAttainmentShort: twin.NoRatio, SLOAttainmentNotShort: 1}}},
 			want: "p: short 1m30s of 10m00s (180 replica-s; longest 1m00s); SLO attainment of requests arriving while short vs not: a 50.0% of 10 vs 100.0% of 20"},
 	}
 	for _, tt := range tests {

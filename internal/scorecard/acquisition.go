@@ -253,12 +253,12 @@ func (d *drills) acquisition(lat *Latency) (*Acquisition, error) {
 				m[name] = x
 			}
 			if asked {
-				x.asked += g.SLOAttainment / float64(n)
+				x.asked += g.SLOAttainment.Or(0) / float64(n)
 				continue
 			}
 			x.arrived += g.Arrived
-			x.sum += g.SLOAttainment / float64(n)
-			x.worst = min(x.worst, g.SLOAttainment)
+			x.sum += g.SLOAttainment.Or(0) / float64(n)
+			x.worst = min(x.worst, g.SLOAttainment.Or(0))
 		}
 	}
 	for si, seed := range a.Seeds {

@@ -373,7 +373,7 @@ func (d *drills) classLatency(rep *twin.Report) map[string]*ClassLatency {
 			}
 		}
 		out[c.Name] = &ClassLatency{Arrived: g.Arrived, Completed: g.Completed,
-			Unanswered: g.Rejected + g.Failed + g.TimedOut + g.Cancelled, SLOAttainment: round(g.SLOAttainment, 4),
+			Unanswered: g.Rejected + g.Failed + g.TimedOut + g.Cancelled, SLOAttainment: round(g.SLOAttainment.Or(0), 4),
 			TTFT: g.TTFT, TPOT: g.TPOT, E2E: g.E2E, SLO: slo}
 	}
 	return out

@@ -157,14 +157,14 @@ func TestAutoscaleOutcomes(t *testing.T) {
 			"scenario: gameday-autoscale-stockout, seed 5",
 			"timeline around stockout(usw-h100-8b)#2 (stockout pool=usw-h100-8b at=11m), a minute either side",
 			"scale up 3 → 11", "2 of 8 replicas granted", "replica 3 serving, 8m0s after it was asked for",
-			`reproduce: fleetdrill run gameday-autoscale-stockout --set 'expect=[]' --set duration=20m --set 'expect=["autoscaling.usw-h100-8b.granted <= 1"]'`}},
+			`reproduce: fleetdrill run gameday-autoscale-stockout --set duration=20m --set 'expect=["autoscaling.usw-h100-8b.granted <= 1"]'`}},
 		{"pool usw-h100-8b asks for 6 more replicas", []string{
 			"expected: pool usw-h100-8b: the most replicas asked for at once beyond the 3 it started with == 6",
 			"measured: 8 (3 → 11 at 10m15s)", story}},
 		{"pool usw-h100-8b scales up to at most 9 replicas", []string{
 			"expected: pool usw-h100-8b: the most replicas asked for at once <= 9", "measured: 11 (3 → 11 at 10m15s)"}},
 		{"pool usw-h100-8b serves new replicas within 7m of asking", []string{
-			"expected: autoscaling.usw-h100-8b.to_serving.max <= 7m", "measured: 8m00s", story}},
+			"expected: autoscaling.usw-h100-8b.to_serving.count > 0 and autoscaling.usw-h100-8b.to_serving.max <= 7m\n", "measured: 8m00s\n", story}},
 		{"no replica of pool usw-h100-8b serves sooner than 9m after it was asked for", []string{
 			"expected: no replica of pool usw-h100-8b serves sooner than 9m after it was asked for",
 			"measured: 2 of 2 new replicas served sooner: 8m0s, 8m0s after they were asked for", story}},

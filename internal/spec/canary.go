@@ -300,7 +300,10 @@ func rolledBack(want bool) func(ctx context.Context, w *world, a []string) error
 		note := func() string { return "canary " + name + ": " + decisions(c) }
 		if !want {
 			if happened {
-				return w.failed("the canary "+name+" is not rolled back", measured, label, note(), nil)
+				// The report's figure, so that the reproduce command
+				// judges what the step did: never rolled back.
+				expr := fmt.Sprintf("canaries.%s.rolled_back_at_s == never", name)
+				return w.failed(expr+" (the canary "+name+" is not rolled back)", measured, label, note(), []string{expr})
 			}
 			return nil
 		}

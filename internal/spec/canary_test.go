@@ -106,9 +106,18 @@ func TestCanaryOutcomes(t *testing.T) {
 			`reproduce: fleetdrill run ../../features/testdata/neocloud.yaml --set 'faults=["brownout pool=neo-h100 at=12m for=5m fail=0.3 latency=800ms"]' --set 'canaries=[{name: neo-h100,`,
 			`--set 'expect=["canaries.neo-h100.time_to_rollback_s <= 10s"]'`}},
 		{"rolled back when it should not be", []string{brownout}, "the canary is not rolled back", []string{
-			"expected: the canary neo-h100 is not rolled back",
+			"expected: canaries.neo-h100.rolled_back_at_s == never (the canary neo-h100 is not rolled back)",
+			// The reproduce command judges it: fleetdrill run fails too.
+			`--set 'expect=["canaries.neo-h100.rolled_back_at_s == never"]'`,
 			"measured: rolled back 30s after brownout(neo-h100) began (at 12m30s)"}},
 		{"healthy", nil, "the canary is not rolled back", nil},
+		// The steps' canary holds its one share: it reaches 5% at once
+		// and never 100% (features/canary.feature promotes a stepped one).
+		{"reaches its share", nil, "the canary is promoted to 5% within 1m", nil},
+		{"never promoted", nil, "the canary is promoted to 100% within 17m", []string{
+			"expected: the canary neo-h100 is promoted to 100% within 17m",
+			"measured: never reached 100%: its highest share was 5% (state stepping at the end)",
+			"(this outcome has no expectation of the scenario syntax"}},
 		{"never rolled back", nil, `the canary "neo-h100" is rolled back within 2m`, []string{
 			"measured: not rolled back (state stepping, share 5% at the end)",
 			"what happened: canary neo-h100: 0s start 0% → 5%: the schedule begins\n"}},

@@ -158,7 +158,7 @@ func describeImpact(kind, name, label string, im *twin.Impact) string {
 	if im.ServedElsewhere > 0 {
 		fmt.Fprintf(&b, " (pools: %s; models: %s)", counts(im.ServedByPool), counts(im.ServedModel))
 	}
-	fmt.Fprintf(&b, "; SLO attainment %.1f%% during, %.1f%% in the 10m after", 100*im.SLOAttainmentDuring, 100*im.SLOAttainmentAfter)
+	fmt.Fprintf(&b, "; SLO attainment %s during, %s in the 10m after", ratioPct(im.SLOAttainmentDuring), ratioPct(im.SLOAttainmentAfter))
 	mitigated := "never"
 	switch {
 	case im.TimeToMitigateS >= 0:
@@ -325,4 +325,12 @@ func failShare(s string) (string, error) {
 		return "", fmt.Errorf("failing share %q: want a fraction (0.2) or a percentage (20%%), above 0 and at most all of them", s)
 	}
 	return strconv.FormatFloat(v, 'g', -1, 64), nil
+}
+
+// ratioPct is an attainment as a percentage, or that nothing finished.
+func ratioPct(r twin.Ratio) string {
+	if !r.Measured() {
+		return "none (nothing finished)"
+	}
+	return fmt.Sprintf("%.1f%%", 100*float64(r))
 }

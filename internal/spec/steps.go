@@ -160,7 +160,7 @@ func table() []*step {
 				return nil
 			}},
 		{keyword: "Given", pattern: `^the fleet's own expectations are dropped$`,
-			doc:     "Clear the scenario's expect list (`--set expect=[]`): only the spec's outcomes are judged, and a failure's reproduce command carries only the failing one.",
+			doc:     "Clear the scenario's expect list (`--set expect=[]`): `every expectation of the scenario holds` then holds trivially. (A failure's reproduce command judges only what the failing step judged either way.)",
 			example: "Given the fleet's own expectations are dropped",
 			do:      func(_ context.Context, w *world, _ []string) error { return w.set("expect=[]") }},
 
@@ -233,6 +233,19 @@ func table() []*step {
 					return err
 				}
 				return w.addFault(fault(faults.Brownout, a[0]+"="+a[1], "at="+a[2], opt("for", a[3]), opt("fail", fail), opt("latency", a[5])))
+			}},
+		{keyword: "When", pattern: `^(\d+) replicas? of pool (\S+) browns? out at (\S+)(?: for (\S+))?(?: with (\S+) of requests failing)?(?: (?:with|and) (\S+) added latency)?$`,
+			doc:     "A brownout of some of a pool's replicas, drawn from the seed (`brownout pool=P count=N ...`): they fail a share of requests and/or add latency to every one; say either or both. The pool's other replicas are untouched: what latency outlier ejection is for.",
+			example: "When 1 replica of pool use-h100-8b browns out at 10m for 5m with 2s added latency",
+			do: func(_ context.Context, w *world, a []string) error {
+				if a[4] == "" && a[5] == "" {
+					return fmt.Errorf("a brownout needs what it does: end the step with \"with 20%% of requests failing\", \"with 2s added latency\" or both (\"with 20%% of requests failing and 2s added latency\")")
+				}
+				fail, err := failShare(a[4])
+				if err != nil {
+					return err
+				}
+				return w.addFault(fault(faults.Brownout, "pool="+a[1], "count="+a[0], "at="+a[2], opt("for", a[3]), opt("fail", fail), opt("latency", a[5])))
 			}},
 		{keyword: "When", pattern: `^(region|pool|model) (\S+) adds (\S+) (?:of )?latency at (\S+)(?: for (\S+))?$`,
 			doc:     "Latency injection: every request to the region, pool or model takes this much longer.",
@@ -472,7 +485,7 @@ func table() []*step {
 			doc:     "Shadow copies are invisible to clients: the run's requests, classes and tenants count exactly the requests the clients sent, no copy was served outside its tenant's jurisdiction, and with every canary's share held at 0 the scenario run with its shadows and without them gives byte-identical requests, classes and tenants (two more twin runs).",
 			example: "Then shadow traffic never reaches the tenant",
 			do:      shadowInvisible},
-	}, autoscaleOutcomes(), []*step{
+	}, moreOutcomes(), autoscaleOutcomes(), []*step{
 		{keyword: "Then", pattern: `^the report shows (.+)$`,
 			doc:     "Any expectation of the scenario syntax (docs/scenarios.md#expect), scoped or not.",
 			example: "Then the report shows during regional-outage(us-east): requests.timed_out <= 100",

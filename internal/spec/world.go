@@ -315,21 +315,40 @@ func (w *world) check(ctx context.Context, exprs []string, label string, note fu
 	if err != nil {
 		return err
 	}
+	var failing []twin.Expectation
 	for _, e := range got {
-		if e.Pass {
-			continue
+		if !e.Pass {
+			failing = append(failing, e)
 		}
-		n := ""
-		if note != nil {
-			n = note()
-		}
-		return w.failure(e, label, n)
 	}
-	return nil
+	if len(failing) == 0 {
+		return nil
+	}
+	n := ""
+	if note != nil {
+		n = note()
+	}
+	return w.failure(exprs, failing, label, n)
 }
 
-func (w *world) failure(e twin.Expectation, label, note string) error {
-	return w.failed(e.Expr, report.Measured(e), label, note, []string{e.Expr})
+// failure is the failure of an outcome whose expectations are exprs, of
+// which failing failed: the expected line is all of them (a step's bound
+// as well as its "it happened"), the measured one each failing one's
+// figure, and the reproduce command judges all of them, as the step did.
+func (w *world) failure(exprs []string, failing []twin.Expectation, label, note string) error {
+	var measured []string
+	for _, e := range failing {
+		measured = append(measured, report.Measured(e))
+	}
+	if len(slices.Compact(slices.Clone(measured))) > 1 {
+		// Different figures: say which is which.
+		for i, e := range failing {
+			measured[i] = e.Expr + ": " + measured[i]
+		}
+	} else {
+		measured = measured[:1] // one figure (a time that never came fails both)
+	}
+	return w.failed(strings.Join(exprs, " and "), strings.Join(measured, "; "), label, note, exprs)
 }
 
 // failed is an outcome's failure message: expected and measured as the
@@ -344,18 +363,22 @@ func (w *world) failed(expected, measured, label, note string, expect []string) 
 	fmt.Fprintf(&b, "  scenario: %s, seed %d\n", w.sc.Name, w.sc.Seed)
 	b.WriteString(w.timelineExcerpt(label))
 	fmt.Fprintf(&b, "  reproduce: %s", w.repro(expect))
+	if len(expect) == 0 {
+		// Say so rather than let a passing command pass for a reproduction.
+		b.WriteString("\n  (this outcome has no expectation of the scenario syntax: the command reproduces the run, and the figures above are in its --json report)")
+	}
 	return errors.New(b.String())
 }
 
-// repro is the fleetdrill run command that runs the same scenario with
-// these expectations added to its own.
+// repro is the fleetdrill run command that runs the same scenario and
+// judges exactly these expectations, what the failing step judged: the
+// scenario's own expectations are replaced, since the spec did not judge
+// them (unless its step was "every expectation of the scenario holds",
+// whose expectations they are). With none (an outcome read from the
+// timeline, or a run that failed), it judges nothing and reproduces the
+// run.
 func (w *world) repro(expect []string) string {
-	extra := []string{}
-	if len(expect) > 0 {
-		all := append(append([]string(nil), w.baseExpect()...), expect...)
-		extra = append(extra, "expect="+yamlList(all))
-	}
-	return w.reproSets(extra)
+	return w.reproSets([]string{"expect=" + yamlList(expect)})
 }
 
 // reproSets is the fleetdrill run command of the scenario with these
@@ -371,7 +394,14 @@ func (w *world) reproSets(extra []string, flags ...string) string {
 			args = append(args, "--replicas", strconv.Itoa(w.perPool))
 		}
 	}
-	for _, s := range w.allSets(extra...) {
+	sets := w.allSets(extra...)
+	if slices.ContainsFunc(extra, func(s string) bool { return strings.HasPrefix(s, "expect=") }) {
+		// The last expect= wins: an earlier one (the fleet's own
+		// expectations dropped) only clutters the command.
+		sets = slices.DeleteFunc(sets[:len(sets)-len(extra)], func(s string) bool { return strings.HasPrefix(s, "expect=") })
+		sets = append(sets, extra...)
+	}
+	for _, s := range sets {
 		args = append(args, "--set", shell.Quote(s))
 	}
 	return strings.Join(append(args, flags...), " ")

@@ -159,7 +159,7 @@ func Figures(rep *twin.Report, classes []string) ([]Figure, error) {
 		add(pre+"ttft_s.p99", g.TTFT.P99)
 		add(pre+"e2e_s.p50", g.E2E.P50)
 		add(pre+"e2e_s.p99", g.E2E.P99)
-		add(pre+"slo_attainment", g.SLOAttainment)
+		add(pre+"slo_attainment", g.SLOAttainment.Or(0))
 	}
 	add("cost.total", rep.Cost.Total)
 	add("cost.per_successful_task", rep.Cost.PerSuccessfulTask)

@@ -171,7 +171,7 @@ func TestGoldenSummary(t *testing.T) {
 // one expectation failed, the tenants' totals.
 func summaryReport() *twin.Report {
 	tenant := func(arrived, met, rejected, timedOut, fallbacks uint64) *twin.Group {
-		g := &twin.Group{SLOMet: met, SLOAttainment: float64(met) / float64(arrived)}
+		g := &twin.Group{SLOMet: met, SLOAttainment: twin.Ratio(float64(met) / float64(arrived))}
 		g.Arrived, g.Rejected, g.TimedOut, g.Fallbacks = arrived, rejected, timedOut, fallbacks
 		return g
 	}

@@ -245,7 +245,7 @@ func (m *Model) tenantTotals(w int) []string {
 			}
 			return -1
 		}
-		return cmp.Compare(ga.SLOAttainment, gb.SLOAttainment)
+		return cmp.Compare(ga.SLOAttainment.Or(0), gb.SLOAttainment.Or(0))
 	})
 	nw := 6
 	for _, n := range names {
@@ -260,7 +260,7 @@ func (m *Model) tenantTotals(w int) []string {
 		}
 		// Attainment is of the finished requests: those in flight at the
 		// end are neither met nor missed.
-		line := "  " + padRight(n, nw) + " SLO " + m.attainment(g.SLOAttainment) + st.dim.Render(" ("+count(g.SLOMet)+" of "+count(finished(g))+")")
+		line := "  " + padRight(n, nw) + " SLO " + m.attainment(g.SLOAttainment.Or(0)) + st.dim.Render(" ("+count(g.SLOMet)+" of "+count(finished(g))+")")
 		if lost := g.Rejected + g.Failed + g.TimedOut; lost > 0 {
 			line += " · " + st.bad.Render("lost "+count(lost)) + st.dim.Render(" ("+count(g.Rejected)+" refused, "+count(g.TimedOut)+" timed out, "+count(g.Failed)+" failed)")
 		}
@@ -409,7 +409,10 @@ func (m *Model) tenantImpact(label string, w int) []string {
 		if im.TimeToMitigateS < 0 && im.Displaced > 0 && im.ServedElsewhere == 0 {
 			mit = st.bad.Render("✗ nothing else serves it")
 		}
-		att := m.attainment(im.SLOAttainmentDuring)
+		att := st.dim.Render("-") // nothing finished during it: no attainment
+		if im.SLOAttainmentDuring.Measured() {
+			att = m.attainment(float64(im.SLOAttainmentDuring))
+		}
 		line := "  " + name + st.dim.Render(" · ") + mit + st.dim.Render(" · R ") + secsOr(im.TimeToRecoverS) +
 			st.dim.Render(" · displaced ") + count(im.Displaced) + st.dim.Render(" · elsewhere ") + count(im.ServedElsewhere) +
 			st.dim.Render(" · lost ") + count(im.Lost) + st.dim.Render(" · SLO during ") + att

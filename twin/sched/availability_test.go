@@ -59,7 +59,7 @@ func TestOneAvailabilityJudgement(t *testing.T) {
 		require.Equal(t, tc.why, why, tc.name)
 		require.Equal(t, tc.back, back, tc.name)
 		require.Equal(t, tc.why, c.poolVerdict(now, 0), "%s: Explain's verdict on the pool", tc.name)
-		_, gwhy := c.groupBack(now, c.replicas[0].group)
+		_, _, gwhy := c.groupBack(now, c.replicas[0].group)
 		require.Equal(t, tc.groupWhy, gwhy, "%s: deadline feasibility", tc.name)
 		require.Equal(t, tc.groupUp, !c.feas[c.replicas[0].group].down, tc.name)
 	}

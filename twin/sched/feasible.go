@@ -14,10 +14,15 @@ import (
 //
 //   - a pool the provider throttled (a 429 whose Retry-After ends at T,
 //     see Throttled) takes nothing before T: the provider said so;
-//   - a pool whose replicas all have open breakers takes nothing before
-//     the first is expected half-open (opened + OpenFor), nor before the
-//     outage is expected over (below); replicas loading or down (not
-//     ready) have no known return but that;
+//   - a pool whose replicas all have open breakers is dark: the core has
+//     detected that nothing there answers, and from that instant the
+//     deadline check counts on nothing from it until a breaker closes
+//     again (a trial that succeeds). A half-open breaker is a chance, not
+//     a promise (below), and a request admitted on that chance waits out
+//     its deadline when the chance fails, as every one does through an
+//     outage; refused at once, its client hears when to come back
+//     instead. Replicas loading or down (not ready) have no known return
+//     either; an outlier's ejection ends at a known time, which counts;
 //   - the requests ahead of it then drain at the dispatch rate of the pools
 //     back before its deadline (each pool's own EWMA of the interval
 //     between its dispatches, so a dark region's past rate is not counted
@@ -25,8 +30,12 @@ import (
 //
 // NB: a half-open breaker is a chance, not a promise. During a regional
 // outage every probe fails and re-opens the breakers, so "back in OpenFor"
-// holds at every instant and is wrong at every instant. The core therefore
-// also expects a pool that has been unable to take anything for a time D
+// holds at every instant and is wrong at every instant. Trusting it for
+// the deadline check admitted a dark region's requests for about one
+// deadline after the outage was detected, and every one of them timed out
+// (issue 36). So the chance is only the Retry-After a refusal hints: no
+// sooner than a half-open breaker, and no sooner than the outage has
+// lasted again — a pool unable to take anything for a time D is expected
 // to stay so for about D more (the median remaining life under Gott's
 // principle; the same reasoning as exponential backoff). The pool's down
 // time counts from when the core first saw it so, and ends at the first
@@ -78,22 +87,33 @@ func (c *Core) noteDispatch(now time.Duration, r int) {
 // groupBack returns when group gi is expected to take a request again (now
 // when it can), and why not before: ReasonUpstreamQuota (throttled),
 // ReasonUnavailable (breakers open, replicas not ready) or "" when it can
-// now. It records what it sees for the group's down time.
-func (c *Core) groupBack(now time.Duration, gi int) (time.Duration, string) {
+// now. hint is that expectation, the Retry-After a refused client hears;
+// back is what the deadline check counts on, the same but for a group its
+// breakers have found dark (every replica down, some behind an open or
+// half-open breaker): a breaker's chance is no promise, so only an
+// ejection's end counts there (noReturn when none is ejected). It records
+// what it sees for the group's down time.
+func (c *Core) groupBack(now time.Duration, gi int) (back, hint time.Duration, why string) {
 	g := &c.groups[gi]
 	f := &c.feas[gi]
-	up := false
-	half := noReturn // earliest expected back (half-open, ejection over)
+	up, detected := false, false
+	half := noReturn    // earliest expected back (half-open, ejection over)
+	promise := noReturn // earliest ejection's end
 	for _, r := range g.heap {
 		// One judgement with routing and Explain (availability.go); only a
 		// closed breaker proves the group up: a half-open one is a chance.
-		why, b := c.availableAt(now, r)
-		if why == "" && c.BreakerView(now, r) == Closed {
+		w, b := c.availableAt(now, r)
+		switch {
+		case w == "" && c.BreakerView(now, r) == Closed:
 			up = true
+		case w == SkipCircuitOpen || w == SkipTrial || (w == "" && c.BreakerView(now, r) == HalfOpen):
+			detected = true
+		case w == SkipEjected:
+			promise = min(promise, b)
 		}
 		half = min(half, b)
 	}
-	back, why := now, ""
+	hint, why = now, ""
 	if up {
 		f.down = false
 	} else {
@@ -102,43 +122,58 @@ func (c *Core) groupBack(now time.Duration, gi int) (time.Duration, string) {
 		}
 		// Expected back no sooner than a half-open breaker, and no sooner
 		// than the outage has lasted again (see the file comment).
-		back, why = max(half, now+(now-f.downSince)), ReasonUnavailable
+		hint, why = max(half, now+(now-f.downSince)), ReasonUnavailable
 		if half == noReturn {
-			back = now + (now - f.downSince)
+			hint = now + (now - f.downSince)
 		}
 	}
-	if t := c.pools[g.pool].throttledUntil; t > back {
-		back, why = t, ReasonUpstreamQuota
+	back = hint
+	if detected && !up {
+		back = promise
 	}
-	return back, why
+	if t := c.pools[g.pool].throttledUntil; t > hint {
+		hint, why = t, ReasonUpstreamQuota
+		if back != noReturn {
+			back = max(back, t)
+		}
+	}
+	return back, hint, why
 }
 
 // startEstimate estimates when req, joining model m's queue now, would
 // start: the earliest time a pool that may serve it (m, its tenant's
 // jurisdiction, its size) is expected to take requests, plus the requests
-// ahead of it at the dispatch rate of the pools back before its deadline.
-// why is the reason of the earliest pool's absence ("" when one can take
-// requests now), and back when it is expected.
-func (c *Core) startEstimate(now time.Duration, req *Request, m int) (start, back time.Duration, why string) {
+// ahead of it at the dispatch rate of the pools back before its deadline
+// (noReturn when only dark pools may serve it: see groupBack). why is the
+// reason of the earliest pool's absence ("" when one can take requests
+// now), back when it is expected to take a request (what the deadline
+// check counts on) and hint when a refused client should come back.
+func (c *Core) startEstimate(now time.Duration, req *Request, m int) (start, back, hint time.Duration, why string) {
 	tj := c.cfg.Tenants[req.Tenant].Jurisdiction
 	tokens := int64(req.Input + req.Output)
-	back = math.MaxInt64
+	back, hint = noReturn, noReturn
 	rate := 0.0 // requests per second
+	fits := false
 	for _, gi := range c.groupsOf[m] {
 		g := &c.groups[gi]
 		if c.poolFits(&c.cfg.Pools[g.pool], m, tj, tokens, c.routeFor(req, m)) != "" {
 			continue
 		}
-		b, w := c.groupBack(now, gi)
-		if b < back || (b == back && w == "") {
-			back, why = b, w
+		fits = true
+		b, h, w := c.groupBack(now, gi)
+		if h < hint || (h == hint && w == "") {
+			hint, why = h, w
 		}
-		if f := &c.feas[gi]; f.interval > 0 && (req.Deadline == 0 || b <= req.Deadline) {
+		back = min(back, b)
+		if f := &c.feas[gi]; f.interval > 0 && b != noReturn && (req.Deadline == 0 || b <= req.Deadline) {
 			rate += 1 / f.interval
 		}
 	}
-	if back == math.MaxInt64 {
-		return back, back, ReasonNoRoute
+	if !fits {
+		return noReturn, noReturn, noReturn, ReasonNoRoute
+	}
+	if back == noReturn {
+		return noReturn, noReturn, hint, why
 	}
 	// Ahead: a request bound to a jurisdiction waits in its own queue; one
 	// bound nowhere may go anywhere, and competes with every queue of m.
@@ -150,7 +185,7 @@ func (c *Core) startEstimate(now time.Duration, req *Request, m int) (start, bac
 	if rate > 0 {
 		start += time.Duration(float64(ahead+1) / rate * float64(time.Second))
 	}
-	return start, back, why
+	return start, back, hint, why
 }
 
 // infeasible reports whether req, joining model m's queue now, cannot start
@@ -163,12 +198,12 @@ func (c *Core) infeasible(now time.Duration, req *Request, m int) (reason string
 	if !c.cfg.DeadlineCheck || req.Deadline == 0 {
 		return "", 0, false
 	}
-	start, back, why := c.startEstimate(now, req, m)
+	start, back, hint, why := c.startEstimate(now, req, m)
 	switch {
 	case start <= req.Deadline:
 		return "", 0, false
 	case back > req.Deadline && why != "":
-		return why, back - now, true
+		return why, hint - now, true
 	}
 	return ReasonDeadline, start - now, true
 }
@@ -197,7 +232,7 @@ func (c *Core) chainDown(now time.Duration, req *Request) (why string, back time
 		}
 		d := req.Deadline
 		req.Deadline = 0 // every pool counts, whenever back
-		_, b, w := c.startEstimate(now, req, m)
+		_, _, b, w := c.startEstimate(now, req, m)
 		req.Deadline = d
 		if w == "" {
 			return "", now, false
@@ -222,7 +257,7 @@ func (c *Core) jurisdictionDown(now time.Duration, j string) bool {
 		if !p.Serves[g.model] || (j != "" && p.Jurisdiction != j && !c.cfg.IgnoreResidency) {
 			continue
 		}
-		if _, why := c.groupBack(now, gi); why == "" {
+		if _, _, why := c.groupBack(now, gi); why == "" {
 			return false
 		}
 		seen = true

@@ -55,13 +55,28 @@ func TestDeadlineFeasibilityFromPools(t *testing.T) {
 		now: s, deadline: 30 * s,
 		want: Rejected, reason: ReasonUnavailable, retry: 59 * s,
 	}, {
-		name:    "breaker open, half-open expected before the deadline: admitted",
+		// Detection reaches the deadline check at once: a half-open
+		// breaker in sight is a chance, not a promise, so the request is
+		// refused now, hinted to come back when the breaker is half-open,
+		// rather than admitted to wait out its deadline (issue 36).
+		name:    "breaker open, half-open expected before the deadline: refused at once",
 		openFor: 10 * s,
 		setup: func(c *Core) {
 			fill(c)
 			c.Observe(0, euReplica, false)
 		},
 		now: s, deadline: 30 * s,
+		want: Rejected, reason: ReasonUnavailable, retry: 9 * s,
+	}, {
+		name:    "breaker closed again by a trial: admitted",
+		openFor: 10 * s,
+		setup: func(c *Core) {
+			fill(c)
+			c.Observe(0, euReplica, false)
+			c.Tick(10 * s)
+			c.Observe(11*s, euReplica, true)
+		},
+		now: 12 * s, deadline: 30 * s,
 		want: Queued,
 	}, {
 		// Every probe fails and re-opens the breaker, so "half-open in 10s"

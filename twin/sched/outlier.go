@@ -3,19 +3,38 @@ package sched
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
 // Latency outlier ejection, after Envoy's outlier detection: breakers see
 // failures only, so a replica that answers every request — slowly — keeps
 // its traffic forever. The core keeps, per replica, an EWMA of the time
-// from dispatch to first token (ObserveLatency) and compares it with its
-// peers': a replica slower than Factor × their median and by at least
-// MinExcess (or slower than MaxLatency, when set) once it has MinSamples samples is taken out of routing for
+// from dispatch to first token (ObserveLatency), and its peers' median of
+// those EWMAs is the reference. A replica is judged on its recent samples:
+// its window, the last MinSamples (since it last returned). It is an
+// outlier when its EWMA, the median of its window and its latest sample
+// are each slower than Factor × the reference and by at least MinExcess
+// (or slower than MaxLatency, when set). It is then taken out of routing for
 // BaseEjection × the times it was ejected (at most 10 base intervals, as
 // Envoy's max_ejection_time defaults to ten of its base_ejection_time),
 // never more than MaxShare of its pool and never its pool's last replica,
 // and returns when the interval ends (Ready.WakeAt asks for the Tick).
+//
+// NB: the judgement needs the window, not the EWMA alone, because an
+// average remembers: a brownout's slow samples kept a replica's EWMA over
+// the bound for a dozen healthy samples after the brownout ended, and a
+// replica spared during it (its pool's share already ejected, or busy)
+// was ejected seconds after it ended, healthy (issue 36). A replica whose
+// latest answer, or most of whose window, is healthy is never ejected for
+// what it did before. The EWMA stays a condition too: five samples are
+// noisy, and a healthy 70B replica's window of long prompts can sit over
+// the bound where its average of about twenty does not. A brownout's added
+// latency makes every sample slow, which ejects as soon as the EWMA
+// crosses, as before. The window is counted in samples, not seconds: a
+// replica a fault makes slow gets fewer of them, and a time window left it
+// unjudged. The samples are kept in a ring per replica (Core.recent),
+// MinSamples long.
 //
 // NB: the peers are every replica serving the same model, in every pool,
 // not the replica's own pool: the commonest latency fault — a congested
@@ -42,6 +61,7 @@ type Outlier struct {
 	// fleet-wide overload would otherwise eject half of every pool.
 	MaxLatency time.Duration
 	// MinSamples a replica needs (since it last returned) before it is
+	// judged: its window, the latest MinSamples samples, is what is
 	// judged; default 5.
 	MinSamples int
 	// BaseEjection is the first ejection's length; the n-th lasts n times
@@ -82,9 +102,9 @@ type Ejection struct {
 	At       time.Duration
 	Until    time.Duration // when it returns; for an ejection
 	Returned bool
-	// Latency is the replica's EWMA of dispatch to first token, Reference
-	// its peers' median when it was ejected (0 when the absolute bound
-	// ejected it without peers).
+	// Latency is the median first token (from dispatch) of the window
+	// that ejected the replica, Reference its peers' median when it was
+	// ejected (0 when the absolute bound ejected it without peers).
 	Latency, Reference time.Duration
 }
 
@@ -129,6 +149,7 @@ func (o *Outlier) setDefaults() error {
 	if o.MaxShare == 0 {
 		o.MaxShare = DefaultOutlierMaxShare
 	}
+
 	switch {
 	case o.Factor <= 1:
 		return fmt.Errorf("sched: outlier factor %v, want > 1 (a multiple of the peers' median)", o.Factor)
@@ -167,6 +188,8 @@ func (c *Core) ObserveLatency(now time.Duration, r int, lat time.Duration) {
 		o.lat += latencyWeight * (s - o.lat)
 	}
 	o.samples++
+	k := c.outlier.MinSamples
+	c.recent[r*k+(o.samples-1)%k] = s
 	if o.samples == c.outlier.MinSamples {
 		c.refs[rs.Model].valid = false // one more peer to count
 	}
@@ -184,9 +207,13 @@ func (c *Core) ObserveLatency(now time.Duration, r int, lat time.Duration) {
 		// spare is an outlier.
 		return
 	}
+	recent := c.windowMedian(r)
 	ref := c.peerMedian(now, rs.Model)
-	slow := (ref > 0 && o.lat > c.outlier.Factor*ref && o.lat-ref > c.outlier.MinExcess.Seconds()) ||
-		(c.outlier.MaxLatency > 0 && o.lat > c.outlier.MaxLatency.Seconds())
+	over := func(x float64) bool {
+		return (ref > 0 && x > c.outlier.Factor*ref && x-ref > c.outlier.MinExcess.Seconds()) ||
+			(c.outlier.MaxLatency > 0 && x > c.outlier.MaxLatency.Seconds())
+	}
+	slow := over(o.lat) && over(recent) && over(s)
 	if !slow {
 		if o.samples == c.outlier.MinSamples && o.ejections > 0 {
 			// Healthy since its return: the next ejection is shorter,
@@ -205,7 +232,17 @@ func (c *Core) ObserveLatency(now time.Duration, r int, lat time.Duration) {
 	c.refs[rs.Model].valid = false // one peer fewer
 	c.wake(o.until)
 	c.ejections = append(c.ejections, Ejection{Replica: r, At: now, Until: o.until,
-		Latency: secs(o.lat), Reference: secs(ref)})
+		Latency: secs(recent), Reference: secs(ref)})
+}
+
+// windowMedian is what replica r is judged on: the (lower) median of its
+// window, its last MinSamples samples; it has that many.
+func (c *Core) windowMedian(r int) float64 {
+	k := c.outlier.MinSamples
+	var buf [16]float64
+	v := append(buf[:0], c.recent[r*k:(r+1)*k]...)
+	slices.Sort(v)
+	return v[(k-1)/2]
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

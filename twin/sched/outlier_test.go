@@ -181,3 +181,54 @@ func TestLowestLatencyRecoversAfterLatencyFault(t *testing.T) {
 	after := serve(5*time.Minute+10*time.Second, 5*time.Minute, fast)
 	require.Greater(t, after[0], 100, "pool a after its fault: %v", after)
 }
+
+// Ejection judges recent samples only (issue 36). Replicas 0 and 1 of pool
+// a are slow through a brownout; with a quarter of four allowed out, 0 is
+// ejected (for 5s) and 1 spared. The brownout ends: 1 answers well again.
+// When 0 returns and the share frees up, 1 is not ejected on what it did
+// during the brownout — with an EWMA it was, its average (0.78s after
+// three healthy samples) still over 3 × 200ms and 500ms above it — while a
+// replica still slow now is.
+func TestOutlierJudgesRecentSamplesOnly(t *testing.T) {
+	s := time.Second
+	for _, still := range []bool{false, true} {
+		c := outlierFleet(func(cfg *Config) {
+			cfg.Outlier.MaxShare = 0.25
+			cfg.Outlier.BaseEjection = 5 * s
+		})
+		require.Empty(t, feed(c, s, DefaultOutlierMinSamples, 0, 1))
+		ej := feed(c, 2*s, 1, 0, 1)
+		require.Len(t, ej, 1)
+		require.Equal(t, 0, ej[0].Replica, "the quarter: one of the two slow")
+		var slow []int
+		if still {
+			slow = []int{1}
+		}
+		require.Empty(t, feed(c, 3*s, 2, slow...), "replica 0 still ejected: no room for 1")
+		c.Tick(7 * s) // 0 returns: the quarter is free again
+		take(c)
+		ej = feed(c, 7*s, 1, slow...)
+		if !still {
+			require.Empty(t, ej, "a healthy replica ejected on its past")
+			continue
+		}
+		require.Len(t, ej, 1, "still slow now: ejected")
+		require.Equal(t, 1, ej[0].Replica)
+	}
+}
+
+// The window's median: one slow request in five (a long prompt) ejects
+// nothing, however many times it comes.
+func TestOutlierWindowMedian(t *testing.T) {
+	c := outlierFleet(nil)
+	require.Empty(t, feed(c, time.Second, DefaultOutlierMinSamples)) // everyone has samples
+	var ej []Ejection
+	for i := range 4 * DefaultOutlierMinSamples {
+		var slow []int
+		if i%5 == 0 {
+			slow = []int{2}
+		}
+		ej = append(ej, feed(c, 2*time.Second, 1, slow...)...)
+	}
+	require.Empty(t, ej, "one slow sample in five")
+}

@@ -318,10 +318,13 @@ type Core struct {
 	peers       []peerSet // per model: the replicas it is the median of (peers.go)
 	// Per replica, dense: its routing key (rankKey) and its position in
 	// its group's heap.
-	rank     []uint64
-	hpos     []int32
-	plat     []float64 // its latency EWMA, as its model's peerSet orders it
-	retiring []bool    // per model: announced for retirement (SetRetiring)
+	rank []uint64
+	hpos []int32
+	plat []float64 // its latency EWMA, as its model's peerSet orders it
+	// recent holds each replica's window: its last Outlier.MinSamples
+	// latency samples, MinSamples per replica (outlier.go)
+	recent   []float64
+	retiring []bool // per model: announced for retirement (SetRetiring)
 
 	// Per-model dispatch rate estimate for predicted waits: an EWMA of the
 	// interval between dispatches.
@@ -452,6 +455,7 @@ func New(cfg Config) (*Core, error) {
 	if err := c.outlier.setDefaults(); err != nil {
 		return nil, err
 	}
+	c.recent = make([]float64, len(cfg.Replicas)*c.outlier.MinSamples)
 	c.halfLife = cfg.LatencyHalfLife
 	if c.halfLife < 0 {
 		return nil, fmt.Errorf("sched: latency half-life %v, want >= 0 (0: the default)", c.halfLife)
