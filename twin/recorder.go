@@ -96,9 +96,10 @@ type Recorder struct {
 	marks  []mark
 	// canaries is the replay's canary reports (SetCanaries); nil: their
 	// shape only, from rollouts that never ran.
-	canaries map[string]*CanaryReport
-	scalers  map[string]ScalerSnapshot // SetAutoscaling
-	refused  map[string]bool           // the refusals noted on the timeline (refusalNote)
+	canaries  map[string]*CanaryReport
+	scalers   map[string]ScalerSnapshot // SetAutoscaling
+	refused   map[string]bool           // the refusals noted on the timeline (refusalNote)
+	residency residencyTally            // from the dispatches, as Report replays them
 }
 
 type markKind uint8
@@ -129,7 +130,8 @@ type mark struct {
 	out     int           // markOutcome: index in outs
 	event   TimelineEvent // markEvent
 	canary  sched.RolloutDecision
-	retry   time.Duration // markThrottled: the Retry-After
+	retry   time.Duration // markThrottled: the Retry-After; markDispatch: when the request arrived
+	tenant  int           // markDispatch
 	detail  string        // markRoute: the timeline's text
 	off     bool          // markRoute: the pool no longer serves the model
 }
@@ -237,11 +239,13 @@ func (rec *Recorder) SetAutoscaling(s map[string]ScalerSnapshot) { rec.scalers =
 // the replay's rollouts and the faults as it injected them.
 func (rec *Recorder) SetCanaries(c map[string]*CanaryReport) { rec.canaries = c }
 
-// Dispatch records a dispatch of a request to replica at at (a retry's
-// again; not a hedged duplicate's or a shadow copy's): the pools'
-// dispatched counts, as a run counts them.
-func (rec *Recorder) Dispatch(at time.Duration, replica int) {
-	rec.marks = append(rec.marks, mark{at: at, kind: markDispatch, replica: replica})
+// Dispatch records a dispatch of a request of tenant (its index in the
+// scenario), arrived at arrived, to replica at at (a retry's again; not a
+// hedged duplicate's or a shadow copy's): the pools' dispatched counts and
+// the residency violations, as a run counts them (a request arrived in
+// the warm-up is not measured).
+func (rec *Recorder) Dispatch(at time.Duration, replica, tenant int, arrived time.Duration) {
+	rec.marks = append(rec.marks, mark{at: at, kind: markDispatch, replica: replica, tenant: tenant, retry: arrived})
 }
 
 // Throttled records a provider's 429 on replica at at that throttled its
@@ -276,6 +280,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 	event := func(ev TimelineEvent) { timeline = append(timeline, ev) }
 	sc := rec.p.sc
 	warmup := sc.Warmup.D()
+	rec.residency = residencyTally{}
 	dispatched := make([]uint64, len(rec.p.pools))
 	throttled := make([]bool, len(rec.p.pools)) // the pools' first throttle seen
 	for _, m := range rec.marks {
@@ -344,7 +349,11 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 			}
 		case markDispatch:
 			if m.replica >= 0 && m.replica < len(rec.p.replicas) {
-				dispatched[rec.p.replicas[m.replica].Pool]++
+				pi := rec.p.replicas[m.replica].Pool
+				dispatched[pi]++
+				if m.retry >= warmup && m.tenant >= 0 && m.tenant < len(sc.Tenants) {
+					rec.residency.dispatch(rec.p, m.tenant, pi)
+				}
 			}
 		case markOutcome:
 			o := &rec.outs[m.out]
@@ -357,6 +366,7 @@ func (rec *Recorder) Report(end time.Duration, streams map[string]StreamReport) 
 	event(arrivalsEndEvent(sc.Duration.D()))
 	slices.SortStableFunc(timeline, func(a, b TimelineEvent) int { return cmp.Compare(a.TS, b.TS) })
 	rep := rec.assemble(end, dispatched)
+	rec.residency.into(rep, rec.p)
 	rep.Timeline = timeline
 	for k, v := range streams {
 		rep.Workload[k] = v

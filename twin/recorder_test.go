@@ -142,7 +142,7 @@ func TestRecorderAttributesFaults(t *testing.T) {
 		at      time.Duration
 		replica int
 	}{{s(60), hit}, {s(140), spare}, {s(310), hit}} {
-		rec.Dispatch(d.at, d.replica)
+		rec.Dispatch(d.at, d.replica, 2, d.at) // research: bound nowhere
 	}
 	rec.Add(Outcome{Arrival: arr(s(60)), Result: Completed, Ended: s(61), TTFT: s(1) / 2, Replica: hit, ServedModel: 0, Attempts: 1})
 	rec.Add(Outcome{Arrival: arr(s(125)), Result: Failed, Ended: s(131), Replica: -1, Attempts: 3})
@@ -162,6 +162,43 @@ func TestRecorderAttributesFaults(t *testing.T) {
 	require.Equal(t, uint64(2), rep.Requests.Retries)
 	require.True(t, rep.Passed(), "%+v", rep.Expectations)
 	require.Equal(t, uint64(2), rep.Pools["use-h100-8b"].Dispatched+rep.Pools["use-h100-70b"].Dispatched)
+}
+
+// TestRecorderCountsResidency: a live replay's residency figures come from
+// the dispatches the gateway reports, by the run's rule: a measured request
+// of a tenant bound to a jurisdiction dispatched to a pool outside it.
+func TestRecorderCountsResidency(t *testing.T) {
+	sc, err := scenarios.LoadNamedWithSets("default", []string{"duration=10m", "warmup=1m", "faults=[]", "expect=[]"})
+	require.NoError(t, err)
+	rec, err := NewRecorder(sc)
+	require.NoError(t, err)
+	east, eu := -1, -1 // a us-east replica and an eu-west one
+	for i, rp := range rec.p.replicas {
+		switch rec.p.pools[rp.Pool].Region.Name {
+		case "us-east":
+			east = max(east, i)
+		case "eu-west":
+			eu = max(eu, i)
+		}
+	}
+	require.True(t, east >= 0 && eu >= 0)
+	const retail, bank, research = 0, 1, 2
+	s := func(d int) time.Duration { return time.Duration(d) * time.Second }
+	rec.Dispatch(s(120), east, bank, s(119))     // outside the EU: counted
+	rec.Dispatch(s(130), east, bank, s(30))      // arrived in the warm-up: not measured
+	rec.Dispatch(s(140), eu, bank, s(139))       // in the EU
+	rec.Dispatch(s(150), eu, retail, s(149))     // outside the US: counted
+	rec.Dispatch(s(160), east, research, s(159)) // bound nowhere
+	rep, err := rec.Report(10*time.Minute, nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), rep.ResidencyViolations)
+	eastPool := rec.p.pools[rec.p.replicas[east].Pool].Spec.Name
+	euPool := rec.p.pools[rec.p.replicas[eu].Pool].Spec.Name
+	require.Equal(t, &TenantResidency{Jurisdiction: "eu", Violations: 1,
+		Pools: map[string]uint64{eastPool: 1}, Regions: map[string]uint64{"us-east": 1}}, rep.ResidencyByTenant["bank-eu"])
+	require.Equal(t, &TenantResidency{Jurisdiction: "us", Violations: 1,
+		Pools: map[string]uint64{euPool: 1}, Regions: map[string]uint64{"eu-west": 1}}, rep.ResidencyByTenant["retail"])
+	require.NotContains(t, rep.ResidencyByTenant, "research", "bound to no jurisdiction")
 }
 
 // TestRecorderCountsAdmittedAsTheTwin: admitted means the core dispatched

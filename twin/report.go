@@ -614,25 +614,53 @@ type TenantResidency struct {
 	Regions      map[string]uint64 `json:"regions"`
 }
 
-// residencyByTenant builds ResidencyByTenant from counts by tenant and
-// pool index; pool names a pool index's name and region.
-func residencyByTenant(sc *scenarios.Scenario, by map[int]map[int]uint64, pool func(int) (name, region string)) map[string]*TenantResidency {
+// residencyTally counts dispatches outside the tenant's jurisdiction, by
+// tenant then pool index: one rule for a run (at each dispatch) and for a
+// live replay's recorder (at each dispatch the gateway reports), so that
+// the two reports' residency figures mean the same.
+type residencyTally struct {
+	n  uint64
+	by map[int]map[int]uint64
+}
+
+// dispatch counts a measured request of tenant dispatched to pool pi when
+// the pool's region is outside the tenant's jurisdiction.
+func (rt *residencyTally) dispatch(p *plan, tenant, pi int) {
+	tj := p.sc.Tenants[tenant].Jurisdiction
+	if tj == "" || p.pools[pi].Region.Jurisdiction == tj {
+		return
+	}
+	rt.n++
+	if rt.by == nil {
+		rt.by = map[int]map[int]uint64{}
+	}
+	by := rt.by[tenant]
+	if by == nil {
+		by = map[int]uint64{}
+		rt.by[tenant] = by
+	}
+	by[pi]++
+}
+
+// into sets the report's residency figures: the total, and for every
+// tenant bound to a jurisdiction its violations by pool and region.
+func (rt *residencyTally) into(rep *Report, p *plan) {
+	rep.ResidencyViolations = rt.n
 	out := map[string]*TenantResidency{}
-	for ti, t := range sc.Tenants {
+	for ti, t := range p.sc.Tenants {
 		if t.Jurisdiction == "" {
 			continue
 		}
 		tr := &TenantResidency{Jurisdiction: t.Jurisdiction, Pools: map[string]uint64{}, Regions: map[string]uint64{}}
-		for pi, n := range by[ti] {
-			name, region := pool(pi)
+		for pi, n := range rt.by[ti] {
+			pp := &p.pools[pi]
 			tr.Violations += n
-			tr.Pools[name] += n
-			tr.Regions[region] += n
+			tr.Pools[pp.Spec.Name] += n
+			tr.Regions[pp.Region.Name] += n
 		}
 		out[t.Name] = tr
 	}
-	if len(out) == 0 {
-		return nil
+	if len(out) > 0 {
+		rep.ResidencyByTenant = out
 	}
-	return out
 }

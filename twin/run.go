@@ -174,10 +174,7 @@ type runner struct {
 
 	tally
 	pools     []*PoolReport
-	residency uint64
-	// residencyBy counts the violations by tenant, then pool (the
-	// report's residency_violations_by_tenant).
-	residencyBy map[int]map[int]uint64
+	residency residencyTally // dispatches outside their tenant's jurisdiction
 	timelineLog // the timeline as it is written (timelinelog.go)
 
 	done   []*request   // completions collected during an engine Advance
@@ -745,20 +742,9 @@ func (r *runner) startDispatched(x sched.Dispatch) {
 		req.canary = req.Core.Route
 	}
 	r.metrics.routed(req)
-	pp := &r.p.pools[rt.pool]
 	r.pools[rt.pool].Dispatched++
-	tj := r.p.sc.Tenants[req.Core.Tenant].Jurisdiction
-	if tj != "" && pp.Region.Jurisdiction != tj && req.measured {
-		r.residency++
-		if r.residencyBy == nil {
-			r.residencyBy = map[int]map[int]uint64{}
-		}
-		by := r.residencyBy[req.Core.Tenant]
-		if by == nil {
-			by = map[int]uint64{}
-			r.residencyBy[req.Core.Tenant] = by
-		}
-		by[rt.pool]++
+	if req.measured {
+		r.residency.dispatch(r.p, req.Core.Tenant, rt.pool)
 	}
 	if r.faultState != nil {
 		if fate := r.faultAtDispatch(req, x.Replica); fate.fail {
@@ -1171,10 +1157,7 @@ func (r *runner) assemble() *Report {
 	rep.Degradation = degradationReport(r.ladder, r.s.Now())
 	rep.Canaries = r.canaryReports()
 	rep.Forecast = r.demand.final(r.s.Now(), r.p.sc.Classes)
-	rep.ResidencyViolations = r.residency
-	rep.ResidencyByTenant = residencyByTenant(r.p.sc, r.residencyBy, func(pi int) (string, string) {
-		return r.p.pools[pi].Spec.Name, r.p.pools[pi].Region.Name
-	})
+	r.residency.into(rep, r.p)
 	rep.Timeline = append(rep.Timeline, r.timeline...)
 	for i := range r.p.pools {
 		poolUse(r.p, r.replicas, i, r.pools[i], end)

@@ -593,7 +593,7 @@ func (g *Gateway) deliver(now time.Duration) {
 		if c := g.calls.m[d.Req.ID]; c != nil {
 			c.dispatched = now
 			if g.obs.Dispatch != nil {
-				g.obs.Dispatch(now, d.Replica)
+				g.obs.Dispatch(now, d.Replica, d.Req.Tenant, d.Req.Arrived)
 			}
 			c.post(note{kind: noteStart, replica: d.Replica})
 		}

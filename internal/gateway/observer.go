@@ -41,8 +41,10 @@ type Observer struct {
 	Throttled func(at time.Duration, replica int, pool string, retryAfter time.Duration)
 	// Dispatch is called on every dispatch of a request to a replica by
 	// the core (a retry's again; a hedged duplicate's and a shadow copy's
-	// not): a run's report counts them per pool.
-	Dispatch func(at time.Duration, replica int)
+	// not): a run's report counts them per pool, and those outside their
+	// tenant's jurisdiction (tenant is its index in the scenario, arrived
+	// when the request arrived, on the gateway's clock).
+	Dispatch func(at time.Duration, replica, tenant int, arrived time.Duration)
 	// Ladder is called when the degradation ladder engages or releases a
 	// rung; change.Detail is the twin's timeline text for it.
 	Ladder func(at time.Duration, change sched.LadderChange)

@@ -229,8 +229,8 @@ func Start(ctx context.Context, opts Options) (_ *Session, err error) {
 				s.timeline = append(s.timeline, twin.CanaryEvent(at-t0, d))
 			})
 		},
-		Dispatch: func(at time.Duration, replica int) {
-			r.mark(func(t0 time.Duration) { rec.Dispatch(at-t0, replica) })
+		Dispatch: func(at time.Duration, replica, tenant int, arrived time.Duration) {
+			r.mark(func(t0 time.Duration) { rec.Dispatch(at-t0, replica, tenant, arrived-t0) })
 		},
 		// An autoscaled pool's scale, grant, refusal and replica-ready,
 		// worded like a twin run's timeline; ev.At is on the replay's
