@@ -173,9 +173,9 @@ type runner struct {
 	onWake     func() // steps Tick; bound once, so that arming the wake-up allocates nothing
 
 	tally
-	pools     []*PoolReport
-	residency residencyTally // dispatches outside their tenant's jurisdiction
-	timelineLog // the timeline as it is written (timelinelog.go)
+	pools       []*PoolReport
+	residency   residencyTally // dispatches outside their tenant's jurisdiction
+	timelineLog                // the timeline as it is written (timelinelog.go)
 
 	done   []*request   // completions collected during an engine Advance
 	firsts []firstToken // first tokens produced during an engine Advance
