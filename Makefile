@@ -1,6 +1,6 @@
 # fleetdrill — build, test and benchmark targets. `make help` lists them.
-# CI (.ci/run) runs `make lint`, `make tidy`, `make test` and `make test-clone`
-# (together: `make check`).
+# CI (.ci/run) runs `make lint`, `make tidy`, `make test` from a copy of the
+# clone with nothing beside it, and `make test-shared` in place.
 
 GO      ?= go
 PKGS    ?= ./...
@@ -100,13 +100,24 @@ CLONE_PKGS ?= ./traces/ ./scenarios/ ./twin/ ./twin/latency/ ./internal/trace/ .
 CLONE_RUN  ?= Embedded|Library|Trace|Mooncake|Alibaba|README|Canary|Shadow|WriteParsesBack|Splitwise|BuiltinTable|Fidelity|SimToReal|Features
 CLONE_SKIP ?= TestLibraryHoldsAcrossSeeds|TestLiveFeatures
 
+.PHONY: copy
+copy: ## Copy the work tree (tracked and unignored files) to DIR, e.g. make copy DIR=/tmp/x/fleetdrill: a clone with nothing beside it
+	@test -n "$(DIR)" || { echo "make copy: set DIR, e.g. make copy DIR=$$(mktemp -d)/fleetdrill"; exit 2; }; \
+	set -o pipefail; mkdir -p "$(DIR)" && git ls-files -z --cached --others --exclude-standard | \
+		tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$(DIR)"
+
 .PHONY: test-clone
 test-clone: ## The tests that read ../shared or the library's traces, from a copy of the work tree with no ../shared beside it
 	@set -o pipefail; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	mkdir "$$tmp/clone" && git ls-files -z --cached --others --exclude-standard | \
-		tar --null --ignore-failed-read -T - -cf - 2>/dev/null | tar -xf - -C "$$tmp/clone" || exit 1; \
+	$(MAKE) --no-print-directory copy DIR="$$tmp/clone" || exit 1; \
 	echo "make test-clone: the shared-data and library-trace tests from $$tmp/clone, nothing beside it"; \
 	cd "$$tmp/clone" && $(GO) test -count=1 -run '$(CLONE_RUN)' -skip '$(CLONE_SKIP)' $(CLONE_PKGS)
+
+.PHONY: test-shared
+test-shared: ## The same tests in place, on ../shared's full files where it is beside the clone (CI: after make test from a copy without it)
+	@if [ ! -d ../shared ]; then echo "make test-shared: no ../shared beside this clone, nothing to add to make test"; exit 0; fi; \
+	echo "make test-shared: the shared-data and library-trace tests, on ../shared"; \
+	$(GO) test -count=1 -run '$(CLONE_RUN)' -skip '$(CLONE_SKIP)' $(CLONE_PKGS)
 
 .PHONY: test-stress
 test-stress: ## make test beside two busy loops: the suite on a loaded 2-core machine
@@ -139,7 +150,7 @@ tidy: ## Check that go.mod and go.sum are tidy
 	$(GO) mod tidy -diff
 
 .PHONY: check
-check: lint tidy test test-clone ## Everything CI runs
+check: lint tidy test test-clone test-shared ## Everything CI runs (CI runs make test from a copy: .ci/run)
 
 .PHONY: image-node
 image-node: ## Build the emulated node image fleetdrill-node:dev (FROM scratch, static binary)
