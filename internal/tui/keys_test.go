@@ -132,7 +132,7 @@ func TestPalette(t *testing.T) {
 			{"", append(faults.Kinds(), "end")},
 			{"b", []string{"brownout"}},
 			{"regional-outage ", []string{"region=", "for="}},
-			{"brownout region=eu-west ", []string{"pool=", "for=", "fail=", "latency="}},
+			{"brownout region=eu-west ", []string{"pool=", "for=", "count=", "percent=", "fail=", "latency="}},
 			{"regional-outage region=", []string{"region=us-east", "region=eu-west", "region=eu-central"}},
 			{"regional-outage region=eu", []string{"region=eu-west", "region=eu-central"}},
 			{"node-loss pool=euc", []string{"pool=euc-a100-8b"}},
