@@ -21,25 +21,31 @@ const Never Seconds = -1
 func (s Seconds) Happened() bool { return s >= 0 }
 
 // MarshalJSON writes null for Never.
-func (s Seconds) MarshalJSON() ([]byte, error) {
-	if s < 0 {
-		return []byte("null"), nil
-	}
-	return strconv.AppendFloat(nil, float64(s), 'g', -1, 64), nil
-}
+func (s Seconds) MarshalJSON() ([]byte, error) { return floatOrNull(float64(s), s < 0), nil }
 
 // UnmarshalJSON reads null as Never.
 func (s *Seconds) UnmarshalJSON(b []byte) error {
+	f, err := readFloatOrNull(b, float64(Never))
+	*s = Seconds(f)
+	return err
+}
+
+// floatOrNull is f in JSON, or null.
+func floatOrNull(f float64, null bool) []byte {
+	if null {
+		return []byte("null")
+	}
+	return strconv.AppendFloat(nil, f, 'g', -1, 64)
+}
+
+// readFloatOrNull reads a JSON number, or null as ifNull.
+func readFloatOrNull(b []byte, ifNull float64) (float64, error) {
 	if string(b) == "null" {
-		*s = Never
-		return nil
+		return ifNull, nil
 	}
 	var f float64
-	if err := json.Unmarshal(b, &f); err != nil {
-		return err
-	}
-	*s = Seconds(f)
-	return nil
+	err := json.Unmarshal(b, &f)
+	return f, err
 }
 
 // Ratio is a share (an SLO attainment) of a count that may be empty: NaN
@@ -64,25 +70,13 @@ func (r Ratio) Or(x float64) float64 {
 func (r Ratio) Measured() bool { return !math.IsNaN(float64(r)) }
 
 // MarshalJSON writes null for a ratio of nothing.
-func (r Ratio) MarshalJSON() ([]byte, error) {
-	if !r.Measured() {
-		return []byte("null"), nil
-	}
-	return strconv.AppendFloat(nil, float64(r), 'g', -1, 64), nil
-}
+func (r Ratio) MarshalJSON() ([]byte, error) { return floatOrNull(float64(r), !r.Measured()), nil }
 
 // UnmarshalJSON reads null as a ratio of nothing.
 func (r *Ratio) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*r = NoRatio
-		return nil
-	}
-	var f float64
-	if err := json.Unmarshal(b, &f); err != nil {
-		return err
-	}
+	f, err := readFloatOrNull(b, float64(NoRatio))
 	*r = Ratio(f)
-	return nil
+	return err
 }
 
 // ratioOf is met of done, or NoRatio of none, rounded to six digits.
