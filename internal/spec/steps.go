@@ -225,27 +225,13 @@ func table() []*step {
 			doc:     "A brownout: the region or pool fails a share of requests (a fraction or a percentage) and/or adds latency to every one; say either or both.",
 			example: "When region eu-west browns out at 10m for 5m with 20% of requests failing and 2s added latency",
 			do: func(_ context.Context, w *world, a []string) error {
-				if a[4] == "" && a[5] == "" {
-					return fmt.Errorf("a brownout needs what it does: end the step with \"with 20%% of requests failing\", \"with 2s added latency\" or both (\"with 20%% of requests failing and 2s added latency\")")
-				}
-				fail, err := failShare(a[4])
-				if err != nil {
-					return err
-				}
-				return w.addFault(fault(faults.Brownout, a[0]+"="+a[1], "at="+a[2], opt("for", a[3]), opt("fail", fail), opt("latency", a[5])))
+				return w.addBrownout(a[0]+"="+a[1], a[2:])
 			}},
 		{keyword: "When", pattern: `^(\d+) replicas? of pool (\S+) browns? out at (\S+)(?: for (\S+))?(?: with (\S+) of requests failing)?(?: (?:with|and) (\S+) added latency)?$`,
 			doc:     "A brownout of some of a pool's replicas, drawn from the seed (`brownout pool=P count=N ...`): they fail a share of requests and/or add latency to every one; say either or both. The pool's other replicas are untouched: what latency outlier ejection is for.",
 			example: "When 1 replica of pool use-h100-8b browns out at 10m for 5m with 2s added latency",
 			do: func(_ context.Context, w *world, a []string) error {
-				if a[4] == "" && a[5] == "" {
-					return fmt.Errorf("a brownout needs what it does: end the step with \"with 20%% of requests failing\", \"with 2s added latency\" or both (\"with 20%% of requests failing and 2s added latency\")")
-				}
-				fail, err := failShare(a[4])
-				if err != nil {
-					return err
-				}
-				return w.addFault(fault(faults.Brownout, "pool="+a[1], "count="+a[0], "at="+a[2], opt("for", a[3]), opt("fail", fail), opt("latency", a[5])))
+				return w.addBrownout("pool="+a[1], a[2:], "count="+a[0])
 			}},
 		{keyword: "When", pattern: `^(region|pool|model) (\S+) adds (\S+) (?:of )?latency at (\S+)(?: for (\S+))?$`,
 			doc:     "Latency injection: every request to the region, pool or model takes this much longer.",
@@ -650,4 +636,21 @@ func jobsInWindow(ctx context.Context, w *world, _ []string) error {
 		exprs = append(exprs, fmt.Sprintf("jobs.%s.completed_in_window >= %d", k, w.rep.Jobs[k].Submitted))
 	}
 	return w.check(ctx, exprs, "", nil)
+}
+
+// addBrownout adds a brownout of scope (region=R, pool=P) from a step's
+// captures at, for, fail share and added latency (either or both must be
+// said), with extra arguments (a replica count) after the scope.
+func (w *world) addBrownout(scope string, a []string, extra ...string) error {
+	at, dur, failing, latency := a[0], a[1], a[2], a[3]
+	if failing == "" && latency == "" {
+		return fmt.Errorf("a brownout needs what it does: end the step with \"with 20%% of requests failing\", \"with 2s added latency\" or both (\"with 20%% of requests failing and 2s added latency\")")
+	}
+	fail, err := failShare(failing)
+	if err != nil {
+		return err
+	}
+	args := append([]string{scope}, extra...)
+	args = append(args, "at="+at, opt("for", dur), opt("fail", fail), opt("latency", latency))
+	return w.addFault(fault(faults.Brownout, args...))
 }
