@@ -2,17 +2,14 @@ package liverun
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/fleetdrill/fleetdrill/internal/node"
 	"github.com/fleetdrill/fleetdrill/scenarios"
 	"github.com/fleetdrill/fleetdrill/twin/sched"
 )
@@ -34,7 +31,7 @@ func TestHybridRunRoutesByTheServersContextLimit(t *testing.T) {
 	const limit = 1024
 	ext := map[string][]string{}
 	for _, pool := range []string{"use-h100-8b", "euw-a100-8b"} {
-		ext[pool] = []string{"vllm+" + startLimitedVLLMNode(t, base, pool, limit)}
+		ext[pool] = []string{"vllm+" + startVLLMNode(t, base, pool, limit)}
 	}
 	var mu sync.Mutex
 	var said []string
@@ -66,20 +63,4 @@ func TestHybridRunRoutesByTheServersContextLimit(t *testing.T) {
 	t.Logf("arrived %d: live completed %d, refused too long %d, failed %d; twin completed %d, refused too long %d",
 		live.Requests.Arrived, live.Requests.Completed, tooLong, live.Requests.Failed,
 		tw.Requests.Completed, tw.Rejections[sched.ReasonNoRoute])
-}
-
-// startLimitedVLLMNode is startVLLMNode with vLLM's --max-model-len.
-func startLimitedVLLMNode(t *testing.T, sc *scenarios.Scenario, pool string, maxLen int64) string {
-	t.Helper()
-	cfg, err := node.FromScenario(sc, pool)
-	require.NoError(t, err)
-	reg := prometheus.NewRegistry()
-	cfg.Flavor, cfg.Registerer, cfg.Gatherer, cfg.MaxModelLen = node.FlavorVLLM, reg, reg, maxLen
-	n, err := node.New(cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { _ = n.Run(ctx) }()
-	srv := httptest.NewServer(n.Handler())
-	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); cancel(); <-n.Stopped() })
-	return srv.URL
 }

@@ -126,12 +126,13 @@ func TestVLLMBackendStaysHealthyBehindTheGateway(t *testing.T) {
 // startVLLMNode runs the emulated node answering as vLLM, in-process on
 // loopback at speed 1, serving pool's model: an external endpoint the
 // harness does not start or stop.
-func startVLLMNode(t *testing.T, sc *scenarios.Scenario, pool string) string {
+func startVLLMNode(t *testing.T, sc *scenarios.Scenario, pool string, maxModelLen int64) string {
 	t.Helper()
 	cfg, err := node.FromScenario(sc, pool)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	cfg.Flavor, cfg.Registerer, cfg.Gatherer = node.FlavorVLLM, reg, reg
+	// maxModelLen is vLLM's --max-model-len (0: the node's KV capacity).
+	cfg.Flavor, cfg.Registerer, cfg.Gatherer, cfg.MaxModelLen = node.FlavorVLLM, reg, reg, maxModelLen
 	n, err := node.New(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -168,7 +169,7 @@ func TestHybridFleetWithAnExternalEndpoint(t *testing.T) {
 	requireDocker(t)
 	base, err := scenarios.LoadNamedWithSets("default", nil)
 	require.NoError(t, err)
-	url := startVLLMNode(t, base, "use-h100-8b")
+	url := startVLLMNode(t, base, "use-h100-8b", 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Options{Scenario: "default", Replicas: 1,

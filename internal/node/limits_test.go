@@ -2,6 +2,7 @@ package node
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -231,16 +232,7 @@ func TestBodyBudget(t *testing.T) {
 // postRaw posts body as it is (bytes a JSON encoder would not write).
 func (h *harness) postRaw(t testing.TB, path, body string, hdr ...string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
-	}
-	resp, err := h.srv.Client().Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
-	}
-	return resp
+	return h.postBytes(context.Background(), t, path, []byte(body), hdr...)
 }
 
 func bufioReader(c net.Conn) *bufio.Reader { return bufio.NewReader(c) }

@@ -106,7 +106,13 @@ func (h *harness) post(t testing.TB, path string, body any, hdr ...string) *http
 func (h *harness) postCtx(ctx context.Context, t testing.TB, path string, body any, hdr ...string) *http.Response {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.srv.URL+path, bytes.NewReader(b))
+	return h.postBytes(ctx, t, path, b, hdr...)
+}
+
+// postBytes posts body's bytes as they are, with hdr's name-value pairs.
+func (h *harness) postBytes(ctx context.Context, t testing.TB, path string, body []byte, hdr ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.srv.URL+path, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
